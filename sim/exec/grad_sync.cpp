@@ -1,0 +1,173 @@
+#include "sim/exec/grad_sync.h"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+namespace arachne {
+namespace {
+
+// Megatron-LM DistributedDataParallel bucket size: max(40,000,000, 1,000,000 * dp) parameters.
+double bucket_params(int dp) { return std::max(40e6, 1e6 * dp); }
+
+}  // namespace
+
+GradSync::GradSync(const ModelConfig& model, const Plan& plan, const StageWork& work, CollectiveContext& ctx,
+                   Callbacks cb)
+    : plan_(plan), work_(work), ctx_(ctx), cb_(std::move(cb)) {
+  grad_bytes_ = reduced_grad_bytes_per_param(model);
+  param_bytes_ = model.dtype == "fp32" ? 4.0 : 2.0;
+  const int nw = static_cast<int>(work.workers.size());
+  buckets_of_worker_.resize(nw);
+  pending_.assign(nw, 0);
+  gather_pending_.assign(nw, 0);
+  backward_done_.assign(nw, false);
+
+  // Segment boundaries: every stage boundary of every pipeline.
+  std::set<int> cuts{0, model.layers};
+  for (const Worker& w : work.workers)
+    for (const ChunkCost& c : w.chunks) cuts.insert(c.layer_begin), cuts.insert(c.layer_end);
+  const std::vector<int> bounds(cuts.begin(), cuts.end());
+
+  for (size_t s = 0; s + 1 < bounds.size(); ++s) {
+    const int a = bounds[s], b = bounds[s + 1];
+    std::vector<Holder> hs;
+    for (int wi = 0; wi < nw; ++wi)
+      for (size_t c = 0; c < work.workers[wi].chunks.size(); ++c) {
+        const ChunkCost& cc = work.workers[wi].chunks[c];
+        if (cc.layer_begin <= a && b <= cc.layer_end) hs.push_back({wi, static_cast<int>(c)});
+      }
+    int lcm_tp = 1, max_tp = 1;
+    for (const Holder& h : hs) {
+      lcm_tp = std::lcm(lcm_tp, work.workers[h.worker].tp);
+      max_tp = std::max(max_tp, work.workers[h.worker].tp);
+    }
+    const double limit = bucket_params(static_cast<int>(hs.size()));
+    // Fill buckets from the last layer backwards, in local (per-rank) parameters of the most sharded holder.
+    Bucket cur;
+    auto flush = [&]() {
+      if (cur.layer_begin == cur.layer_end && !cur.embedding && !cur.head) return;
+      cur.holders = hs;
+      cur.lcm_tp = lcm_tp;
+      buckets_.push_back(cur);
+      cur = Bucket{};
+    };
+    cur.layer_begin = cur.layer_end = b;
+    const bool head_here = b == model.layers;
+    if (head_here) {
+      cur.head = true;
+      cur.full_params += head_params_per_rank(model, 1);
+    }
+    for (int l = b - 1; l >= a; --l) {
+      cur.layer_begin = l;
+      cur.full_params += layer_params_per_rank(model, l, 1);
+      if (cur.full_params / max_tp >= limit) {
+        flush();
+        cur.layer_begin = cur.layer_end = l;
+      }
+    }
+    if (a == 0) {
+      cur.embedding = true;
+      cur.full_params += embedding_params_per_rank(model, 1);
+    }
+    flush();
+  }
+  for (size_t bi = 0; bi < buckets_.size(); ++bi) {
+    Bucket& bk = buckets_[bi];
+    bk.waiting = static_cast<int>(bk.holders.size());
+    for (const Holder& h : bk.holders) {
+      buckets_of_worker_[h.worker].push_back(static_cast<int>(bi));
+      ++pending_[h.worker];
+      ++gather_pending_[h.worker];
+    }
+  }
+}
+
+void GradSync::on_last_backward_start(int w, int chunk, TimeNs start, double compute_s) {
+  if (!plan_.overlap_grad_reduce) return;
+  const ChunkCost& cc = work_.workers[w].chunks[chunk];
+  const double total = cc.embedding_grad_ready_s > 0 ? cc.embedding_grad_ready_s : compute_s;
+  const double scale = total > 0 ? compute_s / total : 1.0;
+  for (int bi : buckets_of_worker_[w]) {
+    const Bucket& bk = buckets_[bi];
+    bool mine = false;
+    for (const Holder& h : bk.holders) mine |= h.worker == w && h.chunk == chunk;
+    if (!mine) continue;
+    // The bucket is complete when its earliest layer (the last one backward reaches) is done.
+    double t;
+    if (bk.embedding) t = cc.embedding_grad_ready_s;
+    else if (bk.layer_begin < bk.layer_end) t = cc.layer_grad_ready_s[bk.layer_begin - cc.layer_begin];
+    else t = cc.head_grad_ready_s;
+    ctx_.engine.schedule_at(start + seconds_to_ns(t * scale), [this, bi]() { ready(bi); });
+  }
+}
+
+void GradSync::on_backward_done(int w, TimeNs now) {
+  backward_done_[w] = true;
+  if (!plan_.overlap_grad_reduce)
+    for (int bi : buckets_of_worker_[w]) ready(bi);
+  if (pending_[w] == 0) cb_.grads_reduced(w);
+}
+
+void GradSync::ready(int b) {
+  Bucket& bk = buckets_[b];
+  if (--bk.waiting > 0) return;
+  bk.started = ctx_.engine.now();
+  launch(b, plan_.zero1 ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, grad_bytes_,
+         [this, b]() { reduced(b); });
+}
+
+// One collective per TP slice of the bucket, over the GPUs holding that slice, concurrently.
+void GradSync::launch(int b, CollectiveKind kind, double bytes_per_param, std::function<void()> done) {
+  Bucket& bk = buckets_[b];
+  const double slice_bytes = bk.full_params / bk.lcm_tp * bytes_per_param;
+  if (bk.holders.size() < 2) {
+    ctx_.engine.schedule_after(0, std::move(done));
+    return;
+  }
+  bk.phase_pending = bk.lcm_tp;
+  auto one_done = [this, b, done]() {
+    if (--buckets_[b].phase_pending == 0) done();
+  };
+  for (int k = 0; k < bk.lcm_tp; ++k) {
+    std::vector<GpuId> members;
+    for (const Holder& h : bk.holders) {
+      const Worker& w = work_.workers[h.worker];
+      members.push_back(w.gpus[static_cast<size_t>(k) * w.tp / bk.lcm_tp]);
+    }
+    std::sort(members.begin(), members.end());  // ring in node order, as NCCL builds rings
+    if (kind == CollectiveKind::AllReduce) allreduce(ctx_, members, slice_bytes, one_done);
+    else ring_collective(ctx_, kind, {members}, slice_bytes, one_done);
+  }
+}
+
+void GradSync::reduced(int b) {
+  Bucket& bk = buckets_[b];
+  if (cb_.bucket_span)
+    for (const Holder& h : bk.holders) cb_.bucket_span(h.worker, bk.started, ctx_.engine.now());
+  bk.opt_waiting = static_cast<int>(bk.holders.size());
+  for (const Holder& h : bk.holders)
+    if (--pending_[h.worker] == 0 && backward_done_[h.worker]) cb_.grads_reduced(h.worker);
+}
+
+void GradSync::on_optimizer_done(int w, TimeNs now) {
+  if (!plan_.zero1) {
+    cb_.finished(w);
+    return;
+  }
+  // ZeRO-1: once every holder of a bucket has stepped its shard, all-gather the updated parameters.
+  if (buckets_of_worker_[w].empty()) {
+    cb_.finished(w);
+    return;
+  }
+  for (int bi : buckets_of_worker_[w]) {
+    Bucket& bk = buckets_[bi];
+    if (--bk.opt_waiting > 0) continue;
+    launch(bi, CollectiveKind::AllGather, param_bytes_, [this, bi]() {
+      for (const Holder& h : buckets_[bi].holders)
+        if (--gather_pending_[h.worker] == 0) cb_.finished(h.worker);
+    });
+  }
+}
+
+}  // namespace arachne

@@ -1,0 +1,73 @@
+// Data-parallel gradient reduction across pipelines of any structure.
+//
+// Layers are cut into segments at every stage boundary of every pipeline; a segment's holders are all the
+// TP groups (of any pipeline, and the several groups of a split stage) that hold it. Each segment is reduced
+// in Megatron's buckets (DistributedDataParallel: ≥ 40M local parameters or 1M·dp, filled from the last
+// layer backwards, Megatron-LM core/distributed). A bucket's collective starts once every holder has
+// produced its gradients: during the last micro-batch's backward when overlap_grad_reduce, after the whole
+// backward otherwise. Holders with different TP degrees hold different shards: the bucket is cut into
+// lcm(tp) slices and each slice is all-reduced over the GPUs holding it. With ZeRO-1 the bucket is
+// reduce-scattered, each holder steps its shard, and the bf16 parameters are all-gathered.
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "sim/exec/stage_work.h"
+#include "sim/net/collectives.h"
+
+namespace arachne {
+
+class GradSync {
+ public:
+  struct Callbacks {
+    std::function<void(int worker)> grads_reduced;  // every bucket of the worker reduced: run optimizer
+    std::function<void(int worker)> finished;       // worker done (after the ZeRO-1 all-gather)
+    std::function<void(int worker, TimeNs start, TimeNs end)> bucket_span;  // for the timeline
+  };
+  GradSync(const ModelConfig& model, const Plan& plan, const StageWork& work, CollectiveContext& ctx,
+           Callbacks cb);
+
+  // The last backward of `chunk` on worker w starts at `start`: with overlap, buckets become ready while
+  // it runs (`compute_s` is its kernel time).
+  void on_last_backward_start(int w, int chunk, TimeNs start, double compute_s);
+  // Worker w finished all its backward passes.
+  void on_backward_done(int w, TimeNs now);
+  // Worker w finished its optimizer step.
+  void on_optimizer_done(int w, TimeNs now);
+
+  int buckets() const { return static_cast<int>(buckets_.size()); }
+
+ private:
+  struct Holder {
+    int worker = 0;
+    int chunk = 0;
+  };
+  struct Bucket {
+    int layer_begin = 0, layer_end = 0;
+    bool embedding = false, head = false;
+    std::vector<Holder> holders;
+    double full_params = 0;  // parameters of the bucket without TP sharding
+    int waiting = 0;         // holders not yet ready
+    int lcm_tp = 1;
+    int phase_pending = 0;   // slices still running
+    int opt_waiting = 0;     // ZeRO-1: holders whose optimizer has not finished
+    TimeNs started = 0;
+  };
+  void ready(int b);
+  void launch(int b, CollectiveKind kind, double bytes_per_param, std::function<void()> done);
+  void reduced(int b);
+
+  const Plan& plan_;
+  const StageWork& work_;
+  CollectiveContext& ctx_;
+  Callbacks cb_;
+  double grad_bytes_ = 4;
+  double param_bytes_ = 2;
+  std::vector<Bucket> buckets_;
+  std::vector<std::vector<int>> buckets_of_worker_;
+  std::vector<int> pending_;        // per worker: buckets not yet reduced
+  std::vector<int> gather_pending_; // per worker: ZeRO-1 all-gathers not yet done
+  std::vector<bool> backward_done_;
+};
+
+}  // namespace arachne

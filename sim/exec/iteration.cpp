@@ -1,0 +1,331 @@
+// One training iteration as a discrete-event simulation.
+//
+// Lowering: every TP group of every stage of every pipeline is a *worker* (its TP ranks run in lockstep,
+// synchronised by their per-layer all-reduces, so one timeline stands for all of them). A worker runs its
+// forward/backward micro-batch tasks in its schedule's order (sim/exec/pipeline_schedule.h); a task starts
+// when the worker is free and the activations (forward) or gradients (backward) it needs have arrived from
+// the neighbouring stage's groups. Pipeline sends are flows on the real links. Gradients are reduced per
+// layer segment over every group holding those layers, across pipelines of any structure, in Megatron's
+// buckets (launched during the last backward when overlap_grad_reduce), as collectives on the real links;
+// then each worker runs its optimizer step (and, with ZeRO-1, the parameter all-gather).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <set>
+
+#include "sim/core/engine.h"
+#include "sim/exec/grad_sync.h"
+#include "sim/exec/pipeline_schedule.h"
+#include "sim/exec/simulate.h"
+#include "sim/exec/stage_work.h"
+#include "sim/net/collectives.h"
+#include "sim/net/flow_network.h"
+
+namespace arachne {
+namespace {
+
+constexpr double kGiB = 1073741824.0;
+
+// Per-worker accounting of where its time went (DESIGN.md breakdown causes).
+struct WorkerClock {
+  TimeNs free_at = 0;  // when its previous task ended
+  Breakdown spent;     // seconds
+};
+
+struct TaskState {
+  int deps = 0;                    // transfers still to arrive
+  TimeNs last_arrival_start = -1;  // start time of the transfer that arrived last
+};
+
+class IterationSim {
+ public:
+  IterationSim(const Cluster& c, const Topology& t, const ModelConfig& m, const Plan& p, const SimOptions& o)
+      : cluster_(c), topo_(t), model_(m), plan_(p), opt_(o), net_(engine_, t.links()),
+        ctx_{engine_, net_, t}, work_(build_stage_work(c, m, p)) {}
+
+  SimResult run();
+
+ private:
+  int task_index(int w, int chunk, int mb, bool fwd) const {
+    return task_base_[w] + ((chunk * micro_batches_of(w) + mb) * 2 + (fwd ? 0 : 1));
+  }
+  int micro_batches_of(int w) const { return plan_.pipelines[work_.workers[w].pipeline].micro_batches; }
+
+  void try_start(int w);
+  void finish_task(int w, const ScheduledTask& t, TimeNs started);
+  void send_activation(int w, const ScheduledTask& t);
+  void arrive(int w, int chunk, int mb, bool fwd, TimeNs flow_start);
+  void account_gap(int w, TimeNs start, TimeNs last_arrival_start);
+  void record(int w, const std::string& name, const char* cat, TimeNs start, TimeNs end);
+  void record_flow(const std::vector<GpuId>& src, const char* name, const char* cat, TimeNs start, TimeNs end);
+  void worker_backward_done(int w);
+  void on_worker_grads_reduced(int w);
+  void on_worker_finished(int w);
+
+  const Cluster& cluster_;
+  const Topology& topo_;
+  const ModelConfig& model_;
+  const Plan& plan_;
+  const SimOptions& opt_;
+  Engine engine_;
+  FlowNetwork net_;
+  CollectiveContext ctx_;
+  StageWork work_;
+  std::unique_ptr<GradSync> grads_;
+
+  std::vector<std::vector<ScheduledTask>> order_;  // per worker
+  std::vector<size_t> next_;                       // per worker: index of its next task
+  std::vector<bool> busy_;
+  std::vector<int> task_base_;
+  std::vector<TaskState> tasks_;
+  std::vector<WorkerClock> clock_;
+  std::vector<TimeNs> end_;  // per worker: end of its iteration
+  std::array<double, kLinkClasses> closed_form_bytes_{};
+  SimResult res_;
+};
+
+void IterationSim::record(int w, const std::string& name, const char* cat, TimeNs start, TimeNs end) {
+  if (!opt_.record_timeline || end <= start) return;
+  for (GpuId g : work_.workers[w].gpus)
+    res_.timeline.push_back({g, name, cat, ns_to_seconds(start), ns_to_seconds(end - start)});
+}
+
+void IterationSim::record_flow(const std::vector<GpuId>& src, const char* name, const char* cat, TimeNs start,
+                               TimeNs end) {
+  if (!opt_.record_timeline || end <= start || src.size() < 2) return;
+  const auto& route = topo_.route(src[0], src[1]);
+  int cls = 0;
+  for (LinkId l : route) cls = std::max(cls, static_cast<int>(topo_.links()[l].cls));
+  res_.timeline.push_back({topo_.num_gpus() + cls, name, cat, ns_to_seconds(start), ns_to_seconds(end - start)});
+}
+
+// Idle time before a task: waiting for a transfer that was already in flight counts as pipeline
+// communication, waiting before it was even sent counts as bubble.
+void IterationSim::account_gap(int w, TimeNs start, TimeNs last_arrival_start) {
+  WorkerClock& c = clock_[w];
+  if (start <= c.free_at) return;
+  const TimeNs comm_from = std::clamp(last_arrival_start < 0 ? start : last_arrival_start, c.free_at, start);
+  c.spent.bubble += ns_to_seconds(comm_from - c.free_at);
+  c.spent.pp_comm += ns_to_seconds(start - comm_from);
+}
+
+void IterationSim::try_start(int w) {
+  if (busy_[w] || next_[w] >= order_[w].size()) return;
+  const ScheduledTask t = order_[w][next_[w]];
+  TaskState& ts = tasks_[task_index(w, t.chunk, t.micro_batch, t.forward)];
+  if (ts.deps > 0) return;
+  busy_[w] = true;
+  ++next_[w];
+  const TimeNs now = engine_.now();
+  account_gap(w, now, ts.last_arrival_start);
+  const Worker& wk = work_.workers[w];
+  const ChunkCost& cc = wk.chunks[t.chunk];
+  const PassCost& pc = t.forward ? cc.forward : cc.backward;
+  const TimeNs compute_ns = seconds_to_ns(pc.compute_s);
+  clock_[w].spent.compute += ns_to_seconds(compute_ns);
+
+  // Megatron's bucketed gradient reduction starts while the last backward is still running.
+  if (!t.forward && t.micro_batch == micro_batches_of(w) - 1 && grads_)
+    grads_->on_last_backward_start(w, t.chunk, now, pc.compute_s);
+
+  const std::string label = std::string(t.forward ? "F" : "B") + std::to_string(t.micro_batch) +
+                            (wk.chunks.size() > 1 ? " c" + std::to_string(t.chunk) : std::string());
+  record(w, label, "compute", now, now + compute_ns);
+  auto after_compute = [this, w, t, now]() {
+    const Worker& wk2 = work_.workers[w];
+    const PassCost& pc2 = t.forward ? wk2.chunks[t.chunk].forward : wk2.chunks[t.chunk].backward;
+    if (pc2.tp_bytes <= 0) {
+      finish_task(w, t, now);
+      return;
+    }
+    const TimeNs tp_start = engine_.now();
+    auto done = [this, w, t, now, tp_start]() {
+      clock_[w].spent.tp_comm += ns_to_seconds(engine_.now() - tp_start);
+      record(w, "TP", "tp_comm", tp_start, engine_.now());
+      finish_task(w, t, now);
+    };
+    if (wk2.tp_closed_form) {
+      const double s = pc2.tp_closed_form_s;
+      for (int k = 0; k < kLinkClasses; ++k) closed_form_bytes_[k] += pc2.tp_closed_form_bytes[k];
+      engine_.schedule_after(seconds_to_ns(s), done);
+    } else {
+      allreduce(ctx_, wk2.gpus, pc2.tp_bytes, done);
+    }
+  };
+  engine_.schedule_after(compute_ns, after_compute);
+}
+
+void IterationSim::finish_task(int w, const ScheduledTask& t, TimeNs started) {
+  const TimeNs now = engine_.now();
+  busy_[w] = false;
+  clock_[w].free_at = now;
+  send_activation(w, t);
+  if (!t.forward && next_[w] == order_[w].size()) worker_backward_done(w);
+  try_start(w);
+}
+
+// Activations go to the next virtual stage, gradients to the previous one; each group sends to every group
+// of the neighbouring stage whose share of the micro-batch overlaps its own, as a bundle of TP-rank flows.
+void IterationSim::send_activation(int w, const ScheduledTask& t) {
+  const Worker& wk = work_.workers[w];
+  const auto& links = wk.chunks[t.chunk].sends[t.forward ? 0 : 1];
+  for (const StageLink& l : links) {
+    const TimeNs start = engine_.now();
+    const int dst = l.peer_worker, dchunk = l.peer_chunk, mb = t.micro_batch;
+    const bool fwd = t.forward;
+    net_.start(l.hops, l.bytes_per_member, seconds_to_ns(l.latency_s),
+               [this, dst, dchunk, mb, fwd, start, src = wk.gpus, peer = work_.workers[l.peer_worker].gpus]() {
+                 record_flow({src[0], peer[0]}, fwd ? "act" : "grad", "pp_comm", start, engine_.now());
+                 arrive(dst, dchunk, mb, fwd, start);
+               });
+  }
+}
+
+void IterationSim::arrive(int w, int chunk, int mb, bool fwd, TimeNs flow_start) {
+  TaskState& ts = tasks_[task_index(w, chunk, mb, fwd)];
+  --ts.deps;
+  ts.last_arrival_start = std::max(ts.last_arrival_start, flow_start);
+  try_start(w);
+}
+
+void IterationSim::worker_backward_done(int w) {
+  if (grads_) grads_->on_backward_done(w, engine_.now());
+  else on_worker_grads_reduced(w);
+}
+
+// All of this worker's gradient buckets are reduced: run the optimizer step. Waiting for the reduction after
+// the last backward is exposed data-parallel communication.
+void IterationSim::on_worker_grads_reduced(int w) {
+  const TimeNs now = engine_.now();
+  WorkerClock& c = clock_[w];
+  c.spent.dp_comm += ns_to_seconds(now - c.free_at);
+  const TimeNs d = seconds_to_ns(work_.workers[w].optimizer_s);
+  record(w, "optimizer", "optimizer", now, now + d);
+  c.spent.optimizer += ns_to_seconds(d);
+  c.free_at = now + d;
+  engine_.schedule_after(d, [this, w]() {
+    if (grads_) grads_->on_optimizer_done(w, engine_.now());
+    else on_worker_finished(w);
+  });
+}
+
+void IterationSim::on_worker_finished(int w) {
+  const TimeNs now = engine_.now();
+  clock_[w].spent.dp_comm += ns_to_seconds(now - clock_[w].free_at);  // ZeRO-1 parameter all-gather
+  clock_[w].free_at = now;
+  end_[w] = now;
+}
+
+SimResult IterationSim::run() {
+  const auto wall0 = std::chrono::steady_clock::now();
+  const int nw = static_cast<int>(work_.workers.size());
+  res_.global_batch = plan_.global_batch();
+  res_.gpus_used = plan_.num_gpus();
+
+  // Memory first: a plan that does not fit is reported, not simulated (unless asked to).
+  double worst_frac = -1;
+  for (const Worker& w : work_.workers) {
+    for (GpuId g : w.gpus) {
+      const GpuSpec& spec = cluster_.gpu_spec(g);
+      GpuMemoryReport r{g, cluster_.gpu_label(g), spec.name, spec.memory_bytes, w.memory};
+      const double frac = w.memory.total() / spec.memory_bytes;
+      if (frac > worst_frac) {
+        worst_frac = frac;
+        res_.memory = w.memory;
+        res_.peak_memory_gib = w.memory.total() / kGiB;
+        res_.peak_memory_gpu = r.label;
+      }
+      if (frac > 1.0) res_.oom = true;
+      res_.per_gpu_memory.push_back(std::move(r));
+    }
+  }
+  std::sort(res_.per_gpu_memory.begin(), res_.per_gpu_memory.end(),
+            [](const GpuMemoryReport& a, const GpuMemoryReport& b) { return a.gpu < b.gpu; });
+  if (res_.oom && !opt_.ignore_memory) {
+    res_.sim_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    return res_;
+  }
+
+  // Task bookkeeping.
+  order_.resize(nw);
+  next_.assign(nw, 0);
+  busy_.assign(nw, false);
+  clock_.assign(nw, WorkerClock{});
+  end_.assign(nw, -1);
+  task_base_.assign(nw, 0);
+  int total = 0;
+  for (int w = 0; w < nw; ++w) {
+    const Worker& wk = work_.workers[w];
+    const int m = micro_batches_of(w);
+    const int chunks = static_cast<int>(wk.chunks.size());
+    order_[w] = rank_task_order(plan_.schedule, work_.physical_depth[wk.pipeline], wk.rank, chunks, m);
+    task_base_[w] = total;
+    total += 2 * m * chunks;
+  }
+  tasks_.assign(total, TaskState{});
+  for (int w = 0; w < nw; ++w) {
+    const Worker& wk = work_.workers[w];
+    for (int c = 0; c < static_cast<int>(wk.chunks.size()); ++c)
+      for (int mb = 0; mb < micro_batches_of(w); ++mb) {
+        tasks_[task_index(w, c, mb, true)].deps = wk.chunks[c].receives[0];
+        tasks_[task_index(w, c, mb, false)].deps = wk.chunks[c].receives[1];
+      }
+  }
+  GradSync::Callbacks cb;
+  cb.grads_reduced = [this](int w) { on_worker_grads_reduced(w); };
+  cb.finished = [this](int w) { on_worker_finished(w); };
+  if (opt_.record_timeline)
+    cb.bucket_span = [this](int w, TimeNs a, TimeNs b) { record(w, "DP reduce", "dp_comm", a, b); };
+  grads_ = std::make_unique<GradSync>(model_, plan_, work_, ctx_, std::move(cb));
+
+  for (int w = 0; w < nw; ++w) try_start(w);
+  engine_.run();
+
+  // Result.
+  TimeNs iter = 0;
+  int critical = 0;
+  for (int w = 0; w < nw; ++w) {
+    if (end_[w] < 0) throw std::logic_error("simulation deadlock: worker " + std::to_string(w) + " did not finish");
+    if (end_[w] > iter) iter = end_[w], critical = w;
+  }
+  res_.iteration_time_s = ns_to_seconds(iter);
+  res_.breakdown = clock_[critical].spent;
+  const double t = res_.iteration_time_s;
+  res_.samples_per_s = res_.global_batch / t;
+  res_.tokens_per_s = res_.samples_per_s * static_cast<double>(model_.seq_len);
+  double peak_used = 0;
+  std::set<GpuId> used;
+  for (const Worker& w : work_.workers)
+    for (GpuId g : w.gpus)
+      if (used.insert(g).second) peak_used += cluster_.gpu_spec(g).peak_for(model_.dtype);
+  double peak_all = 0;
+  for (GpuId g = 0; g < cluster_.total_gpus(); ++g) peak_all += cluster_.gpu_spec(g).peak_for(model_.dtype);
+  res_.tflops_per_gpu = work_.model_flops / t / static_cast<double>(used.size()) / 1e12;
+  res_.mfu = work_.model_flops / t / peak_used;
+  res_.mfu_cluster = work_.model_flops / t / peak_all;
+  const auto& nb = net_.bytes_by_class();
+  for (int k = 0; k < kLinkClasses; ++k) res_.bytes[k] = nb[k] + closed_form_bytes_[k];
+  if (model_.dtype == "bf16") {
+    std::set<std::string> no_bf16;
+    for (GpuId g : used)
+      if (!cluster_.gpu_spec(g).has_bf16()) no_bf16.insert(cluster_.gpu_spec(g).name);
+    for (const auto& n : no_bf16) res_.warnings.push_back(n + " has no bf16: it runs the bf16 model at its fp16 rate");
+  }
+  res_.events = engine_.executed();
+  res_.timeline_tracks = topo_.num_gpus() + kLinkClasses;
+  res_.sim_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  return res_;
+}
+
+}  // namespace
+
+SimResult simulate_iteration(const Cluster& cluster, const Topology& topo, const ModelConfig& model,
+                             const Plan& plan, const SimOptions& opt) {
+  IterationSim sim(cluster, topo, model, plan, opt);
+  return sim.run();
+}
+
+}  // namespace arachne

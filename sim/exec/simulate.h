@@ -1,0 +1,25 @@
+// One simulated training iteration of a plan: the plan is lowered into compute tasks and network flows per
+// micro-batch under its pipeline schedule, run on the event engine and flow network, and reported.
+#pragma once
+#include <cstdint>
+
+#include "sim/exec/sim_result.h"
+#include "sim/hw/topology.h"
+#include "sim/model/model.h"
+#include "sim/plan/plan.h"
+
+namespace arachne {
+
+struct SimOptions {
+  std::uint64_t seed = 0;
+  bool record_timeline = false;
+  bool ignore_memory = false;  // simulate even when out of memory
+  bool exact_shortcuts = true; // simulate provably identical parts once (tests compare with false)
+};
+
+// The plan must have passed validate_plan. Out of memory (and !ignore_memory): returns oom = true with the
+// memory report and timing fields zero.
+SimResult simulate_iteration(const Cluster& cluster, const Topology& topo, const ModelConfig& model,
+                             const Plan& plan, const SimOptions& opt);
+
+}  // namespace arachne

@@ -1,0 +1,261 @@
+#include "sim/exec/stage_work.h"
+
+#include <algorithm>
+#include <map>
+
+#include "sim/exec/pipeline_schedule.h"
+#include "sim/model/compute_time.h"
+#include "sim/net/collectives.h"
+
+namespace arachne {
+namespace {
+
+double flops_of(const std::vector<OpCost>& ops) {
+  double f = 0;
+  for (const auto& o : ops) f += o.flops;
+  return f;
+}
+
+// Megatron's Adam step touches, per parameter, fp32 master weight (r+w), fp32 grad (r), both moments (r+w)
+// and writes the bf16/fp16 copy (FusedAdam; Rajbhandari et al. 2020 §3 count 16 bytes of state per
+// parameter): 8 + 4 + 16 + 2 = 30 bytes, plus one fp32 read for the gradient-norm clip.
+constexpr double kAdamBytesPerParam = 34.0;
+
+LinkClass intra_class(LinkKind k) { return k == LinkKind::Pcie ? LinkClass::Pcie : LinkClass::NvLink; }
+
+PassCost make_pass(const std::vector<OpCost>& ops, int tp_collectives, double tp_bytes_each, const Worker& w,
+                   const Cluster& cluster, const Topology& topo, const ModelConfig& model) {
+  PassCost pc;
+  const GpuSpec& gpu = cluster.gpu_spec(w.gpus.front());
+  pc.compute_s = ops_time_s(ops, gpu, model.dtype);
+  if (w.tp > 1 && tp_collectives > 0) {
+    pc.tp_bytes = tp_collectives * tp_bytes_each;
+    if (w.tp_closed_form) {
+      const NodeGroup& ng = cluster.group_of_node(cluster.node_of(w.gpus.front()));
+      const double bw = ng.intra_bw * gpu.compute.link_eff;
+      const double lat = topo.latency_s(w.gpus[0], w.gpus[1]);
+      pc.tp_closed_form_s =
+          tp_collectives * intra_node_collective_time(CollectiveKind::AllReduce, w.tp, tp_bytes_each, bw, lat);
+      // Ring all-reduce: every rank sends 2(t-1)/t of the buffer (Patarasuk & Yuan 2009).
+      pc.tp_closed_form_bytes[static_cast<int>(intra_class(ng.intra_kind))] =
+          tp_collectives * tp_bytes_each * 2.0 * (w.tp - 1);
+    }
+  }
+  return pc;
+}
+
+// Sample interval [lo, hi) of group g of a stage, as fractions of the micro-batch.
+std::pair<double, double> share_interval(const Stage& st, int g) {
+  double lo = 0;
+  for (int i = 0; i < g; ++i) lo += st.groups[i].share;
+  return {lo, lo + st.groups[g].share};
+}
+
+StageLink make_link(const Worker& src, const Worker& dst, int dst_worker, int dst_chunk, double bytes,
+                    const Topology& topo) {
+  StageLink l;
+  l.peer_worker = dst_worker;
+  l.peer_chunk = dst_chunk;
+  // Megatron's scatter/gather p2p optimisation (Narayanan et al. SC'21 §4.1): each of k rank pairs sends
+  // 1/k of the activation.
+  const int k = std::min(src.tp, dst.tp);
+  std::map<LinkId, int> mult;
+  for (int j = 0; j < k; ++j) {
+    const GpuId a = src.gpus[static_cast<size_t>(j) * src.tp / k];
+    const GpuId b = dst.gpus[static_cast<size_t>(j) * dst.tp / k];
+    for (LinkId id : topo.route(a, b)) ++mult[id];
+    l.latency_s = std::max(l.latency_s, topo.latency_s(a, b));
+  }
+  for (const auto& [id, m] : mult) l.hops.push_back({id, m});
+  l.bytes_per_member = bytes / k;
+  return l;
+}
+
+}  // namespace
+
+double reduced_grad_bytes_per_param(const ModelConfig& m) { return m.dtype == "bf16" ? 4.0 : 2.0; }
+
+StageWork build_stage_work(const Cluster& cluster, const Topology& topo, const ModelConfig& model,
+                           const Plan& plan) {
+  StageWork sw;
+  const bool interleaved = plan.schedule == Schedule::Interleaved;
+  const int chunks = interleaved ? plan.interleave : 1;
+  sw.worker_of.resize(plan.pipelines.size());
+  sw.physical_depth.resize(plan.pipelines.size());
+
+  // Workers: one per (pipeline, physical rank, group).
+  for (size_t p = 0; p < plan.pipelines.size(); ++p) {
+    const Pipeline& pl = plan.pipelines[p];
+    const int depth = static_cast<int>(pl.stages.size()) / chunks;
+    sw.physical_depth[p] = depth;
+    sw.worker_of[p].resize(pl.stages.size());
+    for (int r = 0; r < depth; ++r) {
+      const Stage& st = pl.stages[r];
+      for (size_t g = 0; g < st.groups.size(); ++g) {
+        Worker w;
+        w.pipeline = static_cast<int>(p);
+        w.rank = r;
+        w.group = static_cast<int>(g);
+        w.gpus = st.groups[g].gpus;
+        w.tp = st.groups[g].tp;
+        w.share = st.groups[g].share;
+        const int node0 = cluster.node_of(w.gpus.front());
+        w.tp_closed_form = std::all_of(w.gpus.begin(), w.gpus.end(),
+                                       [&](GpuId x) { return cluster.node_of(x) == node0; });
+        const int id = static_cast<int>(sw.workers.size());
+        for (int c = 0; c < chunks; ++c) sw.worker_of[p][c * depth + r].push_back(id);
+        sw.workers.push_back(std::move(w));
+      }
+    }
+  }
+
+  // Groups holding each layer across all pipelines (the data-parallel degree of that layer).
+  std::vector<int> holders(model.layers, 0);
+  for (const Pipeline& pl : plan.pipelines)
+    for (const Stage& st : pl.stages)
+      for (int l = st.layer_begin; l < st.layer_end; ++l) holders[l] += static_cast<int>(st.groups.size());
+
+  for (size_t p = 0; p < plan.pipelines.size(); ++p) {
+    const Pipeline& pl = plan.pipelines[p];
+    const int depth = sw.physical_depth[p];
+    const int nst = static_cast<int>(pl.stages.size());
+    for (int j = 0; j < nst; ++j) {
+      const Stage& st = pl.stages[j];
+      for (size_t g = 0; g < st.groups.size(); ++g) {
+        Worker& w = sw.workers[sw.worker_of[p][j][g]];
+        ChunkCost cc;
+        cc.vstage = j;
+        cc.layer_begin = st.layer_begin;
+        cc.layer_end = st.layer_end;
+        cc.has_embedding = j == 0;
+        cc.has_head = j == nst - 1;
+        cc.samples = pl.micro_batch * w.share;
+        ShardSpec sh{w.tp, plan.sequence_parallel, cc.samples};
+        const GpuSpec& gpu = cluster.gpu_spec(w.gpus.front());
+
+        std::vector<OpCost> fwd, bwd;
+        if (cc.has_embedding) {
+          auto e = embedding_forward_ops(model, sh);
+          fwd.insert(fwd.end(), e.begin(), e.end());
+        }
+        // Backward order: head, layers from last to first, embedding.
+        double t = 0;
+        if (cc.has_head) {
+          auto h = head_forward_ops(model, sh);
+          fwd.insert(fwd.end(), h.begin(), h.end());
+          auto hb = head_backward_ops(model, sh);
+          t += ops_time_s(hb, gpu, model.dtype);
+          bwd.insert(bwd.end(), hb.begin(), hb.end());
+          cc.head_grad_ready_s = t;
+        }
+        cc.layer_grad_ready_s.assign(st.layer_end - st.layer_begin, 0.0);
+        int tp_fwd = 0, tp_bwd = 0;
+        double tp_bytes_each = 0;
+        for (int l = st.layer_begin; l < st.layer_end; ++l) {
+          auto f = layer_forward_ops(model, l, sh);
+          fwd.insert(fwd.end(), f.begin(), f.end());
+        }
+        for (int l = st.layer_end - 1; l >= st.layer_begin; --l) {
+          auto rc = layer_recompute_ops(model, l, sh, plan.recompute);
+          auto b = layer_backward_ops(model, l, sh);
+          t += ops_time_s(rc, gpu, model.dtype) + ops_time_s(b, gpu, model.dtype);
+          cc.layer_grad_ready_s[l - st.layer_begin] = t;
+          bwd.insert(bwd.end(), rc.begin(), rc.end());
+          bwd.insert(bwd.end(), b.begin(), b.end());
+          const TpCollectives tc = layer_tp_collectives(model, sh);
+          tp_fwd += tc.count;
+          // Full recompute re-runs the forward, including its all-reduces (Korthikanti et al. 2022 §5).
+          tp_bwd += tc.count + (plan.recompute == Recompute::Full ? tc.count : 0);
+          tp_bytes_each = tc.bytes;
+        }
+        if (cc.has_embedding) {
+          auto eb = embedding_backward_ops(model, sh);
+          t += ops_time_s(eb, gpu, model.dtype);
+          bwd.insert(bwd.end(), eb.begin(), eb.end());
+        }
+        cc.embedding_grad_ready_s = t;
+        cc.forward = make_pass(fwd, tp_fwd, tp_bytes_each, w, cluster, topo, model);
+        cc.backward = make_pass(bwd, tp_bwd, tp_bytes_each, w, cluster, topo, model);
+
+        cc.params_per_rank = 0;
+        for (int l = st.layer_begin; l < st.layer_end; ++l) cc.params_per_rank += layer_params_per_rank(model, l, w.tp);
+        if (cc.has_embedding) cc.params_per_rank += embedding_params_per_rank(model, w.tp);
+        if (cc.has_head) cc.params_per_rank += head_params_per_rank(model, w.tp);
+
+        // Model FLOPs (no recompute): forward + backward of every sample this group processes.
+        const std::vector<OpCost> bwd_only = [&] {
+          std::vector<OpCost> v;
+          for (int l = st.layer_begin; l < st.layer_end; ++l) {
+            auto b = layer_backward_ops(model, l, sh);
+            v.insert(v.end(), b.begin(), b.end());
+          }
+          if (cc.has_head) {
+            auto hb = head_backward_ops(model, sh);
+            v.insert(v.end(), hb.begin(), hb.end());
+          }
+          return v;
+        }();
+        sw.model_flops += (flops_of(fwd) + flops_of(bwd_only)) * w.tp * pl.micro_batches;
+
+        // Transfers to the groups of the neighbouring stages whose sample intervals overlap.
+        const auto [lo, hi] = share_interval(st, static_cast<int>(g));
+        for (int dir = 0; dir < 2; ++dir) {
+          const int nj = dir == 0 ? j + 1 : j - 1;
+          if (nj < 0 || nj >= nst) continue;
+          const Stage& ns = pl.stages[nj];
+          for (size_t h = 0; h < ns.groups.size(); ++h) {
+            const auto [nlo, nhi] = share_interval(ns, static_cast<int>(h));
+            const double overlap = std::min(hi, nhi) - std::max(lo, nlo);
+            if (overlap <= 1e-12) continue;
+            const int pw = sw.worker_of[p][nj][h];
+            cc.sends[dir].push_back(make_link(w, sw.workers[pw], pw, nj / depth,
+                                              p2p_bytes(model, overlap * pl.micro_batch), topo));
+          }
+        }
+        w.chunks.push_back(std::move(cc));
+      }
+    }
+  }
+  // Receives: a chunk's forward waits for one transfer from each overlapping group of the previous stage.
+  for (Worker& w : sw.workers)
+    for (ChunkCost& cc : w.chunks) cc.receives = {0, 0};
+  for (Worker& w : sw.workers)
+    for (ChunkCost& cc : w.chunks)
+      for (int dir = 0; dir < 2; ++dir)
+        for (const StageLink& l : cc.sends[dir]) ++sw.workers[l.peer_worker].chunks[l.peer_chunk].receives[dir];
+
+  // Memory and optimizer per worker.
+  for (Worker& w : sw.workers) {
+    const Pipeline& pl = plan.pipelines[w.pipeline];
+    const int depth = sw.physical_depth[w.pipeline];
+    w.dp_degree = holders[w.chunks.front().layer_begin];
+    const double in_flight = activations_in_flight(plan.schedule, depth, w.rank, chunks, pl.micro_batches);
+    double params = 0;
+    for (const ChunkCost& cc : w.chunks) {
+      StageMemoryInput in;
+      in.layer_begin = cc.layer_begin;
+      in.layer_end = cc.layer_end;
+      in.has_embedding = cc.has_embedding;
+      in.has_head = cc.has_head;
+      in.shard = {w.tp, plan.sequence_parallel, cc.samples};
+      in.recompute = plan.recompute;
+      in.zero1 = plan.zero1;
+      in.dp = w.dp_degree;
+      in.in_flight = in_flight / static_cast<double>(w.chunks.size());
+      const MemoryBreakdown mb = stage_memory(model, in);
+      w.memory.weights += mb.weights;
+      w.memory.gradients += mb.gradients;
+      w.memory.optimizer += mb.optimizer;
+      w.memory.activations += mb.activations;
+      // Framework overhead is per GPU, not per chunk.
+      w.memory.other = std::max(w.memory.other, mb.other);
+      params += cc.params_per_rank;
+    }
+    const double opt_params = plan.zero1 ? params / w.dp_degree : params;
+    w.optimizer_s = op_time_s(OpCost{OpClass::Memory, 0.0, opt_params * kAdamBytesPerParam},
+                              cluster.gpu_spec(w.gpus.front()), model.dtype);
+  }
+  return sw;
+}
+
+}  // namespace arachne

@@ -1,0 +1,77 @@
+// The static part of lowering a plan: the workers (one per TP group of a stage of a pipeline; interleaved
+// model chunks of the same GPUs belong to one worker), the cost of each of their passes, the transfers they
+// make to neighbouring stages, and their memory.
+#pragma once
+#include <array>
+#include <vector>
+
+#include "sim/hw/topology.h"
+#include "sim/model/memory.h"
+#include "sim/model/model.h"
+#include "sim/net/flow_network.h"
+#include "sim/plan/plan.h"
+
+namespace arachne {
+
+struct PassCost {
+  double compute_s = 0;            // kernels (GEMM, attention, memory-bound) of the pass
+  double tp_bytes = 0;             // TP all-reduce volume of the pass (all collectives of all its layers)
+  double tp_closed_form_s = 0;     // its time when the TP group sits in one node (closed form)
+  std::array<double, kLinkClasses> tp_closed_form_bytes{};  // bytes those collectives move, by link class
+};
+
+// A pipeline transfer from one worker's chunk to a neighbouring stage's group: a bundle of TP-rank flows.
+struct StageLink {
+  int peer_worker = 0;
+  int peer_chunk = 0;
+  std::vector<Hop> hops;       // union of the member routes, with multiplicities
+  double bytes_per_member = 0;
+  double latency_s = 0;
+};
+
+struct ChunkCost {
+  int vstage = 0;  // index of the stage in its pipeline
+  int layer_begin = 0, layer_end = 0;
+  bool has_embedding = false, has_head = false;
+  double samples = 0;  // sequences per micro-batch on this group (micro_batch x share)
+  PassCost forward, backward;
+  std::array<std::vector<StageLink>, 2> sends;  // [0] activations forward, [1] gradients backward
+  std::array<int, 2> receives{};                // transfers each forward / backward task waits for
+  // Seconds after the start of a backward pass at which the gradients of layer (layer_begin + i) are
+  // complete (backward runs head -> last layer -> first layer -> embedding).
+  std::vector<double> layer_grad_ready_s;
+  double head_grad_ready_s = 0, embedding_grad_ready_s = 0;
+  double params_per_rank = 0;
+};
+
+struct Worker {
+  int pipeline = 0;
+  int rank = 0;   // physical pipeline rank
+  int group = 0;  // TP group index within its stage
+  std::vector<GpuId> gpus;
+  int tp = 1;
+  double share = 1;
+  bool tp_closed_form = true;  // TP group inside one node: collectives priced in closed form
+  std::vector<ChunkCost> chunks;
+  double optimizer_s = 0;
+  int dp_degree = 1;           // groups holding this worker's first layer (ZeRO-1 shard count)
+  MemoryBreakdown memory;      // per GPU
+};
+
+struct StageWork {
+  std::vector<Worker> workers;
+  // worker_of[pipeline][vstage][group] -> worker id; the chunk index is vstage / physical depth.
+  std::vector<std::vector<std::vector<int>>> worker_of;
+  std::vector<int> physical_depth;  // per pipeline
+  double model_flops = 0;           // model FLOPs per iteration (forward + backward, no recompute)
+};
+
+StageWork build_stage_work(const Cluster& cluster, const Topology& topo, const ModelConfig& model,
+                           const Plan& plan);
+
+// Bytes per parameter of the gradients that are reduced: Megatron keeps fp32 main gradients and reduces
+// them in fp32 for bf16 (accumulate_allreduce_grads_in_fp32 is forced for bf16 in megatron/arguments.py),
+// in the parameter dtype for fp16.
+double reduced_grad_bytes_per_param(const ModelConfig& m);
+
+}  // namespace arachne

@@ -1,0 +1,48 @@
+// The cluster's physical topology as a Boost.Graph: GPUs, the intra-node fabric (NVSwitch / PCIe switch),
+// NICs, leaf switches and one aggregated spine. Every edge is a directed link with a capacity; a
+// transfer's route is a path of links in this graph.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sim/hw/cluster.h"
+
+namespace arachne {
+
+using LinkId = int;
+
+enum class LinkClass { NvLink = 0, Pcie = 1, Nic = 2, Spine = 3 };
+constexpr int kLinkClasses = 4;
+const char* to_string(LinkClass c);
+
+struct Link {
+  double capacity = 0;  // bytes/s (nominal bandwidth x the GPU type's calibrated link_eff)
+  LinkClass cls = LinkClass::Nic;
+  std::string name;     // "n0:3>fabric", "n0.nic2>leaf0", "leaf0>spine", ...
+};
+
+class Topology {
+ public:
+  explicit Topology(const Cluster& cluster);
+  ~Topology();
+  Topology(Topology&&) noexcept;
+  Topology& operator=(Topology&&) noexcept;
+
+  const std::vector<Link>& links() const { return links_; }
+  int num_gpus() const { return num_gpus_; }
+  // Directed links from GPU src to GPU dst (empty when src == dst). Cached; deterministic.
+  const std::vector<LinkId>& route(GpuId src, GpuId dst) const;
+  // One-way latency of a message src -> dst (0 intra-node is not assumed: fabric latency applies).
+  double latency_s(GpuId src, GpuId dst) const;
+  bool same_node(GpuId a, GpuId b) const;
+  int num_vertices() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::vector<Link> links_;
+  int num_gpus_ = 0;
+};
+
+}  // namespace arachne

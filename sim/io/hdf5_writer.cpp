@@ -1,0 +1,456 @@
+#include "sim/io/hdf5_writer.h"
+
+#include <hdf5.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+
+#include "sim/io/atomic_file.h"
+#include "sim/io/report_json.h"
+
+namespace arachne::h5 {
+namespace {
+
+// HDF5 prints its error stack to stderr by default; the writer reports errors as exceptions instead.
+// Saves and restores the caller's setting around each public operation.
+class QuietErrors {
+ public:
+  QuietErrors() {
+    H5Eget_auto2(H5E_DEFAULT, &func_, &data_);
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  }
+  ~QuietErrors() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
+  QuietErrors(const QuietErrors&) = delete;
+  QuietErrors& operator=(const QuietErrors&) = delete;
+
+ private:
+  H5E_auto2_t func_ = nullptr;
+  void* data_ = nullptr;
+};
+
+hid_t check(hid_t id, const std::string& what) {
+  if (id < 0) throw std::runtime_error("HDF5: cannot " + what);
+  return id;
+}
+void check_status(herr_t st, const std::string& what) {
+  if (st < 0) throw std::runtime_error("HDF5: cannot " + what);
+}
+
+// Closes an HDF5 identifier of any kind when it goes out of scope.
+class Id {
+ public:
+  Id(hid_t id, const std::string& what) : id_(check(id, what)) {}
+  ~Id() {
+    if (id_ >= 0 && H5Iis_valid(id_) > 0) H5Idec_ref(id_);
+  }
+  Id(const Id&) = delete;
+  Id& operator=(const Id&) = delete;
+  hid_t get() const { return id_; }
+
+ private:
+  hid_t id_;
+};
+
+void close_id(Handle& h) {
+  if (h >= 0 && H5Iis_valid(static_cast<hid_t>(h)) > 0) H5Idec_ref(static_cast<hid_t>(h));
+  h = -1;
+}
+
+hid_t vlen_string_type() {
+  const hid_t t = check(H5Tcopy(H5T_C_S1), "copy string type");
+  H5Tset_size(t, H5T_VARIABLE);
+  H5Tset_cset(t, H5T_CSET_UTF8);
+  return t;
+}
+
+hid_t fixed_string_type(int width) {
+  const hid_t t = check(H5Tcopy(H5T_C_S1), "copy string type");
+  H5Tset_size(t, static_cast<size_t>(width));
+  H5Tset_strpad(t, H5T_STR_NULLPAD);
+  H5Tset_cset(t, H5T_CSET_UTF8);
+  return t;
+}
+
+// h5py's boolean convention: an 8-bit enum {FALSE = 0, TRUE = 1}.
+hid_t bool_type(hid_t base) {
+  const hid_t t = check(H5Tenum_create(base), "create bool enum");
+  const signed char f = 0, tr = 1;
+  H5Tenum_insert(t, "FALSE", &f);
+  H5Tenum_insert(t, "TRUE", &tr);
+  return t;
+}
+
+std::size_t mem_size(const Column& c) {
+  switch (c.type) {
+    case ColumnType::Float64: return sizeof(double);
+    case ColumnType::Int64: return sizeof(std::int64_t);
+    case ColumnType::Bool: return 1;
+    case ColumnType::String: return c.string_width > 0 ? static_cast<std::size_t>(c.string_width) : sizeof(char*);
+  }
+  return 0;
+}
+
+// Element type of a column in memory (native) or in the file (fixed little-endian, packed).
+hid_t column_type(const Column& c, bool in_file) {
+  switch (c.type) {
+    case ColumnType::Float64: return check(H5Tcopy(in_file ? H5T_IEEE_F64LE : H5T_NATIVE_DOUBLE), "copy type");
+    case ColumnType::Int64: return check(H5Tcopy(in_file ? H5T_STD_I64LE : H5T_NATIVE_INT64), "copy type");
+    case ColumnType::Bool: return bool_type(in_file ? H5T_STD_I8LE : H5T_NATIVE_SCHAR);
+    case ColumnType::String: return c.string_width > 0 ? fixed_string_type(c.string_width) : vlen_string_type();
+  }
+  return -1;
+}
+
+std::string parent_of(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  return slash == std::string::npos || slash == 0 ? std::string("/") : path.substr(0, slash);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------- File
+
+File::File(const std::string& path) {
+  const QuietErrors quiet;
+  // Root group is created from the file creation list, which is also an object creation list.
+  const Id fcpl(H5Pcreate(H5P_FILE_CREATE), "create file creation list");
+  check_status(H5Pset_obj_track_times(fcpl.get(), 0), "disable time tracking");
+  const Id fapl(H5Pcreate(H5P_FILE_ACCESS), "create file access list");
+  // Pin the on-disk format (v1.8 object headers: no time stamps when tracking is off; dense attributes
+  // for long config text), so the bytes do not depend on library defaults.
+  check_status(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18), "set format bounds");
+  // Closing the file closes every object still open in it, so the file is complete before the rename.
+  check_status(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), "set close degree");
+  file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get());
+  if (file_ < 0) throw std::runtime_error("cannot create HDF5 file '" + path + "'");
+  gcpl_ = check(H5Pcreate(H5P_GROUP_CREATE), "create group creation list");
+  check_status(H5Pset_obj_track_times(static_cast<hid_t>(gcpl_), 0), "disable time tracking");
+  dcpl_ = check(H5Pcreate(H5P_DATASET_CREATE), "create dataset creation list");
+  check_status(H5Pset_obj_track_times(static_cast<hid_t>(dcpl_), 0), "disable time tracking");
+}
+
+File::~File() {
+  const QuietErrors quiet;
+  close_id(dcpl_);
+  close_id(gcpl_);
+  if (file_ >= 0) H5Fclose(static_cast<hid_t>(file_));
+  file_ = -1;
+}
+
+void File::close() {
+  const QuietErrors quiet;
+  close_id(dcpl_);
+  close_id(gcpl_);
+  if (file_ >= 0) {
+    const herr_t st = H5Fclose(static_cast<hid_t>(file_));
+    file_ = -1;
+    check_status(st, "close file");
+  }
+}
+
+void File::ensure_groups(const std::string& path) {
+  const QuietErrors quiet;
+  std::string prefix;
+  std::size_t pos = 1;
+  while (pos <= path.size()) {
+    const auto next = path.find('/', pos);
+    const auto end = next == std::string::npos ? path.size() : next;
+    if (end > pos) {
+      prefix += "/" + path.substr(pos, end - pos);
+      if (H5Lexists(static_cast<hid_t>(file_), prefix.c_str(), H5P_DEFAULT) <= 0) {
+        const Id g(H5Gcreate2(static_cast<hid_t>(file_), prefix.c_str(), H5P_DEFAULT,
+                              static_cast<hid_t>(gcpl_), H5P_DEFAULT),
+                   "create group " + prefix);
+      }
+    }
+    pos = end + 1;
+  }
+}
+
+namespace {
+
+void write_attribute(hid_t file, const std::string& object_path, const std::string& name, hid_t mem_type,
+                     hid_t file_type, hid_t space, const void* data) {
+  const Id obj(H5Oopen(file, object_path.c_str(), H5P_DEFAULT), "open " + object_path);
+  if (H5Aexists(obj.get(), name.c_str()) > 0) check_status(H5Adelete(obj.get(), name.c_str()), "replace attribute " + name);
+  const Id attr(H5Acreate2(obj.get(), name.c_str(), file_type, space, H5P_DEFAULT, H5P_DEFAULT),
+                "create attribute " + name);
+  check_status(H5Awrite(attr.get(), mem_type, data), "write attribute " + name);
+}
+
+}  // namespace
+
+void File::set_attribute(const std::string& name, const std::string& value, const std::string& object_path) {
+  const QuietErrors quiet;
+  const Id type(vlen_string_type(), "string type");
+  const Id space(H5Screate(H5S_SCALAR), "create scalar space");
+  const char* p = value.c_str();
+  write_attribute(static_cast<hid_t>(file_), object_path, name, type.get(), type.get(), space.get(), &p);
+}
+
+void File::set_attribute(const std::string& name, std::int64_t value, const std::string& object_path) {
+  const QuietErrors quiet;
+  const Id space(H5Screate(H5S_SCALAR), "create scalar space");
+  write_attribute(static_cast<hid_t>(file_), object_path, name, H5T_NATIVE_INT64, H5T_STD_I64LE, space.get(), &value);
+}
+
+void File::set_attribute(const std::string& name, std::uint64_t value, const std::string& object_path) {
+  const QuietErrors quiet;
+  const Id space(H5Screate(H5S_SCALAR), "create scalar space");
+  write_attribute(static_cast<hid_t>(file_), object_path, name, H5T_NATIVE_UINT64, H5T_STD_U64LE, space.get(), &value);
+}
+
+void File::set_attribute(const std::string& name, double value, const std::string& object_path) {
+  const QuietErrors quiet;
+  const Id space(H5Screate(H5S_SCALAR), "create scalar space");
+  write_attribute(static_cast<hid_t>(file_), object_path, name, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, space.get(), &value);
+}
+
+void File::set_attribute(const std::string& name, const std::vector<std::string>& values,
+                         const std::string& object_path) {
+  const QuietErrors quiet;
+  const Id type(vlen_string_type(), "string type");
+  const hsize_t n = values.size();
+  const Id space(H5Screate_simple(1, &n, nullptr), "create attribute space");
+  std::vector<const char*> ptrs;
+  ptrs.reserve(values.size());
+  for (const auto& v : values) ptrs.push_back(v.c_str());
+  write_attribute(static_cast<hid_t>(file_), object_path, name, type.get(), type.get(), space.get(),
+                  ptrs.empty() ? nullptr : ptrs.data());
+}
+
+void File::write_strings(const std::string& path, const std::vector<std::string>& values, const std::string& unit) {
+  {
+    const QuietErrors quiet;
+    ensure_groups(parent_of(path));
+    const Id type(vlen_string_type(), "string type");
+    const hsize_t n = values.size(), maxdim = H5S_UNLIMITED, chunk = 64;
+    const Id space(H5Screate_simple(1, &n, &maxdim), "create space");
+    const Id dcpl(H5Pcopy(static_cast<hid_t>(dcpl_)), "copy dataset creation list");
+    check_status(H5Pset_chunk(dcpl.get(), 1, &chunk), "set chunk");
+    const Id dset(H5Dcreate2(static_cast<hid_t>(file_), path.c_str(), type.get(), space.get(), H5P_DEFAULT,
+                             dcpl.get(), H5P_DEFAULT),
+                  "create dataset " + path);
+    if (n > 0) {
+      std::vector<const char*> ptrs;
+      for (const auto& v : values) ptrs.push_back(v.c_str());
+      check_status(H5Dwrite(dset.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), "write " + path);
+    }
+  }
+  set_attribute("units", unit, path);
+}
+
+// --------------------------------------------------------------------------------------------- Table
+
+Table::Table(File& file, const std::string& path, std::vector<Column> columns, std::uint64_t chunk_rows)
+    : columns_(std::move(columns)) {
+  if (columns_.empty()) throw std::invalid_argument("table " + path + " has no columns");
+  const QuietErrors quiet;
+  file.ensure_groups(parent_of(path));
+  // In memory every member is 8-byte aligned (zeroed padding); in the file the compound is packed.
+  std::size_t file_size = 0;
+  for (const auto& c : columns_) {
+    offsets_.push_back(row_size_);
+    row_size_ += (mem_size(c) + 7) / 8 * 8;
+    file_size += mem_size(c);
+  }
+  mem_type_ = check(H5Tcreate(H5T_COMPOUND, row_size_), "create compound type");
+  const Id ftype(H5Tcreate(H5T_COMPOUND, file_size), "create compound type");
+  std::size_t foff = 0;
+  for (std::size_t i = 0; i < columns_.size(); ++i) {
+    const Id mt(column_type(columns_[i], false), "column type");
+    const Id ft(column_type(columns_[i], true), "column type");
+    check_status(H5Tinsert(static_cast<hid_t>(mem_type_), columns_[i].name.c_str(), offsets_[i], mt.get()),
+                 "add column " + columns_[i].name);
+    check_status(H5Tinsert(ftype.get(), columns_[i].name.c_str(), foff, ft.get()), "add column " + columns_[i].name);
+    foff += mem_size(columns_[i]);
+  }
+  const hsize_t zero = 0, maxdim = H5S_UNLIMITED, chunk = std::max<hsize_t>(1, chunk_rows);
+  const Id space(H5Screate_simple(1, &zero, &maxdim), "create space");
+  const Id dcpl(H5Pcopy(static_cast<hid_t>(file.dataset_creation_plist())), "copy dataset creation list");
+  check_status(H5Pset_chunk(dcpl.get(), 1, &chunk), "set chunk");
+  dset_ = check(H5Dcreate2(static_cast<hid_t>(file.id()), path.c_str(), ftype.get(), space.get(), H5P_DEFAULT,
+                           dcpl.get(), H5P_DEFAULT),
+                "create dataset " + path);
+  std::vector<std::string> units;
+  for (const auto& c : columns_) units.push_back(c.unit);
+  file.set_attribute("units", units, path);
+}
+
+Table::Table(Table&& o) noexcept
+    : columns_(std::move(o.columns_)),
+      offsets_(std::move(o.offsets_)),
+      row_size_(o.row_size_),
+      dset_(o.dset_),
+      mem_type_(o.mem_type_),
+      rows_(o.rows_) {
+  o.dset_ = -1;
+  o.mem_type_ = -1;
+}
+
+Table::~Table() {
+  const QuietErrors quiet;
+  close_id(dset_);
+  close_id(mem_type_);
+}
+
+void Table::append(const std::vector<Row>& rows) {
+  if (rows.empty()) return;
+  std::vector<unsigned char> buf(rows.size() * row_size_, 0);
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    const Row& row = rows[r];
+    if (row.size() != columns_.size())
+      throw std::invalid_argument("row has " + std::to_string(row.size()) + " cells, table has " +
+                                  std::to_string(columns_.size()) + " columns");
+    for (std::size_t c = 0; c < columns_.size(); ++c) {
+      unsigned char* dst = buf.data() + r * row_size_ + offsets_[c];
+      const Column& col = columns_[c];
+      const Cell& cell = row[c];
+      const auto mismatch = [&] { return std::invalid_argument("cell of wrong type in column " + col.name); };
+      switch (col.type) {
+        case ColumnType::Float64: {
+          double v = 0;
+          if (const auto* d = std::get_if<double>(&cell)) v = *d;
+          else if (const auto* i = std::get_if<std::int64_t>(&cell)) v = static_cast<double>(*i);
+          else throw mismatch();
+          std::memcpy(dst, &v, sizeof v);
+          break;
+        }
+        case ColumnType::Int64: {
+          const auto* i = std::get_if<std::int64_t>(&cell);
+          if (!i) throw mismatch();
+          std::memcpy(dst, i, sizeof *i);
+          break;
+        }
+        case ColumnType::Bool: {
+          const auto* b = std::get_if<bool>(&cell);
+          if (!b) throw mismatch();
+          const signed char v = *b ? 1 : 0;
+          std::memcpy(dst, &v, 1);
+          break;
+        }
+        case ColumnType::String: {
+          const auto* s = std::get_if<std::string>(&cell);
+          if (!s) throw mismatch();
+          if (col.string_width > 0) {
+            std::memcpy(dst, s->data(), std::min<std::size_t>(s->size(), static_cast<std::size_t>(col.string_width)));
+          } else {
+            const char* p = s->c_str();  // points into `rows`, alive during the write
+            std::memcpy(dst, &p, sizeof p);
+          }
+          break;
+        }
+      }
+    }
+  }
+  const QuietErrors quiet;
+  const hid_t dset = static_cast<hid_t>(dset_);
+  const hsize_t start = rows_, count = rows.size(), total = rows_ + rows.size();
+  check_status(H5Dset_extent(dset, &total), "extend table");
+  const Id fspace(H5Dget_space(dset), "get table space");
+  check_status(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, &start, nullptr, &count, nullptr), "select rows");
+  const Id mspace(H5Screate_simple(1, &count, nullptr), "create memory space");
+  check_status(H5Dwrite(dset, static_cast<hid_t>(mem_type_), mspace.get(), fspace.get(), H5P_DEFAULT, buf.data()),
+               "write rows");
+  rows_ = total;
+}
+
+// ------------------------------------------------------------------------------------ atomic writing
+
+void write_h5_atomically(const std::string& path, const RunInfo& info, const std::function<void(File&)>& fill) {
+  write_file_atomically(path, [&](const std::string& tmp) {
+    File file(tmp);
+    file.set_attribute("program_version", info.program_version);
+    file.set_attribute("command_line", info.command_line);
+    file.set_attribute("seed", info.seed);
+    file.set_attribute("config_yaml", info.config_yaml);
+    fill(file);
+    file.close();
+  });
+}
+
+}  // namespace arachne::h5
+
+namespace arachne {
+
+namespace {
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;  // GiB = 2^30 bytes (DESIGN.md "Units")
+constexpr const char* kLinkClassNames[kLinkClasses] = {"nvlink", "pcie", "nic", "spine"};
+}  // namespace
+
+void write_simulate_h5(const std::string& path, const SimResult& r, const h5::RunInfo& info) {
+  using h5::Column;
+  using h5::ColumnType;
+  using h5::Row;
+  const bool timed = has_timing(r);
+  // Timing fields that were not simulated (out of memory) are NaN, as they are null in the JSON report.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const auto t = [&](double v) { return timed ? v : nan; };
+  h5::write_h5_atomically(path, info, [&](h5::File& f) {
+    {
+      h5::Table summary(f, "/summary",
+                        {{"iteration_time_s", ColumnType::Float64, "s"},
+                         {"tokens_per_s", ColumnType::Float64, "tokens/s"},
+                         {"samples_per_s", ColumnType::Float64, "samples/s"},
+                         {"tflops_per_gpu", ColumnType::Float64, "TFLOP/s"},
+                         {"mfu", ColumnType::Float64, "1"},
+                         {"mfu_cluster", ColumnType::Float64, "1"},
+                         {"oom", ColumnType::Bool, "-"},
+                         {"peak_memory_gib", ColumnType::Float64, "GiB"},
+                         {"peak_memory_gpu", ColumnType::String, "-"},
+                         {"events", ColumnType::Int64, "1"},
+                         {"sim_wall_s", ColumnType::Float64, "s"},
+                         {"dropped_tokens", ColumnType::Float64, "tokens"},
+                         {"global_batch", ColumnType::Int64, "samples"},
+                         {"gpus_used", ColumnType::Int64, "1"}},
+                        1);
+      summary.append({Row{t(r.iteration_time_s), t(r.tokens_per_s), t(r.samples_per_s), t(r.tflops_per_gpu),
+                          t(r.mfu), t(r.mfu_cluster), r.oom, r.peak_memory_gib, r.peak_memory_gpu,
+                          static_cast<std::int64_t>(r.events), r.sim_wall_s, r.dropped_tokens,
+                          static_cast<std::int64_t>(r.global_batch), static_cast<std::int64_t>(r.gpus_used)}});
+    }
+    {
+      h5::Table breakdown(f, "/breakdown", {{"cause", ColumnType::String, "-"}, {"seconds", ColumnType::Float64, "s"}}, 8);
+      const Breakdown& b = r.breakdown;
+      breakdown.append({Row{std::string("compute"), t(b.compute)}, Row{std::string("tp_comm"), t(b.tp_comm)},
+                        Row{std::string("pp_comm"), t(b.pp_comm)}, Row{std::string("dp_comm"), t(b.dp_comm)},
+                        Row{std::string("ep_comm"), t(b.ep_comm)}, Row{std::string("bubble"), t(b.bubble)},
+                        Row{std::string("optimizer"), t(b.optimizer)}});
+    }
+    {
+      h5::Table memory(f, "/memory",
+                       {{"gpu", ColumnType::String, "-"},
+                        {"type", ColumnType::String, "-"},
+                        {"capacity_gib", ColumnType::Float64, "GiB"},
+                        {"weights_gib", ColumnType::Float64, "GiB"},
+                        {"gradients_gib", ColumnType::Float64, "GiB"},
+                        {"optimizer_gib", ColumnType::Float64, "GiB"},
+                        {"activations_gib", ColumnType::Float64, "GiB"},
+                        {"other_gib", ColumnType::Float64, "GiB"},
+                        {"total_gib", ColumnType::Float64, "GiB"}});
+      std::vector<Row> rows;
+      for (const auto& g : r.per_gpu_memory) {
+        rows.push_back(Row{g.label, g.gpu_type, g.capacity_bytes / kGiB, g.usage.weights / kGiB,
+                           g.usage.gradients / kGiB, g.usage.optimizer / kGiB, g.usage.activations / kGiB,
+                           g.usage.other / kGiB, g.usage.total() / kGiB});
+        if (rows.size() == 1024) {
+          memory.append(rows);
+          rows.clear();
+        }
+      }
+      memory.append(rows);
+    }
+    {
+      h5::Table bytes(f, "/bytes", {{"link_class", ColumnType::String, "-"}, {"bytes", ColumnType::Float64, "B"}}, 4);
+      std::vector<Row> rows;
+      for (int c = 0; c < kLinkClasses; ++c) rows.push_back(Row{std::string(kLinkClassNames[c]), r.bytes[c]});
+      bytes.append(rows);
+    }
+    f.write_strings("/warnings", r.warnings, "-");
+  });
+}
+
+}  // namespace arachne

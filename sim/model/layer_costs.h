@@ -1,0 +1,62 @@
+// Per-layer work of GPT- and Llama-style transformer blocks, per GPU of a tensor-parallel group:
+// FLOPs and HBM bytes of every kernel class, TP communication volumes and parameter counts.
+// FLOP counts after Narayanan et al. SC'21 (Megatron-LM, eq. 3: 24·b·s·h² + 4·b·s²·h per layer forward)
+// generalised to GQA and SwiGLU; backward = 2x forward matmul FLOPs (dgrad + wgrad).
+#pragma once
+#include <vector>
+
+#include "sim/model/model.h"
+
+namespace arachne {
+
+enum class OpClass { Gemm, Attention, Memory };
+
+struct OpCost {
+  OpClass cls = OpClass::Gemm;
+  double flops = 0;  // floating-point operations on one GPU
+  double bytes = 0;  // HBM bytes read + written on one GPU
+};
+
+// How a stage is executed; shared by costs and memory.
+struct ShardSpec {
+  int tp = 1;
+  bool sequence_parallel = false;
+  double samples = 1;  // sequences in this micro-batch on this TP group (micro_batch x share)
+};
+
+enum class Recompute { None, Selective, Full };
+
+// Kernels of one transformer layer, forward, on one TP rank.
+std::vector<OpCost> layer_forward_ops(const ModelConfig& m, int layer, const ShardSpec& s);
+// Kernels of one transformer layer, backward (input and weight gradients), on one TP rank.
+std::vector<OpCost> layer_backward_ops(const ModelConfig& m, int layer, const ShardSpec& s);
+// Kernels re-executed before backward under the recompute policy (full: the whole forward;
+// selective: the attention core only, Korthikanti et al. 2022 §4; none: nothing).
+std::vector<OpCost> layer_recompute_ops(const ModelConfig& m, int layer, const ShardSpec& s, Recompute r);
+// Embedding lookup (first stage) and output head + cross-entropy loss (last stage).
+std::vector<OpCost> embedding_forward_ops(const ModelConfig& m, const ShardSpec& s);
+std::vector<OpCost> embedding_backward_ops(const ModelConfig& m, const ShardSpec& s);
+std::vector<OpCost> head_forward_ops(const ModelConfig& m, const ShardSpec& s);
+std::vector<OpCost> head_backward_ops(const ModelConfig& m, const ShardSpec& s);
+
+// TP collectives of one layer in one direction: Megatron does 2 all-reduces forward (after attention
+// and after MLP) and 2 backward (Shoeybi et al. 2019 §3); with sequence parallelism each becomes a
+// reduce-scatter + all-gather pair of the same total volume (Korthikanti et al. 2022 §4.2.2).
+struct TpCollectives {
+  int count = 0;        // collectives per layer per direction
+  double bytes = 0;     // full tensor size of each (b·s·h·dtype bytes)
+};
+TpCollectives layer_tp_collectives(const ModelConfig& m, const ShardSpec& s);
+
+// Activation (or its gradient) sent between pipeline stages per micro-batch: b·s·h·dtype bytes
+// (per TP rank divided by tp when scatter/gather or sequence parallelism splits it).
+double p2p_bytes(const ModelConfig& m, double samples);
+
+// Parameters held by one TP rank.
+double layer_params_per_rank(const ModelConfig& m, int layer, int tp);
+double embedding_params_per_rank(const ModelConfig& m, int tp);  // word + position (GPT) embeddings
+double head_params_per_rank(const ModelConfig& m, int tp);       // 0 when tied to the embedding? we
+                                                                  // count an untied head (Megatron default for Llama; GPT ties, see .cpp)
+int bytes_per_element(const ModelConfig& m);  // 2 for bf16/fp16
+
+}  // namespace arachne

@@ -1,0 +1,436 @@
+// Max-min fair sharing by progressive filling (Bertsekas & Gallager, "Data Networks", 2nd ed., §6.5.2):
+// raise every unfrozen flow's rate together; the first link to saturate freezes the flows crossing it at
+// its fair share; repeat. With bundles a link's fair share is remaining capacity / sum of multiplicities.
+//
+// Exactness and determinism:
+//  * The saturating link of each round is the minimum of (share, link id) in a heap with versioned keys;
+//    flows are frozen in id order. Restricted to one connected component (flows linked by shared links),
+//    the sequence of operations on that component's numbers is the same whether the other components are
+//    filled in the same run or not, so recomputing only the changed component is bit-identical to a global
+//    recompute (FlowNetworkTest.ComponentRecomputeMatchesGlobal checks it).
+//  * A flow's remaining bytes are rebased (remaining -= old rate x elapsed) only when its rate changes
+//    bitwise, so its completion time is a function of its own rate history, not of how often it was revisited.
+//  * All changes at one instant (activations, completions) are applied by one reallocation event at that
+//    instant; equal-time events run in insertion order, so this batching is deterministic too.
+#include "sim/net/flow_network.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+namespace arachne {
+
+namespace {
+constexpr TimeNs kNever = std::numeric_limits<TimeNs>::max();
+constexpr std::uint32_t kNoSlot = std::numeric_limits<std::uint32_t>::max();
+// A flow with at most this fraction of its bytes left completes (guards against endless rounding steps).
+constexpr double kDoneFraction = 1e-6;
+// Completion delta is clamped here (~126 years) so the integer conversion never overflows.
+constexpr double kMaxDeltaNs = 4e18;
+}  // namespace
+
+struct FlowNetwork::State {
+  struct Flow {
+    FlowId id = 0;
+    std::vector<Hop> hops;  // sorted by link, merged, mult > 0
+    double bytes = 0;
+    double remaining = 0;   // bytes per member left as of t_last
+    double rate = 0;        // bytes/s per member
+    TimeNs t_last = 0;
+    TimeNs finish = kNever;
+    std::function<void()> done;
+    bool in_use = false;
+    bool active = false;
+    // scratch of reallocate()
+    std::uint64_t mark = 0;
+    bool frozen = false;
+    double new_rate = 0;
+  };
+  struct LinkEntry {
+    FlowId id;
+    std::uint32_t slot;
+    int mult;
+  };
+  struct Key {  // candidate saturating link: fair share = cap_left / weight
+    double share;
+    LinkId link;
+    std::uint32_t version;
+  };
+  struct Due {  // candidate completion
+    TimeNs finish;
+    FlowId id;
+    std::uint32_t slot;
+  };
+
+  State(Engine& e, const std::vector<Link>& l, Recompute m) : engine(e), links(l), mode(m) {
+    const std::size_t n = links.size();
+    link_flows.resize(n);
+    link_mark.assign(n, 0);
+    link_round.assign(n, 0);
+    cap_left.assign(n, 0.0);
+    weight.assign(n, 0);
+    version.assign(n, 0);
+    slot_of_id.push_back(kNoSlot);  // FlowId 0 is never issued
+  }
+
+  Engine& engine;
+  const std::vector<Link> links;
+  const Recompute mode;
+
+  std::vector<Flow> flows;  // by slot
+  std::vector<std::uint32_t> free_flow_slots;
+  std::vector<std::uint32_t> slot_of_id;             // by FlowId; kNoSlot once finished
+  std::vector<std::vector<LinkEntry>> link_flows;    // active flows on each link, sorted by id
+  std::size_t active = 0;
+
+  // scratch of reallocate(), per link
+  std::vector<std::uint64_t> link_mark;
+  std::vector<std::uint64_t> link_round;
+  std::vector<double> cap_left;
+  std::vector<std::int64_t> weight;  // sum of multiplicities of unfrozen flows
+  std::vector<std::uint32_t> version;
+  std::vector<LinkId> comp_links, stack, touched;
+  std::vector<std::uint32_t> comp_flows;
+  std::vector<Key> pq;
+  std::uint64_t epoch = 0;
+  std::uint64_t round = 0;
+
+  std::vector<LinkId> dirty_links;
+  bool realloc_pending = false;
+  std::vector<Due> due;  // min-heap on (finish, id), lazily invalidated
+  EventId next_event = 0;
+  TimeNs next_event_time = kNever;
+  std::uint64_t reallocs = 0;
+
+  static bool key_after(const Key& a, const Key& b) {
+    return a.share != b.share ? a.share > b.share : a.link > b.link;
+  }
+  static bool due_after(const Due& a, const Due& b) {
+    return a.finish != b.finish ? a.finish > b.finish : a.id > b.id;
+  }
+
+  bool due_valid(const Due& d) const {
+    const Flow& f = flows[d.slot];
+    return f.in_use && f.active && f.id == d.id && f.finish == d.finish;
+  }
+
+  void request_realloc() {
+    if (realloc_pending) return;
+    realloc_pending = true;
+    engine.schedule_at(engine.now(), [this] { reallocate(); });
+  }
+
+  void activate(std::uint32_t slot) {
+    Flow& f = flows[slot];
+    f.active = true;
+    f.rate = 0;
+    f.remaining = f.bytes;
+    f.t_last = engine.now();
+    f.finish = kNever;
+    for (const Hop& h : f.hops) {
+      auto& lf = link_flows[h.link];
+      const auto pos = std::lower_bound(lf.begin(), lf.end(), f.id,
+                                        [](const LinkEntry& e, FlowId id) { return e.id < id; });
+      lf.insert(pos, LinkEntry{f.id, slot, h.mult});
+      dirty_links.push_back(h.link);
+    }
+    ++active;
+    request_realloc();
+  }
+
+  void detach(std::uint32_t slot) {
+    Flow& f = flows[slot];
+    for (const Hop& h : f.hops) {
+      auto& lf = link_flows[h.link];
+      const auto pos = std::lower_bound(lf.begin(), lf.end(), f.id,
+                                        [](const LinkEntry& e, FlowId id) { return e.id < id; });
+      lf.erase(pos);
+      dirty_links.push_back(h.link);
+    }
+    f.active = false;
+    --active;
+  }
+
+  void collect_component() {
+    ++epoch;
+    comp_links.clear();
+    comp_flows.clear();
+    if (mode == Recompute::Global) {
+      for (std::uint32_t s = 0; s < flows.size(); ++s) {
+        Flow& f = flows[s];
+        if (!f.in_use || !f.active) continue;
+        f.mark = epoch;
+        comp_flows.push_back(s);
+        for (const Hop& h : f.hops) {
+          if (link_mark[h.link] != epoch) {
+            link_mark[h.link] = epoch;
+            comp_links.push_back(h.link);
+          }
+        }
+      }
+      dirty_links.clear();
+      return;
+    }
+    stack.clear();
+    for (const LinkId l : dirty_links) {
+      if (link_mark[l] != epoch) {
+        link_mark[l] = epoch;
+        stack.push_back(l);
+      }
+    }
+    dirty_links.clear();
+    while (!stack.empty()) {
+      const LinkId l = stack.back();
+      stack.pop_back();
+      comp_links.push_back(l);
+      for (const LinkEntry& e : link_flows[l]) {
+        Flow& f = flows[e.slot];
+        if (f.mark == epoch) continue;
+        f.mark = epoch;
+        comp_flows.push_back(e.slot);
+        for (const Hop& h : f.hops) {
+          if (link_mark[h.link] != epoch) {
+            link_mark[h.link] = epoch;
+            stack.push_back(h.link);
+          }
+        }
+      }
+    }
+  }
+
+  // Progressive filling over comp_links / comp_flows; leaves each flow's result in new_rate.
+  void fill() {
+    pq.clear();
+    for (const LinkId l : comp_links) {
+      std::int64_t w = 0;
+      for (const LinkEntry& e : link_flows[l]) w += e.mult;
+      cap_left[l] = links[l].capacity;
+      weight[l] = w;
+      ++version[l];
+      if (w > 0) pq.push_back(Key{cap_left[l] / static_cast<double>(w), l, version[l]});
+    }
+    for (const std::uint32_t s : comp_flows) {
+      flows[s].frozen = false;
+      flows[s].new_rate = 0;
+    }
+    std::make_heap(pq.begin(), pq.end(), &State::key_after);
+    while (!pq.empty()) {
+      std::pop_heap(pq.begin(), pq.end(), &State::key_after);
+      const Key k = pq.back();
+      pq.pop_back();
+      if (k.version != version[k.link] || weight[k.link] <= 0) continue;
+      const double r = std::max(k.share, 0.0);
+      ++round;
+      touched.clear();
+      for (const LinkEntry& e : link_flows[k.link]) {  // in id order
+        Flow& f = flows[e.slot];
+        if (f.frozen) continue;
+        f.frozen = true;
+        f.new_rate = r;
+        for (const Hop& h : f.hops) {
+          weight[h.link] -= h.mult;
+          cap_left[h.link] = std::max(cap_left[h.link] - static_cast<double>(h.mult) * r, 0.0);
+          if (link_round[h.link] != round) {
+            link_round[h.link] = round;
+            touched.push_back(h.link);
+          }
+        }
+      }
+      for (const LinkId l : touched) {
+        ++version[l];
+        if (weight[l] > 0) {
+          pq.push_back(Key{cap_left[l] / static_cast<double>(weight[l]), l, version[l]});
+          std::push_heap(pq.begin(), pq.end(), &State::key_after);
+        }
+      }
+    }
+  }
+
+  void apply_rate(std::uint32_t slot, TimeNs now) {
+    Flow& f = flows[slot];
+    if (f.new_rate == f.rate) return;  // bitwise unchanged: keep the rate history (see file comment)
+    if (f.rate > 0) f.remaining -= f.rate * (static_cast<double>(now - f.t_last) * 1e-9);
+    f.t_last = now;
+    f.rate = f.new_rate;
+    TimeNs finish;
+    if (f.remaining <= kDoneFraction * f.bytes) {
+      finish = now;
+    } else if (f.rate <= 0) {
+      finish = kNever;
+    } else {
+      const double dt = std::ceil(f.remaining / f.rate * 1e9);
+      finish = now + static_cast<TimeNs>(std::min(dt, kMaxDeltaNs));
+    }
+    if (finish != f.finish) {
+      f.finish = finish;
+      if (finish != kNever) {
+        due.push_back(Due{finish, f.id, slot});
+        std::push_heap(due.begin(), due.end(), &State::due_after);
+      }
+    }
+  }
+
+  void reallocate() {
+    realloc_pending = false;
+    ++reallocs;
+    collect_component();
+    fill();
+    const TimeNs now = engine.now();
+    for (const std::uint32_t s : comp_flows) apply_rate(s, now);
+    schedule_next();
+  }
+
+  void schedule_next() {
+    while (!due.empty() && !due_valid(due.front())) {
+      std::pop_heap(due.begin(), due.end(), &State::due_after);
+      due.pop_back();
+    }
+    const TimeNs t = due.empty() ? kNever : due.front().finish;
+    if (t == next_event_time) return;
+    if (next_event != 0) engine.cancel(next_event);
+    next_event = 0;
+    next_event_time = t;
+    if (t != kNever) next_event = engine.schedule_at(t, [this] { on_due(); });
+  }
+
+  void on_due() {
+    next_event = 0;
+    next_event_time = kNever;
+    const TimeNs now = engine.now();
+    std::vector<std::uint32_t> finished;
+    while (!due.empty() && due.front().finish <= now) {
+      std::pop_heap(due.begin(), due.end(), &State::due_after);
+      const Due d = due.back();
+      due.pop_back();
+      if (due_valid(d)) finished.push_back(d.slot);
+    }
+    if (finished.empty()) {
+      schedule_next();
+      return;
+    }
+    std::sort(finished.begin(), finished.end(),
+              [this](std::uint32_t a, std::uint32_t b) { return flows[a].id < flows[b].id; });
+    std::vector<std::function<void()>> callbacks;
+    callbacks.reserve(finished.size());
+    for (const std::uint32_t s : finished) {
+      detach(s);
+      Flow& f = flows[s];
+      callbacks.push_back(std::move(f.done));
+      release(s);
+    }
+    request_realloc();  // also reschedules the next completion
+    for (auto& cb : callbacks) {
+      if (cb) cb();
+    }
+  }
+
+  void release(std::uint32_t slot) {
+    Flow& f = flows[slot];
+    slot_of_id[f.id] = kNoSlot;
+    f.in_use = false;
+    f.active = false;
+    f.done = nullptr;
+    f.hops.clear();
+    f.finish = kNever;
+    f.rate = 0;
+    free_flow_slots.push_back(slot);
+  }
+
+  std::uint32_t allocate() {
+    if (!free_flow_slots.empty()) {
+      const std::uint32_t s = free_flow_slots.back();
+      free_flow_slots.pop_back();
+      return s;
+    }
+    flows.emplace_back();
+    return static_cast<std::uint32_t>(flows.size() - 1);
+  }
+};
+
+FlowNetwork::FlowNetwork(Engine& engine, const std::vector<Link>& links, Recompute mode)
+    : st_(std::make_unique<State>(engine, links, mode)) {}
+FlowNetwork::~FlowNetwork() = default;
+FlowNetwork::FlowNetwork(FlowNetwork&&) noexcept = default;
+
+FlowId FlowNetwork::start(std::vector<Hop> hops, double bytes, TimeNs latency, std::function<void()> done) {
+  State& st = *st_;
+  const FlowId id = st.slot_of_id.size();
+  st.slot_of_id.push_back(kNoSlot);
+  ++flows_started_;
+  if (latency < 0) latency = 0;
+
+  const auto nlinks = static_cast<LinkId>(st.links.size());
+  std::erase_if(hops, [](const Hop& h) { return h.mult <= 0; });
+  for (const Hop& h : hops) {
+    if (h.link < 0 || h.link >= nlinks) {
+      throw std::out_of_range("FlowNetwork::start: link id " + std::to_string(h.link) + " out of range");
+    }
+  }
+  std::sort(hops.begin(), hops.end(), [](const Hop& a, const Hop& b) { return a.link < b.link; });
+  std::size_t out = 0;  // merge repeated links (their multiplicities add up)
+  for (std::size_t i = 0; i < hops.size(); ++i) {
+    if (out > 0 && hops[out - 1].link == hops[i].link) {
+      hops[out - 1].mult += hops[i].mult;
+    } else {
+      hops[out++] = hops[i];
+    }
+  }
+  hops.resize(out);
+  if (bytes > 0) {
+    for (const Hop& h : hops) {
+      bytes_by_class_[static_cast<int>(st.links[h.link].cls)] += bytes * static_cast<double>(h.mult);
+    }
+  }
+
+  const TimeNs at = st.engine.now() + latency;
+  if (!(bytes > 0) || hops.empty()) {
+    st.engine.schedule_at(at, [d = std::move(done)] {
+      if (d) d();
+    });
+    return id;
+  }
+  const std::uint32_t slot = st.allocate();
+  State::Flow& f = st.flows[slot];
+  f.id = id;
+  f.hops = std::move(hops);
+  f.bytes = bytes;
+  f.remaining = bytes;
+  f.rate = 0;
+  f.finish = kNever;
+  f.done = std::move(done);
+  f.in_use = true;
+  f.active = false;
+  st.slot_of_id[id] = slot;
+  if (latency == 0) {
+    st.activate(slot);
+  } else {
+    State* s = st_.get();
+    st.engine.schedule_at(at, [s, slot] { s->activate(slot); });
+  }
+  return id;
+}
+
+FlowId FlowNetwork::start_route(const std::vector<LinkId>& route, double bytes, TimeNs latency,
+                                std::function<void()> done) {
+  std::vector<Hop> hops;
+  hops.reserve(route.size());
+  for (const LinkId l : route) hops.push_back(Hop{l, 1});
+  return start(std::move(hops), bytes, latency, std::move(done));
+}
+
+double FlowNetwork::rate(FlowId id) const {
+  const State& st = *st_;
+  if (id >= st.slot_of_id.size()) return 0;
+  const std::uint32_t slot = st.slot_of_id[id];
+  if (slot == kNoSlot) return 0;
+  const State::Flow& f = st.flows[slot];
+  return f.active ? f.rate : 0;
+}
+
+std::size_t FlowNetwork::active_flows() const { return st_->active; }
+
+std::uint64_t FlowNetwork::reallocations() const { return st_->reallocs; }
+
+}  // namespace arachne

@@ -1,0 +1,67 @@
+// Flow-level network: transfers are flows over directed links; concurrent flows share every link
+// max-min fairly (progressive filling, Bertsekas & Gallager "Data Networks" §6.5.2; as SimGrid's lmm),
+// and every rate is recomputed when any flow starts or ends - those are the discrete events.
+//
+// A flow may be a *bundle* of `members` identical transfers moving in lockstep (e.g. the TP ranks of a
+// group sending their shards): each hop carries a multiplicity, the number of members whose path uses
+// that link, so the link's load is multiplicity x member rate.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "sim/core/engine.h"
+#include "sim/hw/topology.h"
+
+namespace arachne {
+
+using FlowId = std::uint64_t;
+
+struct Hop {
+  LinkId link;
+  int mult = 1;
+};
+
+class FlowNetwork {
+ public:
+  // How the rates are recomputed after a change. Component (default): only the flows connected to the
+  // changed ones through shared links (transitively); Global: every active flow. Both give bit-identical
+  // rates and completion times (tests/sim/flow_network_test.cpp checks it); Global exists for that test.
+  enum class Recompute { Component, Global };
+
+  FlowNetwork(Engine& engine, const std::vector<Link>& links, Recompute mode = Recompute::Component);
+  ~FlowNetwork();
+  FlowNetwork(FlowNetwork&&) noexcept;
+  FlowNetwork(const FlowNetwork&) = delete;
+  FlowNetwork& operator=(const FlowNetwork&) = delete;
+  FlowNetwork& operator=(FlowNetwork&&) = delete;
+
+  // Starts a transfer of `bytes` per member over `hops` after `latency` (the first byte arrives after the
+  // latency; then the flow drains at its max-min rate). `done` runs at completion. Zero bytes or no hops:
+  // completes after the latency alone. Rates change at the instant a flow activates or ends; all changes at
+  // one instant are applied together by one reallocation event at that instant (so rate() read from the
+  // same instant, before that event, may still show the old rates).
+  FlowId start(std::vector<Hop> hops, double bytes, TimeNs latency, std::function<void()> done);
+  // Convenience: a single transfer along a route.
+  FlowId start_route(const std::vector<LinkId>& route, double bytes, TimeNs latency,
+                     std::function<void()> done);
+
+  // Current member rate of an active flow (bytes/s), 0 if not (yet) active.
+  double rate(FlowId id) const;
+  std::size_t active_flows() const;
+  // Bytes carried so far on each link class (bytes x multiplicity, counted at flow start).
+  const std::array<double, kLinkClasses>& bytes_by_class() const { return bytes_by_class_; }
+  std::uint64_t flows_started() const { return flows_started_; }
+  // Number of rate reallocations run so far (diagnostics, benchmarks).
+  std::uint64_t reallocations() const;
+
+ private:
+  struct State;  // flows, per-link adjacency, scratch of the progressive filling (flow_network.cpp)
+  std::array<double, kLinkClasses> bytes_by_class_{};
+  std::uint64_t flows_started_ = 0;
+  std::unique_ptr<State> st_;  // stable address: engine events refer to it
+};
+
+}  // namespace arachne

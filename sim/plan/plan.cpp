@@ -1,0 +1,73 @@
+// Plan value types: names of the enumerations and batch/GPU arithmetic (DESIGN.md "Plan").
+#include "sim/plan/plan.h"
+
+#include <set>
+#include <stdexcept>
+
+namespace arachne {
+
+const char* to_string(Schedule s) {
+  switch (s) {
+    case Schedule::OneFOneB: return "1f1b";
+    case Schedule::GPipe: return "gpipe";
+    case Schedule::Interleaved: return "interleaved";
+  }
+  return "?";
+}
+
+const char* to_string(Recompute r) {
+  switch (r) {
+    case Recompute::None: return "none";
+    case Recompute::Selective: return "selective";
+    case Recompute::Full: return "full";
+  }
+  return "?";
+}
+
+const char* to_string(EpScope s) {
+  switch (s) {
+    case EpScope::Pipelines: return "pipelines";
+    case EpScope::Stage: return "stage";
+  }
+  return "?";
+}
+
+Schedule parse_schedule(const std::string& text) {
+  for (const Schedule s : {Schedule::OneFOneB, Schedule::GPipe, Schedule::Interleaved})
+    if (text == to_string(s)) return s;
+  throw std::invalid_argument("unknown schedule '" + text + "' (expected one of: 1f1b, gpipe, interleaved)");
+}
+
+Recompute parse_recompute(const std::string& text) {
+  for (const Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+    if (text == to_string(r)) return r;
+  throw std::invalid_argument("unknown recompute policy '" + text + "' (expected one of: none, selective, full)");
+}
+
+EpScope parse_ep_scope(const std::string& text) {
+  for (const EpScope s : {EpScope::Pipelines, EpScope::Stage})
+    if (text == to_string(s)) return s;
+  throw std::invalid_argument("unknown ep_scope '" + text + "' (expected one of: pipelines, stage)");
+}
+
+long Plan::global_batch() const {
+  long total = 0;
+  for (const Pipeline& p : pipelines) total += p.samples();
+  return total;
+}
+
+int Plan::num_gpus() const {
+  std::set<GpuId> used;
+  for (const Pipeline& p : pipelines)
+    for (const Stage& s : p.stages)
+      for (const TpGroup& g : s.groups) used.insert(g.gpus.begin(), g.gpus.end());
+  return static_cast<int>(used.size());
+}
+
+int Plan::physical_stages(int pipeline) const {
+  const int n = static_cast<int>(pipelines.at(pipeline).stages.size());
+  if (schedule == Schedule::Interleaved && interleave > 1) return n / interleave;
+  return n;
+}
+
+}  // namespace arachne

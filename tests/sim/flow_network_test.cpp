@@ -1,0 +1,349 @@
+// Flow network: textbook max-min fairness (Bertsekas & Gallager, Data Networks §6.5.2), completion
+// times under changing rates, bundles, latency, determinism, and exactness of the component recompute.
+#include "sim/net/flow_network.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <random>
+#include <vector>
+
+namespace arachne {
+namespace {
+
+constexpr double kGB = 1e9;
+// Completion times are rounded up to whole nanoseconds once per rate change; a couple of ns is the
+// largest error the rounding can introduce in these scenarios (at most one rounding per rate change).
+constexpr TimeNs kRoundNs = 2;
+
+std::vector<Link> make_links(const std::vector<double>& caps, LinkClass cls = LinkClass::Nic) {
+  std::vector<Link> links;
+  for (std::size_t i = 0; i < caps.size(); ++i) links.push_back(Link{caps[i], cls, "L" + std::to_string(i)});
+  return links;
+}
+
+// Reads every listed flow's rate at time t (before anything else happening at t).
+std::map<FlowId, double> rates_at(Engine& e, FlowNetwork& net, TimeNs t, const std::vector<FlowId>& ids) {
+  std::map<FlowId, double> out;
+  e.schedule_at(t, [&] {
+    for (FlowId id : ids) out[id] = net.rate(id);
+  });
+  return out;  // filled when the engine runs; returned map is a copy, so use the overload below
+}
+
+struct Probe {
+  std::map<FlowId, double> rate;
+};
+
+void probe_at(Engine& e, FlowNetwork& net, TimeNs t, std::vector<FlowId> ids, Probe& p) {
+  e.schedule_at(t, [&e, &net, ids, &p] {
+    for (FlowId id : ids) p.rate[id] = net.rate(id);
+  });
+}
+
+TEST(FlowNetworkTest, OneFlowOnOneLinkGetsFullCapacity) {
+  // A lone flow is limited only by its link: rate c, and S bytes take S/c.
+  Engine e;
+  FlowNetwork net(e, make_links({10 * kGB}));
+  TimeNs done_at = -1;
+  const FlowId f = net.start_route({0}, 5 * kGB, 0, [&] { done_at = e.now(); });
+  Probe p;
+  probe_at(e, net, 1, {f}, p);
+  e.run();
+  EXPECT_DOUBLE_EQ(p.rate[f], 10 * kGB);
+  EXPECT_NEAR(done_at, seconds_to_ns(0.5), kRoundNs);
+  EXPECT_EQ(net.active_flows(), 0u);
+}
+
+TEST(FlowNetworkTest, TwoFlowsOnOneLinkGetHalfEach) {
+  Engine e;
+  FlowNetwork net(e, make_links({8 * kGB}));
+  const FlowId a = net.start_route({0}, kGB, 0, nullptr);
+  const FlowId b = net.start_route({0}, kGB, 0, nullptr);
+  Probe p;
+  probe_at(e, net, 1, {a, b}, p);
+  e.run();
+  EXPECT_DOUBLE_EQ(p.rate[a], 4 * kGB);
+  EXPECT_DOUBLE_EQ(p.rate[b], 4 * kGB);
+}
+
+TEST(FlowNetworkTest, ThreeFlowsOverTwoEqualLinksGetHalfEach) {
+  // A uses L1 and L2, B uses L1, C uses L2, capacities c: each link is shared by two flows -> c/2 each.
+  Engine e;
+  const double c = 6 * kGB;
+  FlowNetwork net(e, make_links({c, c}));
+  const FlowId a = net.start_route({0, 1}, kGB, 0, nullptr);
+  const FlowId b = net.start_route({0}, kGB, 0, nullptr);
+  const FlowId cc = net.start_route({1}, kGB, 0, nullptr);
+  Probe p;
+  probe_at(e, net, 1, {a, b, cc}, p);
+  e.run();
+  EXPECT_DOUBLE_EQ(p.rate[a], c / 2);
+  EXPECT_DOUBLE_EQ(p.rate[b], c / 2);
+  EXPECT_DOUBLE_EQ(p.rate[cc], c / 2);
+}
+
+TEST(FlowNetworkTest, BottleneckedFlowLeavesCapacityToOthers) {
+  // L1 = 1, L2 = 2 (GB/s); A: L1+L2, B: L1, C: L2. L1 saturates first at 0.5 each for A and B; C takes the
+  // rest of L2: 2 - 0.5 = 1.5 (textbook max-min: every flow has a bottleneck link where it is the largest).
+  Engine e;
+  FlowNetwork net(e, make_links({1 * kGB, 2 * kGB}));
+  const FlowId a = net.start_route({0, 1}, kGB, 0, nullptr);
+  const FlowId b = net.start_route({0}, kGB, 0, nullptr);
+  const FlowId c = net.start_route({1}, kGB, 0, nullptr);
+  Probe p;
+  probe_at(e, net, 1, {a, b, c}, p);
+  e.run();
+  EXPECT_DOUBLE_EQ(p.rate[a], 0.5 * kGB);
+  EXPECT_DOUBLE_EQ(p.rate[b], 0.5 * kGB);
+  EXPECT_DOUBLE_EQ(p.rate[c], 1.5 * kGB);
+}
+
+TEST(FlowNetworkTest, SurvivorSpeedsUpWhenAFlowEnds) {
+  // Two flows of S and 2S on one link c: both at c/2 until the first ends at 2S/c; the second then has S
+  // left at full rate c and ends at 3S/c.
+  Engine e;
+  const double c = 4 * kGB, S = 2 * kGB;
+  FlowNetwork net(e, make_links({c}));
+  TimeNs t1 = -1, t2 = -1;
+  const FlowId f2 = net.start_route({0}, 2 * S, 0, [&] { t2 = e.now(); });
+  net.start_route({0}, S, 0, [&] { t1 = e.now(); });
+  Probe before, after;
+  probe_at(e, net, seconds_to_ns(2 * S / c) - 10, {f2}, before);
+  probe_at(e, net, seconds_to_ns(2 * S / c) + 10, {f2}, after);
+  e.run();
+  EXPECT_NEAR(t1, seconds_to_ns(2 * S / c), kRoundNs);
+  EXPECT_NEAR(t2, seconds_to_ns(3 * S / c), kRoundNs);
+  EXPECT_DOUBLE_EQ(before.rate[f2], c / 2);
+  EXPECT_DOUBLE_EQ(after.rate[f2], c);
+}
+
+TEST(FlowNetworkTest, BundleMultiplicityLoadsTheLink) {
+  // A bundle whose 2 members both use a link of capacity c loads it 2 x r, so r = c/2 per member, and S
+  // bytes per member take 2S/c. Next to it a single flow on the same link: weights 2 + 1 -> c/3 each.
+  {
+    Engine e;
+    const double c = 3 * kGB, S = kGB;
+    FlowNetwork net(e, make_links({c}));
+    TimeNs t = -1;
+    const FlowId f = net.start({Hop{0, 2}}, S, 0, [&] { t = e.now(); });
+    Probe p;
+    probe_at(e, net, 1, {f}, p);
+    e.run();
+    EXPECT_DOUBLE_EQ(p.rate[f], c / 2);
+    EXPECT_NEAR(t, seconds_to_ns(2 * S / c), kRoundNs);
+  }
+  {
+    Engine e;
+    const double c = 3 * kGB;
+    FlowNetwork net(e, make_links({c}));
+    const FlowId bundle = net.start({Hop{0, 2}}, kGB, 0, nullptr);
+    const FlowId single = net.start_route({0}, kGB, 0, nullptr);
+    Probe p;
+    probe_at(e, net, 1, {bundle, single}, p);
+    e.run();
+    EXPECT_DOUBLE_EQ(p.rate[bundle], c / 3);
+    EXPECT_DOUBLE_EQ(p.rate[single], c / 3);
+  }
+}
+
+TEST(FlowNetworkTest, LatencyDelaysTheStart) {
+  // A (S, no latency) runs alone at c until B (S, latency 0.5 s) activates: A has moved c*0.5 = S/2,
+  // then both run at c/2: A's last S/2 takes 1 s (ends at 1.5 s); B has S/2 left then, at c: ends at 2 s.
+  Engine e;
+  const double c = kGB, S = kGB;
+  FlowNetwork net(e, make_links({c}));
+  TimeNs ta = -1, tb = -1;
+  net.start_route({0}, S, 0, [&] { ta = e.now(); });
+  const FlowId b = net.start_route({0}, S, seconds_to_ns(0.5), [&] { tb = e.now(); });
+  Probe p;
+  probe_at(e, net, seconds_to_ns(0.25), {b}, p);
+  e.run();
+  EXPECT_EQ(p.rate[b], 0.0);  // still in flight: no bandwidth yet
+  EXPECT_NEAR(ta, seconds_to_ns(1.5), kRoundNs);
+  EXPECT_NEAR(tb, seconds_to_ns(2.0), kRoundNs);
+}
+
+TEST(FlowNetworkTest, ZeroBytesOrNoHopsCompleteAfterLatency) {
+  Engine e;
+  FlowNetwork net(e, make_links({kGB}));
+  TimeNs t0 = -1, t1 = -1, t2 = -1;
+  net.start_route({0}, 0, 1234, [&] { t0 = e.now(); });
+  net.start({}, kGB, 77, [&] { t1 = e.now(); });
+  net.start_route({0}, 0, 0, [&] { t2 = e.now(); });
+  e.run();
+  EXPECT_EQ(t0, 1234);
+  EXPECT_EQ(t1, 77);
+  EXPECT_EQ(t2, 0);
+  EXPECT_EQ(net.flows_started(), 3u);
+}
+
+TEST(FlowNetworkTest, CountsBytesByLinkClassAtStart) {
+  // bytes x multiplicity per hop, by the hop's link class, as soon as the flow starts.
+  Engine e;
+  std::vector<Link> links = {Link{100 * kGB, LinkClass::NvLink, "nv"}, Link{25 * kGB, LinkClass::Nic, "nic"},
+                             Link{400 * kGB, LinkClass::Spine, "spine"}};
+  FlowNetwork net(e, links);
+  net.start({Hop{0, 2}, Hop{1, 1}, Hop{2, 1}}, 1000, 5, nullptr);
+  const auto& b = net.bytes_by_class();
+  EXPECT_DOUBLE_EQ(b[static_cast<int>(LinkClass::NvLink)], 2000);
+  EXPECT_DOUBLE_EQ(b[static_cast<int>(LinkClass::Nic)], 1000);
+  EXPECT_DOUBLE_EQ(b[static_cast<int>(LinkClass::Spine)], 1000);
+  EXPECT_DOUBLE_EQ(b[static_cast<int>(LinkClass::Pcie)], 0);
+  e.run();
+}
+
+TEST(FlowNetworkTest, RepeatedLinkInHopsAddsMultiplicity) {
+  // Hops {L0 x1, L0 x1} load L0 like one hop of multiplicity 2: rate c/2.
+  Engine e;
+  FlowNetwork net(e, make_links({2 * kGB}));
+  const FlowId f = net.start({Hop{0, 1}, Hop{0, 1}}, kGB, 0, nullptr);
+  Probe p;
+  probe_at(e, net, 1, {f}, p);
+  e.run();
+  EXPECT_DOUBLE_EQ(p.rate[f], kGB);
+}
+
+// ---- random scenarios: max-min optimality, determinism, component vs global recompute
+
+struct RandomFlow {
+  std::vector<Hop> hops;
+  double bytes;
+  TimeNs latency;
+  int chained;  // -1, or a flow index whose completion starts this one
+};
+
+struct Scenario {
+  std::vector<Link> links;
+  std::vector<RandomFlow> flows;
+};
+
+Scenario random_scenario(unsigned seed, int nlinks, int nflows) {
+  std::mt19937_64 rng(seed);
+  Scenario s;
+  for (int l = 0; l < nlinks; ++l) {
+    // capacities with awkward ratios so that rounding paths are exercised
+    s.links.push_back(Link{(1.0 + static_cast<double>(rng() % 1000) / 7.0) * kGB, LinkClass::Nic, ""});
+  }
+  for (int i = 0; i < nflows; ++i) {
+    RandomFlow f;
+    const int hops = 1 + static_cast<int>(rng() % 4);
+    // links clustered by flow index so that several components coexist
+    const int base = static_cast<int>((static_cast<unsigned>(i) * 7919u + rng() % 5) % static_cast<unsigned>(nlinks));
+    for (int h = 0; h < hops; ++h) {
+      f.hops.push_back(Hop{(base + static_cast<int>(rng() % 6)) % nlinks, 1 + static_cast<int>(rng() % 3)});
+    }
+    f.bytes = static_cast<double>(1 + rng() % 100000) * 1e4 / 3.0;
+    f.latency = static_cast<TimeNs>(rng() % 2000000);
+    f.chained = (i > 0 && rng() % 3 == 0) ? static_cast<int>(rng() % static_cast<unsigned>(i)) : -1;
+    s.flows.push_back(f);
+  }
+  return s;
+}
+
+std::vector<TimeNs> run_scenario(const Scenario& s, FlowNetwork::Recompute mode, std::uint64_t* events = nullptr) {
+  Engine e;
+  FlowNetwork net(e, s.links, mode);
+  std::vector<TimeNs> done(s.flows.size(), -1);
+  std::vector<std::vector<int>> children(s.flows.size());
+  for (std::size_t i = 0; i < s.flows.size(); ++i) {
+    if (s.flows[i].chained >= 0) children[static_cast<std::size_t>(s.flows[i].chained)].push_back(static_cast<int>(i));
+  }
+  std::function<void(int)> launch = [&](int i) {
+    const RandomFlow& f = s.flows[static_cast<std::size_t>(i)];
+    net.start(f.hops, f.bytes, f.latency, [&, i] {
+      done[static_cast<std::size_t>(i)] = e.now();
+      for (int c : children[static_cast<std::size_t>(i)]) launch(c);
+    });
+  };
+  for (std::size_t i = 0; i < s.flows.size(); ++i) {
+    if (s.flows[i].chained < 0) launch(static_cast<int>(i));
+  }
+  e.run();
+  if (events) *events = e.executed();
+  return done;
+}
+
+TEST(FlowNetworkTest, ComponentRecomputeMatchesGlobalBitForBit) {
+  // Recomputing only the connected component of the changed flows must give exactly the completion times
+  // of a recompute over every active flow (the argument is in flow_network.cpp's header comment).
+  for (unsigned seed = 1; seed <= 12; ++seed) {
+    const Scenario s = random_scenario(seed, 40, 300);
+    const auto comp = run_scenario(s, FlowNetwork::Recompute::Component);
+    const auto glob = run_scenario(s, FlowNetwork::Recompute::Global);
+    ASSERT_EQ(comp, glob) << "seed " << seed;
+    for (TimeNs t : comp) ASSERT_GE(t, 0) << "a flow never completed, seed " << seed;
+  }
+}
+
+TEST(FlowNetworkTest, SameInputsGiveIdenticalTimes) {
+  const Scenario s = random_scenario(99, 30, 400);
+  std::uint64_t ev1 = 0, ev2 = 0;
+  const auto a = run_scenario(s, FlowNetwork::Recompute::Component, &ev1);
+  const auto b = run_scenario(s, FlowNetwork::Recompute::Component, &ev2);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(ev1, ev2);
+}
+
+TEST(FlowNetworkTest, RandomAllocationsAreMaxMinFair) {
+  // Characterisation of max-min fairness (Bertsekas & Gallager Prop. 6.5.1 with weights): the allocation is
+  // feasible (sum of mult x rate <= capacity on every link) and every flow has a bottleneck link: one that
+  // is saturated and on which no flow has a larger member rate. Relative tolerance 1e-9 for float sums.
+  for (unsigned seed = 1; seed <= 6; ++seed) {
+    const Scenario s = random_scenario(seed + 100, 25, 120);
+    Engine e;
+    FlowNetwork net(e, s.links);
+    int checks = 0;
+    std::vector<FlowId> ids;
+    for (TimeNs t = 1000001; t < 40000000; t += 1000003) {  // probes first: they run before same-time events
+      e.schedule_at(t, [&] {
+        std::vector<double> load(s.links.size(), 0.0), maxrate(s.links.size(), 0.0);
+        std::vector<std::size_t> live;
+        for (std::size_t i = 0; i < ids.size(); ++i) {
+          const double r = net.rate(ids[i]);
+          if (r <= 0) continue;
+          live.push_back(i);
+          for (const Hop& h : s.flows[i].hops) {
+            load[static_cast<std::size_t>(h.link)] += h.mult * r;
+            maxrate[static_cast<std::size_t>(h.link)] = std::max(maxrate[static_cast<std::size_t>(h.link)], r);
+          }
+        }
+        for (std::size_t l = 0; l < s.links.size(); ++l) {
+          EXPECT_LE(load[l], s.links[l].capacity * (1 + 1e-9)) << "link " << l;
+        }
+        for (std::size_t i : live) {
+          const double r = net.rate(ids[i]);
+          bool has_bottleneck = false;
+          for (const Hop& h : s.flows[i].hops) {
+            const auto l = static_cast<std::size_t>(h.link);
+            if (load[l] >= s.links[l].capacity * (1 - 1e-9) && r >= maxrate[l] * (1 - 1e-9)) has_bottleneck = true;
+          }
+          EXPECT_TRUE(has_bottleneck) << "flow " << i << " at t=" << e.now();
+        }
+        checks += static_cast<int>(live.size());
+      });
+    }
+    for (const RandomFlow& f : s.flows) ids.push_back(net.start(f.hops, f.bytes * 10, f.latency * 10, nullptr));
+    e.run();
+    EXPECT_GT(checks, 100) << "seed " << seed;
+  }
+}
+
+TEST(FlowNetworkTest, TinyAndAwkwardFlowsTerminate) {
+  // Rates that are not representable exactly and sub-nanosecond flows must still complete, with a number
+  // of events linear in the number of flows (no endless re-rounding).
+  Engine e;
+  FlowNetwork net(e, make_links({kGB / 3.0, 7 * kGB / 11.0}));
+  int done = 0;
+  for (int i = 0; i < 50; ++i) {
+    net.start({Hop{0, 1 + i % 3}, Hop{1, 1}}, 1.0 + i * 0.1, i, [&] { ++done; });
+    net.start_route({1}, 1e-3, 0, [&] { ++done; });
+  }
+  e.run();
+  EXPECT_EQ(done, 100);
+  EXPECT_LT(e.executed(), 1000u);
+}
+
+}  // namespace
+}  // namespace arachne

@@ -1,0 +1,33 @@
+// Helpers shared by tests: where the public data and the bundled configs are.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+namespace arachne::test {
+
+// $ARACHNE_DATA, else CMake's default (<repo>/../shared/data). Empty when absent.
+inline std::string data_dir() {
+  const char* env = std::getenv("ARACHNE_DATA");
+  std::string d = env && *env ? env : ARACHNE_DATA_DEFAULT;
+  return std::filesystem::exists(d) ? d : std::string();
+}
+
+inline bool in_ci() {
+  const char* ci = std::getenv("CI");
+  return ci && *ci && std::string(ci) != "false" && std::string(ci) != "0";
+}
+
+inline std::string configs() { return std::string(ARACHNE_SOURCE_DIR) + "/configs"; }
+
+}  // namespace arachne::test
+
+// Skips the test when the shared data is absent, except in CI where that is a failure.
+#define ARACHNE_REQUIRE_DATA(dir)                                                        \
+  std::string dir = ::arachne::test::data_dir();                                         \
+  if (dir.empty()) {                                                                     \
+    if (::arachne::test::in_ci()) FAIL() << "shared data missing (set ARACHNE_DATA)";    \
+    GTEST_SKIP() << "shared data not found; set ARACHNE_DATA to run this test";          \
+  }
