@@ -44,7 +44,7 @@ class IterationSim {
  public:
   IterationSim(const Cluster& c, const Topology& t, const ModelConfig& m, const Plan& p, const SimOptions& o)
       : cluster_(c), topo_(t), model_(m), plan_(p), opt_(o), net_(engine_, t.links()),
-        ctx_{engine_, net_, t}, work_(build_stage_work(c, m, p)) {}
+        ctx_{engine_, net_, t}, work_(build_stage_work(c, t, m, p)) {}
 
   SimResult run();
 

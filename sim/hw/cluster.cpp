@@ -283,6 +283,7 @@ Cluster parse_cluster_yaml(const std::string& path, const GpuCatalog& catalog) {
   c.catalog = catalog;
 
   // Cluster-local GPU types (catalog format); one with a catalog name replaces the catalog's entry.
+  // `calibrated_from` is provenance here; it must name a known GPU only when `compute:` is omitted.
   if (const YAML::Node gpus = root["gpus"]; gpus.IsDefined()) {
     if (!gpus.IsSequence()) fail(path, gpus, "gpus", "expected a list of GPU entries (catalog format)");
     std::set<std::string> local;
@@ -290,10 +291,6 @@ Cluster parse_cluster_yaml(const std::string& path, const GpuCatalog& catalog) {
       GpuSpec spec = parse_gpu_entry(entry, path, c.catalog);
       if (!local.insert(spec.name).second)
         fail(path, entry["name"], "gpus." + spec.name, "duplicate GPU '" + spec.name + "'");
-      if (!spec.calibrated_from.empty() && !c.catalog.contains(spec.calibrated_from) &&
-          local.count(spec.calibrated_from) == 0)
-        fail(path, entry["calibrated_from"], spec.name + ".calibrated_from",
-             unknown_gpu(spec.calibrated_from, c.catalog));
       c.catalog.add(std::move(spec));
     }
   }

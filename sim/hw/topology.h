@@ -19,7 +19,7 @@ const char* to_string(LinkClass c);
 struct Link {
   double capacity = 0;  // bytes/s (nominal bandwidth x the GPU type's calibrated link_eff)
   LinkClass cls = LinkClass::Nic;
-  std::string name;     // "n0:3>fabric", "n0.nic2>leaf0", "leaf0>spine", ...
+  std::string name;     // "n0:3>n0.fabric", "n0.fabric>n0:3", "n0:3>n0.nic1", "n0.nic2>leaf0", "leaf0>spine", ...
 };
 
 class Topology {
@@ -31,9 +31,12 @@ class Topology {
 
   const std::vector<Link>& links() const { return links_; }
   int num_gpus() const { return num_gpus_; }
-  // Directed links from GPU src to GPU dst (empty when src == dst). Cached; deterministic.
+  // Directed links from GPU src to GPU dst (empty when src == dst). Cached; deterministic; thread-safe.
+  // Same node: [gpu>fabric, fabric>gpu]. Other node: [gpu>nic, nic>leaf, (leaf>spine, spine>leaf when the
+  // leaves differ), leaf>nic, nic>gpu]. The reference stays valid for the Topology's lifetime.
   const std::vector<LinkId>& route(GpuId src, GpuId dst) const;
-  // One-way latency of a message src -> dst (0 intra-node is not assumed: fabric latency applies).
+  // One-way latency of a message src -> dst: 0 for src == dst; 1 us (NVLink/xGMI) or 2 us (PCIe) inside a
+  // node; network.latency_s between nodes.
   double latency_s(GpuId src, GpuId dst) const;
   bool same_node(GpuId a, GpuId b) const;
   int num_vertices() const;

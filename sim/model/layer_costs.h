@@ -55,8 +55,10 @@ double p2p_bytes(const ModelConfig& m, double samples);
 // Parameters held by one TP rank.
 double layer_params_per_rank(const ModelConfig& m, int layer, int tp);
 double embedding_params_per_rank(const ModelConfig& m, int tp);  // word + position (GPT) embeddings
-double head_params_per_rank(const ModelConfig& m, int tp);       // 0 when tied to the embedding? we
-                                                                  // count an untied head (Megatron default for Llama; GPT ties, see .cpp)
+// Output head + final norm on the last stage: V·h/t + norm. Counted for tied (GPT) models too, since with
+// PP > 1 Megatron keeps a copy of the word embedding on the last stage (see .cpp); stage_memory counts the
+// matrix once when one stage holds both ends, ModelConfig::parameters() counts unique parameters.
+double head_params_per_rank(const ModelConfig& m, int tp);
 int bytes_per_element(const ModelConfig& m);  // 2 for bf16/fp16
 
 }  // namespace arachne

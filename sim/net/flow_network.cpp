@@ -103,6 +103,7 @@ struct FlowNetwork::State {
   EventId next_event = 0;
   TimeNs next_event_time = kNever;
   std::uint64_t reallocs = 0;
+  std::uint64_t recomputed = 0;
 
   static bool key_after(const Key& a, const Key& b) {
     return a.share != b.share ? a.share > b.share : a.link > b.link;
@@ -277,6 +278,7 @@ struct FlowNetwork::State {
     ++reallocs;
     collect_component();
     fill();
+    recomputed += comp_flows.size();
     const TimeNs now = engine.now();
     for (const std::uint32_t s : comp_flows) apply_rate(s, now);
     schedule_next();
@@ -432,5 +434,7 @@ double FlowNetwork::rate(FlowId id) const {
 std::size_t FlowNetwork::active_flows() const { return st_->active; }
 
 std::uint64_t FlowNetwork::reallocations() const { return st_->reallocs; }
+
+std::uint64_t FlowNetwork::flows_recomputed() const { return st_->recomputed; }
 
 }  // namespace arachne

@@ -56,6 +56,8 @@ class FlowNetwork {
   std::uint64_t flows_started() const { return flows_started_; }
   // Number of rate reallocations run so far (diagnostics, benchmarks).
   std::uint64_t reallocations() const;
+  // Sum over reallocations of the flows whose rates were recomputed (diagnostics, benchmarks).
+  std::uint64_t flows_recomputed() const;
 
  private:
   struct State;  // flows, per-link adjacency, scratch of the progressive filling (flow_network.cpp)

@@ -84,7 +84,7 @@ struct Plan {
 struct Shorthand {
   int tp = 1, pp = 1, dp = 1, ep = 1;
   int micro_batch = 1;
-  std::optional<long> global_batch;
+  std::optional<long> global_batch{};
   Recompute recompute = Recompute::None;
   bool sequence_parallel = false;
   int interleave = 1;

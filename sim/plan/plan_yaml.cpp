@@ -616,6 +616,10 @@ void validate_plan(const Plan& plan, const Cluster& cluster, const ModelConfig& 
       if (pp < 2)
         fail(p.line, ppath + ".stages", "the interleaved schedule needs at least 2 physical stages; " + std::to_string(n) +
                                             " stages / interleave " + std::to_string(plan.interleave) + " = " + std::to_string(pp));
+      // Megatron-LM's interleaved schedule takes micro-batches in groups of pp (schedules.py asserts it).
+      if (p.micro_batches % pp != 0)
+        fail(p.line, ppath + ".micro_batches", "the interleaved schedule needs micro_batches divisible by pp=" +
+                                                   std::to_string(pp) + ", got " + std::to_string(p.micro_batches));
     }
 
     // Stages: groups, GPUs, TP.

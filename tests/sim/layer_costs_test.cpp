@@ -56,7 +56,7 @@ double bytes(const std::vector<OpCost>& ops, OpClass cls) {
 
 constexpr double kRel = 1e-12;  // the counts are exact products of integers; allow rounding only
 
-TEST(LayerCosts, GptLayerForwardIsTwentyFourBshSquaredPlusFourBsSquaredH) {
+TEST(ModelLayerCosts, GptLayerForwardIsTwentyFourBshSquaredPlusFourBsSquaredH) {
   // Narayanan et al. SC'21 eq. (3): one GPT layer forward = 24·b·s·h² + 4·b·s²·h FLOPs (f = 4h, k = a).
   for (double b : {1.0, 2.0, 0.5}) {
     const ModelConfig m = gpt(2048, 16, 2048);
@@ -67,7 +67,7 @@ TEST(LayerCosts, GptLayerForwardIsTwentyFourBshSquaredPlusFourBsSquaredH) {
   }
 }
 
-TEST(LayerCosts, BackwardIsTwiceForward) {
+TEST(ModelLayerCosts, BackwardIsTwiceForward) {
   // dgrad + wgrad: every matmul twice (Narayanan et al. SC'21 §5.1); memory-bound kernels ~2x bytes.
   for (const ModelConfig& m : {gpt(4096, 32, 2048), llama(8)}) {
     const ShardSpec sh{4, true, 2};
@@ -78,7 +78,7 @@ TEST(LayerCosts, BackwardIsTwiceForward) {
   }
 }
 
-TEST(LayerCosts, FullRecomputeRepeatsForwardSelectiveOnlyTheAttentionCore) {
+TEST(ModelLayerCosts, FullRecomputeRepeatsForwardSelectiveOnlyTheAttentionCore) {
   const ModelConfig m = gpt(4096, 32, 2048);
   const ShardSpec sh{2, false, 1};
   const double b = 1, s = 2048, h = 4096, t = 2;
@@ -95,7 +95,7 @@ TEST(LayerCosts, FullRecomputeRepeatsForwardSelectiveOnlyTheAttentionCore) {
   EXPECT_GT(bytes(sel, OpClass::Memory), 0.0);  // softmax and dropout
 }
 
-TEST(LayerCosts, TensorParallelismDividesGemmAndAttentionFlops) {
+TEST(ModelLayerCosts, TensorParallelismDividesGemmAndAttentionFlops) {
   const ModelConfig m = gpt(4096, 32, 2048);
   const double one = flops(layer_forward_ops(m, 0, ShardSpec{1, false, 1}));
   for (int t : {2, 4, 8}) {
@@ -104,7 +104,7 @@ TEST(LayerCosts, TensorParallelismDividesGemmAndAttentionFlops) {
   }
 }
 
-TEST(LayerCosts, GroupedQueryAttentionShrinksOnlyTheKvProjection) {
+TEST(ModelLayerCosts, GroupedQueryAttentionShrinksOnlyTheKvProjection) {
   // QKV = 2·b·s·h·(h + 2·k·d): going from k = a to k KV heads saves 2·b·s·h·2·(a − k)·d.
   const double b = 1, s = 4096, h = 8192, d = 128;
   const double mha = flops(layer_forward_ops(llama(64), 0, ShardSpec{1, false, b}));
@@ -113,7 +113,7 @@ TEST(LayerCosts, GroupedQueryAttentionShrinksOnlyTheKvProjection) {
   EXPECT_NEAR(mha - gqa, 2 * b * s * h * 2 * (64 - 8) * d, kRel * mha);
 }
 
-TEST(LayerCosts, SwigluMlpHasThreeMatrices) {
+TEST(ModelLayerCosts, SwigluMlpHasThreeMatrices) {
   // SwiGLU (Shazeer 2020): gate, up and down projections, 3·2·b·s·h·f FLOPs; with GQA k=8, d=128 the
   // attention GEMMs are 2bsh(h + 2kd) + 2bsh² and the core 4bs²h.
   const ModelConfig m = llama(8);
@@ -122,7 +122,7 @@ TEST(LayerCosts, SwigluMlpHasThreeMatrices) {
   EXPECT_NEAR(flops(layer_forward_ops(m, 0, ShardSpec{1, false, b})), expected, kRel * expected);
 }
 
-TEST(LayerCosts, SequenceParallelismDividesNormAndDropoutTraffic) {
+TEST(ModelLayerCosts, SequenceParallelismDividesNormAndDropoutTraffic) {
   // Korthikanti et al. 2022 §4.2.2: with SP the layernorm/dropout kernels work on s/t of the sequence, so
   // the memory-bound traffic shrinks while the GEMM FLOPs are unchanged.
   const ModelConfig m = gpt(4096, 32, 2048);
@@ -132,7 +132,7 @@ TEST(LayerCosts, SequenceParallelismDividesNormAndDropoutTraffic) {
   EXPECT_DOUBLE_EQ(flops(sp), flops(tp));
 }
 
-TEST(LayerCosts, HeadIsAVocabGemmAndBackwardDoublesIt) {
+TEST(ModelLayerCosts, HeadIsAVocabGemmAndBackwardDoublesIt) {
   const ModelConfig m = gpt(2048, 16, 2048);
   const double b = 2, s = 2048, h = 2048, V = 51200, t = 4;
   const ShardSpec sh{4, false, b};
@@ -144,7 +144,7 @@ TEST(LayerCosts, HeadIsAVocabGemmAndBackwardDoublesIt) {
   EXPECT_GT(bytes(embedding_backward_ops(m, sh), OpClass::Memory), 0.0);
 }
 
-TEST(LayerCosts, TensorParallelCollectivesAndPipelineMessages) {
+TEST(ModelLayerCosts, TensorParallelCollectivesAndPipelineMessages) {
   const ModelConfig m = gpt(2048, 16, 2048);
   // No TP group, no collective.
   EXPECT_EQ(layer_tp_collectives(m, ShardSpec{1, false, 4}).count, 0);
@@ -156,7 +156,7 @@ TEST(LayerCosts, TensorParallelCollectivesAndPipelineMessages) {
   EXPECT_EQ(bytes_per_element(m), 2);
 }
 
-TEST(LayerCosts, ParametersSplitOverTensorParallelRanks) {
+TEST(ModelLayerCosts, ParametersSplitOverTensorParallelRanks) {
   // Llama layer: 4h² (MHA, k = a) + 3hf matrices split over t, two RMSNorm weights (h each) replicated.
   const ModelConfig m = llama(64);
   const double h = 8192, f = 28672;
@@ -171,7 +171,7 @@ TEST(LayerCosts, ParametersSplitOverTensorParallelRanks) {
   EXPECT_DOUBLE_EQ(embedding_params_per_rank(g, 2), 51200.0 * 2048 / 2 + 2048.0 * 2048);
 }
 
-TEST(LayerCosts, MoeLayersCountActivatedExperts) {
+TEST(ModelLayerCosts, MoeLayersCountActivatedExperts) {
   // A top-2 MoE layer of 8 experts of width f costs the FLOPs of two FFNs of width f (plus a small
   // router GEMM 2·b·s·h·E), while holding all 8 experts' parameters.
   ModelConfig m = llama(8);

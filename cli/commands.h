@@ -1,0 +1,34 @@
+// The `arachne` command line: subcommands are thin (parse flags, call the libraries, print).
+// Exit codes (DESIGN.md): 0 success; 2 bad input, with exactly one line `error: <where>: <what>` on stderr
+// and no output file; 3 infeasible (simulate: the plan does not fit in memory; plan: no feasible plan).
+#pragma once
+#include <string>
+#include <vector>
+
+#include <boost/program_options/errors.hpp>
+
+namespace arachne::cli {
+
+constexpr int kExitOk = 0;
+constexpr int kExitInternal = 1;
+constexpr int kExitBadInput = 2;
+constexpr int kExitInfeasible = 3;
+
+// Subcommands. `args` are the words after the subcommand name; `command_line` is the whole invocation
+// (shell-quoted) for result-file metadata.
+int run_simulate(const std::vector<std::string>& args, const std::string& command_line);
+int run_list(const std::vector<std::string>& args);
+
+// Prints `error: <where>: <reason>` to stderr and returns kExitBadInput.
+int input_error(const std::string& where, const std::string& reason);
+// The same for a Boost.Program_options error: where = the flag ("--tp"), reason in plain words.
+int option_error(const boost::program_options::error& e, const std::string& subcommand);
+
+// argv joined with single-quote shell quoting where a word needs it.
+std::string quoted_command_line(int argc, char** argv);
+
+// Strict integer flag values: throw InputError(flag, reason) unless `text` is an integer >= min_value.
+long parse_int_flag(const std::string& flag, const std::string& text, long min_value);
+unsigned long long parse_seed_flag(const std::string& flag, const std::string& text);
+
+}  // namespace arachne::cli

@@ -1,0 +1,78 @@
+// `arachne`: dispatches to the subcommands in cli/cmd_*.cpp.
+#include <exception>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "sim/io/input_error.h"
+
+namespace {
+
+const char* kUsage = R"(arachne - plan and simulate parallel training of large models on heterogeneous GPU clusters
+
+Arachne measures parallel training plans (data, tensor, pipeline and expert parallelism) in a
+discrete-event simulator of the cluster: GPUs, NVLink/PCIe, NICs and the leaf/spine network.
+
+Usage: arachne <command> [options]        arachne <command> --help   for a command's options
+
+Commands:
+  simulate   simulate one training iteration of a plan: iteration time, tokens/s, MFU, memory per GPU,
+             where the time goes; optional HDF5 results (--out) and a Perfetto timeline (--timeline)
+  list       show the GPU catalog, the bundled models, the planners and the trace formats
+
+Common options:
+  --seed N   seed of every random choice (default 0); same inputs and seed give the same results
+  --help     help for arachne or a command
+  --version  print the version
+
+Getting started (from the repository root):
+  arachne list gpus
+  arachne list models
+  arachne simulate --cluster configs/clusters/tiny-a100-2x4.yaml --model gpt3-1.3b \
+      --tp 2 --pp 2 --dp 2 --micro-batch 4
+
+Exit codes: 0 success; 2 bad input (one line 'error: <where>: <what>' on stderr); 3 infeasible
+(the plan does not fit in memory).
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace arachne::cli;
+  const std::vector<std::string> words(argv + 1, argv + argc);
+  try {
+    if (words.empty()) {
+      std::cerr << kUsage;
+      return kExitBadInput;
+    }
+    const std::string& cmd = words[0];
+    const std::vector<std::string> rest(words.begin() + 1, words.end());
+    if (cmd == "--help" || cmd == "-h") {
+      std::cout << kUsage;
+      return kExitOk;
+    }
+    if (cmd == "help") {
+      if (rest.empty()) {
+        std::cout << kUsage;
+        return kExitOk;
+      }
+      const std::vector<std::string> help = {"--help"};
+      if (rest[0] == "simulate") return run_simulate(help, "");
+      if (rest[0] == "list") return run_list(help);
+      return input_error(rest[0], "unknown command (see 'arachne --help')");
+    }
+    if (cmd == "--version") {
+      std::cout << "arachne " << ARACHNE_VERSION << "\n";
+      return kExitOk;
+    }
+    if (cmd == "simulate") return run_simulate(rest, quoted_command_line(argc, argv));
+    if (cmd == "list") return run_list(rest);
+    return input_error(cmd, "unknown command (see 'arachne --help')");
+  } catch (const arachne::InputError& e) {
+    return input_error(e.where(), e.reason());
+  } catch (const std::exception& e) {
+    std::cerr << "error: internal: " << e.what() << std::endl;
+    return kExitInternal;
+  }
+}

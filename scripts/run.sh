@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The main job: installs what is missing, builds (Release), and simulates the bundled example plans into
+# results/demo/ — one HDF5 file and one Chrome-trace timeline per plan, a Markdown table and a PNG.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${ARACHNE_BUILD_DIR:-$root/build}"
+"$root/scripts/setup.sh" "$build"
+out="$root/results/demo"
+mkdir -p "$out"
+bin="$build/arachne"
+cd "$root"
+
+# name | cluster | model | plan (file or shorthand flags)
+examples=(
+  "gpt3-1.3b-tp2-pp2-dp2|configs/clusters/tiny-a100-2x4.yaml|gpt3-1.3b|--plan configs/plans/gpt3-1.3b-tp2-pp2-dp2.yaml"
+  "gpt3-1.3b-split-stage|configs/clusters/tiny-hetero.yaml|gpt3-1.3b|--plan configs/plans/gpt3-1.3b-split-stage.yaml"
+  "gpt3-1.3b-hetero-two-pipelines|configs/clusters/hetero-a100-v100.yaml|gpt3-1.3b|--plan configs/plans/gpt3-1.3b-hetero-two-pipelines.yaml"
+  "gpt3-13b-selene-tp8-pp4-dp8|configs/clusters/selene-like.yaml|gpt3-13b|--tp 8 --pp 4 --dp 8 --micro-batch 1 --global-batch 1024 --recompute selective --sequence-parallel"
+  "gpt3-13b-selene-interleaved|configs/clusters/selene-like.yaml|gpt3-13b|--tp 8 --pp 4 --dp 8 --micro-batch 1 --global-batch 1024 --recompute selective --sequence-parallel --schedule interleaved --interleave 2"
+  "llama2-7b-a100-tp2-pp2-dp8-zero1|configs/clusters/selene-like.yaml|llama2-7b|--tp 2 --pp 2 --dp 8 --micro-batch 2 --global-batch 512 --recompute full --zero1"
+)
+h5s=()
+for ex in "${examples[@]}"; do
+  IFS='|' read -r name cluster model plan <<<"$ex"
+  echo "run: simulating $name" >&2
+  # shellcheck disable=SC2086
+  "$bin" simulate --cluster "$cluster" --model "$model" $plan --json \
+      --out "$out/$name.h5" --timeline "$out/$name.timeline.json" > "$out/$name.json" || {
+    rc=$?; [ $rc -eq 3 ] && echo "run: $name does not fit in memory (reported in $out/$name.json)" >&2 || exit $rc; }
+  h5s+=("$out/$name.h5")
+done
+/usr/bin/python3 "$root/scripts/demo_table.py" "$out" > "$out/summary.md"
+/usr/bin/python3 "$root/scripts/plot_simulate.py" "$out/breakdown.png" "${h5s[@]}"
+cat "$out/summary.md"
+echo "run: results in $out (summary.md, breakdown.png, *.h5, *.timeline.json for Perfetto)" >&2

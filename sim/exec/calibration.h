@@ -1,0 +1,65 @@
+// Calibration of the compute model against measured Megatron iterations (vTrain's A100 measurements in
+// shared/data/measured/). The simulator itself is the model being fitted: every candidate set of constants
+// is scored by simulating every measured configuration. Used by `arachne calibrate` (scripts/calibrate.sh)
+// and by the calibration tests (two-fold cross-validation, out-of-sample multi-node error, ranking).
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sim/hw/gpu.h"
+#include "sim/model/model.h"
+
+namespace arachne {
+
+struct MeasuredRun {
+  int line = 0;  // 1-based line in the CSV
+  int gpus = 0;
+  long global_batch = 0;
+  int micro_batch = 0;
+  long hidden = 0;
+  int heads = 0;
+  int layers = 0;
+  long seq_len = 0;
+  int tp = 1, dp = 1, pp = 1;
+  double time_s = 0;
+};
+
+// Reads vtrain_a100_{single,multi}_node.csv. Throws InputError(file:line: column, reason) on a bad row.
+std::vector<MeasuredRun> load_vtrain_csv(const std::string& path);
+
+// The measured setting (data README): GPT blocks, vocabulary 51,200, fp16, full recompute, 1F1B,
+// no gradient bucketing, A100 nodes of 8 GPUs with vTrain's 150 GB/s NVLink and 800 Gbit/s per node.
+ModelConfig vtrain_model(const MeasuredRun& r);
+
+// Simulated iteration time of a measured configuration with `gpu` (its compute constants) as the A100.
+// Returns a negative value when the configuration is infeasible in the simulator (e.g. out of memory is
+// ignored; invalid plans return -1).
+double simulate_measured(const MeasuredRun& r, const GpuSpec& gpu);
+
+struct CalibrationFit {
+  ComputeConstants constants;
+  double mape = 0;  // on the rows it was fitted on
+  int evaluations = 0;
+};
+
+// Mean absolute percentage error of the simulator on `runs` (fraction, not percent).
+double calibration_mape(const std::vector<MeasuredRun>& runs, const GpuSpec& gpu);
+
+// Fits the compute constants of `base` (start point) to `runs` by Nelder-Mead on the MAPE. Deterministic.
+CalibrationFit fit_compute_constants(const std::vector<MeasuredRun>& runs, const GpuSpec& base,
+                                     int max_evaluations = 400,
+                                     const std::function<void(int, double)>& progress = {});
+
+// Spearman rank correlation of simulated vs measured times for each job (same model dimensions, GPU
+// count and global batch) with at least `min_configs` configurations spanning at least `min_spread`
+// (max/min - 1) in measured time. Returns one coefficient per qualifying job.
+std::vector<double> per_job_spearman(const std::vector<MeasuredRun>& runs, const GpuSpec& gpu,
+                                     int min_configs = 4, double min_spread = 0.10);
+
+// Constants for a GPU without measurements, from a measured one: efficiencies carry over (the roofline uses
+// the GPU's own peak and bandwidth); the GEMM size at half efficiency scales with peak (a faster GPU needs
+// proportionally more work to fill its SMs in the same time).
+ComputeConstants extrapolate_constants(const GpuSpec& measured, const GpuSpec& target);
+
+}  // namespace arachne

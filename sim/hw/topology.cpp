@@ -1,0 +1,202 @@
+// The cluster's topology as a Boost.Graph and routes as BFS shortest paths in it.
+//
+// Vertices: every GPU (vertex id = GpuId), then per node its intra-node fabric (NVSwitch / PCIe switch)
+// and its NICs, then one leaf switch per `nodes_per_leaf` nodes (in listing order), then one aggregated
+// spine (only with more than one leaf). Every edge is one directed Link; LinkId = edge insertion order.
+// Routes: same node  gpu>fabric, fabric>gpu
+//         other node gpu>nic, nic>leaf, [leaf>spine, spine>leaf when the leaves differ], leaf>nic, nic>gpu
+// A GPU uses NIC local*nic_count/gpus_per_node of its node, so GPUs sharing a NIC share its nic>leaf and
+// leaf>nic links.
+#include "sim/hw/topology.h"
+
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/breadth_first_search.hpp>
+
+#include <mutex>
+#include <stdexcept>
+#include <utility>
+
+namespace arachne {
+namespace {
+
+struct EdgeProps {
+  LinkId link = -1;
+};
+using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, boost::no_property, EdgeProps>;
+using Vertex = boost::graph_traits<Graph>::vertex_descriptor;
+
+// Records, for every vertex reached, the link by which BFS first reached it. With vecS storage, out-edges
+// are visited in insertion order, so the tree (and every route) is deterministic.
+class PredecessorRecorder : public boost::default_bfs_visitor {
+ public:
+  explicit PredecessorRecorder(std::vector<LinkId>& pred) : pred_(&pred) {}
+  template <class Edge, class G>
+  void tree_edge(Edge e, const G& g) const {
+    (*pred_)[boost::target(e, g)] = g[e].link;
+  }
+
+ private:
+  std::vector<LinkId>* pred_;
+};
+
+}  // namespace
+
+const char* to_string(LinkClass c) {
+  switch (c) {
+    case LinkClass::NvLink: return "nvlink";
+    case LinkClass::Pcie: return "pcie";
+    case LinkClass::Nic: return "nic";
+    case LinkClass::Spine: return "spine";
+  }
+  return "?";
+}
+
+struct Topology::Impl {
+  struct SourceRoutes {
+    std::vector<LinkId> pred;                 // per vertex: link that reached it in the BFS tree (-1: none)
+    std::vector<std::vector<LinkId>> routes;  // per destination GPU, filled on first request
+    std::vector<char> done;
+  };
+
+  Graph graph;
+  std::vector<Vertex> link_source;  // per link: its tail vertex
+  std::vector<int> node_of_gpu;
+  std::vector<double> intra_latency_of_node;
+  double inter_latency_s = 0;
+  mutable std::mutex mutex;
+  mutable std::vector<std::unique_ptr<SourceRoutes>> cache;  // per source GPU, built lazily
+};
+
+Topology::Topology(const Cluster& cluster) : impl_(std::make_unique<Impl>()), num_gpus_(cluster.total_gpus()) {
+  Impl& im = *impl_;
+  Graph& g = im.graph;
+  const NetworkConfig& net = cluster.network;
+  const int num_nodes = static_cast<int>(cluster.nodes.size());
+  const int per_leaf = std::max(1, net.nodes_per_leaf);
+  const int num_leaves = (num_nodes + per_leaf - 1) / per_leaf;
+  im.inter_latency_s = net.latency_s;
+
+  auto add_link = [&](Vertex from, Vertex to, double capacity, LinkClass cls, std::string name) {
+    const LinkId id = static_cast<LinkId>(links_.size());
+    boost::add_edge(from, to, EdgeProps{id}, g);
+    links_.push_back(Link{capacity, cls, std::move(name)});
+    im.link_source.push_back(from);
+  };
+  auto add_vertex = [&]() { return boost::add_vertex(g); };
+
+  for (int i = 0; i < num_gpus_; ++i) add_vertex();  // GPU vertex ids = GpuIds
+  im.node_of_gpu.resize(num_gpus_);
+
+  std::vector<std::vector<Vertex>> nic_vertices(num_nodes);
+  std::vector<double> node_nic_capacity(num_nodes, 0.0);
+  for (int n = 0; n < num_nodes; ++n) {
+    const Node& node = cluster.nodes[n];
+    const NodeGroup& grp = cluster.groups[node.group];
+    const double eff = cluster.catalog.at(grp.gpu).compute.link_eff;
+    const std::string nn = "n" + std::to_string(n);
+    // Xgmi is NVLink-class traffic: a dedicated GPU-to-GPU fabric, not the PCIe tree.
+    const LinkClass intra_cls = grp.intra_kind == LinkKind::Pcie ? LinkClass::Pcie : LinkClass::NvLink;
+    // Per-hop intra-node latency, the order of NCCL's hardware latencies (src/graph/tuning.cc, hwLat:
+    // NVLink ~0.5-1.9 us, PCIe ~1-2 us per hop): 1 us NVLink/xGMI, 2 us PCIe.
+    im.intra_latency_of_node.push_back(grp.intra_kind == LinkKind::Pcie ? 2e-6 : 1e-6);
+
+    if (grp.nic_count < 1 && num_nodes > 1)
+      throw std::invalid_argument("topology: node n" + std::to_string(n) + " has no NIC but the cluster has several nodes");
+    const Vertex fabric = add_vertex();
+    for (int l = 0; l < grp.nic_count; ++l) nic_vertices[n].push_back(add_vertex());
+
+    // GPU<->fabric first for every GPU, so BFS reaches same-node GPUs through the fabric, never through a
+    // shared NIC (both are two hops).
+    const double intra_cap = grp.intra_bw * eff;  // nominal per-GPU bandwidth x achieved fraction
+    for (int l = 0; l < node.gpus; ++l) {
+      const GpuId gpu = node.first_gpu + l;
+      im.node_of_gpu[gpu] = n;
+      const std::string gl = nn + ":" + std::to_string(l);
+      add_link(gpu, fabric, intra_cap, intra_cls, gl + ">" + nn + ".fabric");
+      add_link(fabric, gpu, intra_cap, intra_cls, nn + ".fabric>" + gl);
+    }
+    const double nic_cap = grp.nic_bw * eff;  // the NIC's port, shared by every GPU attached to it
+    for (int l = 0; l < node.gpus && grp.nic_count > 0; ++l) {
+      const GpuId gpu = node.first_gpu + l;
+      const int nic = static_cast<int>(static_cast<long long>(l) * grp.nic_count / node.gpus);
+      const std::string gl = nn + ":" + std::to_string(l);
+      const std::string nl = nn + ".nic" + std::to_string(nic);
+      add_link(gpu, nic_vertices[n][nic], nic_cap, LinkClass::Nic, gl + ">" + nl);
+      add_link(nic_vertices[n][nic], gpu, nic_cap, LinkClass::Nic, nl + ">" + gl);
+    }
+    node_nic_capacity[n] = nic_cap * grp.nic_count;
+  }
+
+  std::vector<Vertex> leaves;
+  for (int f = 0; f < num_leaves; ++f) leaves.push_back(add_vertex());
+  for (int n = 0; n < num_nodes; ++n) {
+    const NodeGroup& grp = cluster.groups[cluster.nodes[n].group];
+    const double nic_cap = grp.nic_bw * cluster.catalog.at(grp.gpu).compute.link_eff;
+    const std::string leaf = "leaf" + std::to_string(n / per_leaf);
+    for (int k = 0; k < static_cast<int>(nic_vertices[n].size()); ++k) {
+      const std::string nl = "n" + std::to_string(n) + ".nic" + std::to_string(k);
+      add_link(nic_vertices[n][k], leaves[n / per_leaf], nic_cap, LinkClass::Nic, nl + ">" + leaf);
+      add_link(leaves[n / per_leaf], nic_vertices[n][k], nic_cap, LinkClass::Nic, leaf + ">" + nl);
+    }
+  }
+  if (num_leaves > 1) {
+    const Vertex spine = add_vertex();
+    for (int f = 0; f < num_leaves; ++f) {
+      // Uplink = the leaf's total NIC capacity / oversubscription (downlink:uplink ratio of the leaf).
+      double down = 0;
+      for (int n = f * per_leaf; n < std::min(num_nodes, (f + 1) * per_leaf); ++n) down += node_nic_capacity[n];
+      const double up = down / net.oversubscription;
+      const std::string leaf = "leaf" + std::to_string(f);
+      add_link(leaves[f], spine, up, LinkClass::Spine, leaf + ">spine");
+      add_link(spine, leaves[f], up, LinkClass::Spine, "spine>" + leaf);
+    }
+  }
+  im.cache.resize(num_gpus_);
+}
+
+Topology::~Topology() = default;
+Topology::Topology(Topology&&) noexcept = default;
+Topology& Topology::operator=(Topology&&) noexcept = default;
+
+const std::vector<LinkId>& Topology::route(GpuId src, GpuId dst) const {
+  if (src < 0 || src >= num_gpus_ || dst < 0 || dst >= num_gpus_)
+    throw std::out_of_range("route " + std::to_string(src) + "->" + std::to_string(dst) + " outside " +
+                            std::to_string(num_gpus_) + " GPUs");
+  const Impl& im = *impl_;
+  const std::lock_guard<std::mutex> lock(im.mutex);
+  std::unique_ptr<Impl::SourceRoutes>& slot = im.cache[src];
+  if (!slot) {
+    auto fresh = std::make_unique<Impl::SourceRoutes>();
+    fresh->pred.assign(boost::num_vertices(im.graph), -1);
+    fresh->routes.resize(num_gpus_);
+    fresh->done.assign(num_gpus_, 0);
+    boost::breadth_first_search(im.graph, static_cast<Vertex>(src),
+                                boost::visitor(PredecessorRecorder(fresh->pred)));
+    slot = std::move(fresh);
+  }
+  Impl::SourceRoutes& sr = *slot;
+  if (!sr.done[dst]) {
+    std::vector<LinkId> path;
+    for (Vertex v = static_cast<Vertex>(dst); v != static_cast<Vertex>(src);) {
+      const LinkId l = sr.pred[v];
+      if (l < 0) throw std::logic_error("topology: GPU " + std::to_string(dst) + " unreachable from " + std::to_string(src));
+      path.push_back(l);
+      v = im.link_source[l];
+    }
+    sr.routes[dst].assign(path.rbegin(), path.rend());
+    sr.done[dst] = 1;
+  }
+  return sr.routes[dst];
+}
+
+double Topology::latency_s(GpuId src, GpuId dst) const {
+  if (src == dst) return 0.0;
+  if (same_node(src, dst)) return impl_->intra_latency_of_node[impl_->node_of_gpu[src]];
+  return impl_->inter_latency_s;
+}
+
+bool Topology::same_node(GpuId a, GpuId b) const { return impl_->node_of_gpu.at(a) == impl_->node_of_gpu.at(b); }
+
+int Topology::num_vertices() const { return static_cast<int>(boost::num_vertices(impl_->graph)); }
+
+}  // namespace arachne

@@ -1,0 +1,133 @@
+// Collectives as flows on the topology's links (see collectives.h for the model and its sources).
+#include "sim/net/collectives.h"
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+
+namespace arachne {
+
+namespace {
+
+// Data each ring edge carries during the collective, as a fraction of the buffer S (Patarasuk & Yuan 2009,
+// "Bandwidth optimal all-reduce algorithms", §3: ring all-reduce sends 2(n-1)/n*S per process;
+// reduce-scatter and all-gather are each one half of it, (n-1)/n*S).
+double edge_fraction(CollectiveKind kind, int n) {
+  const double f = static_cast<double>(n - 1) / static_cast<double>(n);
+  return kind == CollectiveKind::AllReduce ? 2.0 * f : f;
+}
+
+// Sequential ring steps, each paying one message latency: 2(n-1) for all-reduce (reduce-scatter then
+// all-gather), n-1 otherwise (NCCL's ring algorithm, as in its tuning model src/graph/tuning.cc).
+int ring_steps(CollectiveKind kind, int n) { return kind == CollectiveKind::AllReduce ? 2 * (n - 1) : n - 1; }
+
+// Counts outstanding parts and runs `done` once all have finished.
+struct Join {
+  int left = 0;
+  std::function<void()> done;
+  void arrive() {
+    if (--left == 0 && done) {
+      auto d = std::move(done);
+      d();
+    }
+  }
+};
+
+void finish_now(CollectiveContext& ctx, std::function<void()> done) {
+  ctx.engine.schedule_after(0, [d = std::move(done)] {
+    if (d) d();
+  });
+}
+
+// Members grouped by node, nodes in order of first appearance, members in the given order.
+std::vector<std::vector<GpuId>> by_node(const Topology& topo, const std::vector<GpuId>& members) {
+  std::vector<std::vector<GpuId>> groups;
+  for (const GpuId m : members) {
+    auto it = std::find_if(groups.rbegin(), groups.rend(),
+                           [&](const std::vector<GpuId>& g) { return topo.same_node(g.front(), m); });
+    if (it == groups.rend()) {
+      groups.push_back({m});
+    } else {
+      it->push_back(m);
+    }
+  }
+  return groups;
+}
+
+}  // namespace
+
+void ring_collective(CollectiveContext& ctx, CollectiveKind kind, const std::vector<std::vector<GpuId>>& rings,
+                     double bytes, std::function<void()> done) {
+  int flows = 0;
+  for (const auto& r : rings) flows += r.size() >= 2 ? static_cast<int>(r.size()) : 0;
+  if (flows == 0) {
+    finish_now(ctx, std::move(done));
+    return;
+  }
+  auto join = std::make_shared<Join>();
+  join->left = flows;
+  join->done = std::move(done);
+  for (const auto& ring : rings) {
+    const int n = static_cast<int>(ring.size());
+    if (n < 2) continue;
+    double hop_latency = 0;  // the ring advances at the pace of its slowest edge
+    for (int i = 0; i < n; ++i) hop_latency = std::max(hop_latency, ctx.topo.latency_s(ring[i], ring[(i + 1) % n]));
+    const TimeNs latency = seconds_to_ns(ring_steps(kind, n) * hop_latency);
+    const double edge_bytes = edge_fraction(kind, n) * bytes;
+    for (int i = 0; i < n; ++i) {
+      ctx.net.start_route(ctx.topo.route(ring[i], ring[(i + 1) % n]), edge_bytes, latency,
+                          [join] { join->arrive(); });
+    }
+  }
+}
+
+void allreduce(CollectiveContext& ctx, const std::vector<GpuId>& members, double bytes,
+               std::function<void()> done) {
+  if (members.size() < 2) {
+    finish_now(ctx, std::move(done));
+    return;
+  }
+  const auto nodes = by_node(ctx.topo, members);
+  const bool flat = nodes.size() == 1 ||
+                    std::all_of(nodes.begin(), nodes.end(), [](const auto& g) { return g.size() == 1; });
+  if (flat) {
+    ring_collective(ctx, CollectiveKind::AllReduce, {members}, bytes, std::move(done));
+    return;
+  }
+  // Hierarchical (NCCL-style 2D ring; Megatron/ZeRO reduce-scatter + all-gather): reduce-scatter inside each
+  // node, all-reduce each shard across nodes among the members with the same local position, all-gather
+  // inside each node. With unequal member counts per node, the inter-node phase runs over the first g_min
+  // positions with shards of S/g_min (nodes with more members are modelled as if their extra shards were
+  // folded into those positions inside the node, at no extra cost).
+  std::size_t g_min = nodes.front().size();
+  for (const auto& g : nodes) g_min = std::min(g_min, g.size());
+  std::vector<std::vector<GpuId>> cross(g_min);
+  for (std::size_t p = 0; p < g_min; ++p) {
+    for (const auto& g : nodes) cross[p].push_back(g[p]);
+  }
+  const double shard = bytes / static_cast<double>(g_min);
+  CollectiveContext c = ctx;
+  auto final_done = std::make_shared<std::function<void()>>(std::move(done));
+  ring_collective(ctx, CollectiveKind::ReduceScatter, nodes, bytes, [c, nodes, cross, shard, bytes, final_done]() mutable {
+    ring_collective(c, CollectiveKind::AllReduce, cross, shard, [c, nodes, bytes, final_done]() mutable {
+      ring_collective(c, CollectiveKind::AllGather, nodes, bytes, std::move(*final_done));
+    });
+  });
+}
+
+void send(CollectiveContext& ctx, GpuId src, GpuId dst, double bytes, std::function<void()> done) {
+  const TimeNs latency = seconds_to_ns(ctx.topo.latency_s(src, dst));
+  if (src == dst) {
+    ctx.net.start({}, bytes, latency, std::move(done));  // nothing crosses a link
+    return;
+  }
+  ctx.net.start_route(ctx.topo.route(src, dst), bytes, latency, std::move(done));
+}
+
+double intra_node_collective_time(CollectiveKind kind, int n, double bytes, double link_bw, double latency_s) {
+  if (n < 2) return 0.0;
+  // steps x per-step latency + per-GPU volume / per-GPU link bandwidth (Patarasuk & Yuan 2009, §3)
+  return ring_steps(kind, n) * latency_s + edge_fraction(kind, n) * bytes / link_bw;
+}
+
+}  // namespace arachne

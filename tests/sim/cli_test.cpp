@@ -1,0 +1,293 @@
+// The `arachne` binary end to end (ARACHNE_BINARY, set by CMake): exit codes, the one-line error format,
+// no output file on bad input, `simulate --json` keys and identities, timeline and out-of-memory reports.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/sim/test_support.h"
+
+namespace arachne {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A fresh empty directory per test; the binary runs with it as working directory.
+class CliTempDir {
+ public:
+  CliTempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = fs::temp_directory_path() / ("arachne_cli_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
+    fs::remove_all(path_);
+    fs::create_directories(path_ / "work");
+  }
+  ~CliTempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string work(const std::string& name) const { return (path_ / "work" / name).string(); }
+  std::string write(const std::string& name, const std::string& text) const {
+    std::ofstream(work(name)) << text;
+    return work(name);
+  }
+  std::vector<std::string> work_entries() const {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(path_ / "work")) names.push_back(e.path().filename().string());
+    return names;
+  }
+  // Runs `arachne <args>` (args are shell words, already quoted where needed).
+  RunResult run(const std::string& args) const {
+    const fs::path out = path_ / "stdout", err = path_ / "stderr";
+    const std::string cmd = "cd '" + (path_ / "work").string() + "' && '" + std::string(ARACHNE_BINARY) + "' " + args +
+                            " >'" + out.string() + "' 2>'" + err.string() + "'";
+    const int status = std::system(cmd.c_str());
+    RunResult r;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+
+ private:
+  fs::path path_;
+};
+
+std::string bundled(const std::string& rel) { return "'" + test::configs() + "/" + rel + "'"; }
+
+// stderr of a bad-input run: exactly one line, "error: <where>: <what>".
+void expect_one_error_line(const RunResult& r) {
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+  ASSERT_FALSE(r.err.empty());
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "more than one line: " << r.err;
+}
+
+const char* kSmall = "simulate --cluster A100-80:1x8 --model gpt3-1.3b --tp 2 --pp 2 --dp 2 --micro-batch 4 --global-batch 64";
+
+TEST(CliBinary, HelpExitsZeroAndNamesCommands) {
+  CliTempDir dir;
+  const RunResult top = dir.run("--help");
+  EXPECT_EQ(top.exit_code, 0);
+  EXPECT_NE(top.out.find("simulate"), std::string::npos);
+  EXPECT_NE(top.out.find("list"), std::string::npos);
+  const RunResult sim = dir.run("simulate --help");
+  EXPECT_EQ(sim.exit_code, 0);
+  EXPECT_NE(sim.out.find("--micro-batch"), std::string::npos);
+  EXPECT_NE(sim.out.find("tiny-a100-2x4.yaml"), std::string::npos);  // a runnable example
+  EXPECT_EQ(dir.run("list --help").exit_code, 0);
+}
+
+TEST(CliBinary, UnknownCommandAndFlagAreBadInput) {
+  CliTempDir dir;
+  expect_one_error_line(dir.run("frobnicate"));
+  const RunResult r = dir.run(std::string(kSmall) + " --no-such-flag");
+  expect_one_error_line(r);
+  EXPECT_EQ(r.err.rfind("error: --no-such-flag: ", 0), 0u) << r.err;
+  const RunResult v = dir.run("simulate --cluster A100-80:1x8 --model gpt3-1.3b --tp two");
+  expect_one_error_line(v);
+  EXPECT_EQ(v.err.rfind("error: --tp: ", 0), 0u) << v.err;
+}
+
+TEST(CliBinary, ListGpusAndModels) {
+  CliTempDir dir;
+  const RunResult g = dir.run("list gpus");
+  EXPECT_EQ(g.exit_code, 0);
+  EXPECT_NE(g.out.find("A100-80"), std::string::npos);
+  EXPECT_NE(g.out.find("H100"), std::string::npos);
+  const RunResult m = dir.run("list models");
+  EXPECT_EQ(m.exit_code, 0);
+  EXPECT_NE(m.out.find("gpt3-1.3b"), std::string::npos);
+  EXPECT_NE(m.out.find("llama2-70b"), std::string::npos);
+  EXPECT_EQ(dir.run("list planners").exit_code, 0);
+  EXPECT_EQ(dir.run("list formats").exit_code, 0);
+  expect_one_error_line(dir.run("list nonsense"));
+}
+
+TEST(CliBinary, UnknownModelIsBadInputAndWritesNothing) {
+  CliTempDir dir;
+  const RunResult r = dir.run("simulate --cluster A100-80:1x8 --model no-such-model --tp 2 --pp 2 --dp 2 "
+                              "--micro-batch 4 --out out.h5 --timeline t.json");
+  expect_one_error_line(r);
+  EXPECT_TRUE(r.out.empty());
+  EXPECT_TRUE(dir.work_entries().empty());  // neither the files nor temporaries
+}
+
+TEST(CliBinary, MalformedClusterYamlReportsFileAndLine) {
+  CliTempDir dir;
+  // Line 4 (1-based) holds "nodes: x: y", which is not valid YAML.
+  const std::string file = dir.write("bad.yaml", "name: bad\nnode_groups:\n  - gpu: A100-80\n    nodes: x: y\n"
+                                                 "    gpus_per_node: 4\n");
+  const RunResult r = dir.run("simulate --cluster bad.yaml --model gpt3-1.3b --tp 2 --out out.h5");
+  expect_one_error_line(r);
+  EXPECT_EQ(r.err.rfind("error: bad.yaml:4:", 0), 0u) << r.err;
+  EXPECT_FALSE(fs::exists(dir.work("out.h5")));
+  (void)file;
+}
+
+TEST(CliBinary, MissingUnitInClusterYamlIsBadInput) {
+  CliTempDir dir;
+  // Line 6: a bandwidth without its unit (DESIGN.md: a bare number where a unit is required is an error).
+  dir.write("nounit.yaml", "name: nounit\nnode_groups:\n  - gpu: A100-80\n    nodes: 1\n    gpus_per_node: 4\n"
+                           "    intra_node: {kind: nvlink, bandwidth: 300}\n    nic: {count: 1, bandwidth: \"200 Gbit/s\"}\n");
+  const RunResult r = dir.run("simulate --cluster nounit.yaml --model gpt3-1.3b --tp 2 --micro-batch 1");
+  expect_one_error_line(r);
+  EXPECT_EQ(r.err.rfind("error: nounit.yaml:6:", 0), 0u) << r.err;
+}
+
+TEST(CliBinary, GpuUsedTwiceInPlanIsBadInput) {
+  CliTempDir dir;
+  dir.write("twice.yaml",
+            "version: 1\nschedule: 1f1b\npipelines:\n"
+            "  - micro_batch: 4\n    micro_batches: 8\n    stages:\n"
+            "      - layers: [0, 12]\n        groups: [{gpus: \"n0:0-1\", tp: 2}]\n"
+            "      - layers: [12, 24]\n        groups: [{gpus: \"n0:0-1\", tp: 2}]\n");
+  const RunResult r = dir.run("simulate --cluster A100-80:1x8 --model gpt3-1.3b --plan twice.yaml --out out.h5");
+  expect_one_error_line(r);
+  EXPECT_FALSE(fs::exists(dir.work("out.h5")));
+}
+
+TEST(CliBinary, PlanNeedingMoreGpusThanClusterIsBadInput) {
+  CliTempDir dir;
+  // tp 4 x pp 1 x dp 4 = 16 GPUs on an 8-GPU cluster.
+  expect_one_error_line(dir.run("simulate --cluster A100-80:1x8 --model gpt3-1.3b --tp 4 --dp 4 --micro-batch 1"));
+  // A plan file naming a node the cluster does not have.
+  dir.write("n2.yaml", "version: 1\nschedule: 1f1b\npipelines:\n"
+                       "  - micro_batch: 1\n    micro_batches: 8\n    stages:\n"
+                       "      - layers: [0, 24]\n        groups: [{gpus: \"n2:0-1\", tp: 2}]\n");
+  expect_one_error_line(dir.run("simulate --cluster A100-80:1x8 --model gpt3-1.3b --plan n2.yaml"));
+}
+
+TEST(CliBinary, PlanFileAndShorthandTogetherIsBadInput) {
+  CliTempDir dir;
+  const RunResult r = dir.run("simulate --cluster " + bundled("clusters/tiny-a100-2x4.yaml") +
+                              " --model gpt3-1.3b --plan " + bundled("plans/gpt3-1.3b-tp2-pp2-dp2.yaml") + " --tp 2");
+  expect_one_error_line(r);
+  EXPECT_EQ(r.err.rfind("error: --tp: ", 0), 0u) << r.err;
+}
+
+TEST(CliBinary, SimulateJsonHasDesignKeysAndConsistentNumbers) {
+  CliTempDir dir;
+  const RunResult r = dir.run(std::string(kSmall) + " --json --out out.h5");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);  // exactly one JSON value, nothing else
+  ASSERT_TRUE(j.is_object());
+  for (const char* k : {"iteration_time_s", "tokens_per_s", "samples_per_s", "tflops_per_gpu", "mfu", "mfu_cluster",
+                        "oom", "peak_memory_gib", "memory_gib", "breakdown_s", "bytes", "dropped_tokens", "events",
+                        "sim_wall_s", "warnings"})
+    ASSERT_TRUE(j.contains(k)) << k;
+  for (const char* k : {"weights", "gradients", "optimizer", "activations", "other"})
+    EXPECT_TRUE(j["memory_gib"].contains(k)) << k;
+  for (const char* k : {"nvlink", "pcie", "nic", "spine"}) EXPECT_TRUE(j["bytes"].contains(k)) << k;
+  EXPECT_FALSE(j["oom"].get<bool>());
+  EXPECT_TRUE(j["warnings"].is_array());
+
+  const double t = j["iteration_time_s"].get<double>();
+  ASSERT_GT(t, 0);
+  // The breakdown partitions the critical path: its causes sum to the iteration time (up to rounding of
+  // integer-nanosecond event times converted to seconds: 1e-6 relative is generous).
+  double sum = 0;
+  for (const char* k : {"compute", "tp_comm", "pp_comm", "dp_comm", "ep_comm", "bubble", "optimizer"}) {
+    const double s = j["breakdown_s"].at(k).get<double>();
+    EXPECT_GE(s, 0) << k;
+    sum += s;
+  }
+  EXPECT_NEAR(sum, t, 1e-6 * t);
+  // Throughput identities: 64 samples per iteration (--global-batch 64), 2048 tokens per sample
+  // (gpt3-1.3b's seq_len).
+  EXPECT_NEAR(j["samples_per_s"].get<double>() * t, 64.0, 1e-9 * 64);
+  EXPECT_NEAR(j["tokens_per_s"].get<double>() * t, 64.0 * 2048, 1e-9 * 64 * 2048);
+  // MFU is a fraction of peak; all 8 GPUs of the cluster are used, so both MFUs agree.
+  EXPECT_GT(j["mfu"].get<double>(), 0);
+  EXPECT_LT(j["mfu"].get<double>(), 1);
+  EXPECT_NEAR(j["mfu_cluster"].get<double>(), j["mfu"].get<double>(), 1e-12);
+  // TP and DP stay inside the 8-GPU node: traffic on NVLink, none on NICs or the spine.
+  EXPECT_GT(j["bytes"]["nvlink"].get<double>(), 0);
+  EXPECT_EQ(j["bytes"]["spine"].get<double>(), 0);
+  // The HDF5 file exists, complete (HDF5 signature), and no temporary is left beside it.
+  const std::string h5 = slurp(dir.work("out.h5"));
+  EXPECT_EQ(h5.substr(0, 8), std::string("\x89HDF\r\n\x1a\n", 8));
+  EXPECT_EQ(dir.work_entries(), std::vector<std::string>{"out.h5"});
+}
+
+TEST(CliBinary, SameSeedGivesSameResult) {
+  CliTempDir dir;
+  const RunResult a = dir.run(std::string(kSmall) + " --json --seed 5");
+  const RunResult b = dir.run(std::string(kSmall) + " --json --seed 5");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  nlohmann::json ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  ja.erase("sim_wall_s");  // the only field that measures wall time
+  jb.erase("sim_wall_s");
+  EXPECT_EQ(ja, jb);
+}
+
+TEST(CliBinary, HumanReportWithoutJson) {
+  CliTempDir dir;
+  const RunResult r = dir.run("simulate --cluster " + bundled("clusters/tiny-a100-2x4.yaml") +
+                              " --model gpt3-1.3b --tp 2 --pp 2 --dp 2 --micro-batch 4 --global-batch 64");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Iteration time"), std::string::npos);
+  EXPECT_NE(r.out.find("tokens/s"), std::string::npos);
+  EXPECT_NE(r.out.find("MFU"), std::string::npos);
+}
+
+TEST(CliBinary, TimelineIsChromeTraceJson) {
+  CliTempDir dir;
+  const RunResult r = dir.run(std::string(kSmall) + " --json --timeline t.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json t = nlohmann::json::parse(slurp(dir.work("t.json")));
+  ASSERT_TRUE(t["traceEvents"].is_array());
+  int spans = 0;
+  bool gpu0_named = false;
+  const double iter_us = nlohmann::json::parse(r.out)["iteration_time_s"].get<double>() * 1e6;
+  for (const auto& e : t["traceEvents"]) {
+    if (e["ph"] == "X") {
+      ++spans;
+      // Every span lies inside the iteration (microseconds; 1 us slack for rounding).
+      EXPECT_GE(e["ts"].get<double>(), 0);
+      EXPECT_LE(e["ts"].get<double>() + e["dur"].get<double>(), iter_us + 1);
+      EXPECT_LT(e["tid"].get<int>(), 8 + 4);  // 8 GPU tracks + 4 link-class tracks
+    }
+    if (e["ph"] == "M" && e["name"] == "thread_name" && e["tid"] == 0)
+      gpu0_named = e["args"]["name"].get<std::string>().rfind("n0:0", 0) == 0;
+  }
+  EXPECT_GT(spans, 0);
+  EXPECT_TRUE(gpu0_named);
+}
+
+TEST(CliBinary, OutOfMemoryExitsThreeWithNullTiming) {
+  CliTempDir dir;
+  // GPT-3 175B on 8 A100-80 with TP 8 and no pipeline: ~175e9 params x 16 bytes of weights, gradients and
+  // Adam state / 8 GPUs = ~350 GB per GPU > 80 GB (Rajbhandari et al. 2020 §3 count 16 bytes per parameter).
+  const RunResult r = dir.run("simulate --cluster A100-80:1x8 --model gpt3-175b --tp 8 --pp 1 --dp 1 --micro-batch 1 "
+                              "--json --timeline t.json");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["oom"].get<bool>());
+  EXPECT_TRUE(j["iteration_time_s"].is_null());
+  EXPECT_TRUE(j["breakdown_s"].is_null());
+  EXPECT_GT(j["peak_memory_gib"].get<double>(), 80.0);
+  EXPECT_EQ(j["per_gpu_memory_gib"].size(), 8u);
+  EXPECT_FALSE(fs::exists(dir.work("t.json")));  // no timeline for a plan that was not simulated
+}
+
+}  // namespace
+}  // namespace arachne

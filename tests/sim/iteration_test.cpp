@@ -1,0 +1,260 @@
+// Tests of one simulated iteration that would catch a closed formula posing as a simulator: pipeline bubbles
+// must come out of the task dependencies, skewed stages must cost what the slowest stage implies, no task may
+// start before what it depends on has ended, and communication must compete on real links.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "sim/exec/simulate.h"
+#include "sim/exec/stage_work.h"
+#include "sim/hw/cluster.h"
+#include "sim/plan/plan_yaml.h"
+#include "tests/sim/test_support.h"
+
+namespace arachne {
+namespace {
+
+ModelConfig toy_model(int layers = 16) {
+  ModelConfig m;
+  m.name = "toy";
+  m.layers = layers;
+  m.hidden = 1024;
+  m.heads = 16;
+  m.kv_heads = 16;
+  m.ffn_hidden = 4096;
+  m.seq_len = 1024;
+  m.vocab = 64;  // a negligible head and embedding make the stages uniform
+  m.dtype = "bf16";
+  m.global_batch = 64;
+  return m;
+}
+
+// One node group with links so fast that communication is negligible next to compute.
+Cluster fast_cluster(const std::string& spec) {
+  Cluster c = parse_cluster_spec(spec, GpuCatalog::load_default());
+  for (auto& g : c.groups) {
+    g.intra_bw = 1e15;
+    g.nic_bw = 1e15;
+  }
+  c.network.latency_s = 0;
+  return c;
+}
+
+Plan shorthand(const Cluster& c, const ModelConfig& m, int tp, int pp, int dp, int mb, long gb,
+               Schedule s = Schedule::OneFOneB, int interleave = 1) {
+  Shorthand sh;
+  sh.tp = tp;
+  sh.pp = pp;
+  sh.dp = dp;
+  sh.micro_batch = mb;
+  sh.global_batch = gb;
+  sh.schedule = s;
+  sh.interleave = interleave;
+  return plan_from_shorthand(sh, c, m);
+}
+
+SimResult run(const Cluster& c, const ModelConfig& m, const Plan& p, bool timeline = false) {
+  const Topology topo(c);
+  SimOptions o;
+  o.record_timeline = timeline;
+  o.ignore_memory = true;
+  return simulate_iteration(c, topo, m, p, o);
+}
+
+double pipeline_phase(const SimResult& r) { return r.iteration_time_s - r.breakdown.optimizer - r.breakdown.dp_comm; }
+
+TEST(Iteration, OneFOneBBubbleFractionComesFromDependencies) {
+  const Cluster c = fast_cluster("A100-80:1x8");
+  const ModelConfig m = toy_model(16);
+  for (int micro : {4, 8, 16}) {
+    const int p = 4;
+    const Plan plan = shorthand(c, m, 1, p, 1, 1, micro);
+    const SimResult r = run(c, m, plan);
+    ASSERT_FALSE(r.oom);
+    const double expected = double(p - 1) / (micro + p - 1);  // Narayanan et al. SC'21 §2.2
+    const double bubble = r.breakdown.bubble / pipeline_phase(r);
+    EXPECT_NEAR(bubble, expected, 0.01) << "m=" << micro;
+    // Breakdown accounts for every second of the iteration.
+    EXPECT_NEAR(r.breakdown.sum(), r.iteration_time_s, 1e-9 * r.iteration_time_s + 1e-9);
+  }
+}
+
+TEST(Iteration, UniformPipelineTimeMatchesStageCosts) {
+  const Cluster c = fast_cluster("A100-80:1x8");
+  const ModelConfig m = toy_model(16);
+  const int p = 4, micro = 8;
+  const Plan plan = shorthand(c, m, 1, p, 1, 1, micro);
+  const Topology topo(c);
+  const StageWork sw = build_stage_work(c, topo, m, plan);
+  const ChunkCost& mid = sw.workers[1].chunks[0];
+  const double tf = mid.forward.compute_s, tb = mid.backward.compute_s;
+  const SimResult r = run(c, m, plan);
+  // Uniform stages: (m + p - 1)(tf + tb); 1 % covers the tiny embedding/head and link latencies.
+  EXPECT_NEAR(pipeline_phase(r), (micro + p - 1) * (tf + tb), 0.01 * pipeline_phase(r));
+}
+
+TEST(Iteration, SkewedStagesCostWhatTheSlowestStageImplies) {
+  const Cluster c = fast_cluster("A100-80:1x8");
+  const ModelConfig m = toy_model(16);
+  const Topology topo(c);
+  const std::string yaml = R"(
+version: 1
+schedule: 1f1b
+pipelines:
+  - micro_batch: 1
+    micro_batches: 8
+    stages:
+      - {layers: [0, 2], groups: [{gpus: "n0:0", tp: 1}]}
+      - {layers: [2, 10], groups: [{gpus: "n0:1", tp: 1}]}
+      - {layers: [10, 13], groups: [{gpus: "n0:2", tp: 1}]}
+      - {layers: [13, 16], groups: [{gpus: "n0:3", tp: 1}]}
+)";
+  const Plan plan = parse_plan_yaml_text(yaml, "skewed.yaml", c);
+  const StageWork sw = build_stage_work(c, topo, m, plan);
+  double sum = 0, slowest = 0;
+  for (const Worker& w : sw.workers) {
+    const double t = w.chunks[0].forward.compute_s + w.chunks[0].backward.compute_s;
+    sum += t;
+    slowest = std::max(slowest, t);
+  }
+  const SimResult r = run(c, m, plan);
+  // With a bottleneck stage, 1F1B takes the sum over stages plus (m-1) times the slowest stage.
+  EXPECT_NEAR(pipeline_phase(r), sum + 7 * slowest, 0.01 * pipeline_phase(r));
+  // And it is slower than the balanced split of the same layers.
+  const SimResult balanced = run(c, m, shorthand(c, m, 1, 4, 1, 1, 8));
+  EXPECT_GT(r.iteration_time_s, balanced.iteration_time_s * 1.3);
+}
+
+// Every forward of micro-batch k on stage s+1 starts after stage s finished it; every backward on stage s
+// starts after stage s+1 finished its backward; no two compute tasks overlap on one GPU.
+void check_dependencies(const SimResult& r, const std::vector<std::vector<GpuId>>& stage_gpus) {
+  std::map<std::pair<GpuId, std::string>, std::pair<double, double>> span;
+  std::map<GpuId, std::vector<std::pair<double, double>>> busy;
+  for (const auto& s : r.timeline) {
+    if (s.cat != "compute") continue;
+    span[{s.track, s.name}] = {s.start_s, s.start_s + s.dur_s};
+    busy[s.track].push_back({s.start_s, s.start_s + s.dur_s});
+  }
+  int checked = 0;
+  for (size_t st = 0; st + 1 < stage_gpus.size(); ++st) {
+    const GpuId a = stage_gpus[st][0], b = stage_gpus[st + 1][0];
+    for (const auto& [key, ab] : span) {
+      if (key.first != a) continue;
+      const auto other = span.find({b, key.second});
+      ASSERT_NE(other, span.end()) << key.second;
+      if (key.second[0] == 'F') EXPECT_GE(other->second.first, ab.second - 1e-12) << key.second;
+      else EXPECT_GE(ab.first, other->second.second - 1e-12) << key.second;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+  for (auto& [g, v] : busy) {
+    std::sort(v.begin(), v.end());
+    for (size_t i = 1; i < v.size(); ++i) EXPECT_GE(v[i].first, v[i - 1].second - 1e-12) << "GPU " << g;
+  }
+}
+
+TEST(Iteration, NoTaskStartsBeforeItsDependencies) {
+  const Cluster c = parse_cluster_spec("A100-80:2x4", GpuCatalog::load_default());
+  const ModelConfig m = toy_model(16);
+  for (Schedule s : {Schedule::OneFOneB, Schedule::GPipe}) {
+    const Plan plan = shorthand(c, m, 1, 4, 2, 2, 32, s);
+    const SimResult r = run(c, m, plan, true);
+    std::vector<std::vector<GpuId>> stages;
+    for (const Stage& st : plan.pipelines[0].stages) stages.push_back(st.groups[0].gpus);
+    check_dependencies(r, stages);
+  }
+}
+
+TEST(Iteration, InterleavingShrinksTheBubble) {
+  const Cluster c = fast_cluster("A100-80:1x8");
+  const ModelConfig m = toy_model(16);
+  const SimResult plain = run(c, m, shorthand(c, m, 1, 4, 1, 1, 8));
+  const SimResult inter = run(c, m, shorthand(c, m, 1, 4, 1, 1, 8, Schedule::Interleaved, 2));
+  // Megatron's interleaved schedule divides the bubble by the number of chunks (Narayanan et al. §2.2.1).
+  EXPECT_LT(inter.iteration_time_s, plain.iteration_time_s);
+  EXPECT_NEAR(inter.breakdown.bubble, plain.breakdown.bubble / 2, 0.1 * plain.breakdown.bubble);
+}
+
+TEST(Iteration, GPipeHoldsMoreActivationsThan1F1B) {
+  const Cluster c = parse_cluster_spec("A100-80:1x8", GpuCatalog::load_default());
+  const ModelConfig m = toy_model(16);
+  const SimResult a = run(c, m, shorthand(c, m, 1, 4, 1, 1, 16, Schedule::OneFOneB));
+  const SimResult b = run(c, m, shorthand(c, m, 1, 4, 1, 1, 16, Schedule::GPipe));
+  EXPECT_GT(b.memory.activations, 2 * a.memory.activations);  // 16 micro-batches in flight vs at most 4
+}
+
+TEST(Iteration, OverlappedGradientReductionHidesCommunication) {
+  // Slow inter-node links make the DP all-reduce significant.
+  Cluster c = parse_cluster_spec("A100-80:2x4", GpuCatalog::load_default());
+  for (auto& g : c.groups) g.nic_bw = 1.25e9, g.nic_count = 1;
+  const ModelConfig m = toy_model(8);
+  Plan p = shorthand(c, m, 1, 1, 8, 1, 16);
+  p.overlap_grad_reduce = false;
+  const SimResult blocking = run(c, m, p);
+  p.overlap_grad_reduce = true;
+  const SimResult overlapped = run(c, m, p);
+  EXPECT_GT(blocking.breakdown.dp_comm, 0);
+  EXPECT_LT(overlapped.iteration_time_s, blocking.iteration_time_s);
+  EXPECT_GT(blocking.bytes[static_cast<int>(LinkClass::Nic)], 0);
+}
+
+TEST(Iteration, TensorParallelAcrossNodesIsSlowerThanInside) {
+  const Cluster c = parse_cluster_spec("A100-80:2x4", GpuCatalog::load_default());
+  const ModelConfig m = toy_model(8);
+  const std::string inside = R"(
+pipelines:
+  - micro_batch: 4
+    micro_batches: 4
+    stages: [{layers: [0, 8], groups: [{gpus: "n0:0-3", tp: 4}]}]
+)";
+  const std::string across = R"(
+pipelines:
+  - micro_batch: 4
+    micro_batches: 4
+    stages: [{layers: [0, 8], groups: [{gpus: "n0:0-1,n1:0-1", tp: 4}]}]
+)";
+  const SimResult a = run(c, m, parse_plan_yaml_text(inside, "inside.yaml", c));
+  const SimResult b = run(c, m, parse_plan_yaml_text(across, "across.yaml", c));
+  EXPECT_GT(b.breakdown.tp_comm, a.breakdown.tp_comm);
+  EXPECT_GT(b.bytes[static_cast<int>(LinkClass::Nic)], 0);
+  EXPECT_EQ(a.bytes[static_cast<int>(LinkClass::Nic)], 0);
+}
+
+TEST(Iteration, HeterogeneousPipelinesReduceGradientsTogether) {
+  const Cluster c = parse_cluster_spec("A100-80:1x4,V100-32:2x2", GpuCatalog::load_default());
+  const ModelConfig m = toy_model(8);
+  const std::string yaml = R"(
+pipelines:
+  - micro_batch: 2
+    micro_batches: 6
+    stages:
+      - {layers: [0, 4], groups: [{gpus: "n0:0-1", tp: 2}]}
+      - {layers: [4, 8], groups: [{gpus: "n0:2-3", tp: 2}]}
+  - micro_batch: 2
+    micro_batches: 2
+    stages:
+      - {layers: [0, 3], groups: [{gpus: "n1", tp: 2}]}
+      - {layers: [3, 8], groups: [{gpus: "n2:0", tp: 1}, {gpus: "n2:1", tp: 1}]}
+)";
+  const Plan plan = parse_plan_yaml_text(yaml, "hetero.yaml", c);
+  const SimResult r = run(c, m, plan);
+  EXPECT_GT(r.iteration_time_s, 0);
+  EXPECT_GT(r.bytes[static_cast<int>(LinkClass::Nic)], 0);  // gradients cross nodes
+  EXPECT_NEAR(r.breakdown.sum(), r.iteration_time_s, 1e-9 * r.iteration_time_s);
+  EXPECT_FALSE(r.warnings.empty());  // V100 runs bf16 at its fp16 rate
+}
+
+TEST(Iteration, SameInputsSameResult) {
+  const Cluster c = parse_cluster_spec("A100-80:2x4", GpuCatalog::load_default());
+  const ModelConfig m = toy_model(8);
+  const Plan p = shorthand(c, m, 2, 2, 2, 2, 32);
+  const SimResult a = run(c, m, p), b = run(c, m, p);
+  EXPECT_EQ(a.iteration_time_s, b.iteration_time_s);
+  EXPECT_EQ(a.events, b.events);
+  EXPECT_EQ(a.bytes, b.bytes);
+}
+
+}  // namespace
+}  // namespace arachne
