@@ -42,10 +42,7 @@ int main(int argc, char** argv) {
   using namespace arachne::cli;
   const std::vector<std::string> words(argv + 1, argv + argc);
   try {
-    if (words.empty()) {
-      std::cerr << kUsage;
-      return kExitBadInput;
-    }
+    if (words.empty()) return input_error("arachne", "no command given (see 'arachne --help')");
     const std::string& cmd = words[0];
     const std::vector<std::string> rest(words.begin() + 1, words.end());
     if (cmd == "--help" || cmd == "-h") {

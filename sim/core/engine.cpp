@@ -38,7 +38,7 @@ EventId Engine::schedule_at(TimeNs t, Action a) {
   if (seq > kSeqMask) throw std::length_error("Engine: event sequence exhausted");
   slot_seq_[slot] = seq;
   heap_.push_back(Entry{t, seq, slot});
-  std::push_heap(heap_.begin(), heap_.end(), &Engine::later);
+  std::push_heap(heap_.begin(), heap_.end(), [](const Entry& a, const Entry& b) { return later(a, b); });
   ++live_;
   return (static_cast<std::uint64_t>(slot) << kSeqBits) | seq;
 }
@@ -54,7 +54,7 @@ void Engine::cancel(EventId id) {
 
 bool Engine::step() {
   while (!heap_.empty()) {
-    std::pop_heap(heap_.begin(), heap_.end(), &Engine::later);
+    std::pop_heap(heap_.begin(), heap_.end(), [](const Entry& a, const Entry& b) { return later(a, b); });
     const Entry e = heap_.back();
     heap_.pop_back();
     const bool live = slot_seq_[e.slot] == e.seq;

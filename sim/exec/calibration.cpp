@@ -306,3 +306,38 @@ ComputeConstants extrapolate_constants(const GpuSpec& measured, const GpuSpec& t
 }
 
 }  // namespace arachne
+
+namespace arachne {
+
+std::string format_compute_constants(const ComputeConstants& c) {
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "{gemm_eff_max: %.4f, gemm_half_flops: %.4g, attn_eff: %.4f, mem_eff: %.4f, kernel_overhead: \"%.3f us\", "
+                "link_eff: %.4f}",
+                c.gemm_eff_max, c.gemm_half_flops, c.attn_eff, c.mem_eff, c.kernel_overhead_s * 1e6, c.link_eff);
+  return buf;
+}
+
+std::string rewrite_catalog_constants(const std::string& yaml_text, const GpuCatalog& catalog,
+                                      const std::string& measured, const ComputeConstants& c) {
+  GpuSpec fitted = catalog.at(measured);
+  fitted.compute = c;
+  std::stringstream in(yaml_text);
+  std::string out, line, current;
+  while (std::getline(in, line)) {
+    const auto name_pos = line.find("- name:");
+    if (name_pos != std::string::npos) current = trim(line.substr(name_pos + 7));
+    const auto cpos = line.find("compute:");
+    if (cpos != std::string::npos && line.find('{') != std::string::npos && catalog.contains(current)) {
+      const GpuSpec& g = catalog.at(current);
+      if (current == measured || g.calibrated_from == measured) {
+        const ComputeConstants cc = current == measured ? c : extrapolate_constants(fitted, g);
+        line = line.substr(0, cpos) + "compute: " + format_compute_constants(cc);
+      }
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace arachne

@@ -63,3 +63,14 @@ std::vector<double> per_job_spearman(const std::vector<MeasuredRun>& runs, const
 ComputeConstants extrapolate_constants(const GpuSpec& measured, const GpuSpec& target);
 
 }  // namespace arachne
+
+namespace arachne {
+
+// Rewrites the one-line `compute:` blocks of configs/gpus.yaml text: `measured` gets `c`, and every GPU whose
+// `calibrated_from` names `measured` gets extrapolate_constants(). Other lines are kept byte for byte.
+std::string rewrite_catalog_constants(const std::string& yaml_text, const GpuCatalog& catalog,
+                                      const std::string& measured, const ComputeConstants& c);
+// The flow-style line body, e.g. {gemm_eff_max: 0.75, gemm_half_flops: 2.0e9, ...}.
+std::string format_compute_constants(const ComputeConstants& c);
+
+}  // namespace arachne

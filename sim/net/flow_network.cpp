@@ -3,8 +3,8 @@
 // its fair share; repeat. With bundles a link's fair share is remaining capacity / sum of multiplicities.
 //
 // Exactness and determinism:
-//  * The saturating link of each round is the minimum of (share, link id) in a heap with versioned keys;
-//    flows are frozen in id order. Restricted to one connected component (flows linked by shared links),
+//  * The saturating link of each round is the minimum of (share, link id) in a heap of lazy keys (see
+//    fill()); flows are frozen in id order. Restricted to one connected component (flows linked by shared links),
 //    the sequence of operations on that component's numbers is the same whether the other components are
 //    filled in the same run or not, so recomputing only the changed component is bit-identical to a global
 //    recompute (FlowNetworkTest.ComponentRecomputeMatchesGlobal checks it).
@@ -36,6 +36,7 @@ struct FlowNetwork::State {
     FlowId id = 0;
     std::vector<Hop> hops;  // sorted by link, merged, mult > 0
     double bytes = 0;
+    double bound = 0;       // upper bound on its member rate: min over hops of capacity / mult
     double remaining = 0;   // bytes per member left as of t_last
     double rate = 0;        // bytes/s per member
     TimeNs t_last = 0;
@@ -47,16 +48,19 @@ struct FlowNetwork::State {
     std::uint64_t mark = 0;
     bool frozen = false;
     double new_rate = 0;
+    double private_share = 0;
+    LinkId private_link = -1;
   };
   struct LinkEntry {
     FlowId id;
     std::uint32_t slot;
     int mult;
+    double demand;  // mult x the flow's rate bound
   };
-  struct Key {  // candidate saturating link: fair share = cap_left / weight
+  struct Key {  // candidate saturating link (see fill())
     double share;
     LinkId link;
-    std::uint32_t version;
+    std::uint32_t slot;  // kNoSlot: a shared link; else the flow whose tightest private link this is
   };
   struct Due {  // candidate completion
     TimeNs finish;
@@ -68,10 +72,11 @@ struct FlowNetwork::State {
     const std::size_t n = links.size();
     link_flows.resize(n);
     link_mark.assign(n, 0);
-    link_round.assign(n, 0);
+    link_weight.assign(n, 0);
+    slack.assign(n, 1);
+    slack_stale.assign(n, 0);
     cap_left.assign(n, 0.0);
     weight.assign(n, 0);
-    version.assign(n, 0);
     slot_of_id.push_back(kNoSlot);  // FlowId 0 is never issued
   }
 
@@ -83,19 +88,19 @@ struct FlowNetwork::State {
   std::vector<std::uint32_t> free_flow_slots;
   std::vector<std::uint32_t> slot_of_id;             // by FlowId; kNoSlot once finished
   std::vector<std::vector<LinkEntry>> link_flows;    // active flows on each link, sorted by id
+  std::vector<std::int64_t> link_weight;             // sum of multiplicities of the active flows on each link
+  std::vector<char> slack;        // the link cannot saturate whatever the allocation (see is_slack)
+  std::vector<char> slack_stale;  // its flows changed since `slack` was computed
   std::size_t active = 0;
 
   // scratch of reallocate(), per link
   std::vector<std::uint64_t> link_mark;
-  std::vector<std::uint64_t> link_round;
   std::vector<double> cap_left;
   std::vector<std::int64_t> weight;  // sum of multiplicities of unfrozen flows
-  std::vector<std::uint32_t> version;
-  std::vector<LinkId> comp_links, stack, touched;
+  std::vector<LinkId> comp_links, stack;
   std::vector<std::uint32_t> comp_flows;
   std::vector<Key> pq;
   std::uint64_t epoch = 0;
-  std::uint64_t round = 0;
 
   std::vector<LinkId> dirty_links;
   bool realloc_pending = false;
@@ -105,12 +110,16 @@ struct FlowNetwork::State {
   std::uint64_t reallocs = 0;
   std::uint64_t recomputed = 0;
 
-  static bool key_after(const Key& a, const Key& b) {
-    return a.share != b.share ? a.share > b.share : a.link > b.link;
-  }
-  static bool due_after(const Due& a, const Due& b) {
-    return a.finish != b.finish ? a.finish > b.finish : a.id > b.id;
-  }
+  struct KeyAfter {  // heap order: smallest (share, link) on top
+    bool operator()(const Key& a, const Key& b) const {
+      return a.share != b.share ? a.share > b.share : a.link > b.link;
+    }
+  };
+  struct DueAfter {  // heap order: smallest (finish, id) on top
+    bool operator()(const Due& a, const Due& b) const {
+      return a.finish != b.finish ? a.finish > b.finish : a.id > b.id;
+    }
+  };
 
   bool due_valid(const Due& d) const {
     const Flow& f = flows[d.slot];
@@ -134,7 +143,9 @@ struct FlowNetwork::State {
       auto& lf = link_flows[h.link];
       const auto pos = std::lower_bound(lf.begin(), lf.end(), f.id,
                                         [](const LinkEntry& e, FlowId id) { return e.id < id; });
-      lf.insert(pos, LinkEntry{f.id, slot, h.mult});
+      lf.insert(pos, LinkEntry{f.id, slot, h.mult, h.mult * f.bound});
+      link_weight[h.link] += h.mult;
+      slack_stale[h.link] = 1;
       dirty_links.push_back(h.link);
     }
     ++active;
@@ -148,104 +159,150 @@ struct FlowNetwork::State {
       const auto pos = std::lower_bound(lf.begin(), lf.end(), f.id,
                                         [](const LinkEntry& e, FlowId id) { return e.id < id; });
       lf.erase(pos);
+      link_weight[h.link] -= h.mult;
+      slack_stale[h.link] = 1;
       dirty_links.push_back(h.link);
     }
     f.active = false;
     --active;
   }
 
+  // A link is slack when even every flow on it at its own rate bound (the smallest capacity/mult on its
+  // path) would leave capacity unused: it can never be the saturating link, so leaving it out of the
+  // filling changes no rate, and flows that share only slack links do not interact. The margin 1e-9 keeps
+  // a link whose demand equals its capacity (a flow's own bottleneck) in the filling.
+  bool is_slack(LinkId l) {
+    if (slack_stale[l]) {
+      double demand = 0;
+      for (const LinkEntry& e : link_flows[l]) demand += e.demand;  // id order: deterministic sum
+      slack[l] = links[l].capacity > demand * (1 + 1e-9) ? 1 : 0;
+      slack_stale[l] = 0;
+    }
+    return slack[l] != 0;
+  }
+
+  void add_flow(std::uint32_t slot) {
+    Flow& f = flows[slot];
+    f.mark = epoch;
+    comp_flows.push_back(slot);
+    for (const Hop& h : f.hops) {
+      if (link_mark[h.link] != epoch) {
+        link_mark[h.link] = epoch;
+        stack.push_back(h.link);
+      }
+    }
+  }
+
+  // The flows whose rates may change: every flow on a changed link, closed under sharing a non-slack link.
+  // That is a union of whole components of the "shares a non-slack link" relation, whose rates do not
+  // depend on anything outside them (see the file comment).
   void collect_component() {
     ++epoch;
     comp_links.clear();
     comp_flows.clear();
+    stack.clear();
     if (mode == Recompute::Global) {
       for (std::uint32_t s = 0; s < flows.size(); ++s) {
-        Flow& f = flows[s];
-        if (!f.in_use || !f.active) continue;
-        f.mark = epoch;
-        comp_flows.push_back(s);
-        for (const Hop& h : f.hops) {
-          if (link_mark[h.link] != epoch) {
-            link_mark[h.link] = epoch;
-            comp_links.push_back(h.link);
-          }
-        }
+        if (flows[s].in_use && flows[s].active) add_flow(s);
       }
+      comp_links.swap(stack);
       dirty_links.clear();
       return;
     }
-    stack.clear();
-    for (const LinkId l : dirty_links) {
+    std::size_t first_dirty = 0;
+    for (const LinkId l : dirty_links) {  // changed links: all their flows, slack or not
       if (link_mark[l] != epoch) {
         link_mark[l] = epoch;
-        stack.push_back(l);
+        comp_links.push_back(l);
       }
     }
     dirty_links.clear();
+    for (; first_dirty < comp_links.size(); ++first_dirty) {
+      for (const LinkEntry& e : link_flows[comp_links[first_dirty]]) {
+        if (flows[e.slot].mark != epoch) add_flow(e.slot);
+      }
+    }
     while (!stack.empty()) {
       const LinkId l = stack.back();
       stack.pop_back();
       comp_links.push_back(l);
+      if (is_slack(l)) continue;
       for (const LinkEntry& e : link_flows[l]) {
-        Flow& f = flows[e.slot];
-        if (f.mark == epoch) continue;
-        f.mark = epoch;
-        comp_flows.push_back(e.slot);
-        for (const Hop& h : f.hops) {
-          if (link_mark[h.link] != epoch) {
-            link_mark[h.link] = epoch;
-            stack.push_back(h.link);
-          }
-        }
+        if (flows[e.slot].mark != epoch) add_flow(e.slot);
       }
     }
   }
 
   // Progressive filling over comp_links / comp_flows; leaves each flow's result in new_rate.
+  //
+  // Heap entries are (share, link). A link used by several flows ("shared") has a lazy key: its share only
+  // grows as flows elsewhere freeze (remaining capacity shrinks by at most the current fair share per unit
+  // of weight removed), so a stored key is a lower bound; a popped link whose share has moved is pushed
+  // back with its current share, one whose key is current is the minimum. A link used by one flow only
+  // ("private") keeps share = capacity / mult until that flow freezes, so only the smallest (share, link)
+  // of each flow's private links enters the heap, as an entry that freezes that flow - the same pops in the
+  // same order as if every private link were in the heap (the others would find their flow frozen).
   void fill() {
     pq.clear();
+    for (const std::uint32_t s : comp_flows) {
+      Flow& f = flows[s];
+      f.frozen = false;
+      f.new_rate = 0;
+      f.private_share = std::numeric_limits<double>::infinity();
+      f.private_link = -1;
+    }
     for (const LinkId l : comp_links) {
-      std::int64_t w = 0;
-      for (const LinkEntry& e : link_flows[l]) w += e.mult;
+      const auto& lf = link_flows[l];
+      if (lf.empty() || is_slack(l)) continue;
       cap_left[l] = links[l].capacity;
-      weight[l] = w;
-      ++version[l];
-      if (w > 0) pq.push_back(Key{cap_left[l] / static_cast<double>(w), l, version[l]});
+      weight[l] = link_weight[l];
+      const double share = cap_left[l] / static_cast<double>(weight[l]);
+      if (lf.size() > 1) {
+        pq.push_back(Key{share, l, kNoSlot});
+        continue;
+      }
+      Flow& f = flows[lf.front().slot];
+      if (share < f.private_share || (share == f.private_share && l < f.private_link)) {
+        f.private_share = share;
+        f.private_link = l;
+      }
     }
     for (const std::uint32_t s : comp_flows) {
-      flows[s].frozen = false;
-      flows[s].new_rate = 0;
+      const Flow& f = flows[s];
+      if (f.private_link >= 0) pq.push_back(Key{f.private_share, f.private_link, s});
     }
-    std::make_heap(pq.begin(), pq.end(), &State::key_after);
+    std::make_heap(pq.begin(), pq.end(), KeyAfter{});
     while (!pq.empty()) {
-      std::pop_heap(pq.begin(), pq.end(), &State::key_after);
+      std::pop_heap(pq.begin(), pq.end(), KeyAfter{});
       const Key k = pq.back();
       pq.pop_back();
-      if (k.version != version[k.link] || weight[k.link] <= 0) continue;
-      const double r = std::max(k.share, 0.0);
-      ++round;
-      touched.clear();
-      for (const LinkEntry& e : link_flows[k.link]) {  // in id order
-        Flow& f = flows[e.slot];
-        if (f.frozen) continue;
-        f.frozen = true;
-        f.new_rate = r;
-        for (const Hop& h : f.hops) {
-          weight[h.link] -= h.mult;
-          cap_left[h.link] = std::max(cap_left[h.link] - static_cast<double>(h.mult) * r, 0.0);
-          if (link_round[h.link] != round) {
-            link_round[h.link] = round;
-            touched.push_back(h.link);
-          }
-        }
+      if (k.slot != kNoSlot) {  // the flow's tightest private link
+        if (!flows[k.slot].frozen) freeze(k.slot, std::max(k.share, 0.0));
+        continue;
       }
-      for (const LinkId l : touched) {
-        ++version[l];
-        if (weight[l] > 0) {
-          pq.push_back(Key{cap_left[l] / static_cast<double>(weight[l]), l, version[l]});
-          std::push_heap(pq.begin(), pq.end(), &State::key_after);
-        }
+      const LinkId l = k.link;
+      if (weight[l] <= 0) continue;  // every flow on it already frozen elsewhere
+      const double share = cap_left[l] / static_cast<double>(weight[l]);
+      if (share != k.share) {
+        pq.push_back(Key{share, l, kNoSlot});
+        std::push_heap(pq.begin(), pq.end(), KeyAfter{});
+        continue;
       }
+      const double r = std::max(share, 0.0);
+      for (const LinkEntry& e : link_flows[l]) {  // in id order
+        if (!flows[e.slot].frozen) freeze(e.slot, r);
+      }
+    }
+  }
+
+  void freeze(std::uint32_t slot, double r) {
+    Flow& f = flows[slot];
+    f.frozen = true;
+    f.new_rate = r;
+    for (const Hop& h : f.hops) {
+      if (link_flows[h.link].size() < 2 || slack[h.link]) continue;  // private or slack: not read again
+      weight[h.link] -= h.mult;
+      cap_left[h.link] = std::max(cap_left[h.link] - static_cast<double>(h.mult) * r, 0.0);
     }
   }
 
@@ -268,7 +325,7 @@ struct FlowNetwork::State {
       f.finish = finish;
       if (finish != kNever) {
         due.push_back(Due{finish, f.id, slot});
-        std::push_heap(due.begin(), due.end(), &State::due_after);
+        std::push_heap(due.begin(), due.end(), DueAfter{});
       }
     }
   }
@@ -286,7 +343,7 @@ struct FlowNetwork::State {
 
   void schedule_next() {
     while (!due.empty() && !due_valid(due.front())) {
-      std::pop_heap(due.begin(), due.end(), &State::due_after);
+      std::pop_heap(due.begin(), due.end(), DueAfter{});
       due.pop_back();
     }
     const TimeNs t = due.empty() ? kNever : due.front().finish;
@@ -303,7 +360,7 @@ struct FlowNetwork::State {
     const TimeNs now = engine.now();
     std::vector<std::uint32_t> finished;
     while (!due.empty() && due.front().finish <= now) {
-      std::pop_heap(due.begin(), due.end(), &State::due_after);
+      std::pop_heap(due.begin(), due.end(), DueAfter{});
       const Due d = due.back();
       due.pop_back();
       if (due_valid(d)) finished.push_back(d.slot);
@@ -398,6 +455,8 @@ FlowId FlowNetwork::start(std::vector<Hop> hops, double bytes, TimeNs latency, s
   f.id = id;
   f.hops = std::move(hops);
   f.bytes = bytes;
+  f.bound = std::numeric_limits<double>::infinity();
+  for (const Hop& h : f.hops) f.bound = std::min(f.bound, st.links[h.link].capacity / static_cast<double>(h.mult));
   f.remaining = bytes;
   f.rate = 0;
   f.finish = kNever;

@@ -133,13 +133,12 @@ TEST(CliBinary, UnknownModelIsBadInputAndWritesNothing) {
 TEST(CliBinary, MalformedClusterYamlReportsFileAndLine) {
   CliTempDir dir;
   // Line 4 (1-based) holds "nodes: x: y", which is not valid YAML.
-  const std::string file = dir.write("bad.yaml", "name: bad\nnode_groups:\n  - gpu: A100-80\n    nodes: x: y\n"
+  dir.write("bad.yaml", "name: bad\nnode_groups:\n  - gpu: A100-80\n    nodes: x: y\n"
                                                  "    gpus_per_node: 4\n");
   const RunResult r = dir.run("simulate --cluster bad.yaml --model gpt3-1.3b --tp 2 --out out.h5");
   expect_one_error_line(r);
   EXPECT_EQ(r.err.rfind("error: bad.yaml:4:", 0), 0u) << r.err;
   EXPECT_FALSE(fs::exists(dir.work("out.h5")));
-  (void)file;
 }
 
 TEST(CliBinary, MissingUnitInClusterYamlIsBadInput) {
@@ -161,6 +160,8 @@ TEST(CliBinary, GpuUsedTwiceInPlanIsBadInput) {
             "      - layers: [12, 24]\n        groups: [{gpus: \"n0:0-1\", tp: 2}]\n");
   const RunResult r = dir.run("simulate --cluster A100-80:1x8 --model gpt3-1.3b --plan twice.yaml --out out.h5");
   expect_one_error_line(r);
+  // Line 10 (1-based) is the second group naming n0:0-1 again.
+  EXPECT_EQ(r.err.rfind("error: twice.yaml:10:", 0), 0u) << r.err;
   EXPECT_FALSE(fs::exists(dir.work("out.h5")));
 }
 

@@ -388,6 +388,13 @@ TEST(IoChromeTrace, SpansBecomeCompleteEventsInMicroseconds) {
   EXPECT_EQ(named_tracks, (std::vector<int>{0, 1, 6}));  // in track order, only tracks with spans
 }
 
+TEST(IoChromeTrace, TrackNamesAreGpusInOrderThenLinkClasses) {
+  const Cluster c = parse_cluster_spec("A100-80:1x2,V100-32:1x1", GpuCatalog::load_default());
+  EXPECT_EQ(timeline_track_names(c),
+            (std::vector<std::string>{"n0:0 A100-80", "n0:1 A100-80", "n1:0 V100-32", "link nvlink", "link pcie",
+                                      "link nic", "link spine"}));
+}
+
 TEST(IoChromeTrace, WrittenFileParses) {
   IoTempDir dir;
   SimResult r;
