@@ -305,7 +305,7 @@ zero1: true
 overlap_grad_reduce: false
 pipelines:
   - micro_batch: 3
-    micro_batches: 7
+    micro_batches: 8
     stages:
       - layers: [0, 6]
         groups: [{gpus: "n0:0-1", tp: 2, share: 0.3333333333333333}, {gpus: "n0:2,5", tp: 2, share: 0.6666666666666667}]
@@ -323,7 +323,7 @@ pipelines:
         groups: [{gpus: "n8-n9", tp: 8}]
 )";
   const Plan a = parse_plan_yaml_text(text, "a.yaml", c);
-  EXPECT_NO_THROW(validate_plan(a, c, moe_model(64), 21, "a.yaml"));
+  EXPECT_NO_THROW(validate_plan(a, c, moe_model(64), 24, "a.yaml"));
   const std::string written = plan_to_yaml(a, c);
   const Plan b = parse_plan_yaml_text(written, "written.yaml", c);
   expect_same_plan(a, b);
