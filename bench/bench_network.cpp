@@ -58,15 +58,17 @@ void BM_EngineEvents(benchmark::State& state) {
 BENCHMARK(BM_EngineEvents)->Arg(1000000)->Unit(benchmark::kMillisecond);
 
 // Random point-to-point transfers between GPUs of different nodes (they cross NICs, leaves and the spine),
-// `concurrency` in flight: each completion starts the next, until `total` flows have run.
+// `concurrency` in flight: each completion starts the next, until `total` flows have run. Third argument 1:
+// recompute every active flow at each change (FlowNetwork::Recompute::Global) for comparison.
 void BM_RandomSends(benchmark::State& state) {
   const int concurrency = static_cast<int>(state.range(0));
   const int total = static_cast<int>(state.range(1));
+  const auto mode = state.range(2) ? FlowNetwork::Recompute::Global : FlowNetwork::Recompute::Component;
   const Topology& topo = topology();
   std::uint64_t flows = 0, reallocs = 0, recomputed = 0;
   for (auto _ : state) {
     Engine e;
-    FlowNetwork net(e, topo.links());
+    FlowNetwork net(e, topo.links(), mode);
     CollectiveContext ctx{e, net, topo};
     std::mt19937_64 rng(7);
     int started = 0;
@@ -85,7 +87,12 @@ void BM_RandomSends(benchmark::State& state) {
   }
   report(state, flows, reallocs, recomputed);
 }
-BENCHMARK(BM_RandomSends)->Args({64, 100000})->Args({200, 100000})->Args({1000, 100000})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RandomSends)
+    ->Args({64, 100000, 0})
+    ->Args({200, 100000, 0})
+    ->Args({200, 20000, 1})
+    ->Args({1000, 20000, 0})
+    ->Unit(benchmark::kMillisecond);
 
 // A training-iteration-like mix: per step, every node runs a TP all-reduce inside each group of 8 GPUs
 // (8 ring edges on NVLink, disjoint per node) and every 8th step all 8 DP rings (one per local rank, 128

@@ -20,6 +20,7 @@ Commands:
   simulate   simulate one training iteration of a plan: iteration time, tokens/s, MFU, memory per GPU,
              where the time goes; optional HDF5 results (--out) and a Perfetto timeline (--timeline)
   list       show the GPU catalog, the bundled models, the planners and the trace formats
+  calibrate  fit a GPU's compute-model constants to measured iterations (scripts/calibrate.sh)
 
 Common options:
   --seed N   seed of every random choice (default 0); same inputs and seed give the same results
@@ -57,6 +58,7 @@ int main(int argc, char** argv) {
       const std::vector<std::string> help = {"--help"};
       if (rest[0] == "simulate") return run_simulate(help, "");
       if (rest[0] == "list") return run_list(help);
+      if (rest[0] == "calibrate") return run_calibrate(help);
       return input_error(rest[0], "unknown command (see 'arachne --help')");
     }
     if (cmd == "--version") {
@@ -65,6 +67,7 @@ int main(int argc, char** argv) {
     }
     if (cmd == "simulate") return run_simulate(rest, quoted_command_line(argc, argv));
     if (cmd == "list") return run_list(rest);
+    if (cmd == "calibrate") return run_calibrate(rest);
     return input_error(cmd, "unknown command (see 'arachne --help')");
   } catch (const arachne::InputError& e) {
     return input_error(e.where(), e.reason());

@@ -55,11 +55,11 @@ Cluster vtrain_cluster(const GpuSpec& gpu, int gpus) {
 double logit(double p) { return std::log(p / (1 - p)); }
 double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
 
-using Vec = std::array<double, 6>;
+using Vec = std::array<double, 7>;
 
 Vec encode(const ComputeConstants& c) {
   return {logit(c.gemm_eff_max), std::log(c.gemm_half_flops), logit(c.attn_eff), logit(c.mem_eff),
-          std::log(c.kernel_overhead_s), logit(c.link_eff)};
+          std::log(c.kernel_overhead_s), logit(c.link_eff), std::log(c.collective_overhead_s)};
 }
 
 ComputeConstants decode(const Vec& x) {
@@ -70,6 +70,7 @@ ComputeConstants decode(const Vec& x) {
   c.mem_eff = sigmoid(x[3]);
   c.kernel_overhead_s = std::exp(x[4]);
   c.link_eff = sigmoid(x[5]);
+  c.collective_overhead_s = std::exp(x[6]);
   return c;
 }
 
@@ -219,7 +220,7 @@ CalibrationFit fit_compute_constants(const std::vector<MeasuredRun>& runs, const
     return v;
   };
   // Nelder-Mead (Nelder & Mead 1965; Lagarias et al. 1998 coefficients) in logit/log coordinates.
-  constexpr int n = 6;
+  constexpr int n = 7;
   std::array<Vec, n + 1> pts;
   std::array<double, n + 1> val;
   pts[0] = encode(base.compute);
@@ -313,8 +314,9 @@ std::string format_compute_constants(const ComputeConstants& c) {
   char buf[320];
   std::snprintf(buf, sizeof buf,
                 "{gemm_eff_max: %.4f, gemm_half_flops: %.4g, attn_eff: %.4f, mem_eff: %.4f, kernel_overhead: \"%.3f us\", "
-                "link_eff: %.4f}",
-                c.gemm_eff_max, c.gemm_half_flops, c.attn_eff, c.mem_eff, c.kernel_overhead_s * 1e6, c.link_eff);
+                "link_eff: %.4f, collective_overhead: \"%.3f us\"}",
+                c.gemm_eff_max, c.gemm_half_flops, c.attn_eff, c.mem_eff, c.kernel_overhead_s * 1e6, c.link_eff,
+                c.collective_overhead_s * 1e6);
   return buf;
 }
 

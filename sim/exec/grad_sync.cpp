@@ -136,8 +136,13 @@ void GradSync::launch(int b, CollectiveKind kind, double bytes_per_param, std::f
       members.push_back(w.gpus[static_cast<size_t>(k) * w.tp / bk.lcm_tp]);
     }
     std::sort(members.begin(), members.end());  // ring in node order, as NCCL builds rings
-    if (kind == CollectiveKind::AllReduce) allreduce(ctx_, members, slice_bytes, one_done);
-    else ring_collective(ctx_, kind, {members}, slice_bytes, one_done);
+    // The call's software overhead (the slowest holder's) precedes the transfer.
+    double ovh = 0;
+    for (const Holder& h : bk.holders) ovh = std::max(ovh, work_.workers[h.worker].collective_overhead_s);
+    ctx_.engine.schedule_after(seconds_to_ns(ovh), [this, kind, members, slice_bytes, one_done]() {
+      if (kind == CollectiveKind::AllReduce) allreduce(ctx_, members, slice_bytes, one_done);
+      else ring_collective(ctx_, kind, {members}, slice_bytes, one_done);
+    });
   }
 }
 

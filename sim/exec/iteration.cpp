@@ -152,7 +152,12 @@ void IterationSim::try_start(int w) {
       for (int k = 0; k < kLinkClasses; ++k) closed_form_bytes_[k] += pc2.tp_closed_form_bytes[k];
       engine_.schedule_after(seconds_to_ns(s), done);
     } else {
-      allreduce(ctx_, wk2.gpus, pc2.tp_bytes, done);
+      // TP group across nodes: the pass's collectives as one all-reduce on the real links, after their
+      // per-call software overheads.
+      const double ovh = pc2.tp_collectives * cluster_.gpu_spec(wk2.gpus.front()).compute.collective_overhead_s;
+      engine_.schedule_after(seconds_to_ns(ovh), [this, w, bytes = pc2.tp_bytes, done]() {
+        allreduce(ctx_, work_.workers[w].gpus, bytes, done);
+      });
     }
   };
   engine_.schedule_after(compute_ns, after_compute);
@@ -307,7 +312,8 @@ SimResult IterationSim::run() {
   res_.mfu = work_.model_flops / t / peak_used;
   res_.mfu_cluster = work_.model_flops / t / peak_all;
   const auto& nb = net_.bytes_by_class();
-  for (int k = 0; k < kLinkClasses; ++k) res_.bytes[k] = nb[k] + closed_form_bytes_[k];
+  for (int k = 0; k < kLinkClasses; ++k)
+    res_.bytes[k] = nb[k] / links_per_crossing(static_cast<LinkClass>(k)) + closed_form_bytes_[k];
   if (model_.dtype == "bf16") {
     std::set<std::string> no_bf16;
     for (GpuId g : used)

@@ -30,12 +30,14 @@ PassCost make_pass(const std::vector<OpCost>& ops, int tp_collectives, double tp
   pc.compute_s = ops_time_s(ops, gpu, model.dtype);
   if (w.tp > 1 && tp_collectives > 0) {
     pc.tp_bytes = tp_collectives * tp_bytes_each;
+    pc.tp_collectives = tp_collectives;
     if (w.tp_closed_form) {
       const NodeGroup& ng = cluster.group_of_node(cluster.node_of(w.gpus.front()));
       const double bw = ng.intra_bw * gpu.compute.link_eff;
       const double lat = topo.latency_s(w.gpus[0], w.gpus[1]);
       pc.tp_closed_form_s =
-          tp_collectives * intra_node_collective_time(CollectiveKind::AllReduce, w.tp, tp_bytes_each, bw, lat);
+          tp_collectives * (gpu.compute.collective_overhead_s +
+                            intra_node_collective_time(CollectiveKind::AllReduce, w.tp, tp_bytes_each, bw, lat));
       // Ring all-reduce: every rank sends 2(t-1)/t of the buffer (Patarasuk & Yuan 2009).
       pc.tp_closed_form_bytes[static_cast<int>(intra_class(ng.intra_kind))] =
           tp_collectives * tp_bytes_each * 2.0 * (w.tp - 1);
@@ -100,6 +102,7 @@ StageWork build_stage_work(const Cluster& cluster, const Topology& topo, const M
         w.tp = st.groups[g].tp;
         w.share = st.groups[g].share;
         const int node0 = cluster.node_of(w.gpus.front());
+        w.collective_overhead_s = cluster.gpu_spec(w.gpus.front()).compute.collective_overhead_s;
         w.tp_closed_form = std::all_of(w.gpus.begin(), w.gpus.end(),
                                        [&](GpuId x) { return cluster.node_of(x) == node0; });
         const int id = static_cast<int>(sw.workers.size());
@@ -210,6 +213,7 @@ StageWork build_stage_work(const Cluster& cluster, const Topology& topo, const M
             const int pw = sw.worker_of[p][nj][h];
             cc.sends[dir].push_back(make_link(w, sw.workers[pw], pw, nj / depth,
                                               p2p_bytes(model, overlap * pl.micro_batch), topo));
+            cc.sends[dir].back().latency_s += gpu.compute.collective_overhead_s;
           }
         }
         w.chunks.push_back(std::move(cc));

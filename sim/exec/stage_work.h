@@ -16,6 +16,7 @@ namespace arachne {
 struct PassCost {
   double compute_s = 0;            // kernels (GEMM, attention, memory-bound) of the pass
   double tp_bytes = 0;             // TP all-reduce volume of the pass (all collectives of all its layers)
+  int tp_collectives = 0;          // number of TP collective calls in the pass
   double tp_closed_form_s = 0;     // its time when the TP group sits in one node (closed form)
   std::array<double, kLinkClasses> tp_closed_form_bytes{};  // bytes those collectives move, by link class
 };
@@ -54,6 +55,7 @@ struct Worker {
   bool tp_closed_form = true;  // TP group inside one node: collectives priced in closed form
   std::vector<ChunkCost> chunks;
   double optimizer_s = 0;
+  double collective_overhead_s = 0;  // per collective call on this GPU type (catalog constant)
   int dp_degree = 1;           // groups holding this worker's first layer (ZeRO-1 shard count)
   MemoryBreakdown memory;      // per GPU
 };

@@ -25,6 +25,7 @@ struct ComputeConstants {
   double mem_eff = 0.70;            // fraction of HBM bandwidth reached by memory-bound kernels
   double kernel_overhead_s = 5e-6;  // fixed per-kernel launch/synchronisation time
   double link_eff = 1.0;            // achieved fraction of nominal link bandwidth (NVLink/PCIe/NIC)
+  double collective_overhead_s = 20e-6;  // software cost of one collective/p2p call (NCCL launch + rendezvous)
 };
 
 struct NodeDefaults {

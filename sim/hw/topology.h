@@ -16,6 +16,11 @@ enum class LinkClass { NvLink = 0, Pcie = 1, Nic = 2, Spine = 3 };
 constexpr int kLinkClasses = 4;
 const char* to_string(LinkClass c);
 
+// Links of one class a transfer crosses once it uses that class at all: inside a node GPU>fabric>GPU (2);
+// between nodes GPU>NIC, NIC>leaf, leaf>NIC, NIC>GPU (4); across leaves leaf>spine>leaf (2). Byte counts
+// per class divide the per-link sums by this, so `bytes.nic` is the volume that crossed NICs once.
+constexpr int links_per_crossing(LinkClass c) { return c == LinkClass::Nic ? 4 : 2; }
+
 struct Link {
   double capacity = 0;  // bytes/s (nominal bandwidth x the GPU type's calibrated link_eff)
   LinkClass cls = LinkClass::Nic;

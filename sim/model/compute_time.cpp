@@ -3,14 +3,18 @@
 #include "sim/model/compute_time.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace arachne {
 
 double gemm_efficiency(double flops, const ComputeConstants& c) {
-  // Saturating curve: small GEMMs under-fill the SMs (Calculon, Isaev et al. SC'23, §IV efficiency tables);
-  // eff -> gemm_eff_max as flops -> infinity, half of it at gemm_half_flops.
+  // Saturating curve: small GEMMs under-fill the SMs and are bound by a fixed fill/drain time (Calculon,
+  // Isaev et al. SC'23, §IV efficiency tables); eff -> gemm_eff_max as flops grow, half of it at
+  // gemm_half_flops. Exponential saturation: a GEMM a few times larger than gemm_half_flops fills the GPU,
+  // as measured GEMM efficiency curves flatten (NVIDIA "Matrix Multiplication Background" guide), so the
+  // asymptote is identifiable from mid-sized GEMMs.
   if (flops <= 0) return 0.0;
-  return c.gemm_eff_max * flops / (flops + c.gemm_half_flops);
+  return c.gemm_eff_max * -std::expm1(-flops * 0.6931471805599453 / c.gemm_half_flops);
 }
 
 double op_time_s(const OpCost& op, const GpuSpec& gpu, const std::string& dtype) {

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <numeric>
+#include <vector>
 
 namespace arachne {
 namespace {

@@ -4,9 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace arachne {
@@ -196,6 +199,30 @@ TEST(FlowNetworkTest, RepeatedLinkInHopsAddsMultiplicity) {
   EXPECT_DOUBLE_EQ(p.rate[f], kGB);
 }
 
+TEST(FlowNetworkTest, SharedUplinkBindsOnlyWhenOversubscribed) {
+  // Three flows, each with its own 1 GB/s access link, crossing one 2.5 GB/s uplink. Two of them fit (2 <
+  // 2.5): each runs at its access rate 1. The third makes the uplink the bottleneck: 2.5/3 each. When it
+  // ends, the other two return to 1.
+  Engine e;
+  FlowNetwork net(e, make_links({kGB, kGB, kGB, 2.5 * kGB}));
+  const FlowId a = net.start_route({0, 3}, 10 * kGB, 0, nullptr);
+  const FlowId b = net.start_route({1, 3}, 10 * kGB, 0, nullptr);
+  const FlowId c = net.start_route({2, 3}, 0.5 * kGB, seconds_to_ns(1.0), nullptr);
+  Probe two, three, after;
+  probe_at(e, net, seconds_to_ns(0.5), {a, b}, two);
+  probe_at(e, net, seconds_to_ns(1.1), {a, b, c}, three);
+  // c: 0.5 GB at 2.5/3 GB/s = 0.6 s after its start at 1 s
+  probe_at(e, net, seconds_to_ns(1.7), {a, b}, after);
+  e.run();
+  EXPECT_DOUBLE_EQ(two.rate[a], kGB);
+  EXPECT_DOUBLE_EQ(two.rate[b], kGB);
+  EXPECT_DOUBLE_EQ(three.rate[a], 2.5 * kGB / 3);
+  EXPECT_DOUBLE_EQ(three.rate[b], 2.5 * kGB / 3);
+  EXPECT_DOUBLE_EQ(three.rate[c], 2.5 * kGB / 3);
+  EXPECT_DOUBLE_EQ(after.rate[a], kGB);
+  EXPECT_DOUBLE_EQ(after.rate[b], kGB);
+}
+
 // ---- random scenarios: max-min optimality, determinism, component vs global recompute
 
 struct RandomFlow {
@@ -217,6 +244,11 @@ Scenario random_scenario(unsigned seed, int nlinks, int nflows) {
     // capacities with awkward ratios so that rounding paths are exercised
     s.links.push_back(Link{(1.0 + static_cast<double>(rng() % 1000) / 7.0) * kGB, LinkClass::Nic, ""});
   }
+  // two "spine" links shared across groups: with several flows on them they may or may not be able to
+  // saturate, so they switch between slack and binding as flows come and go
+  const int spine = nlinks;
+  s.links.push_back(Link{250 * kGB, LinkClass::Spine, "spine0"});
+  s.links.push_back(Link{1200 * kGB, LinkClass::Spine, "spine1"});
   for (int i = 0; i < nflows; ++i) {
     RandomFlow f;
     const int hops = 1 + static_cast<int>(rng() % 4);
@@ -227,6 +259,7 @@ Scenario random_scenario(unsigned seed, int nlinks, int nflows) {
       const int gg = (h == 0 && rng() % 8 == 0) ? (g + 1) % groups : g;
       f.hops.push_back(Hop{gg * 8 + static_cast<int>(rng() % 8), 1 + static_cast<int>(rng() % 3)});
     }
+    if (rng() % 3 == 0) f.hops.push_back(Hop{spine + static_cast<int>(rng() % 2), 1});
     f.bytes = static_cast<double>(1 + rng() % 100000) * 1e4 / 3.0;
     f.latency = static_cast<TimeNs>(rng() % 2000000);
     f.chained = (i > 0 && rng() % 3 == 0) ? static_cast<int>(rng() % static_cast<unsigned>(i)) : -1;

@@ -64,7 +64,7 @@ const char* kGoodEntry = R"(  - name: G1
     memory: "40 GB"
     hbm_bandwidth: "1000 GB/s"
     default_node: {gpus_per_node: 4, intra_node: {kind: nvlink, bandwidth: "200 GB/s"}, nic: {count: 2, bandwidth: "100 Gbit/s"}}
-    compute: {gemm_eff_max: 0.7, gemm_half_flops: 1.0e9, attn_eff: 0.4, mem_eff: 0.6, kernel_overhead: "4 us", link_eff: 0.9}
+    compute: {gemm_eff_max: 0.7, gemm_half_flops: 1.0e9, attn_eff: 0.4, mem_eff: 0.6, kernel_overhead: "4 us", link_eff: 0.9, collective_overhead: "20 us"}
 )";
 
 struct Published {

@@ -1,0 +1,51 @@
+// One simulated training iteration of GPT-3 175B on 1,024 A100-80 (128 x 8; TP8 PP16 DP8, micro-batch 1,
+// global batch 1536, full recompute) — the speed target is <= 0.2 s on one core. Reports events/s.
+#include <benchmark/benchmark.h>
+
+#include "sim/exec/simulate.h"
+#include "sim/plan/plan_yaml.h"
+
+namespace arachne {
+namespace {
+
+struct Gpt3Setup {
+  GpuCatalog catalog = GpuCatalog::load_default();
+  Cluster cluster = parse_cluster_spec("A100-80:128x8", catalog);
+  Topology topo{cluster};
+  ModelConfig model = load_model("gpt3-175b");
+  Plan plan;
+  Gpt3Setup() {
+    Shorthand s;
+    s.tp = 8;
+    s.pp = 16;
+    s.dp = 8;
+    s.micro_batch = 1;
+    s.global_batch = 1536;
+    s.recompute = Recompute::Full;
+    plan = plan_from_shorthand(s, cluster, model);
+  }
+};
+
+void BM_Gpt3_175B_1024xA100(benchmark::State& state) {
+  static const Gpt3Setup setup;
+  SimOptions opt;
+  opt.exact_shortcuts = state.range(0) != 0;
+  std::uint64_t events = 0;
+  double iter = 0;
+  for (auto _ : state) {
+    const SimResult r = simulate_iteration(setup.cluster, setup.topo, setup.model, setup.plan, opt);
+    events = r.events;
+    iter = r.iteration_time_s;
+    benchmark::DoNotOptimize(iter);
+  }
+  state.counters["events"] = static_cast<double>(events);
+  state.counters["events_per_s"] =
+      benchmark::Counter(static_cast<double>(events) * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["simulated_iteration_s"] = iter;
+}
+BENCHMARK(BM_Gpt3_175B_1024xA100)->Arg(1)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+
+}  // namespace
+}  // namespace arachne
+
+BENCHMARK_MAIN();
