@@ -69,7 +69,10 @@ int run_calibrate(const std::vector<std::string>& args) {
   std::vector<MeasuredRun> validation;
   if (vm.count("validate")) validation = load_vtrain_csv(vm["validate"].as<std::string>());
 
+  // Start from the neutral defaults (sim/hw/gpu.h), not from the catalog's previous fit, so a rerun gives
+  // the same constants whatever the file held.
   GpuSpec spec = catalog.at(gpu);
+  spec.compute = ComputeConstants{};
   std::fprintf(stderr, "calibrate: %zu runs, start MAPE %.2f %%\n", runs.size(), 100 * calibration_mape(runs, spec));
   const CalibrationFit fit = fit_compute_constants(runs, spec, evals, [&](int e, double v) {
     if (e % 25 == 0) std::fprintf(stderr, "calibrate: %d/%d evaluations, MAPE %.2f %%\n", e, evals, 100 * v);

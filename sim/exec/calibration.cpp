@@ -52,7 +52,11 @@ Cluster vtrain_cluster(const GpuSpec& gpu, int gpus) {
   return c;
 }
 
-double logit(double p) { return std::log(p / (1 - p)); }
+// Fractions are searched in logit space; the bounds keep a start value of exactly 0 or 1 finite.
+double logit(double p) {
+  p = std::clamp(p, 1e-6, 1 - 1e-6);
+  return std::log(p / (1 - p));
+}
 double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
 
 using Vec = std::array<double, 7>;

@@ -419,7 +419,12 @@ struct FlowNetwork::State {
 };
 
 FlowNetwork::FlowNetwork(Engine& engine, const std::vector<Link>& links, Recompute mode)
-    : st_(std::make_unique<State>(engine, links, mode)) {}
+    : st_(std::make_unique<State>(engine, links, mode)) {
+  // A NaN or non-positive capacity would stall progressive filling forever: refuse it up front.
+  for (const Link& l : links)
+    if (!(l.capacity > 0) || !std::isfinite(l.capacity))
+      throw std::invalid_argument("link " + l.name + " has no positive finite capacity");
+}
 FlowNetwork::~FlowNetwork() = default;
 FlowNetwork::FlowNetwork(FlowNetwork&&) noexcept = default;
 
