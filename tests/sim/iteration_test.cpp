@@ -120,17 +120,17 @@ pipelines:
     micro_batches: 8
     stages:
       - {layers: [0, 2], groups: [{gpus: "n0:0", tp: 1}]}
-      - {layers: [2, 10], groups: [{gpus: "n0:1", tp: 1}]}
-      - {layers: [10, 13], groups: [{gpus: "n0:2", tp: 1}]}
-      - {layers: [13, 16], groups: [{gpus: "n0:3", tp: 1}]}
+      - {layers: [2, 12], groups: [{gpus: "n0:1", tp: 1}]}
+      - {layers: [12, 14], groups: [{gpus: "n0:2", tp: 1}]}
+      - {layers: [14, 16], groups: [{gpus: "n0:3", tp: 1}]}
 )";
   const Plan plan = parse_plan_yaml_text(yaml, "skewed.yaml", c);
   const StageWork sw = build_stage_work(c, topo, m, plan);
   const double slowest = stage_time(sw.workers[1]);
   for (const Worker& w : sw.workers) ASSERT_LE(stage_time(w), slowest);
   const SimResult r = run(c, m, plan);
-  // Stage 1 holds 8 of 16 layers. Its two warm-up forwards (16 layer-forwards) outlast the round trip of a
-  // micro-batch through stages 2-3 (6 layer-forwards + 6 layer-backwards at about 2x), so it never starves:
+  // Stage 1 holds 10 of 16 layers. Its two warm-up forwards (20 layer-forwards) outlast the round trip of a
+  // micro-batch through stages 2-3 (4 layer-forwards + 4 layer-backwards at about 2x), so it never starves:
   // T = stage 0's forward + m x (stage 1) + stage 0's backward.
   const double expected = sw.workers[0].chunks[0].forward.compute_s + 8 * slowest +
                           sw.workers[0].chunks[0].backward.compute_s;
