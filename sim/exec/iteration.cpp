@@ -43,7 +43,8 @@ struct TaskState {
 class IterationSim {
  public:
   IterationSim(const Cluster& c, const Topology& t, const ModelConfig& m, const Plan& p, const SimOptions& o)
-      : cluster_(c), topo_(t), model_(m), plan_(p), opt_(o), net_(engine_, t.links()),
+      : cluster_(c), topo_(t), model_(m), plan_(p), opt_(o), net_(engine_, t.links(),
+             o.exact_shortcuts ? FlowNetwork::Recompute::Component : FlowNetwork::Recompute::Global),
         ctx_{engine_, net_, t}, work_(build_stage_work(c, t, m, p)) {}
 
   SimResult run();

@@ -14,7 +14,11 @@ struct SimOptions {
   std::uint64_t seed = 0;
   bool record_timeline = false;
   bool ignore_memory = false;  // simulate even when out of memory
-  bool exact_shortcuts = true; // simulate provably identical parts once (tests compare with false)
+  // Exact shortcuts (tests compare each with the full simulation and require identical output):
+  //  - max-min rates recomputed only for the flows coupled to a change through links that can fill
+  //    (sim/net/flow_network.h); false recomputes every active flow at every event.
+  // Not yet implemented: identical pipelines simulated once.
+  bool exact_shortcuts = true;
 };
 
 // The plan must have passed validate_plan. Out of memory (and !ignore_memory): returns oom = true with the
