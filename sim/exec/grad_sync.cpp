@@ -49,6 +49,7 @@ GradSync::GradSync(const ModelConfig& model, const Plan& plan, const StageWork& 
       if (cur.layer_begin == cur.layer_end && !cur.embedding && !cur.head) return;
       cur.holders = hs;
       cur.lcm_tp = lcm_tp;
+      cur.segment = static_cast<int>(s);
       buckets_.push_back(cur);
       cur = Bucket{};
     };
@@ -72,6 +73,8 @@ GradSync::GradSync(const ModelConfig& model, const Plan& plan, const StageWork& 
     }
     flush();
   }
+  segment_busy_.assign(bounds.size(), false);
+  segment_queue_.assign(bounds.size(), {});
   for (size_t bi = 0; bi < buckets_.size(); ++bi) {
     Bucket& bk = buckets_[bi];
     bk.waiting = static_cast<int>(bk.holders.size());
@@ -112,6 +115,16 @@ void GradSync::on_backward_done(int w, TimeNs now) {
 void GradSync::ready(int b) {
   Bucket& bk = buckets_[b];
   if (--bk.waiting > 0) return;
+  if (segment_busy_[bk.segment]) {
+    segment_queue_[bk.segment].push_back(b);
+    return;
+  }
+  start(b);
+}
+
+void GradSync::start(int b) {
+  Bucket& bk = buckets_[b];
+  segment_busy_[bk.segment] = true;
   bk.started = ctx_.engine.now();
   launch(b, plan_.zero1 ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, grad_bytes_,
          [this, b]() { reduced(b); });
@@ -148,6 +161,13 @@ void GradSync::launch(int b, CollectiveKind kind, double bytes_per_param, std::f
 
 void GradSync::reduced(int b) {
   Bucket& bk = buckets_[b];
+  segment_busy_[bk.segment] = false;
+  auto& queue = segment_queue_[bk.segment];
+  if (!queue.empty()) {
+    const int next = queue.front();
+    queue.erase(queue.begin());
+    start(next);
+  }
   if (cb_.bucket_span)
     for (const Holder& h : bk.holders) cb_.bucket_span(h.worker, bk.started, ctx_.engine.now());
   bk.opt_waiting = static_cast<int>(bk.holders.size());

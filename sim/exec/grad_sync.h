@@ -52,8 +52,10 @@ class GradSync {
     int phase_pending = 0;   // slices still running
     int opt_waiting = 0;     // ZeRO-1: holders whose optimizer has not finished
     TimeNs started = 0;
+    int segment = 0;         // buckets of one segment share a communicator: they run one at a time
   };
   void ready(int b);
+  void start(int b);
   void launch(int b, CollectiveKind kind, double bytes_per_param, std::function<void()> done);
   void reduced(int b);
 
@@ -68,6 +70,10 @@ class GradSync {
   std::vector<int> pending_;        // per worker: buckets not yet reduced
   std::vector<int> gather_pending_; // per worker: ZeRO-1 all-gathers not yet done
   std::vector<bool> backward_done_;
+  // NCCL runs the collectives of one communicator in issue order: per segment, the bucket in flight and
+  // the ready ones queued behind it.
+  std::vector<bool> segment_busy_;
+  std::vector<std::vector<int>> segment_queue_;
 };
 
 }  // namespace arachne

@@ -60,7 +60,7 @@ class IterationSim {
   void send_activation(int w, const ScheduledTask& t);
   void arrive(int w, int chunk, int mb, bool fwd, TimeNs flow_start);
   void account_gap(int w, TimeNs start, TimeNs last_arrival_start);
-  void record(int w, const std::string& name, const char* cat, TimeNs start, TimeNs end);
+  void record(int w, const std::string& name, const char* cat, TimeNs start, TimeNs end, int track_offset = 0);
   void record_flow(const std::vector<GpuId>& src, const char* name, const char* cat, TimeNs start, TimeNs end);
   void worker_backward_done(int w);
   void on_worker_grads_reduced(int w);
@@ -88,10 +88,11 @@ class IterationSim {
   SimResult res_;
 };
 
-void IterationSim::record(int w, const std::string& name, const char* cat, TimeNs start, TimeNs end) {
+void IterationSim::record(int w, const std::string& name, const char* cat, TimeNs start, TimeNs end,
+                          int track_offset) {
   if (!opt_.record_timeline || end <= start) return;
   for (GpuId g : work_.workers[w].gpus)
-    res_.timeline.push_back({g, name, cat, ns_to_seconds(start), ns_to_seconds(end - start)});
+    res_.timeline.push_back({g + track_offset, name, cat, ns_to_seconds(start), ns_to_seconds(end - start)});
 }
 
 void IterationSim::record_flow(const std::vector<GpuId>& src, const char* name, const char* cat, TimeNs start,
@@ -100,7 +101,8 @@ void IterationSim::record_flow(const std::vector<GpuId>& src, const char* name, 
   const auto& route = topo_.route(src[0], src[1]);
   int cls = 0;
   for (LinkId l : route) cls = std::max(cls, static_cast<int>(topo_.links()[l].cls));
-  res_.timeline.push_back({topo_.num_gpus() + cls, name, cat, ns_to_seconds(start), ns_to_seconds(end - start)});
+  res_.timeline.push_back(
+      {topo_.num_gpus() + cls, name, cat, ns_to_seconds(start), ns_to_seconds(end - start), true});
 }
 
 // Idle time before a task: waiting for a transfer that was already in flight counts as pipeline
@@ -284,7 +286,9 @@ SimResult IterationSim::run() {
   cb.grads_reduced = [this](int w) { on_worker_grads_reduced(w); };
   cb.finished = [this](int w) { on_worker_finished(w); };
   if (opt_.record_timeline)
-    cb.bucket_span = [this](int w, TimeNs a, TimeNs b) { record(w, "DP reduce", "dp_comm", a, b); };
+    cb.bucket_span = [this](int w, TimeNs a, TimeNs b) {
+      record(w, "DP reduce", "dp_comm", a, b, topo_.num_gpus() + kLinkClasses);
+    };
   grads_ = std::make_unique<GradSync>(model_, plan_, work_, ctx_, std::move(cb));
 
   for (int w = 0; w < nw; ++w) try_start(w);
@@ -322,7 +326,7 @@ SimResult IterationSim::run() {
     for (const auto& n : no_bf16) res_.warnings.push_back(n + " has no bf16: it runs the bf16 model at its fp16 rate");
   }
   res_.events = engine_.executed();
-  res_.timeline_tracks = topo_.num_gpus() + kLinkClasses;
+  res_.timeline_tracks = 2 * topo_.num_gpus() + kLinkClasses;
   res_.sim_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   return res_;
 }

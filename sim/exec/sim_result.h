@@ -23,12 +23,16 @@ struct GpuMemoryReport {
   MemoryBreakdown usage;
 };
 
-// One interval on a track of the timeline (Chrome trace "X" event).
+// One interval on a track of the timeline. Tracks: GPU g's compute stream is g; link class k is
+// num_gpus + k; GPU g's communication stream (DP reduction, overlapping its compute) is num_gpus + 4 + g.
+// Spans on a GPU stream never overlap (Chrome "X" events); link-class spans overlap freely (`overlaps`,
+// written as async events).
 struct TimelineSpan {
-  int track = 0;         // GPU id, or num_gpus + link class for link-class tracks
+  int track = 0;
   std::string name;      // "F3 L0-11", "B3", "allreduce dp", "send 3->4", ...
   std::string cat;       // compute | tp_comm | pp_comm | dp_comm | ep_comm | optimizer
   double start_s = 0, dur_s = 0;
+  bool overlaps = false;
 };
 
 struct SimResult {

@@ -12,6 +12,8 @@ std::vector<std::string> timeline_track_names(const Cluster& cluster) {
   names.reserve(static_cast<std::size_t>(n) + 4);
   for (GpuId g = 0; g < n; ++g) names.push_back(cluster.gpu_label(g) + " " + cluster.group_of_node(cluster.node_of(g)).gpu);
   for (const char* c : {"nvlink", "pcie", "nic", "spine"}) names.push_back(std::string("link ") + c);
+  for (GpuId g = 0; g < n; ++g)
+    names.push_back(cluster.gpu_label(g) + " " + cluster.group_of_node(cluster.node_of(g)).gpu + " DP comm");
   return names;
 }
 
@@ -29,7 +31,20 @@ nlohmann::json chrome_trace_json(const SimResult& r, const std::vector<std::stri
     events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 0}, {"tid", t},
                       {"args", {{"sort_index", t}}}});
   }
+  long async_id = 0;
   for (const auto& s : r.timeline) {
+    if (s.overlaps) {
+      // Overlapping transfers on a link class: async begin/end pairs, which trace viewers stack freely.
+      const nlohmann::json base = {{"name", s.name}, {"cat", s.cat}, {"pid", 0}, {"tid", s.track}, {"id", ++async_id}};
+      nlohmann::json b = base, e = base;
+      b["ph"] = "b";
+      b["ts"] = s.start_s * kUsPerS;
+      e["ph"] = "e";
+      e["ts"] = (s.start_s + s.dur_s) * kUsPerS;
+      events.push_back(std::move(b));
+      events.push_back(std::move(e));
+      continue;
+    }
     events.push_back({{"name", s.name},
                       {"cat", s.cat},
                       {"ph", "X"},

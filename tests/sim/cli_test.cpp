@@ -265,7 +265,7 @@ TEST(CliBinary, TimelineIsChromeTraceJson) {
       // Every span lies inside the iteration (microseconds; 1 us slack for rounding).
       EXPECT_GE(e["ts"].get<double>(), 0);
       EXPECT_LE(e["ts"].get<double>() + e["dur"].get<double>(), iter_us + 1);
-      EXPECT_LT(e["tid"].get<int>(), 8 + 4);  // 8 GPU tracks + 4 link-class tracks
+      EXPECT_LT(e["tid"].get<int>(), 8 + 4 + 8);  // 8 GPU tracks, 4 link-class tracks, 8 GPU comm tracks
     }
     if (e["ph"] == "M" && e["name"] == "thread_name" && e["tid"] == 0)
       gpu0_named = e["args"]["name"].get<std::string>().rfind("n0:0", 0) == 0;

@@ -392,7 +392,8 @@ TEST(IoChromeTrace, TrackNamesAreGpusInOrderThenLinkClasses) {
   const Cluster c = parse_cluster_spec("A100-80:1x2,V100-32:1x1", GpuCatalog::load_default());
   EXPECT_EQ(timeline_track_names(c),
             (std::vector<std::string>{"n0:0 A100-80", "n0:1 A100-80", "n1:0 V100-32", "link nvlink", "link pcie",
-                                      "link nic", "link spine"}));
+                                      "link nic", "link spine", "n0:0 A100-80 DP comm", "n0:1 A100-80 DP comm",
+                                      "n1:0 V100-32 DP comm"}));
 }
 
 TEST(IoChromeTrace, WrittenFileParses) {

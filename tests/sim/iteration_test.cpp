@@ -325,3 +325,39 @@ pipelines:
 
 }  // namespace
 }  // namespace arachne
+
+namespace arachne {
+namespace {
+
+// The timeline shows each GPU's compute stream without overlaps (Perfetto needs properly nested slices on a
+// thread), DP reductions on the GPU's own communication track, and transfers on link-class tracks.
+TEST(IterationTimeline, GpuStreamsDoNotOverlapAndCommunicationHasItsOwnTracks) {
+  const Cluster c = parse_cluster_spec("A100-80:2x4", GpuCatalog::load_default());
+  const ModelConfig m = toy_model(8);
+  const SimResult r = run(c, m, shorthand(c, m, 2, 2, 2, 1, 16));
+  const int n = c.total_gpus();
+  std::map<int, std::vector<std::pair<double, double>>> per_track;
+  int dp = 0, link = 0;
+  for (const auto& s : r.timeline) {
+    if (s.cat == "dp_comm") {
+      EXPECT_GE(s.track, n + kLinkClasses);
+      ++dp;
+    }
+    if (s.overlaps) {
+      EXPECT_GE(s.track, n);
+      EXPECT_LT(s.track, n + kLinkClasses);
+      ++link;
+    } else {
+      per_track[s.track].push_back({s.start_s, s.start_s + s.dur_s});
+    }
+  }
+  EXPECT_GT(dp, 0);
+  EXPECT_GT(link, 0);
+  for (auto& [track, v] : per_track) {
+    std::sort(v.begin(), v.end());
+    for (size_t i = 1; i < v.size(); ++i) EXPECT_GE(v[i].first, v[i - 1].second - 1e-12) << "track " << track;
+  }
+}
+
+}  // namespace
+}  // namespace arachne
