@@ -165,6 +165,43 @@ TEST(CliBinary, GpuUsedTwiceInPlanIsBadInput) {
   EXPECT_FALSE(fs::exists(dir.work("out.h5")));
 }
 
+TEST(CliBinary, LayersNotCoveredExactlyOnceIsBadInput) {
+  CliTempDir dir;
+  // gpt3-1.3b has 24 layers; the stages cover 0-12 and 14-24, leaving 12-13 to nobody.
+  dir.write("gap.yaml",
+            "version: 1\npipelines:\n"
+            "  - micro_batch: 4\n    micro_batches: 8\n    stages:\n"
+            "      - layers: [0, 12]\n        groups: [{gpus: \"n0:0-1\", tp: 2}]\n"
+            "      - layers: [14, 24]\n        groups: [{gpus: \"n0:2-3\", tp: 2}]\n");
+  const RunResult r = dir.run("simulate --cluster A100-80:1x8 --model gpt3-1.3b --plan gap.yaml --out out.h5 "
+                              "--timeline t.json");
+  expect_one_error_line(r);
+  EXPECT_EQ(r.err.rfind("error: gap.yaml:", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find("12"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir.work("out.h5")));
+  EXPECT_FALSE(fs::exists(dir.work("t.json")));
+}
+
+TEST(CliBinary, BatchArithmeticThatDoesNotAddUpIsBadInput) {
+  CliTempDir dir;
+  // The plan processes 4 x 8 = 32 samples per iteration; --global-batch asks for 64.
+  dir.write("batch.yaml",
+            "version: 1\npipelines:\n"
+            "  - micro_batch: 4\n    micro_batches: 8\n    stages:\n"
+            "      - layers: [0, 24]\n        groups: [{gpus: \"n0:0-1\", tp: 2}]\n");
+  const RunResult r = dir.run("simulate --cluster A100-80:1x8 --model gpt3-1.3b --plan batch.yaml --global-batch 64 "
+                              "--out out.h5");
+  expect_one_error_line(r);
+  EXPECT_EQ(r.err.rfind("error: batch.yaml:", 0), 0u) << r.err;
+  EXPECT_FALSE(fs::exists(dir.work("out.h5")));
+  // The shorthand's arithmetic: 100 samples do not split into dp=2 x micro-batch 4.
+  const RunResult s = dir.run("simulate --cluster A100-80:1x8 --model gpt3-1.3b --tp 2 --pp 2 --dp 2 --micro-batch 4 "
+                              "--global-batch 100 --out out.h5");
+  expect_one_error_line(s);
+  EXPECT_EQ(s.err.rfind("error: --global-batch:", 0), 0u) << s.err;
+  EXPECT_FALSE(fs::exists(dir.work("out.h5")));
+}
+
 TEST(CliBinary, PlanNeedingMoreGpusThanClusterIsBadInput) {
   CliTempDir dir;
   // tp 4 x pp 1 x dp 4 = 16 GPUs on an 8-GPU cluster.
