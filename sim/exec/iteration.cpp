@@ -56,12 +56,12 @@ class IterationSim {
   int micro_batches_of(int w) const { return plan_.pipelines[work_.workers[w].pipeline].micro_batches; }
 
   void try_start(int w);
-  void finish_task(int w, const ScheduledTask& t, TimeNs started);
+  void finish_task(int w, const ScheduledTask& t);
   void send_activation(int w, const ScheduledTask& t);
   void arrive(int w, int chunk, int mb, bool fwd, TimeNs flow_start);
   void account_gap(int w, TimeNs start, TimeNs last_arrival_start);
   void record(int w, const std::string& name, const char* cat, TimeNs start, TimeNs end, int track_offset = 0);
-  void record_flow(const std::vector<GpuId>& src, const char* name, const char* cat, TimeNs start, TimeNs end);
+  void record_flow(int src_worker, int dst_worker, const char* name, const char* cat, TimeNs start, TimeNs end);
   void worker_backward_done(int w);
   void on_worker_grads_reduced(int w);
   void on_worker_finished(int w);
@@ -95,10 +95,11 @@ void IterationSim::record(int w, const std::string& name, const char* cat, TimeN
     res_.timeline.push_back({g + track_offset, name, cat, ns_to_seconds(start), ns_to_seconds(end - start)});
 }
 
-void IterationSim::record_flow(const std::vector<GpuId>& src, const char* name, const char* cat, TimeNs start,
+// A transfer goes on the track of the highest link class its (first member's) route crosses.
+void IterationSim::record_flow(int src_worker, int dst_worker, const char* name, const char* cat, TimeNs start,
                                TimeNs end) {
-  if (!opt_.record_timeline || end <= start || src.size() < 2) return;
-  const auto& route = topo_.route(src[0], src[1]);
+  if (!opt_.record_timeline || end <= start) return;
+  const auto& route = topo_.route(work_.workers[src_worker].gpus.front(), work_.workers[dst_worker].gpus.front());
   int cls = 0;
   for (LinkId l : route) cls = std::max(cls, static_cast<int>(topo_.links()[l].cls));
   res_.timeline.push_back(
@@ -131,24 +132,26 @@ void IterationSim::try_start(int w) {
   clock_[w].spent.compute += ns_to_seconds(compute_ns);
 
   // Megatron's bucketed gradient reduction starts while the last backward is still running.
-  if (!t.forward && t.micro_batch == micro_batches_of(w) - 1 && grads_)
+  if (!t.forward && t.micro_batch == micro_batches_of(w) - 1)
     grads_->on_last_backward_start(w, t.chunk, now, pc.compute_s);
 
-  const std::string label = std::string(t.forward ? "F" : "B") + std::to_string(t.micro_batch) +
-                            (wk.chunks.size() > 1 ? " c" + std::to_string(t.chunk) : std::string());
-  record(w, label, "compute", now, now + compute_ns);
-  auto after_compute = [this, w, t, now]() {
+  if (opt_.record_timeline)
+    record(w,
+           std::string(t.forward ? "F" : "B") + std::to_string(t.micro_batch) +
+               (wk.chunks.size() > 1 ? " c" + std::to_string(t.chunk) : std::string()),
+           "compute", now, now + compute_ns);
+  auto after_compute = [this, w, t]() {
     const Worker& wk2 = work_.workers[w];
     const PassCost& pc2 = t.forward ? wk2.chunks[t.chunk].forward : wk2.chunks[t.chunk].backward;
     if (pc2.tp_bytes <= 0) {
-      finish_task(w, t, now);
+      finish_task(w, t);
       return;
     }
     const TimeNs tp_start = engine_.now();
-    auto done = [this, w, t, now, tp_start]() {
+    auto done = [this, w, t, tp_start]() {
       clock_[w].spent.tp_comm += ns_to_seconds(engine_.now() - tp_start);
       record(w, "TP", "tp_comm", tp_start, engine_.now());
-      finish_task(w, t, now);
+      finish_task(w, t);
     };
     if (wk2.tp_closed_form) {
       const double s = pc2.tp_closed_form_s;
@@ -166,7 +169,7 @@ void IterationSim::try_start(int w) {
   engine_.schedule_after(compute_ns, after_compute);
 }
 
-void IterationSim::finish_task(int w, const ScheduledTask& t, TimeNs started) {
+void IterationSim::finish_task(int w, const ScheduledTask& t) {
   const TimeNs now = engine_.now();
   busy_[w] = false;
   clock_[w].free_at = now;
@@ -184,11 +187,10 @@ void IterationSim::send_activation(int w, const ScheduledTask& t) {
     const TimeNs start = engine_.now();
     const int dst = l.peer_worker, dchunk = l.peer_chunk, mb = t.micro_batch;
     const bool fwd = t.forward;
-    net_.start(l.hops, l.bytes_per_member, seconds_to_ns(l.latency_s),
-               [this, dst, dchunk, mb, fwd, start, src = wk.gpus, peer = work_.workers[l.peer_worker].gpus]() {
-                 record_flow({src[0], peer[0]}, fwd ? "act" : "grad", "pp_comm", start, engine_.now());
-                 arrive(dst, dchunk, mb, fwd, start);
-               });
+    net_.start(l.hops, l.bytes_per_member, seconds_to_ns(l.latency_s), [this, w, dst, dchunk, mb, fwd, start]() {
+      record_flow(w, dst, fwd ? "act" : "grad", "pp_comm", start, engine_.now());
+      arrive(dst, dchunk, mb, fwd, start);
+    });
   }
 }
 
@@ -199,10 +201,7 @@ void IterationSim::arrive(int w, int chunk, int mb, bool fwd, TimeNs flow_start)
   try_start(w);
 }
 
-void IterationSim::worker_backward_done(int w) {
-  if (grads_) grads_->on_backward_done(w, engine_.now());
-  else on_worker_grads_reduced(w);
-}
+void IterationSim::worker_backward_done(int w) { grads_->on_backward_done(w, engine_.now()); }
 
 // All of this worker's gradient buckets are reduced: run the optimizer step. Waiting for the reduction after
 // the last backward is exposed data-parallel communication.
@@ -214,10 +213,7 @@ void IterationSim::on_worker_grads_reduced(int w) {
   record(w, "optimizer", "optimizer", now, now + d);
   c.spent.optimizer += ns_to_seconds(d);
   c.free_at = now + d;
-  engine_.schedule_after(d, [this, w]() {
-    if (grads_) grads_->on_optimizer_done(w, engine_.now());
-    else on_worker_finished(w);
-  });
+  engine_.schedule_after(d, [this, w]() { grads_->on_optimizer_done(w, engine_.now()); });
 }
 
 void IterationSim::on_worker_finished(int w) {
