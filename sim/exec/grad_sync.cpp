@@ -130,6 +130,32 @@ void GradSync::start(int b) {
          [this, b]() { reduced(b); });
 }
 
+void GradSync::for_each_collective(
+    const std::function<void(CollectiveKind, const std::vector<GpuId>&)>& f) const {
+  for (const Bucket& bk : buckets_) {
+    if (bk.holders.size() < 2) continue;
+    for (int k = 0; k < bk.lcm_tp; ++k) {
+      const std::vector<GpuId> members = slice_members(bk, k);
+      if (plan_.zero1) {
+        f(CollectiveKind::ReduceScatter, members);
+        f(CollectiveKind::AllGather, members);
+      } else {
+        f(CollectiveKind::AllReduce, members);
+      }
+    }
+  }
+}
+
+std::vector<GpuId> GradSync::slice_members(const Bucket& bk, int k) const {
+  std::vector<GpuId> members;
+  for (const Holder& h : bk.holders) {
+    const Worker& w = work_.workers[h.worker];
+    members.push_back(w.gpus[static_cast<size_t>(k) * w.tp / bk.lcm_tp]);
+  }
+  std::sort(members.begin(), members.end());  // ring in node order, as NCCL builds rings
+  return members;
+}
+
 // One collective per TP slice of the bucket, over the GPUs holding that slice, concurrently.
 void GradSync::launch(int b, CollectiveKind kind, double bytes_per_param, std::function<void()> done) {
   Bucket& bk = buckets_[b];
@@ -143,12 +169,7 @@ void GradSync::launch(int b, CollectiveKind kind, double bytes_per_param, std::f
     if (--buckets_[b].phase_pending == 0) done();
   };
   for (int k = 0; k < bk.lcm_tp; ++k) {
-    std::vector<GpuId> members;
-    for (const Holder& h : bk.holders) {
-      const Worker& w = work_.workers[h.worker];
-      members.push_back(w.gpus[static_cast<size_t>(k) * w.tp / bk.lcm_tp]);
-    }
-    std::sort(members.begin(), members.end());  // ring in node order, as NCCL builds rings
+    const std::vector<GpuId> members = slice_members(bk, k);
     // The call's software overhead (the slowest holder's) precedes the transfer.
     double ovh = 0;
     for (const Holder& h : bk.holders) ovh = std::max(ovh, work_.workers[h.worker].collective_overhead_s);

@@ -36,6 +36,8 @@ class GradSync {
   void on_optimizer_done(int w, TimeNs now);
 
   int buckets() const { return static_cast<int>(buckets_.size()); }
+  // Every collective the reduction will run (kind, members), for a census of the links it touches.
+  void for_each_collective(const std::function<void(CollectiveKind, const std::vector<GpuId>&)>& f) const;
 
  private:
   struct Holder {
@@ -58,6 +60,7 @@ class GradSync {
   void start(int b);
   void launch(int b, CollectiveKind kind, double bytes_per_param, std::function<void()> done);
   void reduced(int b);
+  std::vector<GpuId> slice_members(const Bucket& bk, int k) const;
 
   const Plan& plan_;
   const StageWork& work_;

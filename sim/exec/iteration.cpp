@@ -18,6 +18,7 @@
 
 #include "sim/core/engine.h"
 #include "sim/exec/grad_sync.h"
+#include "sim/exec/pipeline_mirror.h"
 #include "sim/exec/pipeline_schedule.h"
 #include "sim/exec/simulate.h"
 #include "sim/exec/stage_work.h"
@@ -61,6 +62,7 @@ class IterationSim {
   void arrive(int w, int chunk, int mb, bool fwd, TimeNs flow_start);
   void account_gap(int w, TimeNs start, TimeNs last_arrival_start);
   void record(int w, const std::string& name, const char* cat, TimeNs start, TimeNs end, int track_offset = 0);
+  void record_task(int w, const std::string& name, const char* cat, TimeNs start, TimeNs end);
   void record_flow(int src_worker, int dst_worker, const char* name, const char* cat, TimeNs start, TimeNs end);
   void worker_backward_done(int w);
   void on_worker_grads_reduced(int w);
@@ -84,6 +86,11 @@ class IterationSim {
   std::vector<TaskState> tasks_;
   std::vector<WorkerClock> clock_;
   std::vector<TimeNs> end_;  // per worker: end of its iteration
+  // Exact shortcut (sim/exec/pipeline_mirror.h): mirrors_[w] lists the workers whose pipeline phase copies
+  // worker w's; they run no tasks of their own.
+  std::vector<std::vector<int>> mirrors_;
+  std::vector<bool> mirrored_;
+  std::array<double, kLinkClasses> mirror_link_bytes_{};  // per-link byte sums of the mirrors' sends
   std::array<double, kLinkClasses> closed_form_bytes_{};
   SimResult res_;
 };
@@ -93,6 +100,12 @@ void IterationSim::record(int w, const std::string& name, const char* cat, TimeN
   if (!opt_.record_timeline || end <= start) return;
   for (GpuId g : work_.workers[w].gpus)
     res_.timeline.push_back({g + track_offset, name, cat, ns_to_seconds(start), ns_to_seconds(end - start)});
+}
+
+// Pipeline-phase spans of a simulated worker stand for its mirrors too.
+void IterationSim::record_task(int w, const std::string& name, const char* cat, TimeNs start, TimeNs end) {
+  record(w, name, cat, start, end);
+  for (int m : mirrors_[w]) record(m, name, cat, start, end);
 }
 
 // A transfer goes on the track of the highest link class its (first member's) route crosses.
@@ -132,11 +145,13 @@ void IterationSim::try_start(int w) {
   clock_[w].spent.compute += ns_to_seconds(compute_ns);
 
   // Megatron's bucketed gradient reduction starts while the last backward is still running.
-  if (!t.forward && t.micro_batch == micro_batches_of(w) - 1)
+  if (!t.forward && t.micro_batch == micro_batches_of(w) - 1) {
     grads_->on_last_backward_start(w, t.chunk, now, pc.compute_s);
+    for (int m : mirrors_[w]) grads_->on_last_backward_start(m, t.chunk, now, pc.compute_s);
+  }
 
   if (opt_.record_timeline)
-    record(w,
+    record_task(w,
            std::string(t.forward ? "F" : "B") + std::to_string(t.micro_batch) +
                (wk.chunks.size() > 1 ? " c" + std::to_string(t.chunk) : std::string()),
            "compute", now, now + compute_ns);
@@ -150,12 +165,13 @@ void IterationSim::try_start(int w) {
     const TimeNs tp_start = engine_.now();
     auto done = [this, w, t, tp_start]() {
       clock_[w].spent.tp_comm += ns_to_seconds(engine_.now() - tp_start);
-      record(w, "TP", "tp_comm", tp_start, engine_.now());
+      record_task(w, "TP", "tp_comm", tp_start, engine_.now());
       finish_task(w, t);
     };
     if (wk2.tp_closed_form) {
       const double s = pc2.tp_closed_form_s;
-      for (int k = 0; k < kLinkClasses; ++k) closed_form_bytes_[k] += pc2.tp_closed_form_bytes[k];
+      const double copies = 1.0 + static_cast<double>(mirrors_[w].size());
+      for (int k = 0; k < kLinkClasses; ++k) closed_form_bytes_[k] += copies * pc2.tp_closed_form_bytes[k];
       engine_.schedule_after(seconds_to_ns(s), done);
     } else {
       // TP group across nodes: the pass's collectives as one all-reduce on the real links, after their
@@ -183,12 +199,18 @@ void IterationSim::finish_task(int w, const ScheduledTask& t) {
 void IterationSim::send_activation(int w, const ScheduledTask& t) {
   const Worker& wk = work_.workers[w];
   const auto& links = wk.chunks[t.chunk].sends[t.forward ? 0 : 1];
+  for (int m : mirrors_[w])  // the mirrors' identical transfers load only their own links: count their bytes
+    for (const StageLink& l : work_.workers[m].chunks[t.chunk].sends[t.forward ? 0 : 1])
+      for (const Hop& h : l.hops)
+        mirror_link_bytes_[static_cast<int>(topo_.links()[h.link].cls)] += l.bytes_per_member * h.mult;
   for (const StageLink& l : links) {
     const TimeNs start = engine_.now();
     const int dst = l.peer_worker, dchunk = l.peer_chunk, mb = t.micro_batch;
     const bool fwd = t.forward;
     net_.start(l.hops, l.bytes_per_member, seconds_to_ns(l.latency_s), [this, w, dst, dchunk, mb, fwd, start]() {
       record_flow(w, dst, fwd ? "act" : "grad", "pp_comm", start, engine_.now());
+      for (size_t i = 0; i < mirrors_[w].size(); ++i)
+        record_flow(mirrors_[w][i], mirrors_[dst][i], fwd ? "act" : "grad", "pp_comm", start, engine_.now());
       arrive(dst, dchunk, mb, fwd, start);
     });
   }
@@ -201,7 +223,13 @@ void IterationSim::arrive(int w, int chunk, int mb, bool fwd, TimeNs flow_start)
   try_start(w);
 }
 
-void IterationSim::worker_backward_done(int w) { grads_->on_backward_done(w, engine_.now()); }
+void IterationSim::worker_backward_done(int w) {
+  grads_->on_backward_done(w, engine_.now());
+  for (int m : mirrors_[w]) {
+    clock_[m] = clock_[w];
+    grads_->on_backward_done(m, engine_.now());
+  }
+}
 
 // All of this worker's gradient buckets are reduced: run the optimizer step. Waiting for the reduction after
 // the last backward is exposed data-parallel communication.
@@ -287,7 +315,15 @@ SimResult IterationSim::run() {
     };
   grads_ = std::make_unique<GradSync>(model_, plan_, work_, ctx_, std::move(cb));
 
-  for (int w = 0; w < nw; ++w) try_start(w);
+  mirrors_.assign(nw, {});
+  mirrored_.assign(nw, false);
+  if (opt_.exact_shortcuts) {
+    const std::vector<int> rep = find_mirrored_workers(topo_, plan_, work_, *grads_);
+    for (int w = 0; w < nw; ++w)
+      if (rep[w] != w) mirrors_[rep[w]].push_back(w), mirrored_[w] = true;
+  }
+  for (int w = 0; w < nw; ++w)
+    if (!mirrored_[w]) try_start(w);
   engine_.run();
 
   // Result.
@@ -314,7 +350,7 @@ SimResult IterationSim::run() {
   res_.mfu_cluster = work_.model_flops / t / peak_all;
   const auto& nb = net_.bytes_by_class();
   for (int k = 0; k < kLinkClasses; ++k)
-    res_.bytes[k] = nb[k] / links_per_crossing(static_cast<LinkClass>(k)) + closed_form_bytes_[k];
+    res_.bytes[k] = (nb[k] + mirror_link_bytes_[k]) / links_per_crossing(static_cast<LinkClass>(k)) + closed_form_bytes_[k];
   if (model_.dtype == "bf16") {
     std::set<std::string> no_bf16;
     for (GpuId g : used)

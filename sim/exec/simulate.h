@@ -16,8 +16,8 @@ struct SimOptions {
   bool ignore_memory = false;  // simulate even when out of memory
   // Exact shortcuts (tests compare each with the full simulation and require identical output):
   //  - max-min rates recomputed only for the flows coupled to a change through links that can fill
-  //    (sim/net/flow_network.h); false recomputes every active flow at every event.
-  // Not yet implemented: identical pipelines simulated once.
+  //    (sim/net/flow_network.h); false recomputes every active flow at every event;
+  //  - identical, isolated pipelines simulated once (sim/exec/pipeline_mirror.h).
   bool exact_shortcuts = true;
 };
 

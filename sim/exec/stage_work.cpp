@@ -65,6 +65,7 @@ StageLink make_link(const Worker& src, const Worker& dst, int dst_worker, int ds
   for (int j = 0; j < k; ++j) {
     const GpuId a = src.gpus[static_cast<size_t>(j) * src.tp / k];
     const GpuId b = dst.gpus[static_cast<size_t>(j) * dst.tp / k];
+    l.members.emplace_back(a, b);
     for (LinkId id : topo.route(a, b)) ++mult[id];
     l.latency_s = std::max(l.latency_s, topo.latency_s(a, b));
   }

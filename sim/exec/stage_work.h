@@ -26,6 +26,7 @@ struct StageLink {
   int peer_worker = 0;
   int peer_chunk = 0;
   std::vector<Hop> hops;       // union of the member routes, with multiplicities
+  std::vector<std::pair<GpuId, GpuId>> members;  // the TP-rank pairs whose routes make up the bundle
   double bytes_per_member = 0;
   double latency_s = 0;
 };

@@ -419,7 +419,7 @@ struct FlowNetwork::State {
 };
 
 FlowNetwork::FlowNetwork(Engine& engine, const std::vector<Link>& links, Recompute mode)
-    : st_(std::make_unique<State>(engine, links, mode)) {
+    : links_used_(links.size(), false), st_(std::make_unique<State>(engine, links, mode)) {
   // A NaN or non-positive capacity would stall progressive filling forever: refuse it up front.
   for (const Link& l : links)
     if (!(l.capacity > 0) || !std::isfinite(l.capacity))
@@ -452,6 +452,7 @@ FlowId FlowNetwork::start(std::vector<Hop> hops, double bytes, TimeNs latency, s
     }
   }
   hops.resize(out);
+  for (const Hop& h : hops) links_used_[h.link] = true;
   if (bytes > 0) {
     for (const Hop& h : hops) {
       bytes_by_class_[static_cast<int>(st.links[h.link].cls)] += bytes * static_cast<double>(h.mult);

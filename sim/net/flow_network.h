@@ -54,6 +54,8 @@ class FlowNetwork {
   // Bytes carried so far on each link class (bytes x multiplicity, counted at flow start).
   const std::array<double, kLinkClasses>& bytes_by_class() const { return bytes_by_class_; }
   std::uint64_t flows_started() const { return flows_started_; }
+  // Links any started flow has used (a census: which links a set of transfers touches).
+  const std::vector<bool>& links_used() const { return links_used_; }
   // Number of rate reallocations run so far (diagnostics, benchmarks).
   std::uint64_t reallocations() const;
   // Sum over reallocations of the flows whose rates were recomputed (diagnostics, benchmarks).
@@ -63,6 +65,7 @@ class FlowNetwork {
   struct State;  // flows, per-link adjacency, scratch of the progressive filling (flow_network.cpp)
   std::array<double, kLinkClasses> bytes_by_class_{};
   std::uint64_t flows_started_ = 0;
+  std::vector<bool> links_used_;
   std::unique_ptr<State> st_;  // stable address: engine events refer to it
 };
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 #include "sim/exec/simulate.h"
 #include "sim/exec/stage_work.h"
@@ -357,6 +358,70 @@ TEST(IterationTimeline, GpuStreamsDoNotOverlapAndCommunicationHasItsOwnTracks) {
     std::sort(v.begin(), v.end());
     for (size_t i = 1; i < v.size(); ++i) EXPECT_GE(v[i].first, v[i - 1].second - 1e-12) << "track " << track;
   }
+}
+
+}  // namespace
+}  // namespace arachne
+
+namespace arachne {
+namespace {
+
+std::vector<std::tuple<int, double, double, std::string>> sorted_spans(const SimResult& r) {
+  std::vector<std::tuple<int, double, double, std::string>> v;
+  for (const auto& s : r.timeline) v.emplace_back(s.track, s.start_s, s.dur_s, s.name);
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+void expect_same_iteration(const SimResult& a, const SimResult& b) {
+  EXPECT_EQ(a.iteration_time_s, b.iteration_time_s);
+  EXPECT_EQ(a.breakdown.compute, b.breakdown.compute);
+  EXPECT_EQ(a.breakdown.tp_comm, b.breakdown.tp_comm);
+  EXPECT_EQ(a.breakdown.pp_comm, b.breakdown.pp_comm);
+  EXPECT_EQ(a.breakdown.dp_comm, b.breakdown.dp_comm);
+  EXPECT_EQ(a.breakdown.bubble, b.breakdown.bubble);
+  EXPECT_EQ(a.breakdown.optimizer, b.breakdown.optimizer);
+  for (int k = 0; k < kLinkClasses; ++k) EXPECT_DOUBLE_EQ(a.bytes[k], b.bytes[k]) << k;
+  EXPECT_EQ(a.peak_memory_gib, b.peak_memory_gib);
+  EXPECT_EQ(a.mfu, b.mfu);
+  EXPECT_EQ(sorted_spans(a), sorted_spans(b));
+}
+
+SimResult simulate_with(const Cluster& c, const ModelConfig& m, const Plan& p, bool shortcuts) {
+  const Topology topo(c);
+  SimOptions o;
+  o.ignore_memory = true;
+  o.record_timeline = true;
+  o.exact_shortcuts = shortcuts;
+  return simulate_iteration(c, topo, m, p, o);
+}
+
+// Megatron order with TP2 x DP4 fills a node per stage: each pipeline's sends leave through its own GPUs'
+// NICs and the gradient rings stay inside the nodes, so the four pipelines are isolated copies and three of
+// them need not be simulated. The result must be the full simulation's, bit for bit, with fewer events.
+TEST(IterationShortcuts, IdenticalIsolatedPipelinesSimulatedOnceMatchFullSimulation) {
+  const Cluster c = parse_cluster_spec("A100-80:4x8", GpuCatalog::load_default());
+  const ModelConfig m = toy_model(8);
+  for (Schedule s : {Schedule::OneFOneB, Schedule::GPipe, Schedule::Interleaved}) {
+    const Plan p = shorthand(c, m, 2, 4, 4, 1, 32, s, s == Schedule::Interleaved ? 2 : 1);
+    const SimResult fast = simulate_with(c, m, p, true);
+    const SimResult full = simulate_with(c, m, p, false);
+    expect_same_iteration(fast, full);
+    EXPECT_LT(fast.events, full.events);  // the shortcut did apply
+  }
+}
+
+// With one NIC per node every pipeline's sends share it: the pipelines interact, so no pipeline may be
+// skipped — the shortcut must not apply (same event count) and the result is the full simulation's.
+TEST(IterationShortcuts, PipelinesSharingANicAreNotMirrored) {
+  Cluster c = parse_cluster_spec("A100-80:4x8", GpuCatalog::load_default());
+  for (auto& g : c.groups) g.nic_count = 1;
+  const ModelConfig m = toy_model(8);
+  const Plan p = shorthand(c, m, 2, 4, 4, 1, 32);
+  const SimResult fast = simulate_with(c, m, p, true);
+  const SimResult full = simulate_with(c, m, p, false);
+  expect_same_iteration(fast, full);
+  EXPECT_EQ(fast.events, full.events);
 }
 
 }  // namespace
