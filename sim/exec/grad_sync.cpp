@@ -131,17 +131,13 @@ void GradSync::start(int b) {
 }
 
 void GradSync::for_each_collective(
-    const std::function<void(CollectiveKind, const std::vector<GpuId>&)>& f) const {
+    const std::function<bool(CollectiveKind, const std::vector<GpuId>&)>& f) const {
   for (const Bucket& bk : buckets_) {
     if (bk.holders.size() < 2) continue;
     for (int k = 0; k < bk.lcm_tp; ++k) {
       const std::vector<GpuId> members = slice_members(bk, k);
-      if (plan_.zero1) {
-        f(CollectiveKind::ReduceScatter, members);
-        f(CollectiveKind::AllGather, members);
-      } else {
-        f(CollectiveKind::AllReduce, members);
-      }
+      // The all-gather of ZeRO-1 runs over the same ring as the reduce-scatter: one census covers both.
+      if (!f(plan_.zero1 ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, members)) return;
     }
   }
 }

@@ -36,8 +36,9 @@ class GradSync {
   void on_optimizer_done(int w, TimeNs now);
 
   int buckets() const { return static_cast<int>(buckets_.size()); }
-  // Every collective the reduction will run (kind, members), for a census of the links it touches.
-  void for_each_collective(const std::function<void(CollectiveKind, const std::vector<GpuId>&)>& f) const;
+  // Every collective the reduction will run (kind, members), for a census of the links it touches; stops
+  // when `f` returns false.
+  void for_each_collective(const std::function<bool(CollectiveKind, const std::vector<GpuId>&)>& f) const;
 
  private:
   struct Holder {

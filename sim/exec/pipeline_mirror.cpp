@@ -57,17 +57,24 @@ std::vector<int> find_mirrored_workers(const Topology& topo, const Plan& plan, c
               owner[h.link] = p;
             }
   {
+    // Census of the links the gradient collectives touch, one collective at a time so that the first
+    // collision ends it (the common Megatron layouts collide at once: rings and sends share NICs).
     Engine census_engine;
     FlowNetwork census(census_engine, topo.links());
     CollectiveContext ctx{census_engine, census, topo};
+    std::vector<LinkId> owned;
+    for (size_t l = 0; l < owner.size(); ++l)
+      if (owner[l] >= 0) owned.push_back(static_cast<LinkId>(l));
+    bool collide = false;
     grads.for_each_collective([&](CollectiveKind kind, const std::vector<GpuId>& members) {
       if (kind == CollectiveKind::AllReduce) allreduce(ctx, members, 1.0, [] {});
       else ring_collective(ctx, kind, {members}, 1.0, [] {});
+      census_engine.run();
+      const auto& used = census.links_used();
+      for (LinkId l : owned) collide = collide || used[l];
+      return !collide;
     });
-    census_engine.run();
-    const auto& used = census.links_used();
-    for (size_t l = 0; l < used.size(); ++l)
-      if (used[l] && owner[l] >= 0) return mirror;
+    if (collide) return mirror;
   }
 
   // (1) + (2): each pipeline mirrors the first earlier pipeline it is isomorphic to.
