@@ -13,84 +13,14 @@
 
 #include "sim/io/input_error.h"
 #include "sim/io/units.h"
+#include "sim/io/yaml_fields.h"
 
 namespace arachne {
 namespace {
 
 namespace fs = std::filesystem;
 
-[[noreturn]] void fail(const std::string& file, const YAML::Node& at, const std::string& field,
-                       const std::string& why) {
-  throw InputError(file_where(file, at.IsDefined() ? at.Mark().line : -1, field), why);
-}
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const std::string& s : items) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-
-void check_keys(const YAML::Node& map, const std::vector<std::string>& allowed, const std::string& file,
-                const std::string& prefix) {
-  for (const auto& kv : map) {
-    const std::string key = kv.first.Scalar();
-    if (std::find(allowed.begin(), allowed.end(), key) == allowed.end())
-      fail(file, kv.first, prefix + key, "unknown field (known: " + join(allowed) + ")");
-  }
-}
-
-std::string scalar_of(const YAML::Node& parent, const std::string& key, const std::string& file,
-                      const std::string& prefix) {
-  const YAML::Node n = parent[key];
-  if (!n.IsDefined()) fail(file, parent, prefix + key, "missing field");
-  if (!n.IsScalar()) fail(file, n, prefix + key, "expected a single value");
-  return n.Scalar();
-}
-
-double dimensioned(const YAML::Node& parent, const std::string& key, double (*parse)(const std::string&),
-                   const std::string& file, const std::string& prefix) {
-  const std::string text = scalar_of(parent, key, file, prefix);
-  try {
-    return parse(text);
-  } catch (const std::invalid_argument& e) {
-    fail(file, parent[key], prefix + key, e.what());
-  }
-}
-
-int whole_number(const YAML::Node& parent, const std::string& key, int lo, const std::string& file,
-                 const std::string& prefix) {
-  scalar_of(parent, key, file, prefix);
-  const YAML::Node n = parent[key];
-  int v = 0;
-  try {
-    v = n.as<int>();
-  } catch (const YAML::Exception&) {
-    fail(file, n, prefix + key, "expected a whole number, got '" + n.Scalar() + "'");
-  }
-  if (v < lo) fail(file, n, prefix + key, "must be at least " + std::to_string(lo));
-  return v;
-}
-
-double positive_number(const YAML::Node& parent, const std::string& key, const std::string& file,
-                       const std::string& prefix) {
-  scalar_of(parent, key, file, prefix);
-  const YAML::Node n = parent[key];
-  double v = 0;
-  try {
-    v = n.as<double>();
-  } catch (const YAML::Exception&) {
-    fail(file, n, prefix + key, "expected a number, got '" + n.Scalar() + "'");
-  }
-  if (!(v > 0)) fail(file, n, prefix + key, "must be positive");
-  return v;
-}
-
-YAML::Node optional_map(const YAML::Node& parent, const std::string& key, const std::string& file,
-                        const std::string& prefix) {
-  const YAML::Node n = parent[key];
-  if (n.IsDefined() && !n.IsMap()) fail(file, n, prefix + key, "expected a mapping like {key: value, ...}");
-  return n;
-}
+using namespace yaml_fields;
 
 std::string unknown_gpu(const std::string& name, const GpuCatalog& catalog) {
   return "unknown GPU type '" + name + "' (known: " + join(catalog.names()) + ")";
@@ -131,7 +61,7 @@ NetworkConfig parse_network(const YAML::Node& n, const std::string& file) {
   const std::string p = "network.";
   check_keys(n, {"topology", "nodes_per_leaf", "oversubscription", "latency"}, file, p);
   if (n["topology"].IsDefined()) {
-    net.topology = scalar_of(n, "topology", file, p);
+    net.topology = require_scalar(n, "topology", file, p);
     if (net.topology != "leaf-spine")
       fail(file, n["topology"], p + "topology", "unknown topology '" + net.topology + "' (known: leaf-spine)");
   }
@@ -145,7 +75,7 @@ NodeGroup parse_group(const YAML::Node& n, int index, const GpuCatalog& catalog,
   const std::string p = "node_groups[" + std::to_string(index) + "].";
   if (!n.IsMap()) fail(file, n, p.substr(0, p.size() - 1), "expected a mapping {gpu, nodes, ...}");
   check_keys(n, {"gpu", "nodes", "gpus_per_node", "intra_node", "nic"}, file, p);
-  const std::string gpu = scalar_of(n, "gpu", file, p);
+  const std::string gpu = require_scalar(n, "gpu", file, p);
   if (!catalog.contains(gpu)) fail(file, n["gpu"], p + "gpu", unknown_gpu(gpu, catalog));
   const NodeDefaults& d = catalog.at(gpu).node;
   NodeGroup g = group_from_default(gpu, whole_number(n, "nodes", 1, file, p), d);
@@ -157,7 +87,7 @@ NodeGroup parse_group(const YAML::Node& n, int index, const GpuCatalog& catalog,
     check_keys(intra, {"kind", "bandwidth"}, file, ip);
     if (intra["kind"].IsDefined()) {
       try {
-        g.intra_kind = parse_link_kind(scalar_of(intra, "kind", file, ip));
+        g.intra_kind = parse_link_kind(require_scalar(intra, "kind", file, ip));
       } catch (const std::invalid_argument& e) {
         fail(file, intra["kind"], ip + "kind", e.what());
       }
@@ -278,7 +208,7 @@ Cluster parse_cluster_yaml(const std::string& path, const GpuCatalog& catalog) {
 
   Cluster c;
   c.source = path;
-  c.name = root["name"].IsDefined() ? scalar_of(root, "name", path, "") : fs::path(path).stem().string();
+  c.name = root["name"].IsDefined() ? require_scalar(root, "name", path, "") : fs::path(path).stem().string();
   c.network = parse_network(optional_map(root, "network", path, ""), path);
   c.catalog = catalog;
 

@@ -10,89 +10,13 @@
 
 #include "sim/io/input_error.h"
 #include "sim/io/units.h"
+#include "sim/io/yaml_fields.h"
 
 namespace arachne {
 namespace {
 
-using Parser = double (*)(const std::string&);
 
-[[noreturn]] void fail(const std::string& file, const YAML::Node& at, const std::string& field,
-                       const std::string& why) {
-  throw InputError(file_where(file, at.IsDefined() ? at.Mark().line : -1, field), why);
-}
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const std::string& s : items) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
-
-// Rejects keys outside `allowed` (typos would otherwise silently fall back to defaults).
-void check_keys(const YAML::Node& map, const std::vector<std::string>& allowed, const std::string& file,
-                const std::string& prefix) {
-  for (const auto& kv : map) {
-    const std::string key = kv.first.Scalar();
-    bool ok = false;
-    for (const std::string& a : allowed) ok = ok || a == key;
-    if (!ok) fail(file, kv.first, prefix + key, "unknown field (known: " + join(allowed) + ")");
-  }
-}
-
-YAML::Node require_map(const YAML::Node& parent, const std::string& key, const std::string& file,
-                       const std::string& prefix) {
-  const YAML::Node n = parent[key];
-  if (!n.IsDefined()) fail(file, parent, prefix + key, "missing field");
-  if (!n.IsMap()) fail(file, n, prefix + key, "expected a mapping like {key: value, ...}");
-  return n;
-}
-
-std::string require_scalar(const YAML::Node& parent, const std::string& key, const std::string& file,
-                           const std::string& prefix) {
-  const YAML::Node n = parent[key];
-  if (!n.IsDefined()) fail(file, parent, prefix + key, "missing field");
-  if (!n.IsScalar()) fail(file, n, prefix + key, "expected a single value");
-  return n.Scalar();
-}
-
-double dimensioned(const YAML::Node& parent, const std::string& key, Parser parse, const std::string& file,
-                   const std::string& prefix) {
-  const std::string text = require_scalar(parent, key, file, prefix);
-  try {
-    return parse(text);
-  } catch (const std::invalid_argument& e) {
-    fail(file, parent[key], prefix + key, e.what());
-  }
-}
-
-double plain_number(const YAML::Node& parent, const std::string& key, double lo, double hi,
-                    const std::string& file, const std::string& prefix) {
-  require_scalar(parent, key, file, prefix);
-  const YAML::Node n = parent[key];
-  double v = 0;
-  try {
-    v = n.as<double>();
-  } catch (const YAML::Exception&) {
-    fail(file, n, prefix + key, "expected a number, got '" + n.Scalar() + "'");
-  }
-  if (!(v >= lo && v <= hi))
-    fail(file, n, prefix + key,
-         "value " + n.Scalar() + " out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-  return v;
-}
-
-int whole_number(const YAML::Node& parent, const std::string& key, int lo, const std::string& file,
-                 const std::string& prefix) {
-  require_scalar(parent, key, file, prefix);
-  const YAML::Node n = parent[key];
-  int v = 0;
-  try {
-    v = n.as<int>();
-  } catch (const YAML::Exception&) {
-    fail(file, n, prefix + key, "expected a whole number, got '" + n.Scalar() + "'");
-  }
-  if (v < lo) fail(file, n, prefix + key, "must be at least " + std::to_string(lo));
-  return v;
-}
+using namespace yaml_fields;
 
 NodeDefaults parse_default_node(const YAML::Node& n, const std::string& file, const std::string& prefix) {
   check_keys(n, {"gpus_per_node", "intra_node", "nic"}, file, prefix);
