@@ -213,22 +213,6 @@ void print_report(std::ostream& os, const SimResult& r, const Cluster& cluster, 
   }
 }
 
-// A bf16 model on a GPU without bf16 runs at its fp16 rate, and the output says so (DESIGN.md).
-void add_bf16_warnings(SimResult& r, const Cluster& cluster, const ModelConfig& model, const Plan& plan) {
-  if (model.dtype != "bf16") return;
-  std::set<std::string> types;
-  for (const auto& p : plan.pipelines)
-    for (const auto& s : p.stages)
-      for (const auto& g : s.groups)
-        for (const GpuId id : g.gpus)
-          if (!cluster.gpu_spec(id).has_bf16()) types.insert(cluster.gpu_spec(id).name);
-  for (const auto& t : types) {
-    bool said = false;
-    for (const auto& w : r.warnings) said = said || w.rfind(t + " has no bf16", 0) == 0;
-    if (!said) r.warnings.push_back(t + " has no bf16: running at its fp16 rate");
-  }
-}
-
 }  // namespace
 
 int run_simulate(const std::vector<std::string>& args, const std::string& command_line) {
@@ -335,7 +319,6 @@ int run_simulate(const std::vector<std::string>& args, const std::string& comman
 
     const Topology topo(cluster);
     SimResult result = simulate_iteration(cluster, topo, model, plan, opt);
-    add_bf16_warnings(result, cluster, model, plan);
     const bool simulated = has_timing(result);
     if (result.oom && simulated)
       result.warnings.push_back("the plan does not fit in memory (" + result.peak_memory_gpu + " needs " +

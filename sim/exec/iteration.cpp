@@ -276,6 +276,13 @@ SimResult IterationSim::run() {
   }
   std::sort(res_.per_gpu_memory.begin(), res_.per_gpu_memory.end(),
             [](const GpuMemoryReport& a, const GpuMemoryReport& b) { return a.gpu < b.gpu; });
+  // A bf16 model on a GPU without bf16 runs at its fp16 rate (GpuSpec::peak_for), and the output says so.
+  if (model_.dtype == "bf16") {
+    std::set<std::string> no_bf16;
+    for (const GpuMemoryReport& g : res_.per_gpu_memory)
+      if (!cluster_.gpu_spec(g.gpu).has_bf16()) no_bf16.insert(g.gpu_type);
+    for (const auto& n : no_bf16) res_.warnings.push_back(n + " has no bf16: it runs the bf16 model at its fp16 rate");
+  }
   if (res_.oom && !opt_.ignore_memory) {
     res_.sim_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
     return res_;
@@ -351,12 +358,6 @@ SimResult IterationSim::run() {
   const auto& nb = net_.bytes_by_class();
   for (int k = 0; k < kLinkClasses; ++k)
     res_.bytes[k] = (nb[k] + mirror_link_bytes_[k]) / links_per_crossing(static_cast<LinkClass>(k)) + closed_form_bytes_[k];
-  if (model_.dtype == "bf16") {
-    std::set<std::string> no_bf16;
-    for (GpuId g : used)
-      if (!cluster_.gpu_spec(g).has_bf16()) no_bf16.insert(cluster_.gpu_spec(g).name);
-    for (const auto& n : no_bf16) res_.warnings.push_back(n + " has no bf16: it runs the bf16 model at its fp16 rate");
-  }
   res_.events = engine_.executed();
   res_.timeline_tracks = 2 * topo_.num_gpus() + kLinkClasses;
   res_.sim_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
