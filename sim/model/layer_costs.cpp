@@ -57,10 +57,7 @@ double ffn_width(const ModelConfig& m, int layer) {
 }
 double ffn_matrices(const ModelConfig& m) { return m.ffn_kind == FfnKind::Swiglu ? 3.0 : 2.0; }
 
-// A GEMM of M x K times K x N: 2·M·K·N FLOPs; reads A and B, writes C (e bytes per element).
-OpCost gemm(double M, double K, double N, double e) {
-  return OpCost{OpClass::Gemm, 2.0 * M * K * N, e * (M * K + K * N + M * N)};
-}
+OpCost gemm(double M, double K, double N, double e) { return gemm_op(M, K, N, e); }
 OpCost memory(double bytes) { return OpCost{OpClass::Memory, 0.0, bytes}; }
 
 // LayerNorm / RMSNorm: read x, write y (statistics are negligible).
@@ -86,7 +83,14 @@ void attention_core(const Dims& d, std::vector<OpCost>& ops) {
                        d.e * (scores + d.b * d.s * (d.kd + d.h) / d.t)});
 }
 
-std::vector<OpCost> times_two(std::vector<OpCost> ops) {
+}  // namespace
+
+// A GEMM of M x K times K x N: 2·M·K·N FLOPs; reads A and B, writes C (e bytes per element).
+OpCost gemm_op(double M, double K, double N, double e) {
+  return OpCost{OpClass::Gemm, 2.0 * M * K * N, e * (M * K + K * N + M * N)};
+}
+
+std::vector<OpCost> backward_of(std::vector<OpCost> ops) {
   // Backward: each GEMM and attention matmul becomes two of the same shape (input gradient and weight /
   // second-operand gradient), hence 2x FLOPs (Narayanan et al. SC'21 §5.1); a memory-bound kernel's
   // backward reads the saved input and the output gradient and writes the input gradient: ~2x bytes.
@@ -102,8 +106,6 @@ std::vector<OpCost> times_two(std::vector<OpCost> ops) {
   }
   return out;
 }
-
-}  // namespace
 
 int bytes_per_element(const ModelConfig& m) { return 2; }  // bf16 and fp16 are both 16-bit
 
@@ -133,7 +135,7 @@ std::vector<OpCost> layer_forward_ops(const ModelConfig& m, int layer, const Sha
 }
 
 std::vector<OpCost> layer_backward_ops(const ModelConfig& m, int layer, const ShardSpec& s) {
-  return times_two(layer_forward_ops(m, layer, s));
+  return backward_of(layer_forward_ops(m, layer, s));
 }
 
 std::vector<OpCost> layer_recompute_ops(const ModelConfig& m, int layer, const ShardSpec& s, Recompute r) {
@@ -163,7 +165,7 @@ std::vector<OpCost> embedding_forward_ops(const ModelConfig& m, const ShardSpec&
 }
 
 std::vector<OpCost> embedding_backward_ops(const ModelConfig& m, const ShardSpec& s) {
-  return times_two(embedding_forward_ops(m, s));
+  return backward_of(embedding_forward_ops(m, s));
 }
 
 std::vector<OpCost> head_forward_ops(const ModelConfig& m, const ShardSpec& sh) {
@@ -181,7 +183,7 @@ std::vector<OpCost> head_forward_ops(const ModelConfig& m, const ShardSpec& sh) 
 }
 
 std::vector<OpCost> head_backward_ops(const ModelConfig& m, const ShardSpec& s) {
-  return times_two(head_forward_ops(m, s));
+  return backward_of(head_forward_ops(m, s));
 }
 
 TpCollectives layer_tp_collectives(const ModelConfig& m, const ShardSpec& s) {

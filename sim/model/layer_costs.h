@@ -59,6 +59,10 @@ double embedding_params_per_rank(const ModelConfig& m, int tp);  // word + posit
 // PP > 1 Megatron keeps a copy of the word embedding on the last stage (see .cpp); stage_memory counts the
 // matrix once when one stage holds both ends, ModelConfig::parameters() counts unique parameters.
 double head_params_per_rank(const ModelConfig& m, int tp);
-int bytes_per_element(const ModelConfig& m);  // 2 for bf16/fp16
+int bytes_per_element(const ModelConfig& m);
+
+// Building blocks shared by the layer and MoE cost functions.
+OpCost gemm_op(double M, double K, double N, double element_bytes);  // M x K times K x N
+std::vector<OpCost> backward_of(std::vector<OpCost> forward_ops);     // input + weight gradients of each kernel  // 2 for bf16/fp16
 
 }  // namespace arachne

@@ -1,0 +1,173 @@
+// All-to-all as flows on the topology's links (see alltoall.h for the model and its sources).
+#include "sim/net/alltoall.h"
+
+#include <array>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace arachne {
+
+namespace {
+
+void check_shape(const std::vector<GpuId>& members, const std::vector<std::vector<double>>& bytes) {
+  const std::size_t n = members.size();
+  if (bytes.size() != n) {
+    throw std::invalid_argument("all-to-all: " + std::to_string(bytes.size()) + " matrix rows for " +
+                                std::to_string(n) + " members");
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (bytes[i].size() != n) {
+      throw std::invalid_argument("all-to-all: row " + std::to_string(i) + " has " +
+                                  std::to_string(bytes[i].size()) + " entries for " + std::to_string(n) +
+                                  " members");
+    }
+  }
+}
+
+// Whether a transfer between these member indices crosses a link at all.
+bool moves(const std::vector<GpuId>& members, int src, int dst, double bytes) {
+  return bytes > 0 && members[static_cast<std::size_t>(src)] != members[static_cast<std::size_t>(dst)];
+}
+
+// Member indices grouped by node: nodes in order of first appearance, members in their order in `members`.
+std::vector<std::vector<int>> members_by_node(const Topology& topo, const std::vector<GpuId>& members) {
+  std::vector<std::vector<int>> groups;
+  for (int i = 0; i < static_cast<int>(members.size()); ++i) {
+    const GpuId g = members[static_cast<std::size_t>(i)];
+    bool placed = false;
+    for (auto& grp : groups) {
+      if (topo.same_node(members[static_cast<std::size_t>(grp.front())], g)) {
+        grp.push_back(i);
+        placed = true;
+        break;
+      }
+    }
+    if (!placed) groups.push_back({i});
+  }
+  return groups;
+}
+
+// Runs the phases one after the other; each phase's flows run concurrently and the next phase starts when
+// the last of them finishes (a barrier, as between Tutel's separate all-to-all calls).
+struct PhaseRunner : std::enable_shared_from_this<PhaseRunner> {
+  CollectiveContext ctx;
+  std::vector<GpuId> members;
+  std::vector<std::vector<AllToAllTransfer>> phases;
+  std::function<void()> done;
+  int left = 0;
+
+  PhaseRunner(CollectiveContext c, std::vector<GpuId> m, std::vector<std::vector<AllToAllTransfer>> p,
+              std::function<void()> d)
+      : ctx(c), members(std::move(m)), phases(std::move(p)), done(std::move(d)) {}
+
+  void start(std::size_t k) {
+    for (; k < phases.size(); ++k) {
+      int flows = 0;
+      for (const auto& t : phases[k]) flows += moves(members, t.src, t.dst, t.bytes) ? 1 : 0;
+      if (flows > 0) {
+        left = flows;
+        break;
+      }
+    }
+    if (k >= phases.size()) {
+      ctx.engine.schedule_after(0, [d = std::move(done)] {
+        if (d) d();
+      });
+      return;
+    }
+    auto self = shared_from_this();
+    for (const auto& t : phases[k]) {
+      if (!moves(members, t.src, t.dst, t.bytes)) continue;
+      const GpuId a = members[static_cast<std::size_t>(t.src)];
+      const GpuId b = members[static_cast<std::size_t>(t.dst)];
+      ctx.net.start_route(ctx.topo.route(a, b), t.bytes, seconds_to_ns(ctx.topo.latency_s(a, b)),
+                          [self, k] {
+                            if (--self->left == 0) self->start(k + 1);
+                          });
+    }
+  }
+};
+
+}  // namespace
+
+void run_alltoall_phases(CollectiveContext& ctx, const std::vector<GpuId>& members,
+                         std::vector<std::vector<AllToAllTransfer>> phases, std::function<void()> done) {
+  auto runner = std::make_shared<PhaseRunner>(ctx, members, std::move(phases), std::move(done));
+  runner->start(0);
+}
+
+void alltoall(CollectiveContext& ctx, const std::vector<GpuId>& members,
+              const std::vector<std::vector<double>>& bytes, std::function<void()> done) {
+  check_shape(members, bytes);
+  const int n = static_cast<int>(members.size());
+  std::vector<AllToAllTransfer> pairs;
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) {
+      const double b = bytes[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)];
+      if (i != j && moves(members, i, j, b)) pairs.push_back(AllToAllTransfer{i, j, b});
+    }
+  }
+  run_alltoall_phases(ctx, members, {std::move(pairs)}, std::move(done));
+}
+
+std::vector<std::vector<AllToAllTransfer>> hierarchical_alltoall_phases(
+    const Topology& topo, const std::vector<GpuId>& members, const std::vector<std::vector<double>>& bytes) {
+  check_shape(members, bytes);
+  const auto nodes = members_by_node(topo, members);
+  const int n = static_cast<int>(members.size());
+  std::vector<int> node_of(static_cast<std::size_t>(n), 0);
+  for (int s = 0; s < static_cast<int>(nodes.size()); ++s) {
+    for (const int i : nodes[static_cast<std::size_t>(s)]) node_of[static_cast<std::size_t>(i)] = s;
+  }
+  // member of node X at position `pos` mod |X| (the proxy rule of alltoall.h)
+  auto proxy = [&](int x, int pos) {
+    const auto& grp = nodes[static_cast<std::size_t>(x)];
+    return grp[static_cast<std::size_t>(pos) % grp.size()];
+  };
+  // (src, dst) -> bytes; std::map keeps the (src, dst) order deterministic
+  std::array<std::map<std::pair<int, int>, double>, 3> agg;
+  auto add = [&](int phase, int a, int b, double v) {
+    if (a != b && members[static_cast<std::size_t>(a)] != members[static_cast<std::size_t>(b)]) {
+      agg[static_cast<std::size_t>(phase)][{a, b}] += v;
+    }
+  };
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < n; ++j) {
+      const double b = bytes[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)];
+      if (i == j || b <= 0) continue;
+      const int s = node_of[static_cast<std::size_t>(i)];
+      const int d = node_of[static_cast<std::size_t>(j)];
+      if (s == d) {
+        add(0, i, j, b);  // same node: straight to the destination in the intra-node phase
+        continue;
+      }
+      const int ps = proxy(s, d);  // proxy_src(S, D) = S[idx(D) mod |S|]
+      const int pd = proxy(d, s);  // proxy_dst(S, D) = D[idx(S) mod |D|]
+      add(0, i, ps, b);
+      add(1, ps, pd, b);
+      add(2, pd, j, b);
+    }
+  }
+  std::vector<std::vector<AllToAllTransfer>> phases(3);
+  for (std::size_t p = 0; p < 3; ++p) {
+    for (const auto& [key, v] : agg[p]) phases[p].push_back(AllToAllTransfer{key.first, key.second, v});
+  }
+  return phases;
+}
+
+void hierarchical_alltoall(CollectiveContext& ctx, const std::vector<GpuId>& members,
+                           const std::vector<std::vector<double>>& bytes, std::function<void()> done) {
+  run_alltoall_phases(ctx, members, hierarchical_alltoall_phases(ctx.topo, members, bytes), std::move(done));
+}
+
+std::vector<std::vector<double>> uniform_alltoall_bytes(int n, double bytes_per_member) {
+  if (n <= 0) return {};
+  const double each = bytes_per_member / static_cast<double>(n);
+  return std::vector<std::vector<double>>(static_cast<std::size_t>(n),
+                                          std::vector<double>(static_cast<std::size_t>(n), each));
+}
+
+}  // namespace arachne
