@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/sim/test_clusters.h"
+
 #include <array>
 #include <numeric>
 #include <stdexcept>
@@ -17,29 +19,8 @@ constexpr double kGB = 1e9;
 // Completion times are integer nanoseconds; a few flow completions and latencies each round by <= 0.5 ns.
 constexpr double kNsRounding = 1e-8;
 
-struct A2aShape {
-  int nodes = 4;
-  int gpus_per_node = 8;
-  double intra_bw = 100 * kGB;
-  int nics = 8;
-  double nic_bw = 25 * kGB;
-  double latency_s = 5e-6;
-};
-
-Cluster a2a_cluster(const A2aShape& s) {
-  Cluster c;
-  c.name = "alltoall-test";
-  c.source = "alltoall_test.cpp";
-  c.network.nodes_per_leaf = 16;
-  c.network.latency_s = s.latency_s;
-  GpuSpec spec;
-  spec.name = "TESTGPU";
-  spec.compute.link_eff = 1.0;  // capacities are exactly the nominal bandwidths
-  c.catalog.add(spec);
-  c.groups.push_back(NodeGroup{"TESTGPU", s.nodes, s.gpus_per_node, LinkKind::NvLink, s.intra_bw, s.nics, s.nic_bw});
-  for (int n = 0; n < s.nodes; ++n) c.nodes.push_back(Node{n, 0, n * s.gpus_per_node, s.gpus_per_node});
-  return c;
-}
+using Shape = test::ClusterShape;
+Cluster a2a_cluster(const Shape& s) { return test::exact_cluster(s, "alltoall-test"); }
 
 struct A2aOutcome {
   double seconds = -1;
@@ -94,7 +75,7 @@ TEST(AllToAllTest, UniformMatrixSplitsEachMembersBytesEvenly) {
 TEST(AllToAllTest, IntraNodeGroupUsesNoNicAndTwoNvLinkHopsPerPair) {
   // An EP group inside one node: every pair's route is gpu>fabric>gpu, so no NIC byte, and the NVLink class
   // carries each off-diagonal byte twice (two links per intra-node route). Diagonal bytes stay local.
-  A2aShape shape;
+  Shape shape;
   shape.nodes = 2;
   const Cluster cluster = a2a_cluster(shape);
   const int n = 8;
@@ -114,7 +95,7 @@ TEST(AllToAllTest, FlatIntraNodeTimeIsUplinkVolumeOverLinkBandwidth) {
   // n GPUs of one node, uniform S per member: each GPU's fabric uplink carries (n-1)/n*S (its n-1 equal
   // off-diagonal messages) and each downlink the same, so max-min gives every flow B/(n-1) and all finish
   // together at ((n-1)/n*S)/B after the 1 us NVLink latency. Exact up to ns rounding.
-  A2aShape shape;
+  Shape shape;
   shape.nodes = 1;
   const Cluster cluster = a2a_cluster(shape);
   const double S = 8 * kGB;
@@ -137,7 +118,7 @@ TEST(AllToAllTest, DoublingNicBandwidthHalvesInterNodeAllToAll) {
     int nodes, gpus, nics;
   };
   for (const Case c : {Case{4, 1, 1}, Case{2, 4, 1}}) {
-    A2aShape shape;
+    Shape shape;
     shape.nodes = c.nodes;
     shape.gpus_per_node = c.gpus;
     shape.nics = c.nics;
@@ -162,7 +143,7 @@ TEST(AllToAllTest, SharedNicBoundsFlatAndHierarchicalMovesTheSameNicBytes) {
   // nic>leaf, so phase 2 also takes E/nic_bw. Same bytes cross the NICs (each inter-node byte once, over the
   // 4 NIC links of its route), with N(N-1) = 12 inter-node messages instead of N(N-1)g^2 = 192. The 2DH
   // version is slower than flat by at most its intra-node phases (phases run back to back).
-  A2aShape shape;
+  Shape shape;
   shape.nodes = 4;
   shape.gpus_per_node = 4;
   shape.nics = 1;
@@ -219,7 +200,7 @@ TEST(AllToAllTest, SkewedReceiverSetsTheTime) {
     return m;
   };
   {
-    A2aShape shape;
+    Shape shape;
     shape.nodes = 1;
     const int n = 8;
     double lat = 0;
@@ -230,7 +211,7 @@ TEST(AllToAllTest, SkewedReceiverSetsTheTime) {
     EXPECT_NEAR(r.seconds, (n - 1) * 4 * b / shape.intra_bw + lat, kNsRounding);
   }
   {
-    A2aShape shape;
+    Shape shape;
     shape.gpus_per_node = 1;
     shape.nics = 1;
     const int n = 4;
@@ -247,12 +228,12 @@ TEST(AllToAllTest, HierarchicalEqualsFlatOnOneNodeOrOneGpuPerNode) {
   std::vector<std::vector<double>> b(4, std::vector<double>(4));
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 4; ++j) b[i][j] = (3 + i * j + j) * 1e8;
-  A2aShape one_node;
+  Shape one_node;
   one_node.nodes = 1;
-  A2aShape one_per_node;
+  Shape one_per_node;
   one_per_node.gpus_per_node = 1;
   one_per_node.nics = 1;
-  for (const A2aShape& shape : {one_node, one_per_node}) {
+  for (const Shape& shape : {one_node, one_per_node}) {
     const Cluster cluster = a2a_cluster(shape);
     const A2aOutcome flat = run_a2a(cluster, [&](CollectiveContext& ctx, const Topology&, auto done) {
       alltoall(ctx, first_gpus(4), b, done);
@@ -270,7 +251,7 @@ TEST(AllToAllTest, HierarchicalPhasesFollowTheProxyRuleAndConserveBytes) {
   // Unequal nodes: members {0,1,2} on node 0, {8} on node 1, {16,17} on node 2 (member indices 0-2, 3, 4-5).
   // proxy_src(S, D) = S[idx(D) mod |S|], proxy_dst(S, D) = D[idx(S) mod |D|]; phase 2 carries, per node
   // pair, exactly the bytes between their members; phases 1 and 3 stay inside nodes.
-  A2aShape shape;
+  Shape shape;
   shape.nodes = 3;
   const Cluster cluster = a2a_cluster(shape);
   const Topology topo(cluster);
@@ -328,7 +309,7 @@ TEST(AllToAllTest, HierarchicalPhasesFollowTheProxyRuleAndConserveBytes) {
 
 TEST(AllToAllTest, SameInputsGiveIdenticalCompletionTimes) {
   // The simulation is deterministic: flows start in (i, j) order and the engine breaks ties by insertion.
-  A2aShape shape;
+  Shape shape;
   shape.nodes = 3;
   shape.gpus_per_node = 4;
   shape.nics = 2;
@@ -358,7 +339,7 @@ TEST(AllToAllTest, SameInputsGiveIdenticalCompletionTimes) {
 
 TEST(AllToAllTest, NothingToSendCompletesAtOnceAndBadShapesThrow) {
   // Zero bytes, a single member, or all pairs on the same GPU: no flow, done at t = 0.
-  A2aShape shape;
+  Shape shape;
   shape.nodes = 1;
   const Cluster cluster = a2a_cluster(shape);
   const A2aOutcome zeros = run_a2a(cluster, [&](CollectiveContext& ctx, const Topology&, auto done) {

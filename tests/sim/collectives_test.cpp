@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/sim/test_clusters.h"
+
 #include <array>
 #include <numeric>
 #include <vector>
@@ -13,30 +15,8 @@ namespace {
 
 constexpr double kGB = 1e9;
 
-struct ClusterShape {
-  int nodes = 4;
-  int gpus_per_node = 8;
-  double intra_bw = 100 * kGB;
-  int nics = 8;
-  double nic_bw = 25 * kGB;
-  double latency_s = 5e-6;
-  int nodes_per_leaf = 16;
-};
-
-Cluster make_cluster(const ClusterShape& s) {
-  Cluster c;
-  c.name = "collectives-test";
-  c.source = "collectives_test.cpp";
-  c.network.nodes_per_leaf = s.nodes_per_leaf;
-  c.network.latency_s = s.latency_s;
-  GpuSpec spec;
-  spec.name = "TESTGPU";
-  spec.compute.link_eff = 1.0;  // capacities are exactly the nominal bandwidths below
-  c.catalog.add(spec);
-  c.groups.push_back(NodeGroup{"TESTGPU", s.nodes, s.gpus_per_node, LinkKind::NvLink, s.intra_bw, s.nics, s.nic_bw});
-  for (int n = 0; n < s.nodes; ++n) c.nodes.push_back(Node{n, 0, n * s.gpus_per_node, s.gpus_per_node});
-  return c;
-}
+using Shape = test::ClusterShape;
+Cluster make_cluster(const Shape& s) { return test::exact_cluster(s, "collectives-test"); }
 
 struct Outcome {
   double seconds = -1;
@@ -70,7 +50,7 @@ int nic_hops(const Topology& topo, GpuId a, GpuId b) {
 TEST(CollectivesTest, IntraNodeRingAllReduceMatchesTheRingFormula) {
   // n GPUs on one NVLink node, every GPU's in- and out-link used by exactly one ring edge: each edge drains
   // 2(n-1)/n*S at the full link bandwidth, after 2(n-1) per-hop latencies. Same as the closed form.
-  ClusterShape shape;
+  Shape shape;
   shape.nodes = 1;
   const Cluster cluster = make_cluster(shape);
   const double S = 1 * kGB;
@@ -94,7 +74,7 @@ TEST(CollectivesTest, IntraNodeRingAllReduceMatchesTheRingFormula) {
 TEST(CollectivesTest, InterNodeRingAllReduceMatchesTheRingFormula) {
   // One GPU per node on 4 nodes: each ring edge leaves through one NIC and enters through another, no link
   // shared between edges, so T = 2(n-1)/n*S/nic_bw + 2(n-1)*latency.
-  ClusterShape shape;
+  Shape shape;
   shape.gpus_per_node = 1;
   shape.nics = 1;
   const Cluster cluster = make_cluster(shape);
@@ -111,7 +91,7 @@ TEST(CollectivesTest, TwoRingsSharingOneNicTakeTwiceAsLong) {
   // 4 nodes x 2 GPUs behind a single NIC each. Ring A = GPU 0 of every node, ring B = GPU 1. Together both
   // rings' edges share every NIC link, so each gets half the bandwidth: ~2x the time of one ring alone.
   // Tolerance 2%: the latency term (6 x 5 us) is < 0.1% of the 60 ms bandwidth term and is not doubled.
-  ClusterShape shape;
+  Shape shape;
   shape.gpus_per_node = 2;
   shape.nics = 1;
   const Cluster cluster = make_cluster(shape);
@@ -130,7 +110,7 @@ TEST(CollectivesTest, TwoRingsSharingOneNicTakeTwiceAsLong) {
 TEST(CollectivesTest, DoublingNicBandwidthHalvesAnInterNodeRingAllReduce) {
   // 8 nodes, one GPU each, 4 GB buffer: the bandwidth term (~280 ms at 25 GB/s) dwarfs the latency term
   // (14 x 5 us = 70 us, 0.03%), so doubling the NIC bandwidth halves the time within 0.5%.
-  ClusterShape shape;
+  Shape shape;
   shape.nodes = 8;
   shape.gpus_per_node = 1;
   shape.nics = 1;
@@ -151,7 +131,7 @@ TEST(CollectivesTest, HierarchicalAllReduceMovesFewerNicBytesThanAFlatRing) {
   // 2(n-1)/n*S; the hierarchical scheme runs g rings of N nodes on shards S/g: g*N*2(N-1)/N*S/g = 2(N-1)*S.
   // Both are multiplied by the NIC-class hops of an inter-node route. 2(N-1) = 6 < N*2(n-1)/n = 7.5.
   // With one NIC per GPU the hierarchical scheme also spreads the inter-node phase over g NICs: faster.
-  ClusterShape shape;
+  Shape shape;
   shape.gpus_per_node = 4;
   shape.nics = 4;
   const Cluster cluster = make_cluster(shape);
@@ -176,7 +156,7 @@ TEST(CollectivesTest, HierarchicalAllReduceMovesFewerNicBytesThanAFlatRing) {
 TEST(CollectivesTest, ReduceScatterAndAllGatherMoveHalfAnAllReduce) {
   // Ring reduce-scatter and all-gather each carry (n-1)/n*S per edge and take n-1 steps: on one node their
   // bandwidth term is half the all-reduce's.
-  ClusterShape shape;
+  Shape shape;
   shape.nodes = 1;
   shape.gpus_per_node = 4;
   const Cluster cluster = make_cluster(shape);
@@ -198,7 +178,7 @@ TEST(CollectivesTest, ReduceScatterAndAllGatherMoveHalfAnAllReduce) {
 
 TEST(CollectivesTest, SendIsOneFlowAlongTheRoute) {
   // Point-to-point: route latency + S / bottleneck capacity (the NIC between nodes, the fabric inside one).
-  ClusterShape shape;
+  Shape shape;
   shape.nodes = 2;
   const Cluster cluster = make_cluster(shape);
   const double S = 1 * kGB;
@@ -216,7 +196,7 @@ TEST(CollectivesTest, SendIsOneFlowAlongTheRoute) {
 }
 
 TEST(CollectivesTest, TrivialGroupsCompleteImmediately) {
-  ClusterShape shape;
+  Shape shape;
   shape.nodes = 1;
   const Cluster cluster = make_cluster(shape);
   const Outcome one = run_on(cluster, [&](CollectiveContext& ctx, const Topology&, auto done) {
