@@ -1,7 +1,10 @@
 #include "sim/exec/grad_sync.h"
 
+#include "sim/model/moe_costs.h"
+
 #include <algorithm>
 #include <numeric>
+#include <map>
 #include <set>
 
 namespace arachne {
@@ -59,9 +62,24 @@ GradSync::GradSync(const ModelConfig& model, const Plan& plan, const StageWork& 
       cur.head = true;
       cur.full_params += head_params_per_rank(model, 1);
     }
+    // Expert parallelism: routed-expert gradients are reduced only over the holders of the same experts
+    // (Megatron-Core's expert-data-parallel group), one bucket per group and segment; the rest of each MoE
+    // layer goes with the dense buckets over every holder.
+    std::map<std::pair<int, double>, std::vector<Holder>> expert_groups;
+    for (const Holder& h : hs) {
+      const ChunkCost& cc = work.workers[h.worker].chunks[h.chunk];
+      if (cc.local_experts >= 0) expert_groups[{cc.ep_rank, cc.local_experts}].push_back(h);
+    }
+    double one_expert_params = 0;  // Σ over the segment's MoE layers of one expert's full parameters
     for (int l = b - 1; l >= a; --l) {
       cur.layer_begin = l;
-      cur.full_params += layer_params_per_rank(model, l, 1);
+      if (!expert_groups.empty() && model.is_moe_layer(l)) {
+        const MoeLayerParams mp = moe_layer_params_per_rank(model, l, 1, 1);
+        cur.full_params += mp.dense;
+        one_expert_params += mp.experts;
+      } else {
+        cur.full_params += layer_params_per_rank(model, l, 1);
+      }
       if (cur.full_params / max_tp >= limit) {
         flush();
         cur.layer_begin = cur.layer_end = l;
@@ -72,6 +90,17 @@ GradSync::GradSync(const ModelConfig& model, const Plan& plan, const StageWork& 
       cur.full_params += embedding_params_per_rank(model, 1);
     }
     flush();
+    if (one_expert_params > 0)
+      for (const auto& [key, members] : expert_groups) {
+        Bucket eb;
+        eb.layer_begin = a;
+        eb.layer_end = b;
+        eb.holders = members;
+        eb.segment = static_cast<int>(s);
+        eb.full_params = key.second * one_expert_params;
+        for (const Holder& h : members) eb.lcm_tp = std::lcm(eb.lcm_tp, work.workers[h.worker].tp);
+        buckets_.push_back(eb);
+      }
   }
   segment_busy_.assign(bounds.size(), false);
   segment_queue_.assign(bounds.size(), {});

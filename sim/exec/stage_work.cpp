@@ -5,6 +5,7 @@
 
 #include "sim/exec/pipeline_schedule.h"
 #include "sim/model/compute_time.h"
+#include "sim/model/moe_costs.h"
 #include "sim/net/collectives.h"
 
 namespace arachne {
@@ -134,6 +135,21 @@ StageWork build_stage_work(const Cluster& cluster, const Topology& topo, const M
         cc.has_embedding = j == 0;
         cc.has_head = j == nst - 1;
         cc.samples = pl.micro_batch * w.share;
+        if (model.moe && st.ep > 1) {
+          // EP ranks: the same stage in `ep` consecutive pipelines (Megatron-Core), or this stage's groups.
+          const int experts = model.moe->experts;
+          cc.ep = st.ep;
+          if (st.ep_scope == EpScope::Pipelines || static_cast<int>(st.groups.size()) == st.ep) {
+            cc.ep_rank = st.ep_scope == EpScope::Pipelines ? static_cast<int>(p) % st.ep : static_cast<int>(g);
+            cc.local_experts = st.experts.empty() ? static_cast<double>(experts) / st.ep : st.experts[cc.ep_rank];
+          } else {
+            // EP inside the stage's GPUs beyond its groups: each GPU holds experts/ep at TP-equivalent tp·ep/N.
+            int n_gpus = 0;
+            for (const TpGroup& tg : st.groups) n_gpus += static_cast<int>(tg.gpus.size());
+            cc.ep_rank = 0;
+            cc.local_experts = static_cast<double>(experts) * w.tp / n_gpus;
+          }
+        }
         ShardSpec sh{w.tp, plan.sequence_parallel, cc.samples};
         const GpuSpec& gpu = cluster.gpu_spec(w.gpus.front());
 
@@ -182,7 +198,14 @@ StageWork build_stage_work(const Cluster& cluster, const Topology& topo, const M
         cc.backward = make_pass(bwd, tp_bwd, tp_bytes_each, w, cluster, topo, model);
 
         cc.params_per_rank = 0;
-        for (int l = st.layer_begin; l < st.layer_end; ++l) cc.params_per_rank += layer_params_per_rank(model, l, w.tp);
+        for (int l = st.layer_begin; l < st.layer_end; ++l) {
+          if (cc.local_experts >= 0 && model.is_moe_layer(l)) {
+            const MoeLayerParams mp = moe_layer_params_per_rank(model, l, w.tp, 1);
+            cc.params_per_rank += mp.dense + cc.local_experts * mp.experts;
+          } else {
+            cc.params_per_rank += layer_params_per_rank(model, l, w.tp);
+          }
+        }
         if (cc.has_embedding) cc.params_per_rank += embedding_params_per_rank(model, w.tp);
         if (cc.has_head) cc.params_per_rank += head_params_per_rank(model, w.tp);
 
@@ -247,6 +270,8 @@ StageWork build_stage_work(const Cluster& cluster, const Topology& topo, const M
       in.zero1 = plan.zero1;
       in.dp = w.dp_degree;
       in.in_flight = in_flight / static_cast<double>(w.chunks.size());
+      in.local_experts = cc.local_experts;
+      in.ep = cc.ep;
       const MemoryBreakdown mb = stage_memory(model, in);
       w.memory.weights += mb.weights;
       w.memory.gradients += mb.gradients;

@@ -44,6 +44,11 @@ struct ChunkCost {
   std::vector<double> layer_grad_ready_s;
   double head_grad_ready_s = 0, embedding_grad_ready_s = 0;
   double params_per_rank = 0;
+  // Expert parallelism of this stage (MoE models): degree, this group's EP rank, and the routed experts it
+  // holds per MoE layer in units of TP-sharded experts (-1: all experts, no EP).
+  int ep = 1;
+  int ep_rank = 0;
+  double local_experts = -1;
 };
 
 struct Worker {

@@ -12,6 +12,8 @@
 // §4 and Table 2, per layer and micro-batch, e = 2 bytes, generalised to GQA and SwiGLU as derived below.
 #include "sim/model/memory.h"
 
+#include "sim/model/moe_costs.h"
+
 #include <algorithm>
 
 namespace arachne {
@@ -85,7 +87,14 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const StageMemoryInput& in) {
   const double b = sh.samples;
 
   double params = 0;
-  for (int l = in.layer_begin; l < in.layer_end; ++l) params += layer_params_per_rank(m, l, sh.tp);
+  for (int l = in.layer_begin; l < in.layer_end; ++l) {
+    if (in.local_experts >= 0 && m.is_moe_layer(l)) {
+      const MoeLayerParams p = moe_layer_params_per_rank(m, l, sh.tp, 1);
+      params += p.dense + in.local_experts * p.experts;  // experts sharded by EP (Megatron-Core)
+    } else {
+      params += layer_params_per_rank(m, l, sh.tp);
+    }
+  }
   if (in.has_embedding) params += embedding_params_per_rank(m, sh.tp);
   if (in.has_head) {
     params += head_params_per_rank(m, sh.tp);
@@ -125,6 +134,12 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const StageMemoryInput& in) {
   double buffers = 0;
   if (sh.tp > 1) buffers += b * s * h * e;
   if (!(in.has_embedding && in.has_head)) buffers += 2.0 * p2p_bytes(m, b);
+  // Expert parallelism: the all-to-all send and receive buffers of one MoE layer's permuted tokens,
+  // b·s·top_k token vectors each way (Megatron-Core alltoall token dispatcher).
+  bool moe_here = false;
+  for (int l = in.layer_begin; l < in.layer_end; ++l) moe_here = moe_here || m.is_moe_layer(l);
+  if (moe_here && in.ep > 1)
+    buffers += 2.0 * b * s * static_cast<double>(m.moe->top_k) * dispatch_bytes_per_assignment(m) / sp_div;
   out.other = kFrameworkOverhead + buffers;
   return out;
 }

@@ -23,6 +23,10 @@ struct StageMemoryInput {
   bool zero1 = false;
   int dp = 1;                    // data-parallel degree over which ZeRO-1 shards optimizer state
   double in_flight = 1;          // micro-batches whose activations are held at peak (schedule)
+  // Routed experts of each MoE layer this rank holds, in units of experts sharded over `shard.tp` (expert
+  // parallelism; moe_layer_params_per_rank). Negative: all of them (no expert parallelism).
+  double local_experts = -1;
+  int ep = 1;                    // expert-parallel degree (dispatch buffers)
 };
 
 MemoryBreakdown stage_memory(const ModelConfig& m, const StageMemoryInput& in);
