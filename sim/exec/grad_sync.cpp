@@ -118,6 +118,9 @@ GradSync::GradSync(const ModelConfig& model, const Plan& plan, const StageWork& 
 void GradSync::on_last_backward_start(int w, int chunk, TimeNs start, double compute_s) {
   if (!plan_.overlap_grad_reduce) return;
   const ChunkCost& cc = work_.workers[w].chunks[chunk];
+  // A pass cut by expert-parallel all-to-alls has no fixed kernel timeline: its buckets become ready when
+  // the worker's backward ends (on_backward_done).
+  if (!cc.moe_layers.empty()) return;
   const double total = cc.embedding_grad_ready_s > 0 ? cc.embedding_grad_ready_s : compute_s;
   const double scale = total > 0 ? compute_s / total : 1.0;
   for (int bi : buckets_of_worker_[w]) {
@@ -136,8 +139,12 @@ void GradSync::on_last_backward_start(int w, int chunk, TimeNs start, double com
 
 void GradSync::on_backward_done(int w, TimeNs now) {
   backward_done_[w] = true;
-  if (!plan_.overlap_grad_reduce)
-    for (int bi : buckets_of_worker_[w]) ready(bi);
+  for (int bi : buckets_of_worker_[w]) {
+    bool ep_pass = false;
+    for (const Holder& h : buckets_[bi].holders)
+      if (h.worker == w) ep_pass = !work_.workers[w].chunks[h.chunk].moe_layers.empty();
+    if (!plan_.overlap_grad_reduce || ep_pass) ready(bi);
+  }
   if (pending_[w] == 0) cb_.grads_reduced(w);
 }
 

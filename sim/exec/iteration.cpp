@@ -24,6 +24,10 @@
 #include "sim/exec/stage_work.h"
 #include "sim/net/collectives.h"
 #include "sim/net/flow_network.h"
+#include "sim/net/alltoall.h"
+#include "sim/model/compute_time.h"
+#include "sim/model/moe_costs.h"
+#include "sim/model/moe_routing.h"
 
 namespace arachne {
 namespace {
@@ -58,6 +62,13 @@ class IterationSim {
 
   void try_start(int w);
   void finish_task(int w, const ScheduledTask& t);
+  void after_compute(int w, const ScheduledTask& t);
+  void run_phase(int w, const ScheduledTask& t, int k);
+  const RoutingDraw& routing(int w, const ScheduledTask& t, int layer);
+  long peer_tokens(int w, int chunk) const;
+  std::vector<long> rank_tokens(const ChunkCost& cc, const RoutingDraw& d, int r) const;
+  double expert_time_s(int w, const ScheduledTask& t, int layer);
+  void run_alltoall(int w, const ScheduledTask& t, int layer, bool to_experts, std::function<void()> done);
   void send_activation(int w, const ScheduledTask& t);
   void arrive(int w, int chunk, int mb, bool fwd, TimeNs flow_start);
   void account_gap(int w, TimeNs start, TimeNs last_arrival_start);
@@ -91,6 +102,11 @@ class IterationSim {
   std::vector<std::vector<int>> mirrors_;
   std::vector<bool> mirrored_;
   std::array<double, kLinkClasses> mirror_link_bytes_{};  // per-link byte sums of the mirrors' sends
+  // Expert parallelism: workers waiting at each all-to-all (group, micro-batch, chunk, index, forward), the
+  // routing drawn per (group, micro-batch, layer), and the token assignments dropped at capacity.
+  std::map<std::tuple<int, int, int, int, int>, std::vector<std::pair<int, TimeNs>>> rendezvous_;
+  std::map<std::tuple<int, int, int>, RoutingDraw> draws_;
+  double dropped_ = 0;
   std::array<double, kLinkClasses> closed_form_bytes_{};
   SimResult res_;
 };
@@ -141,21 +157,31 @@ void IterationSim::try_start(int w) {
   const Worker& wk = work_.workers[w];
   const ChunkCost& cc = wk.chunks[t.chunk];
   const PassCost& pc = t.forward ? cc.forward : cc.backward;
-  const TimeNs compute_ns = seconds_to_ns(pc.compute_s);
-  clock_[w].spent.compute += ns_to_seconds(compute_ns);
 
   // Megatron's bucketed gradient reduction starts while the last backward is still running.
   if (!t.forward && t.micro_batch == micro_batches_of(w) - 1) {
     grads_->on_last_backward_start(w, t.chunk, now, pc.compute_s);
     for (int m : mirrors_[w]) grads_->on_last_backward_start(m, t.chunk, now, pc.compute_s);
   }
+  if (!cc.ep_peers.empty()) {  // expert parallelism: the pass is cut at every MoE all-to-all
+    run_phase(w, t, 0);
+    return;
+  }
+  const TimeNs compute_ns = seconds_to_ns(pc.compute_s);
+  clock_[w].spent.compute += ns_to_seconds(compute_ns);
 
   if (opt_.record_timeline)
     record_task(w,
            std::string(t.forward ? "F" : "B") + std::to_string(t.micro_batch) +
                (wk.chunks.size() > 1 ? " c" + std::to_string(t.chunk) : std::string()),
            "compute", now, now + compute_ns);
-  auto after_compute = [this, w, t]() {
+  engine_.schedule_after(compute_ns, [this, w, t]() { after_compute(w, t); });
+}
+
+// The pass's kernels are done: its TP collectives (closed form inside a node, flows across), then the task
+// ends.
+void IterationSim::after_compute(int w, const ScheduledTask& t) {
+  {
     const Worker& wk2 = work_.workers[w];
     const PassCost& pc2 = t.forward ? wk2.chunks[t.chunk].forward : wk2.chunks[t.chunk].backward;
     if (pc2.tp_bytes <= 0) {
@@ -181,8 +207,133 @@ void IterationSim::try_start(int w) {
         allreduce(ctx_, work_.workers[w].gpus, bytes, done);
       });
     }
-  };
-  engine_.schedule_after(compute_ns, after_compute);
+  }
+}
+
+// Expert-parallel pass, phase k: 4i = dense kernels before MoE block i (the last, 4K, after the last block),
+// 4i+1 = first all-to-all of block i (dispatch; in backward the combine's gradient), 4i+2 = this rank's
+// experts, 4i+3 = second all-to-all (combine; in backward the dispatch's gradient). Blocks run in layer order
+// forward and in reverse backward. Every all-to-all waits for all EP peers: the slowest peer gates the layer.
+void IterationSim::run_phase(int w, const ScheduledTask& t, int k) {
+  const ChunkCost& cc = work_.workers[w].chunks[t.chunk];
+  const int blocks = static_cast<int>(cc.moe_layers.size());
+  if (k > 4 * blocks) {
+    after_compute(w, t);
+    return;
+  }
+  const int i = k / 4;
+  const int layer = cc.moe_layers[t.forward ? std::min(i, blocks - 1) : blocks - 1 - std::min(i, blocks - 1)];
+  const TimeNs now = engine_.now();
+  switch (k % 4) {
+    case 0:
+    case 2: {
+      const double s = k % 4 == 0 ? (t.forward ? cc.forward_segments_s : cc.backward_segments_s)[i]
+                                  : expert_time_s(w, t, layer);
+      const TimeNs d = seconds_to_ns(s);
+      clock_[w].spent.compute += ns_to_seconds(d);
+      if (opt_.record_timeline)
+        record(w,
+               std::string(t.forward ? "F" : "B") + std::to_string(t.micro_batch) +
+                   (k % 4 == 0 ? "" : " experts L" + std::to_string(layer)),
+               "compute", now, now + d);
+      engine_.schedule_after(d, [this, w, t, k]() { run_phase(w, t, k + 1); });
+      return;
+    }
+    default: {
+      // Rendezvous of the EP group at this all-to-all.
+      const int phase = k % 4 == 1 ? 0 : 1;
+      auto& rv = rendezvous_[{cc.ep_group, t.micro_batch, t.chunk, i * 2 + phase, t.forward ? 1 : 0}];
+      rv.push_back({w, now});
+      if (rv.size() < cc.ep_peers.size()) return;
+      const std::vector<std::pair<int, TimeNs>> arrived = std::move(rv);
+      rendezvous_.erase({cc.ep_group, t.micro_batch, t.chunk, i * 2 + phase, t.forward ? 1 : 0});
+      // Tokens go owner -> expert in the dispatch and in the combine's gradient; back in the other two.
+      const bool to_experts = phase == 0;
+      run_alltoall(w, t, layer, to_experts, [this, arrived, t, k, layer]() {
+        const TimeNs end = engine_.now();
+        for (const auto& [peer, since] : arrived) {
+          clock_[peer].spent.ep_comm += ns_to_seconds(end - since);
+          if (opt_.record_timeline) record(peer, "A2A L" + std::to_string(layer), "ep_comm", since, end);
+          run_phase(peer, t, k + 1);
+        }
+      });
+      return;
+    }
+  }
+}
+
+const RoutingDraw& IterationSim::routing(int w, const ScheduledTask& t, int layer) {
+  const ChunkCost& cc = work_.workers[w].chunks[t.chunk];
+  const auto key = std::make_tuple(cc.ep_group, t.micro_batch, layer);
+  auto it = draws_.find(key);
+  if (it != draws_.end()) return it->second;
+  long tokens = 0;
+  for (int peer : cc.ep_peers) tokens += peer_tokens(peer, t.chunk);
+  const std::uint64_t stream = (static_cast<std::uint64_t>(cc.ep_group) << 32) | static_cast<std::uint64_t>(t.micro_batch);
+  RoutingDraw d = draw_routing(*model_.moe, tokens, opt_.seed, stream, static_cast<std::uint64_t>(layer));
+  dropped_ += static_cast<double>(d.dropped);
+  return draws_.emplace(key, std::move(d)).first->second;
+}
+
+long IterationSim::peer_tokens(int w, int chunk) const {
+  return std::lround(work_.workers[w].chunks[chunk].samples * static_cast<double>(model_.seq_len));
+}
+
+// Kept token assignments of the experts EP rank `r` holds.
+std::vector<long> IterationSim::rank_tokens(const ChunkCost& cc, const RoutingDraw& d, int r) const {
+  int first = 0;
+  for (int q = 0; q < r; ++q) first += cc.ep_experts[q];
+  return std::vector<long>(d.kept.begin() + first, d.kept.begin() + first + cc.ep_experts[r]);
+}
+
+double IterationSim::expert_time_s(int w, const ScheduledTask& t, int layer) {
+  const Worker& wk = work_.workers[w];
+  const ChunkCost& cc = wk.chunks[t.chunk];
+  const std::vector<OpCost> fwd = expert_forward_ops(model_, rank_tokens(cc, routing(w, t, layer), cc.ep_rank), wk.tp);
+  const GpuSpec& gpu = cluster_.gpu_spec(wk.gpus.front());
+  const double f = ops_time_s(fwd, gpu, model_.dtype);
+  if (t.forward) return f;
+  // Backward: input and weight gradients, plus the forward again under full recompute.
+  return ops_time_s(backward_of(fwd), gpu, model_.dtype) + (plan_.recompute == Recompute::Full ? f : 0.0);
+}
+
+// One all-to-all per TP-rank channel among the EP peers' corresponding GPUs (sequence-parallel token
+// shards), each member sending its share of every rank's kept tokens. Under full recompute the backward's
+// all-to-alls carry the recomputed forward's too.
+void IterationSim::run_alltoall(int w, const ScheduledTask& t, int layer, bool to_experts, std::function<void()> done) {
+  const ChunkCost& cc = work_.workers[w].chunks[t.chunk];
+  const RoutingDraw& d = routing(w, t, layer);
+  const int n = static_cast<int>(cc.ep_peers.size());
+  int channels = 1 << 30;
+  for (int peer : cc.ep_peers) channels = std::min(channels, work_.workers[peer].tp);
+  long tokens = 0;
+  for (int peer : cc.ep_peers) tokens += peer_tokens(peer, t.chunk);
+  const double repeat = !t.forward && plan_.recompute == Recompute::Full ? 2.0 : 1.0;
+  std::vector<std::vector<double>> bytes(n, std::vector<double>(n, 0.0));
+  for (int j = 0; j < n; ++j) {
+    long kept = 0;
+    for (long x : rank_tokens(cc, d, j)) kept += x;
+    for (int i = 0; i < n; ++i) {
+      const double b = static_cast<double>(kept) * static_cast<double>(peer_tokens(cc.ep_peers[i], t.chunk)) /
+                       static_cast<double>(tokens) * dispatch_bytes_per_assignment(model_) * repeat / channels;
+      (to_experts ? bytes[i][j] : bytes[j][i]) = b;
+    }
+  }
+  auto left = std::make_shared<int>(channels);
+  auto fin = std::make_shared<std::function<void()>>(std::move(done));
+  const double ovh = work_.workers[w].collective_overhead_s;
+  for (int c = 0; c < channels; ++c) {
+    std::vector<GpuId> members;
+    for (int peer : cc.ep_peers) {
+      const Worker& pw = work_.workers[peer];
+      members.push_back(pw.gpus[static_cast<size_t>(c) * pw.tp / channels]);
+    }
+    engine_.schedule_after(seconds_to_ns(ovh), [this, members, bytes, left, fin]() {
+      alltoall(ctx_, members, bytes, [left, fin]() {
+        if (--*left == 0) (*fin)();
+      });
+    });
+  }
 }
 
 void IterationSim::finish_task(int w, const ScheduledTask& t) {
@@ -358,6 +509,7 @@ SimResult IterationSim::run() {
   const auto& nb = net_.bytes_by_class();
   for (int k = 0; k < kLinkClasses; ++k)
     res_.bytes[k] = (nb[k] + mirror_link_bytes_[k]) / links_per_crossing(static_cast<LinkClass>(k)) + closed_form_bytes_[k];
+  res_.dropped_tokens = dropped_;
   res_.events = engine_.executed();
   res_.timeline_tracks = 2 * topo_.num_gpus() + kLinkClasses;
   res_.sim_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();

@@ -41,6 +41,8 @@ std::vector<int> find_mirrored_workers(const Topology& topo, const Plan& plan, c
   std::vector<std::vector<int>> of(np);
   for (int w = 0; w < nw; ++w) {
     if (!work.workers[w].tp_closed_form) return mirror;  // cross-node TP collectives are not mirrored
+    for (const ChunkCost& c : work.workers[w].chunks)
+      if (!c.ep_peers.empty()) return mirror;  // expert all-to-alls couple pipelines
     of[work.workers[w].pipeline].push_back(w);
   }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 #include "sim/exec/pipeline_schedule.h"
 #include "sim/model/compute_time.h"
@@ -196,6 +197,37 @@ StageWork build_stage_work(const Cluster& cluster, const Topology& topo, const M
         cc.embedding_grad_ready_s = t;
         cc.forward = make_pass(fwd, tp_fwd, tp_bytes_each, w, cluster, topo, model);
         cc.backward = make_pass(bwd, tp_bwd, tp_bytes_each, w, cluster, topo, model);
+        const bool ep_exec = cc.ep > 1 && (st.ep_scope == EpScope::Pipelines || static_cast<int>(st.groups.size()) == st.ep);
+        if (ep_exec) {
+          // Dense kernels per segment; the routed experts run between each MoE layer's all-to-alls.
+          auto time = [&](const std::vector<OpCost>& ops) { return ops_time_s(ops, gpu, model.dtype); };
+          auto dense = [&](int l) { return model.is_moe_layer(l) ? moe_dense_forward_ops(model, l, sh) : layer_forward_ops(model, l, sh); };
+          cc.forward_segments_s.assign(1, 0.0);
+          cc.backward_segments_s.assign(1, 0.0);
+          if (cc.has_embedding) cc.forward_segments_s.back() += time(embedding_forward_ops(model, sh));
+          for (int l = st.layer_begin; l < st.layer_end; ++l) {
+            cc.forward_segments_s.back() += time(dense(l));
+            if (model.is_moe_layer(l)) cc.moe_layers.push_back(l), cc.forward_segments_s.push_back(0.0);
+          }
+          if (cc.has_head) cc.forward_segments_s.back() += time(head_forward_ops(model, sh));
+          if (cc.has_head) cc.backward_segments_s.back() += time(head_backward_ops(model, sh));
+          for (int l = st.layer_end - 1; l >= st.layer_begin; --l) {
+            if (model.is_moe_layer(l)) cc.backward_segments_s.push_back(0.0);
+            const std::vector<OpCost> d = dense(l);
+            std::vector<OpCost> rec;
+            if (plan.recompute == Recompute::Full) rec = d;
+            if (plan.recompute == Recompute::Selective) rec = layer_recompute_ops(model, l, sh, Recompute::Selective);
+            cc.backward_segments_s.back() += time(rec) + time(backward_of(d));
+          }
+          if (cc.has_embedding) cc.backward_segments_s.back() += time(embedding_backward_ops(model, sh));
+          double f = 0, b = 0;
+          for (double x : cc.forward_segments_s) f += x;
+          for (double x : cc.backward_segments_s) b += x;
+          cc.forward.compute_s = f;
+          cc.backward.compute_s = b;
+          const int experts = model.moe->experts;
+          cc.ep_experts = st.experts.empty() ? std::vector<int>(st.ep, experts / st.ep) : st.experts;
+        }
 
         cc.params_per_rank = 0;
         for (int l = st.layer_begin; l < st.layer_end; ++l) {
@@ -244,6 +276,27 @@ StageWork build_stage_work(const Cluster& cluster, const Topology& topo, const M
       }
     }
   }
+  // Expert-parallel groups: the same stage (and group) of `ep` consecutive pipelines, or a stage's groups.
+  {
+    std::map<std::tuple<int, int, int>, int> group_ids;
+    for (size_t p = 0; p < plan.pipelines.size(); ++p)
+      for (size_t j = 0; j < plan.pipelines[p].stages.size(); ++j) {
+        const Stage& st = plan.pipelines[p].stages[j];
+        for (size_t g = 0; g < st.groups.size(); ++g) {
+          const int wid = sw.worker_of[p][j][g];
+          ChunkCost& cc = sw.workers[wid].chunks[j / sw.physical_depth[p]];
+          if (cc.moe_layers.empty()) continue;
+          const bool across = st.ep_scope == EpScope::Pipelines;
+          const int p0 = across ? static_cast<int>(p) - static_cast<int>(p) % st.ep : static_cast<int>(p);
+          const auto key = std::make_tuple(p0, static_cast<int>(j), across ? static_cast<int>(g) : -1);
+          const auto [it, fresh] = group_ids.emplace(key, static_cast<int>(group_ids.size()));
+          cc.ep_group = it->second;
+          for (int k = 0; k < st.ep; ++k)
+            cc.ep_peers.push_back(across ? sw.worker_of[p0 + k][j][g] : sw.worker_of[p][j][k]);
+        }
+      }
+  }
+
   // Receives: a chunk's forward waits for one transfer from each overlapping group of the previous stage.
   for (Worker& w : sw.workers)
     for (ChunkCost& cc : w.chunks) cc.receives = {0, 0};

@@ -49,6 +49,17 @@ struct ChunkCost {
   int ep = 1;
   int ep_rank = 0;
   double local_experts = -1;
+  // Expert-parallel execution (ep > 1 with EP ranks = TP groups): the pass is cut at every MoE layer's
+  // all-to-alls. forward_segments_s[i] is the dense kernel time before MoE layer moe_layers[i]'s dispatch
+  // (after the previous combine); the last entry follows the last combine. backward_segments_s likewise in
+  // backward order (first entry before the top MoE layer's combine gradient). Expert kernels are priced
+  // per micro-batch from the routing draw. ep_peers: the EP group's workers in EP-rank order; ep_group: a
+  // plan-wide id of the group (same chunk of each peer).
+  std::vector<int> moe_layers;
+  std::vector<double> forward_segments_s, backward_segments_s;
+  std::vector<int> ep_peers;
+  std::vector<int> ep_experts;  // routed experts per EP rank
+  int ep_group = -1;
 };
 
 struct Worker {

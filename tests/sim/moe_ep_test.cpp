@@ -17,7 +17,8 @@ SimResult run_mixtral(int ep) {
   s.micro_batch = 1;
   s.global_batch = 8;
   s.recompute = Recompute::Full;
-  const Plan p = plan_from_shorthand(s, c, m);
+  Plan p = plan_from_shorthand(s, c, m);
+  p.overlap_grad_reduce = false;  // the whole reduction is exposed, so dp_comm measures its volume
   const Topology topo(c);
   SimOptions o;
   o.ignore_memory = true;
