@@ -31,6 +31,7 @@ GradSync::GradSync(const ModelConfig& model, const Plan& plan, const StageWork& 
   for (const Worker& w : work.workers)
     for (const ChunkCost& c : w.chunks) cuts.insert(c.layer_begin), cuts.insert(c.layer_end);
   const std::vector<int> bounds(cuts.begin(), cuts.end());
+  size_t communicators = bounds.size();  // dense: one per segment; expert groups get ids after these
 
   for (size_t s = 0; s + 1 < bounds.size(); ++s) {
     const int a = bounds[s], b = bounds[s + 1];
@@ -52,7 +53,7 @@ GradSync::GradSync(const ModelConfig& model, const Plan& plan, const StageWork& 
       if (cur.layer_begin == cur.layer_end && !cur.embedding && !cur.head) return;
       cur.holders = hs;
       cur.lcm_tp = lcm_tp;
-      cur.segment = static_cast<int>(s);
+      cur.communicator = static_cast<int>(s);
       buckets_.push_back(cur);
       cur = Bucket{};
     };
@@ -63,20 +64,31 @@ GradSync::GradSync(const ModelConfig& model, const Plan& plan, const StageWork& 
       cur.full_params += head_params_per_rank(model, 1);
     }
     // Expert parallelism: routed-expert gradients are reduced only over the holders of the same experts
-    // (Megatron-Core's expert-data-parallel group), one bucket per group and segment; the rest of each MoE
-    // layer goes with the dense buckets over every holder.
+    // (Megatron-Core's expert-data-parallel group), one bucket per group and MoE layer on that group's own
+    // communicator; the rest of each MoE layer goes with the dense buckets over every holder.
     std::map<std::pair<int, double>, std::vector<Holder>> expert_groups;
     for (const Holder& h : hs) {
       const ChunkCost& cc = work.workers[h.worker].chunks[h.chunk];
       if (cc.local_experts >= 0) expert_groups[{cc.ep_rank, cc.local_experts}].push_back(h);
     }
-    double one_expert_params = 0;  // Σ over the segment's MoE layers of one expert's full parameters
+    int next_comm = static_cast<int>(communicators);  // one communicator per expert group of this segment
+    std::map<std::pair<int, double>, int> expert_comm;
+    for (const auto& [key, members] : expert_groups) expert_comm[key] = next_comm++;
     for (int l = b - 1; l >= a; --l) {
       cur.layer_begin = l;
       if (!expert_groups.empty() && model.is_moe_layer(l)) {
         const MoeLayerParams mp = moe_layer_params_per_rank(model, l, 1, 1);
         cur.full_params += mp.dense;
-        one_expert_params += mp.experts;
+        for (const auto& [key, members] : expert_groups) {
+          Bucket eb;
+          eb.layer_begin = l;
+          eb.layer_end = l + 1;
+          eb.holders = members;
+          eb.communicator = expert_comm[key];
+          eb.full_params = key.second * mp.experts;
+          for (const Holder& h : members) eb.lcm_tp = std::lcm(eb.lcm_tp, work.workers[h.worker].tp);
+          buckets_.push_back(eb);
+        }
       } else {
         cur.full_params += layer_params_per_rank(model, l, 1);
       }
@@ -90,20 +102,10 @@ GradSync::GradSync(const ModelConfig& model, const Plan& plan, const StageWork& 
       cur.full_params += embedding_params_per_rank(model, 1);
     }
     flush();
-    if (one_expert_params > 0)
-      for (const auto& [key, members] : expert_groups) {
-        Bucket eb;
-        eb.layer_begin = a;
-        eb.layer_end = b;
-        eb.holders = members;
-        eb.segment = static_cast<int>(s);
-        eb.full_params = key.second * one_expert_params;
-        for (const Holder& h : members) eb.lcm_tp = std::lcm(eb.lcm_tp, work.workers[h.worker].tp);
-        buckets_.push_back(eb);
-      }
+    communicators = static_cast<size_t>(next_comm);
   }
-  segment_busy_.assign(bounds.size(), false);
-  segment_queue_.assign(bounds.size(), {});
+  segment_busy_.assign(communicators, false);
+  segment_queue_.assign(communicators, {});
   for (size_t bi = 0; bi < buckets_.size(); ++bi) {
     Bucket& bk = buckets_[bi];
     bk.waiting = static_cast<int>(bk.holders.size());
@@ -137,13 +139,25 @@ void GradSync::on_last_backward_start(int w, int chunk, TimeNs start, double com
   }
 }
 
+void GradSync::on_layers_done(int w, int chunk, int first_done_layer, bool embedding_done) {
+  if (!plan_.overlap_grad_reduce) return;
+  for (int bi : buckets_of_worker_[w]) {
+    const Bucket& bk = buckets_[bi];
+    bool mine = false;
+    for (const Holder& h : bk.holders) mine |= h.worker == w && h.chunk == chunk;
+    const bool done = bk.embedding ? embedding_done : bk.layer_begin >= first_done_layer;
+    if (mine && done && reported_.insert({bi, w}).second) ready(bi);
+  }
+}
+
 void GradSync::on_backward_done(int w, TimeNs now) {
   backward_done_[w] = true;
   for (int bi : buckets_of_worker_[w]) {
     bool ep_pass = false;
     for (const Holder& h : buckets_[bi].holders)
       if (h.worker == w) ep_pass = !work_.workers[w].chunks[h.chunk].moe_layers.empty();
-    if (!plan_.overlap_grad_reduce || ep_pass) ready(bi);
+    // Without overlap every bucket is ready now; an expert-parallel pass reports what it has not yet.
+    if (!plan_.overlap_grad_reduce || (ep_pass && reported_.insert({bi, w}).second)) ready(bi);
   }
   if (pending_[w] == 0) cb_.grads_reduced(w);
 }
@@ -151,8 +165,8 @@ void GradSync::on_backward_done(int w, TimeNs now) {
 void GradSync::ready(int b) {
   Bucket& bk = buckets_[b];
   if (--bk.waiting > 0) return;
-  if (segment_busy_[bk.segment]) {
-    segment_queue_[bk.segment].push_back(b);
+  if (segment_busy_[bk.communicator]) {
+    segment_queue_[bk.communicator].push_back(b);
     return;
   }
   start(b);
@@ -160,7 +174,7 @@ void GradSync::ready(int b) {
 
 void GradSync::start(int b) {
   Bucket& bk = buckets_[b];
-  segment_busy_[bk.segment] = true;
+  segment_busy_[bk.communicator] = true;
   bk.started = ctx_.engine.now();
   launch(b, plan_.zero1 ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, grad_bytes_,
          [this, b]() { reduced(b); });
@@ -214,8 +228,8 @@ void GradSync::launch(int b, CollectiveKind kind, double bytes_per_param, std::f
 
 void GradSync::reduced(int b) {
   Bucket& bk = buckets_[b];
-  segment_busy_[bk.segment] = false;
-  auto& queue = segment_queue_[bk.segment];
+  segment_busy_[bk.communicator] = false;
+  auto& queue = segment_queue_[bk.communicator];
   if (!queue.empty()) {
     const int next = queue.front();
     queue.erase(queue.begin());

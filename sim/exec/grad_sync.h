@@ -10,6 +10,8 @@
 // reduce-scattered, each holder steps its shard, and the bf16 parameters are all-gathered.
 #pragma once
 #include <functional>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "sim/exec/stage_work.h"
@@ -30,6 +32,9 @@ class GradSync {
   // The last backward of `chunk` on worker w starts at `start`: with overlap, buckets become ready while
   // it runs (`compute_s` is its kernel time).
   void on_last_backward_start(int w, int chunk, TimeNs start, double compute_s);
+  // Expert-parallel passes (no fixed kernel timeline): during the last backward of `chunk`, every layer
+  // from `first_done_layer` up is finished (and the embedding, when `embedding_done`).
+  void on_layers_done(int w, int chunk, int first_done_layer, bool embedding_done);
   // Worker w finished all its backward passes.
   void on_backward_done(int w, TimeNs now);
   // Worker w finished its optimizer step.
@@ -55,7 +60,7 @@ class GradSync {
     int phase_pending = 0;   // slices still running
     int opt_waiting = 0;     // ZeRO-1: holders whose optimizer has not finished
     TimeNs started = 0;
-    int segment = 0;         // buckets of one segment share a communicator: they run one at a time
+    int communicator = 0;    // buckets on one communicator run one at a time (NCCL issue order)
   };
   void ready(int b);
   void start(int b);
@@ -74,6 +79,7 @@ class GradSync {
   std::vector<int> pending_;        // per worker: buckets not yet reduced
   std::vector<int> gather_pending_; // per worker: ZeRO-1 all-gathers not yet done
   std::vector<bool> backward_done_;
+  std::set<std::pair<int, int>> reported_;  // (bucket, worker) readiness already reported
   // NCCL runs the collectives of one communicator in issue order: per segment, the bucket in flight and
   // the ready ones queued behind it.
   std::vector<bool> segment_busy_;

@@ -236,7 +236,17 @@ void IterationSim::run_phase(int w, const ScheduledTask& t, int k) {
                std::string(t.forward ? "F" : "B") + std::to_string(t.micro_batch) +
                    (k % 4 == 0 ? "" : " experts L" + std::to_string(layer)),
                "compute", now, now + d);
-      engine_.schedule_after(d, [this, w, t, k]() { run_phase(w, t, k + 1); });
+      engine_.schedule_after(d, [this, w, t, k, blocks]() {
+        // Overlapped gradient reduction: after a dense backward segment of the last micro-batch, every
+        // layer above the next MoE block is done.
+        if (k % 4 == 0 && !t.forward && t.micro_batch == micro_batches_of(w) - 1) {
+          const ChunkCost& c = work_.workers[w].chunks[t.chunk];
+          const int i2 = k / 4;
+          const int first = i2 < blocks ? c.moe_layers[blocks - 1 - i2] + 1 : c.layer_begin;
+          grads_->on_layers_done(w, t.chunk, first, i2 == blocks && c.has_embedding);
+        }
+        run_phase(w, t, k + 1);
+      });
       return;
     }
     default: {
