@@ -108,7 +108,8 @@ std::string config_yaml(const Cluster& cluster, const ModelConfig& model, const 
   y << "cluster:\n" << indented(cluster.to_yaml());
   y << "model:\n" << indented(model.to_yaml());
   y << "plan:\n" << indented(plan_to_yaml(plan, cluster));
-  y << "options:\n  seed: " << opt.seed << "\n  ignore_memory: " << (opt.ignore_memory ? "true" : "false") << "\n";
+  y << "options:\n  seed: " << opt.seed << "\n  ignore_memory: " << (opt.ignore_memory ? "true" : "false")
+    << "\n  hierarchical_alltoall: " << (opt.hierarchical_alltoall ? "true" : "false") << "\n";
   if (global_batch) y << "  global_batch: " << *global_batch << "\n";
   return y.str();
 }
@@ -241,6 +242,7 @@ int run_simulate(const std::vector<std::string>& args, const std::string& comman
       ("timeline", po::value<std::string>()->value_name("F.json"), "write a Chrome trace-event timeline (open in https://ui.perfetto.dev)")
       ("json", po::bool_switch(), "print exactly one JSON object on stdout instead of the report")
       ("ignore-memory", po::bool_switch(), "simulate a plan even when it does not fit in memory")
+      ("hierarchical-a2a", po::bool_switch(), "MoE all-to-all in two levels, inside nodes first (Tutel's 2D algorithm)")
       ("help,h", "show this help");
   po::options_description all;
   all.add(inputs).add(shorthand).add(outputs);
@@ -271,6 +273,7 @@ int run_simulate(const std::vector<std::string>& args, const std::string& comman
     SimOptions opt;
     opt.seed = parse_seed_flag("--seed", str("seed"));
     opt.ignore_memory = vm["ignore-memory"].as<bool>();
+    opt.hierarchical_alltoall = vm["hierarchical-a2a"].as<bool>();
     Outputs out;
     out.json = vm["json"].as<bool>();
     if (vm.count("out")) out.out = str("out");

@@ -339,9 +339,11 @@ void IterationSim::run_alltoall(int w, const ScheduledTask& t, int layer, bool t
       members.push_back(pw.gpus[static_cast<size_t>(c) * pw.tp / channels]);
     }
     engine_.schedule_after(seconds_to_ns(ovh), [this, members, bytes, left, fin]() {
-      alltoall(ctx_, members, bytes, [left, fin]() {
+      auto one = [left, fin]() {
         if (--*left == 0) (*fin)();
-      });
+      };
+      if (opt_.hierarchical_alltoall) hierarchical_alltoall(ctx_, members, bytes, one);
+      else alltoall(ctx_, members, bytes, one);
     });
   }
 }

@@ -19,6 +19,9 @@ struct SimOptions {
   //    (sim/net/flow_network.h); false recomputes every active flow at every event;
   //  - identical, isolated pipelines simulated once (sim/exec/pipeline_mirror.h).
   bool exact_shortcuts = true;
+  // MoE all-to-all: flat (one flow per pair, as NCCL's grouped send/recv) or hierarchical (inside nodes
+  // first, one message per node pair across: Tutel's 2D all-to-all; sim/net/alltoall.h).
+  bool hierarchical_alltoall = false;
 };
 
 // The plan must have passed validate_plan. Out of memory (and !ignore_memory): returns oom = true with the
