@@ -18,6 +18,7 @@ examples=(
   "gpt3-13b-selene-tp8-pp4-dp8|configs/clusters/selene-like.yaml|gpt3-13b|--tp 8 --pp 4 --dp 8 --micro-batch 1 --global-batch 1024 --recompute selective --sequence-parallel"
   "gpt3-13b-selene-interleaved|configs/clusters/selene-like.yaml|gpt3-13b|--tp 8 --pp 4 --dp 8 --micro-batch 1 --global-batch 1024 --recompute selective --sequence-parallel --schedule interleaved --interleave 2"
   "llama2-7b-a100-tp2-pp2-dp8-zero1|configs/clusters/selene-like.yaml|llama2-7b|--tp 2 --pp 2 --dp 8 --micro-batch 2 --global-batch 512 --recompute full --zero1"
+  "mixtral-8x7b-h100-pp4-ep8-dp16|H100:8x8|mixtral-8x7b|--tp 1 --pp 4 --dp 16 --ep 8 --micro-batch 1 --global-batch 256 --recompute full"
 )
 h5s=()
 for ex in "${examples[@]}"; do
