@@ -299,12 +299,22 @@ std::vector<long> IterationSim::rank_tokens(const ChunkCost& cc, const RoutingDr
 double IterationSim::expert_time_s(int w, const ScheduledTask& t, int layer) {
   const Worker& wk = work_.workers[w];
   const ChunkCost& cc = wk.chunks[t.chunk];
-  const std::vector<OpCost> fwd = expert_forward_ops(model_, rank_tokens(cc, routing(w, t, layer), cc.ep_rank), wk.tp);
   const GpuSpec& gpu = cluster_.gpu_spec(wk.gpus.front());
-  const double f = ops_time_s(fwd, gpu, model_.dtype);
-  if (t.forward) return f;
-  // Backward: input and weight gradients, plus the forward again under full recompute.
-  return ops_time_s(backward_of(fwd), gpu, model_.dtype) + (plan_.recompute == Recompute::Full ? f : 0.0);
+  const RoutingDraw& d = routing(w, t, layer);
+  auto rank_time = [&](int r, int shards) {
+    const std::vector<OpCost> fwd = expert_forward_ops(model_, rank_tokens(cc, d, r), shards);
+    const double f = ops_time_s(fwd, gpu, model_.dtype);
+    if (t.forward) return f;
+    // Backward: input and weight gradients, plus the forward again under full recompute.
+    return ops_time_s(backward_of(fwd), gpu, model_.dtype) + (plan_.recompute == Recompute::Full ? f : 0.0);
+  };
+  if (cc.ep_members.empty()) return rank_time(cc.ep_rank, wk.tp);
+  // EP ranks inside the TP groups: the group waits for its slowest GPU's experts.
+  double worst = 0;
+  for (size_t i = 0; i < cc.ep_members.size(); ++i)
+    if (std::find(wk.gpus.begin(), wk.gpus.end(), cc.ep_members[i]) != wk.gpus.end())
+      worst = std::max(worst, rank_time(static_cast<int>(i) / cc.ep_etp, cc.ep_etp));
+  return worst;
 }
 
 // One all-to-all per TP-rank channel among the EP peers' corresponding GPUs (sequence-parallel token
@@ -319,6 +329,36 @@ void IterationSim::run_alltoall(int w, const ScheduledTask& t, int layer, bool t
   long tokens = 0;
   for (int peer : cc.ep_peers) tokens += peer_tokens(peer, t.chunk);
   const double repeat = !t.forward && plan_.recompute == Recompute::Full ? 2.0 : 1.0;
+  if (!cc.ep_members.empty()) {
+    // EP ranks inside the TP groups: one all-to-all over the stage's GPUs. Each GPU owns its group's
+    // tokens / tp (sequence shard) and sends every rank its share, split over that rank's GPUs.
+    const int m = static_cast<int>(cc.ep_members.size());
+    std::vector<double> owned(m, 0.0);
+    for (int i = 0; i < m; ++i)
+      for (int peer : cc.ep_peers) {
+        const Worker& pw = work_.workers[peer];
+        if (std::find(pw.gpus.begin(), pw.gpus.end(), cc.ep_members[i]) != pw.gpus.end())
+          owned[i] = static_cast<double>(peer_tokens(peer, t.chunk)) / pw.tp;
+      }
+    std::vector<std::vector<double>> gb(m, std::vector<double>(m, 0.0));
+    for (int r = 0; r < cc.ep; ++r) {
+      long kept = 0;
+      for (long x : rank_tokens(cc, d, r)) kept += x;
+      for (int j = r * cc.ep_etp; j < (r + 1) * cc.ep_etp; ++j)
+        for (int i = 0; i < m; ++i) {
+          const double b = static_cast<double>(kept) * owned[i] / static_cast<double>(tokens) *
+                           dispatch_bytes_per_assignment(model_) * repeat / cc.ep_etp;
+          (to_experts ? gb[i][j] : gb[j][i]) = b;
+        }
+    }
+    const std::vector<GpuId> members = cc.ep_members;
+    engine_.schedule_after(seconds_to_ns(work_.workers[w].collective_overhead_s),
+                           [this, members, gb, done = std::move(done)]() {
+                             if (opt_.hierarchical_alltoall) hierarchical_alltoall(ctx_, members, gb, done);
+                             else alltoall(ctx_, members, gb, done);
+                           });
+    return;
+  }
   std::vector<std::vector<double>> bytes(n, std::vector<double>(n, 0.0));
   for (int j = 0; j < n; ++j) {
     long kept = 0;

@@ -147,7 +147,7 @@ StageWork build_stage_work(const Cluster& cluster, const Topology& topo, const M
             // EP inside the stage's GPUs beyond its groups: each GPU holds experts/ep at TP-equivalent tp·ep/N.
             int n_gpus = 0;
             for (const TpGroup& tg : st.groups) n_gpus += static_cast<int>(tg.gpus.size());
-            cc.ep_rank = 0;
+            cc.ep_rank = static_cast<int>(g);  // GPU k of group g holds the same experts in every pipeline
             cc.local_experts = static_cast<double>(experts) * w.tp / n_gpus;
           }
         }
@@ -197,8 +197,7 @@ StageWork build_stage_work(const Cluster& cluster, const Topology& topo, const M
         cc.embedding_grad_ready_s = t;
         cc.forward = make_pass(fwd, tp_fwd, tp_bytes_each, w, cluster, topo, model);
         cc.backward = make_pass(bwd, tp_bwd, tp_bytes_each, w, cluster, topo, model);
-        const bool ep_exec = cc.ep > 1 && (st.ep_scope == EpScope::Pipelines || static_cast<int>(st.groups.size()) == st.ep);
-        if (ep_exec) {
+        if (cc.ep > 1) {
           // Dense kernels per segment; the routed experts run between each MoE layer's all-to-alls.
           auto time = [&](const std::vector<OpCost>& ops) { return ops_time_s(ops, gpu, model.dtype); };
           auto dense = [&](int l) { return model.is_moe_layer(l) ? moe_dense_forward_ops(model, l, sh) : layer_forward_ops(model, l, sh); };
@@ -291,8 +290,17 @@ StageWork build_stage_work(const Cluster& cluster, const Topology& topo, const M
           const auto key = std::make_tuple(p0, static_cast<int>(j), across ? static_cast<int>(g) : -1);
           const auto [it, fresh] = group_ids.emplace(key, static_cast<int>(group_ids.size()));
           cc.ep_group = it->second;
-          for (int k = 0; k < st.ep; ++k)
-            cc.ep_peers.push_back(across ? sw.worker_of[p0 + k][j][g] : sw.worker_of[p][j][k]);
+          const bool by_groups = across || static_cast<int>(st.groups.size()) == st.ep;
+          if (by_groups) {
+            for (int k = 0; k < st.ep; ++k)
+              cc.ep_peers.push_back(across ? sw.worker_of[p0 + k][j][g] : sw.worker_of[p][j][k]);
+          } else {
+            // EP ranks are sets of the stage's GPUs (in group order), N/ep GPUs each sharing their experts
+            // tensor-parallel; every group of the stage meets at the all-to-alls.
+            for (size_t k = 0; k < st.groups.size(); ++k) cc.ep_peers.push_back(sw.worker_of[p][j][k]);
+            for (const TpGroup& tg : st.groups) cc.ep_members.insert(cc.ep_members.end(), tg.gpus.begin(), tg.gpus.end());
+            cc.ep_etp = static_cast<int>(cc.ep_members.size()) / st.ep;
+          }
         }
       }
   }

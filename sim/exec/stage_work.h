@@ -60,6 +60,11 @@ struct ChunkCost {
   std::vector<int> ep_peers;
   std::vector<int> ep_experts;  // routed experts per EP rank
   int ep_group = -1;
+  // EP inside the stage's TP groups (ep_scope stage, ep != groups): the stage's GPUs in EP-rank order
+  // (rank r = members[r*ep_etp, (r+1)*ep_etp)), each rank's experts tensor-parallel over its ep_etp GPUs.
+  // Empty when EP ranks are whole TP groups.
+  std::vector<GpuId> ep_members;
+  int ep_etp = 1;
 };
 
 struct Worker {

@@ -150,3 +150,34 @@ TEST(MoeIteration, HierarchicalAllToAllMovesTheSameNicBytes) {
 
 }  // namespace
 }  // namespace arachne
+
+namespace arachne {
+namespace {
+
+// EP inside one TP group (Megatron-Core TP8 with EP8 and expert-TP 1): each GPU keeps one whole expert,
+// the group's GPUs exchange tokens by all-to-all over NVLink. Per-GPU expert memory equals TP-sharding all
+// eight experts over the eight GPUs (an eighth of them either way); only the EP plan communicates.
+TEST(MoeIteration, ExpertParallelismInsideOneTpGroup) {
+  const Cluster c = parse_cluster_spec("A100-80:1x8", GpuCatalog::load_default());
+  const ModelConfig m = mixtral();
+  auto plan = [&](int ep) {
+    const std::string yaml =
+        "pipelines:\n  - micro_batch: 1\n    micro_batches: 2\n    stages:\n"
+        "      - {layers: [0, 8], groups: [{gpus: \"n0\", tp: 8}], ep: " + std::to_string(ep) + ", ep_scope: stage}\n";
+    return parse_plan_yaml_text(yaml, "ep-in-tp.yaml", c);
+  };
+  const Topology topo(c);
+  SimOptions o;
+  o.ignore_memory = true;
+  const Plan ep8 = plan(8), ep1 = plan(1);
+  validate_plan(ep8, c, m, std::nullopt, "ep8");
+  const SimResult a = simulate_iteration(c, topo, m, ep8, o), b = simulate_iteration(c, topo, m, ep1, o);
+  EXPECT_GT(a.breakdown.ep_comm, 0);
+  EXPECT_EQ(b.breakdown.ep_comm, 0);
+  EXPECT_EQ(a.bytes[static_cast<int>(LinkClass::Nic)], 0);
+  EXPECT_NEAR(a.memory.weights, b.memory.weights, 0.01 * b.memory.weights);
+  EXPECT_NEAR(a.breakdown.sum(), a.iteration_time_s, 1e-9 * a.iteration_time_s);
+}
+
+}  // namespace
+}  // namespace arachne
