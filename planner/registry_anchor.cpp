@@ -1,7 +1,24 @@
+// The planner registry: names compiled into this build and construction by name.
+#include <algorithm>
+
+#include "planner/baselines/megatron/megatron_planner.h"
+#include "planner/planner.h"
 #include "planner/registry.h"
+#include "sim/io/input_error.h"
 
 namespace arachne::planner {
 
-std::vector<std::string> registered_planner_names() { return {}; }
+std::vector<std::string> registered_planner_names() {
+  std::vector<std::string> names = {"megatron"};
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::unique_ptr<Planner> make_planner(const std::string& name) {
+  if (name == "megatron") return std::make_unique<MegatronPlanner>();
+  std::string known;
+  for (const std::string& n : registered_planner_names()) known += (known.empty() ? "" : ", ") + n;
+  throw InputError("--planner", "unknown planner '" + name + "' (known: " + known + ")");
+}
 
 }  // namespace arachne::planner

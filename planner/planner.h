@@ -1,0 +1,44 @@
+// The planner interface: request = available cluster snapshot + model + global batch + budget; result =
+// a plan (or the reason there is none), the planner's own predicted iteration time, its wall time and the
+// evaluations it used. Planners are found by name in the registry (planner/registry.h).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "sim/hw/topology.h"
+#include "sim/model/model.h"
+#include "sim/plan/plan.h"
+
+namespace arachne::planner {
+
+struct PlanRequest {
+  const Cluster* cluster = nullptr;
+  const Topology* topo = nullptr;
+  const ModelConfig* model = nullptr;
+  long global_batch = 0;
+  long budget_evaluations = 2000;  // simulator (or cost-model) evaluations; deterministic
+  double budget_wall_s = 0;        // optional wall-clock cap (0: none)
+  std::uint64_t seed = 0;
+};
+
+struct PlanResult {
+  std::optional<Plan> plan;      // empty: no feasible plan
+  std::string reason;            // why there is no plan
+  double predicted_iteration_time_s = 0;  // the planner's own cost model
+  double planning_time_s = 0;    // wall time (measured)
+  long evaluations = 0;
+};
+
+class Planner {
+ public:
+  virtual ~Planner() = default;
+  virtual std::string name() const = 0;
+  virtual PlanResult plan(const PlanRequest& request) = 0;
+};
+
+// A new planner by name; throws InputError(where = "--planner", reason) for an unknown name.
+std::unique_ptr<Planner> make_planner(const std::string& name);
+
+}  // namespace arachne::planner

@@ -1,0 +1,206 @@
+#include "sim/trace/replay.h"
+
+#include <algorithm>
+#include <set>
+
+#include "sim/exec/simulate.h"
+#include "sim/hw/topology.h"
+
+namespace arachne {
+namespace {
+
+NodeGroup group_for(const std::string& type, int gpus, const GpuCatalog& catalog, const Cluster* tmpl) {
+  NodeGroup g;
+  g.gpu = type;
+  g.nodes = 1;
+  g.gpus_per_node = gpus;
+  if (tmpl)
+    for (const NodeGroup& t : tmpl->groups)
+      if (t.gpu == type) {
+        g.intra_kind = t.intra_kind, g.intra_bw = t.intra_bw, g.nic_count = t.nic_count, g.nic_bw = t.nic_bw;
+        return g;
+      }
+  const NodeDefaults& d = catalog.at(type).node;
+  g.intra_kind = d.intra_kind;
+  g.intra_bw = d.intra_bw;
+  g.nic_count = d.nics;
+  g.nic_bw = d.nic_bw;
+  return g;
+}
+
+std::string summarize(const Plan& p) {
+  std::set<int> tps;
+  size_t stages = 0;
+  for (const Pipeline& pl : p.pipelines) {
+    stages = std::max(stages, pl.stages.size());
+    for (const Stage& s : pl.stages)
+      for (const TpGroup& g : s.groups) tps.insert(g.tp);
+  }
+  std::string tp;
+  for (int t : tps) tp += (tp.empty() ? "" : "/") + std::to_string(t);
+  return std::to_string(p.pipelines.size()) + " pipelines x " + std::to_string(stages) + " stages, tp " + tp + ", " +
+         std::to_string(p.num_gpus()) + " GPUs";
+}
+
+struct Evaluated {
+  ReplanOutcome outcome;
+  double tokens_per_s = 0;  // 0: infeasible (no plan, or out of memory)
+  std::vector<int> used;    // GPUs the plan uses per trace node
+  std::string summary;
+};
+
+}  // namespace
+
+Cluster snapshot_cluster(const AvailabilityTrace& trace, const std::vector<int>& gpus, const GpuCatalog& catalog,
+                         const Cluster* link_template, std::vector<int>* node_of_trace) {
+  Cluster c;
+  c.name = "snapshot";
+  c.source = trace.source;
+  c.catalog = catalog;
+  if (link_template) c.network = link_template->network;
+  if (node_of_trace) node_of_trace->clear();
+  for (size_t i = 0; i < trace.nodes.size(); ++i) {
+    if (gpus[i] <= 0) continue;
+    c.groups.push_back(group_for(trace.nodes[i].gpu_type, gpus[i], catalog, link_template));
+    const int id = static_cast<int>(c.nodes.size());
+    const int first = id == 0 ? 0 : c.nodes.back().first_gpu + c.nodes.back().gpus;
+    c.nodes.push_back(Node{id, static_cast<int>(c.groups.size()) - 1, first, gpus[i]});
+    if (node_of_trace) node_of_trace->push_back(static_cast<int>(i));
+  }
+  return c;
+}
+
+double checkpoint_bytes(const ModelConfig& model) { return 14.0 * model.parameters(); }
+
+ReplayResult replay(const AvailabilityTrace& trace, const GpuCatalog& catalog, const ModelConfig& model,
+                    long global_batch, const ReplanCallback& replan, const ReplayOptions& opt) {
+  ReplayResult out;
+  const double end = opt.until_s >= 0 ? opt.until_s : trace.end_s;
+  std::vector<double> times;
+  for (double t : trace.change_times())
+    if (t < end && (times.empty() || t - times.back() >= opt.coalesce_s)) times.push_back(t);
+  if (times.empty() || times.front() > 0) times.insert(times.begin(), 0.0);
+
+  const double state_bytes = checkpoint_bytes(model);
+  const double save_s = state_bytes / opt.storage_bandwidth;
+  const double reconfig_s = state_bytes / opt.storage_bandwidth + opt.restart_s;
+  std::map<std::vector<int>, Evaluated> cache;
+
+  bool running = false;
+  std::vector<int> used(trace.nodes.size(), 0);
+  std::string current_summary;
+  double since_ckpt_s = 0;                               // training time since the last checkpoint
+  std::vector<std::pair<size_t, double>> since_ckpt_tokens;  // (interval, tokens) since the last checkpoint
+
+  for (size_t k = 0; k < times.size(); ++k) {
+    const double t0 = times[k];
+    const double t1 = k + 1 < times.size() ? times[k + 1] : end;
+    const std::vector<int> gpus = trace.snapshot(t0);
+    ReplayInterval iv;
+    iv.start_s = t0;
+    iv.end_s = t1;
+    for (size_t i = 0; i < gpus.size(); ++i)
+      if (gpus[i] > 0) iv.gpus_per_type[trace.nodes[i].gpu_type] += gpus[i];
+    double left = t1 - t0;
+    auto charge = [&](double want, double& into) {
+      const double c = std::min(want, left);
+      into += c;
+      left -= c;
+    };
+
+    // GPUs in use gone: the work since the last checkpoint is lost.
+    bool lost = false;
+    if (k > 0 && running) {
+      for (size_t i = 0; i < gpus.size(); ++i) lost = lost || gpus[i] < used[i];
+      if (lost) {
+        out.intervals.back().work_lost_s += since_ckpt_s;
+        for (const auto& [idx, tok] : since_ckpt_tokens) out.intervals[idx].tokens -= tok;
+        since_ckpt_s = 0;
+        since_ckpt_tokens.clear();
+      }
+    }
+
+    // Replan on the snapshot (simulated once per distinct snapshot).
+    auto it = cache.find(gpus);
+    if (it == cache.end()) {
+      Evaluated e;
+      std::vector<int> node_of_trace;
+      const Cluster snap = snapshot_cluster(trace, gpus, catalog, opt.link_template, &node_of_trace);
+      if (snap.total_gpus() > 0) e.outcome = replan(snap, global_batch);
+      else e.outcome.reason = "no GPUs available";
+      e.used.assign(trace.nodes.size(), 0);
+      if (e.outcome.plan) {
+        const Topology topo(snap);
+        const SimResult r = simulate_iteration(snap, topo, model, *e.outcome.plan, SimOptions{});
+        if (!r.oom) {
+          e.tokens_per_s = r.tokens_per_s;
+          e.summary = summarize(*e.outcome.plan);
+          // Count each GPU once (interleaved stages repeat GPUs).
+          std::set<GpuId> ids;
+          for (const Pipeline& pl : e.outcome.plan->pipelines)
+            for (const Stage& s : pl.stages)
+              for (const TpGroup& g : s.groups) ids.insert(g.gpus.begin(), g.gpus.end());
+          for (GpuId id : ids) ++e.used[node_of_trace[snap.node_of(id)]];
+        }
+      }
+      ++out.totals.simulations;
+      it = cache.emplace(gpus, std::move(e)).first;
+    }
+    const Evaluated& e = it->second;
+    ++out.totals.replans;
+    charge(opt.fixed_planning_s ? *opt.fixed_planning_s : e.outcome.planning_time_s, iv.planning_s);
+
+    if (e.tokens_per_s <= 0) {  // nothing feasible: wait
+      charge(left, iv.idle_s);
+      running = false;
+      std::fill(used.begin(), used.end(), 0);
+      out.intervals.push_back(iv);
+      continue;
+    }
+    // A change after t = 0 that (re)starts the job or changes its plan reconfigures (checkpoint load +
+    // restart); a job still running saves a checkpoint first, so it loses nothing.
+    const bool changed = !running || lost || e.used != used || e.summary != current_summary;
+    if (k > 0 && changed) {
+      if (running && !lost && since_ckpt_s > 0) charge(save_s, iv.checkpoint_s);
+      charge(reconfig_s, iv.reconfig_s);
+      since_ckpt_s = 0;
+      since_ckpt_tokens.clear();
+    }
+    running = true;
+    used = e.used;
+    current_summary = e.summary;
+    iv.plan_summary = e.summary;
+    iv.tokens_per_s = e.tokens_per_s;
+    for (int u : e.used) iv.gpus_used += u;
+
+    // Train, saving a checkpoint every checkpoint_interval_s of training.
+    while (left > 0) {
+      const double step = opt.checkpoint_interval_s > 0 ? std::min(left, opt.checkpoint_interval_s - since_ckpt_s) : left;
+      const double tok = step * e.tokens_per_s;
+      iv.tokens += tok;
+      since_ckpt_s += step;
+      since_ckpt_tokens.push_back({out.intervals.size(), tok});
+      left -= step;
+      if (opt.checkpoint_interval_s > 0 && since_ckpt_s >= opt.checkpoint_interval_s && left > 0) {
+        charge(save_s, iv.checkpoint_s);
+        since_ckpt_s = 0;
+        since_ckpt_tokens.clear();
+      }
+    }
+    out.intervals.push_back(iv);
+  }
+
+  ReplayTotals& tot = out.totals;
+  for (const ReplayInterval& iv : out.intervals) {
+    tot.tokens_trained += iv.tokens;
+    tot.planning_s += iv.planning_s;
+    tot.reconfig_s += iv.reconfig_s;
+    tot.checkpoint_s += iv.checkpoint_s;
+    tot.idle_s += iv.idle_s;
+    tot.work_lost_s += iv.work_lost_s;
+  }
+  tot.effective_tokens_per_s = end > 0 ? tot.tokens_trained / end : 0;
+  return out;
+}
+
+}  // namespace arachne

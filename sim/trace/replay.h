@@ -1,0 +1,80 @@
+// Replay of a job over an availability trace (DESIGN.md, "Availability traces and replay").
+//
+// At t = 0 and at every change (changes closer than `coalesce_s` merged into the first), the planner
+// replans on the available snapshot through a callback (the simulator never knows planners). Charged as
+// downtime: planning time on every replan (the callback's measured time, or a fixed charge), and on a
+// change after t = 0 that changes the running plan, a reconfiguration (checkpoint load = model state bytes
+// / storage bandwidth, plus a restart). The job checkpoints every `checkpoint_interval_s` of training (each
+// save costs state bytes / storage bandwidth); when GPUs it uses disappear, the work since its last
+// checkpoint is lost; when GPUs appear, it checkpoints, then reconfigures. With no feasible plan it waits.
+// Plans are simulated once per distinct snapshot (cached).
+#pragma once
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/hw/cluster.h"
+#include "sim/model/model.h"
+#include "sim/plan/plan.h"
+#include "sim/trace/availability.h"
+
+namespace arachne {
+
+struct ReplanOutcome {
+  std::optional<Plan> plan;  // empty: nothing feasible on this snapshot
+  double planning_time_s = 0;
+  std::string reason;        // when no plan
+};
+using ReplanCallback = std::function<ReplanOutcome(const Cluster& snapshot, long global_batch)>;
+
+struct ReplayOptions {
+  double until_s = -1;                      // end of the replay (-1: the trace's end)
+  double coalesce_s = 0;                    // changes closer than this are merged
+  std::optional<double> fixed_planning_s;   // charge this per replan instead of the measured time
+  double checkpoint_interval_s = 0;         // 0: no periodic checkpoints
+  double storage_bandwidth = 2e9;           // bytes/s, checkpoint save and load
+  double restart_s = 60;                    // process restart on reconfiguration
+  const Cluster* link_template = nullptr;   // node groups matched by GPU type for link properties
+};
+
+struct ReplayInterval {
+  double start_s = 0, end_s = 0;
+  std::map<std::string, int> gpus_per_type;  // available
+  std::string plan_summary;                  // "" when idle
+  int gpus_used = 0;
+  double tokens_per_s = 0;                   // while training
+  double tokens = 0;                         // kept (after losses at its end)
+  double planning_s = 0, reconfig_s = 0, checkpoint_s = 0, idle_s = 0;
+  double work_lost_s = 0;                    // training time lost at the end of this interval
+};
+
+struct ReplayTotals {
+  double tokens_trained = 0;
+  double effective_tokens_per_s = 0;  // tokens_trained / replayed span
+  double planning_s = 0, reconfig_s = 0, checkpoint_s = 0, idle_s = 0;
+  double work_lost_s = 0;
+  int replans = 0;
+  int simulations = 0;  // distinct snapshots simulated (cache misses)
+};
+
+struct ReplayResult {
+  std::vector<ReplayInterval> intervals;
+  ReplayTotals totals;
+};
+
+// The cluster offered by `gpus[i]` GPUs on each trace node i (nodes offering none are left out, the rest
+// keep trace order). Links: the link template's node group of the same GPU type, else the catalog's default
+// node. `node_of_trace` (optional) receives, per snapshot node, its trace node index.
+Cluster snapshot_cluster(const AvailabilityTrace& trace, const std::vector<int>& gpus, const GpuCatalog& catalog,
+                         const Cluster* link_template, std::vector<int>* node_of_trace = nullptr);
+
+// Checkpoint size: bf16 weights plus fp32 master weights and both Adam moments, 14 bytes per parameter
+// (Rajbhandari et al. 2020 §3: 16 with fp16 gradients, which are not checkpointed).
+double checkpoint_bytes(const ModelConfig& model);
+
+ReplayResult replay(const AvailabilityTrace& trace, const GpuCatalog& catalog, const ModelConfig& model,
+                    long global_batch, const ReplanCallback& replan, const ReplayOptions& options);
+
+}  // namespace arachne

@@ -1,0 +1,135 @@
+// Replay over availability traces: exact accounting of planning, reconfiguration, checkpoints and lost
+// work (fixed planning time for exactness), waiting when nothing is feasible, caching and determinism.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "sim/exec/simulate.h"
+#include "sim/plan/plan_yaml.h"
+#include "sim/trace/replay.h"
+
+namespace arachne {
+namespace {
+
+ModelConfig small_model() {
+  ModelConfig m;
+  m.name = "replay-toy";
+  m.layers = 8;
+  m.hidden = 1024;
+  m.heads = 16;
+  m.kv_heads = 16;
+  m.ffn_hidden = 4096;
+  m.seq_len = 1024;
+  m.vocab = 32000;
+  m.dtype = "bf16";
+  m.global_batch = 32;
+  return m;
+}
+
+// Pure data parallelism over every available GPU (at least `min_gpus`, and dividing the batch).
+ReplanCallback data_parallel(const ModelConfig& m, int min_gpus = 1) {
+  return [m, min_gpus](const Cluster& snap, long gb) {
+    ReplanOutcome o;
+    o.planning_time_s = 0.25;
+    int n = snap.total_gpus();
+    while (n > 0 && gb % n != 0) --n;
+    if (n < min_gpus) {
+      o.reason = "too few GPUs";
+      return o;
+    }
+    Shorthand s;
+    s.dp = n;
+    s.micro_batch = static_cast<int>(gb / n);
+    s.global_batch = gb;
+    o.plan = plan_from_shorthand(s, snap, m);
+    return o;
+  };
+}
+
+AvailabilityTrace trace_of(std::vector<TraceEvent> events, double end, int nodes = 1, int capacity = 8) {
+  AvailabilityTrace t;
+  t.source = "test";
+  for (int i = 0; i < nodes; ++i) t.nodes.push_back({"n" + std::to_string(i), "A100-80", capacity});
+  t.events = std::move(events);
+  t.end_s = end;
+  return t;
+}
+
+double tokens_per_s_on(const AvailabilityTrace& t, double at, const ModelConfig& m) {
+  const GpuCatalog cat = GpuCatalog::load_default();
+  const Cluster snap = snapshot_cluster(t, t.snapshot(at), cat, nullptr);
+  const Plan p = *data_parallel(m)(snap, m.global_batch).plan;
+  const Topology topo(snap);
+  return simulate_iteration(snap, topo, m, p, SimOptions{}).tokens_per_s;
+}
+
+TEST(Replay, NoChangeTrainsThroughputTimesDurationMinusPlanning) {
+  const ModelConfig m = small_model();
+  const AvailabilityTrace t = trace_of({{0, 0, 8}}, 3600);
+  ReplayOptions o;
+  o.fixed_planning_s = 10;
+  const ReplayResult r = replay(t, GpuCatalog::load_default(), m, m.global_batch, data_parallel(m), o);
+  const double tps = tokens_per_s_on(t, 0, m);
+  EXPECT_NEAR(r.totals.tokens_trained, tps * (3600 - 10), 1e-9 * tps * 3600);
+  EXPECT_EQ(r.totals.replans, 1);
+  EXPECT_EQ(r.totals.planning_s, 10);
+  EXPECT_EQ(r.totals.reconfig_s + r.totals.checkpoint_s + r.totals.idle_s + r.totals.work_lost_s, 0);
+}
+
+TEST(Replay, LosingGpusChargesPlanningPlusReconfigurationAndLosesWorkSinceCheckpoint) {
+  const ModelConfig m = small_model();
+  // 8 GPUs until t = 1000, then 4: the data-parallel job used all 8, so GPUs it uses disappear.
+  const AvailabilityTrace t = trace_of({{0, 0, 8}, {1000, 0, 4}}, 2000);
+  ReplayOptions o;
+  o.fixed_planning_s = 10;
+  o.checkpoint_interval_s = 300;
+  o.storage_bandwidth = 2e9;
+  o.restart_s = 60;
+  const ReplayResult r = replay(t, GpuCatalog::load_default(), m, m.global_batch, data_parallel(m), o);
+  ASSERT_EQ(r.intervals.size(), 2u);
+  const double save = checkpoint_bytes(m) / o.storage_bandwidth;
+  // First interval: 10 s planning, then cycles of 300 s training + one save, until t = 1000.
+  double left = 1000 - 10, since = 0;
+  while (left > 0) {
+    const double step = std::min(left, 300 - since);
+    since += step;
+    left -= step;
+    if (since >= 300 && left > 0) left -= std::min(save, left), since = 0;
+  }
+  EXPECT_NEAR(r.intervals[0].work_lost_s, since, 1e-9);
+  EXPECT_NEAR(r.intervals[1].planning_s, 10, 1e-12);
+  EXPECT_NEAR(r.intervals[1].reconfig_s, save + 60, 1e-9);  // checkpoint load + restart
+  EXPECT_EQ(r.intervals[1].checkpoint_s > 0, true);         // periodic saves go on after the restart
+  // The tokens kept in the first interval are those trained up to its last checkpoint.
+  const double tps = tokens_per_s_on(t, 0, m);
+  EXPECT_NEAR(r.intervals[0].tokens, tps * (990 - since - 3 * save), 1e-6 * tps * 1000);
+}
+
+TEST(Replay, JobWaitsWhenNothingIsFeasibleAndRestartsWhenGpusReturn) {
+  const ModelConfig m = small_model();
+  const AvailabilityTrace t = trace_of({{0, 0, 8}, {100, 0, 2}, {200, 0, 8}}, 300);
+  ReplayOptions o;
+  o.fixed_planning_s = 1;
+  const ReplayResult r = replay(t, GpuCatalog::load_default(), m, m.global_batch, data_parallel(m, 4), o);
+  ASSERT_EQ(r.intervals.size(), 3u);
+  EXPECT_NEAR(r.intervals[1].idle_s, 99, 1e-9);
+  EXPECT_EQ(r.intervals[1].tokens, 0);
+  EXPECT_GT(r.intervals[2].reconfig_s, 0);  // a restart after waiting
+  EXPECT_EQ(r.totals.simulations, 2);       // the 8-GPU snapshot is simulated once
+}
+
+TEST(Replay, CoalescedChangesReplanOnceAndResultsAreDeterministic) {
+  const ModelConfig m = small_model();
+  const AvailabilityTrace t = trace_of({{0, 0, 8}, {0, 1, 8}, {100, 1, 0}, {101, 1, 8}}, 500, 2);
+  ReplayOptions o;
+  o.fixed_planning_s = 2;
+  o.coalesce_s = 5;
+  const ReplayResult a = replay(t, GpuCatalog::load_default(), m, m.global_batch, data_parallel(m), o);
+  EXPECT_EQ(a.totals.replans, 2);  // t = 0 and t = 100 (101 merged into 100)
+  const ReplayResult b = replay(t, GpuCatalog::load_default(), m, m.global_batch, data_parallel(m), o);
+  EXPECT_EQ(a.totals.tokens_trained, b.totals.tokens_trained);
+  EXPECT_EQ(a.totals.work_lost_s, b.totals.work_lost_s);
+}
+
+}  // namespace
+}  // namespace arachne
