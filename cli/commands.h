@@ -19,6 +19,8 @@ constexpr int kExitInfeasible = 3;
 int run_simulate(const std::vector<std::string>& args, const std::string& command_line);
 int run_list(const std::vector<std::string>& args);
 int run_calibrate(const std::vector<std::string>& args);
+int run_replay(const std::vector<std::string>& args, const std::string& command_line);
+int run_trace(const std::vector<std::string>& args);
 
 // Prints `error: <where>: <reason>` to stderr and returns kExitBadInput.
 int input_error(const std::string& where, const std::string& reason);

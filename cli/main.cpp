@@ -20,6 +20,8 @@ Commands:
   simulate   simulate one training iteration of a plan: iteration time, tokens/s, MFU, memory per GPU,
              where the time goes; optional HDF5 results (--out) and a Perfetto timeline (--timeline)
   list       show the GPU catalog, the bundled models, the planners and the trace formats
+  replay     how much training each planner gets done over an availability trace of a shared cluster
+  trace      convert availability traces to the native format, or print their statistics
   calibrate  fit a GPU's compute-model constants to measured iterations (scripts/calibrate.sh)
 
 Common options:
@@ -59,6 +61,8 @@ int main(int argc, char** argv) {
       if (rest[0] == "simulate") return run_simulate(help, "");
       if (rest[0] == "list") return run_list(help);
       if (rest[0] == "calibrate") return run_calibrate(help);
+      if (rest[0] == "replay") return run_replay(help, "");
+      if (rest[0] == "trace") return run_trace(help);
       return input_error(rest[0], "unknown command (see 'arachne --help')");
     }
     if (cmd == "--version") {
@@ -68,6 +72,8 @@ int main(int argc, char** argv) {
     if (cmd == "simulate") return run_simulate(rest, quoted_command_line(argc, argv));
     if (cmd == "list") return run_list(rest);
     if (cmd == "calibrate") return run_calibrate(rest);
+    if (cmd == "replay") return run_replay(rest, quoted_command_line(argc, argv));
+    if (cmd == "trace") return run_trace(rest);
     return input_error(cmd, "unknown command (see 'arachne --help')");
   } catch (const arachne::InputError& e) {
     return input_error(e.where(), e.reason());

@@ -1,5 +1,5 @@
 // Alibaba cluster-trace-gpu-v2023 ("openb", Weng et al., ATC'23) → AvailabilityTrace (DESIGN.md,
-// "Availability traces and replay"; traces/README.alibaba.md says the same in prose).
+// "Availability traces and replay"; traces/README.md says the same in prose).
 //
 // Inputs: the pod list `openb_pod_list_default.csv` and, beside it, the node list
 // `openb_node_list_gpu_node.csv`. The pod list has no node column, so pods are placed by this policy:

@@ -2,6 +2,7 @@
 #include "sim/trace/alibaba_trace.h"
 
 #include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -9,6 +10,8 @@
 #include <map>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "sim/io/input_error.h"
 #include "tests/sim/test_support.h"
@@ -52,7 +55,7 @@ void expect_well_formed(const AvailabilityTrace& tr) {
 struct TempDir {
   std::filesystem::path dir;
   explicit TempDir(const std::string& name)
-      : dir(std::filesystem::temp_directory_path() / ("arachne_alibaba_" + name)) {
+      : dir(std::filesystem::temp_directory_path() / ("arachne_alibaba_" + name + "_" + std::to_string(::getpid()))) {
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
   }
@@ -206,6 +209,11 @@ TEST(AlibabaTraceFixture, GpuMapCoversEveryModelOfTheTrace) {
   for (const auto& [model, type] : disclosed) EXPECT_EQ(map.at(model), type);
   EXPECT_EQ(map.count("G2"), 1u);
   EXPECT_EQ(map.count("G3"), 1u);
+  // Every target is a GPU of the bundled catalog.
+  std::vector<std::string> catalog;
+  for (const auto& g : YAML::LoadFile(test::configs() + "/gpus.yaml")["gpus"]) catalog.push_back(g["name"].as<std::string>());
+  for (const auto& [model, type] : map)
+    EXPECT_NE(std::find(catalog.begin(), catalog.end(), type), catalog.end()) << model << " -> " << type;
 }
 
 // ---- real trace (shared data)
