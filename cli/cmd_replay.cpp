@@ -45,6 +45,9 @@ const char* kTraceHelp = R"(arachne trace - availability traces
 Usage:
   arachne trace convert --trace FILE [--trace-format F] [--nodes N] [--load-scale X] --out FILE.csv
   arachne trace stats   --trace FILE [--trace-format F] [--nodes N] [--load-scale X] [--json]
+  arachne trace plot    --trace FILE [--trace-format F] --out FILE.png     (GPUs available per type over time)
+  arachne trace generate --out FILE.csv [--seed N] [--duration S] [--nodes "A100-80:16,V100-32:16"] [--load X]
+                         (a seeded synthetic multi-tenant trace; 'arachne trace generate --help')
 
 convert writes any accepted format as the native CSV (time_s,node,gpu_type,gpus; traces/README.md);
 stats prints the nodes, changes, change rate, GPU-hours per type and the share of capacity available.
@@ -98,10 +101,13 @@ int run_trace(const std::vector<std::string>& args) {
     po::options_description o("");
     add_trace_options(o);
     std::cout << kTraceHelp << "\n" << o;
-    return args.empty() ? input_error("trace", "which subcommand? convert or stats (see 'arachne trace --help')") : kExitOk;
+    return args.empty() ? input_error("trace", "which subcommand? convert, stats, plot or generate (see 'arachne trace --help')")
+                        : kExitOk;
   }
   const std::string sub = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (sub == "generate") return run_trace_generate(rest);
+  if (sub == "plot") return run_trace_plot(rest);
   po::options_description opts("");
   add_trace_options(opts);
   opts.add_options()("help", "this help")("out", po::value<std::string>()->value_name("FILE"), "convert: output CSV")
@@ -140,7 +146,7 @@ int run_trace(const std::vector<std::string>& args) {
     if (t.tenant_utilisation >= 0) std::printf("  other tenants' utilisation: %.1f %%\n", 100 * t.tenant_utilisation);
     return kExitOk;
   }
-  return input_error(sub, "unknown trace subcommand (convert, stats)");
+  return input_error(sub, "unknown trace subcommand (convert, stats, plot, generate)");
 }
 
 int run_replay(const std::vector<std::string>& args, const std::string& command_line) {
@@ -158,7 +164,7 @@ int run_replay(const std::vector<std::string>& args, const std::string& command_
       ("restart", po::value<std::string>()->value_name("S")->default_value("60"), "process restart on reconfiguration, seconds")
       ("coalesce", po::value<std::string>()->value_name("S")->default_value("0"), "merge changes closer than this")
       ("budget", po::value<std::string>()->value_name("N")->default_value("2000"), "planner evaluations per replan")
-      ("out", po::value<std::string>()->value_name("F.h5"), "intervals and totals per planner as HDF5")
+      ("out", po::value<std::string>()->value_name("F.h5"), "intervals and totals per planner as HDF5, and F.png (throughput and cumulative tokens)")
       ("json", po::bool_switch(), "one JSON object on stdout");
   po::variables_map vm;
   if (const int rc = parse(args, opts, vm, "replay"); rc >= 0) return rc;
@@ -263,6 +269,11 @@ int run_replay(const std::vector<std::string>& args, const std::string& command_
                      t.work_lost_s, static_cast<std::int64_t>(t.replans)}});
       }
     });
+  }
+  if (!out_path.empty()) {
+    std::string png = out_path;
+    if (png.size() > 3 && png.compare(png.size() - 3, 3, ".h5") == 0) png.resize(png.size() - 3);
+    plot_replay_png(out_path, png + ".png");
   }
   if (vm["json"].as<bool>()) {
     std::cout << nlohmann::json{{"results", results}}.dump() << "\n";

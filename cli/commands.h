@@ -21,6 +21,10 @@ int run_list(const std::vector<std::string>& args);
 int run_calibrate(const std::vector<std::string>& args);
 int run_replay(const std::vector<std::string>& args, const std::string& command_line);
 int run_trace(const std::vector<std::string>& args);
+int run_trace_generate(const std::vector<std::string>& args);
+int run_trace_plot(const std::vector<std::string>& args);
+// Draws the replay PNG (throughput and cumulative tokens per planner) from a replay HDF5 file.
+int plot_replay_png(const std::string& h5_path, const std::string& png_path);
 
 // Prints `error: <where>: <reason>` to stderr and returns kExitBadInput.
 int input_error(const std::string& where, const std::string& reason);

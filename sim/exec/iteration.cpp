@@ -540,7 +540,19 @@ SimResult IterationSim::run() {
   TimeNs iter = 0;
   int critical = 0;
   for (int w = 0; w < nw; ++w) {
-    if (end_[w] < 0) throw std::logic_error("simulation deadlock: worker " + std::to_string(w) + " did not finish");
+    if (end_[w] < 0) {
+      std::string why = "simulation deadlock: worker " + std::to_string(w) + " (pipeline " +
+                        std::to_string(work_.workers[w].pipeline) + ", rank " + std::to_string(work_.workers[w].rank) +
+                        ") did not finish: " + std::to_string(next_[w]) + " of " + std::to_string(order_[w].size()) +
+                        " tasks started" + (busy_[w] ? ", one running" : "") + "; " +
+                        std::to_string(net_.active_flows()) + " flows still in the network";
+      if (next_[w] < order_[w].size()) {
+        const ScheduledTask& t = order_[w][next_[w]];
+        why += "; next " + std::string(t.forward ? "F" : "B") + std::to_string(t.micro_batch) + " waits for " +
+               std::to_string(tasks_[task_index(w, t.chunk, t.micro_batch, t.forward)].deps) + " transfers";
+      }
+      throw std::logic_error(why);
+    }
     if (end_[w] > iter) iter = end_[w], critical = w;
   }
   res_.iteration_time_s = ns_to_seconds(iter);

@@ -381,6 +381,9 @@ struct FlowNetwork::State {
     }
     std::sort(finished.begin(), finished.end(),
               [this](std::uint32_t a, std::uint32_t b) { return flows[a].id < flows[b].id; });
+    // A flow whose finish time was recomputed to the same instant has two valid heap entries: complete it
+    // once (detaching or releasing it twice would corrupt the active count and the free-slot list).
+    finished.erase(std::unique(finished.begin(), finished.end()), finished.end());
     std::vector<std::function<void()>> callbacks;
     callbacks.reserve(finished.size());
     for (const std::uint32_t s : finished) {

@@ -1,0 +1,126 @@
+// The plotting scripts (scripts/plot_trace.py, scripts/plot_replay.py) run by /usr/bin/python3: each
+// writes a real PNG (magic bytes, more than a trivial size), atomically (no temporary file left behind),
+// and a bad input leaves no output. Skipped when /usr/bin/python3 lacks matplotlib or h5py, except under
+// CI (the environment variable CI set), where that is a failure.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace arachne {
+namespace {
+
+namespace fs = std::filesystem;
+
+int shell(const std::string& cmd) {
+  const int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+bool python_has_plot_modules() {
+  return shell("/usr/bin/python3 -c 'import matplotlib, h5py' > /dev/null 2>&1") == 0;
+}
+
+#define PLOT_SCRIPTS_REQUIRE_PYTHON()                                                           \
+  do {                                                                                         \
+    if (!python_has_plot_modules()) {                                                          \
+      if (std::getenv("CI") != nullptr)                                                        \
+        FAIL() << "/usr/bin/python3 cannot import matplotlib and h5py (CI is set)";            \
+      GTEST_SKIP() << "/usr/bin/python3 cannot import matplotlib and h5py";                    \
+    }                                                                                          \
+  } while (0)
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path d = fs::path(testing::TempDir()) / ("arachne_plot_scripts_" + name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::string script(const std::string& name) { return std::string(ARACHNE_SOURCE_DIR) + "/scripts/" + name; }
+
+// A PNG starts with the 8-byte signature 89 50 4E 47 0D 0A 1A 0A (PNG spec, section 5.2).
+bool is_png(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  char sig[8] = {};
+  f.read(sig, 8);
+  const unsigned char want[8] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A};
+  return f.gcount() == 8 && std::equal(sig, sig + 8, reinterpret_cast<const char*>(want));
+}
+
+// Only the expected files remain in `dir` (no ".*.tmp.png" left by the atomic write).
+int hidden_files(const fs::path& dir) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().front() == '.') ++n;
+  return n;
+}
+
+TEST(PlotScripts, TracePlotWritesPng) {
+  PLOT_SCRIPTS_REQUIRE_PYTHON();
+  const fs::path d = temp_dir("trace");
+  const fs::path png = d / "trace.png";
+  const int rc = shell("/usr/bin/python3 '" + script("plot_trace.py") + "' '" + png.string() + "' '" +
+                       ARACHNE_SOURCE_DIR + "/traces/native_small.csv' 'native small' 2> '" +
+                       (d / "err").string() + "'");
+  ASSERT_EQ(rc, 0);
+  ASSERT_TRUE(fs::exists(png));
+  EXPECT_TRUE(is_png(png));
+  // A rendered figure with axes, two filled series and a legend is tens of kB; an empty canvas at this size
+  // compresses to a few kB, so > 5 kB says something was drawn.
+  EXPECT_GT(fs::file_size(png), 5000u);
+  EXPECT_EQ(hidden_files(d), 0);
+}
+
+TEST(PlotScripts, TracePlotBadInputLeavesNoFile) {
+  PLOT_SCRIPTS_REQUIRE_PYTHON();
+  const fs::path d = temp_dir("trace_bad");
+  {
+    std::ofstream f(d / "bad.csv");
+    f << "time,node,type,gpus\n0,a,A100-40,8\n";  // wrong header
+  }
+  const fs::path png = d / "bad.png";
+  const int rc = shell("/usr/bin/python3 '" + script("plot_trace.py") + "' '" + png.string() + "' '" +
+                       (d / "bad.csv").string() + "' 2> /dev/null");
+  EXPECT_NE(rc, 0);
+  EXPECT_FALSE(fs::exists(png));
+}
+
+TEST(PlotScripts, ReplayPlotWritesPng) {
+  PLOT_SCRIPTS_REQUIRE_PYTHON();
+  const fs::path d = temp_dir("replay");
+  const fs::path h5 = d / "r.h5", png = d / "replay.png";
+  const int replay_rc = shell("cd '" + d.string() + "' && '" + ARACHNE_BINARY + "' replay --trace '" +
+                              ARACHNE_SOURCE_DIR +
+                              "/traces/native_small.csv' --model gpt3-1.3b --planner megatron --planning-time 5"
+                              " --budget 20 --out '" + h5.string() + "' > /dev/null 2> '" + (d / "replay.err").string() +
+                              "'");
+  ASSERT_EQ(replay_rc, 0) << "arachne replay failed; see " << (d / "replay.err");
+  ASSERT_TRUE(fs::exists(h5));
+  const int rc = shell("/usr/bin/python3 '" + script("plot_replay.py") + "' '" + png.string() + "' '" + h5.string() +
+                       "' 2> '" + (d / "plot.err").string() + "'");
+  ASSERT_EQ(rc, 0);
+  ASSERT_TRUE(fs::exists(png));
+  EXPECT_TRUE(is_png(png));
+  EXPECT_GT(fs::file_size(png), 5000u);  // two panels with lines and legends (see TracePlotWritesPng)
+  EXPECT_EQ(hidden_files(d), 0);
+}
+
+TEST(PlotScripts, ReplayPlotMissingFileLeavesNoPng) {
+  PLOT_SCRIPTS_REQUIRE_PYTHON();
+  const fs::path d = temp_dir("replay_bad");
+  const fs::path png = d / "replay.png";
+  const int rc = shell("/usr/bin/python3 '" + script("plot_replay.py") + "' '" + png.string() + "' '" +
+                       (d / "missing.h5").string() + "' 2> /dev/null");
+  EXPECT_NE(rc, 0);
+  EXPECT_FALSE(fs::exists(png));
+}
+
+}  // namespace
+}  // namespace arachne
