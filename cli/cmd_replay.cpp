@@ -83,6 +83,8 @@ LoadedTrace load_from(const po::variables_map& vm, const GpuCatalog& catalog) {
   o.seed = parse_seed_flag("--seed", vm["seed"].as<std::string>());
   if (vm.count("nodes")) o.nodes = static_cast<int>(parse_int_flag("--nodes", vm["nodes"].as<std::string>(), 1));
   if (vm.count("load-scale")) o.load_scale = parse_seconds_flag("--load-scale", vm["load-scale"].as<std::string>());
+  if (vm.count("window-start")) o.window_start_s = parse_seconds_flag("--window-start", vm["window-start"].as<std::string>());
+  if (vm.count("window-end")) o.window_end_s = parse_seconds_flag("--window-end", vm["window-end"].as<std::string>());
   return load_trace(vm["trace"].as<std::string>(), o, catalog);
 }
 
@@ -91,6 +93,8 @@ void add_trace_options(po::options_description& o) {
       ("trace-format", po::value<std::string>()->value_name("F"), "native | alibaba-gpu-v2023 | skypilot | sailor-csv | sailor-json (default: detected)")
       ("nodes", po::value<std::string>()->value_name("N"), "alibaba: seeded node subset keeping the type mix")
       ("load-scale", po::value<std::string>()->value_name("X"), "alibaba: multiply the other tenants' load")
+      ("window-start", po::value<std::string>()->value_name("S"), "alibaba: start of the time window replayed (seconds)")
+      ("window-end", po::value<std::string>()->value_name("S"), "alibaba: end of the time window (seconds; default: the end)")
       ("seed", po::value<std::string>()->value_name("N")->default_value("0"), "seed of every random choice");
 }
 

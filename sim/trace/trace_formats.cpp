@@ -41,6 +41,8 @@ LoadedTrace load_trace(const std::string& path, const TraceLoadOptions& opt, con
     a.seed = opt.seed;
     a.nodes = opt.nodes;
     a.load_scale = opt.load_scale;
+    a.window_start_s = opt.window_start_s;
+    a.window_end_s = opt.window_end_s;
     AlibabaLoad l = load_alibaba_trace(path, a);
     out.trace = std::move(l.trace);
     out.tenant_utilisation = l.utilisation;

@@ -15,6 +15,8 @@ struct TraceLoadOptions {
   std::uint64_t seed = 0;
   int nodes = 0;              // alibaba: seeded subset keeping the type mix (0: all)
   double load_scale = 1.0;    // alibaba: tenant load multiplier
+  double window_start_s = 0;  // alibaba: time window of the pod list replayed (the trace starts at 0 there)
+  double window_end_s = -1;   // -1: to the end
 };
 
 struct LoadedTrace {
