@@ -30,7 +30,20 @@ for ex in "${examples[@]}"; do
     rc=$?; [ $rc -eq 3 ] && echo "run: $name does not fit in memory (reported in $out/$name.json)" >&2 || exit $rc; }
   h5s+=("$out/$name.h5")
 done
+# One replay of a bundled availability trace (planner megatron; PNG of throughput and cumulative tokens).
+echo "run: replaying traces/native_small.csv with megatron" >&2
+"$bin" replay --trace traces/native_small.csv --model gpt3-1.3b --planner megatron --planning-time 5 \
+    --out "$out/replay.h5" --json > "$out/replay.json.txt"
+"$bin" trace plot --trace traces/native_small.csv --out "$out/trace.png" >&2
 /usr/bin/python3 "$root/scripts/demo_table.py" "$out" > "$out/summary.md"
+{
+  echo
+  echo "Replay of traces/native_small.csv (planner megatron, 5 s planning charge):"
+  echo
+  echo '```'
+  cat "$out/replay.json.txt"
+  echo '```'
+} >> "$out/summary.md"
 /usr/bin/python3 "$root/scripts/plot_simulate.py" "$out/breakdown.png" "${h5s[@]}"
 cat "$out/summary.md"
-echo "run: results in $out (summary.md, breakdown.png, *.h5, *.timeline.json for Perfetto)" >&2
+echo "run: results in $out (summary.md, breakdown.png, replay.png, trace.png, *.h5, *.timeline.json for Perfetto)" >&2
