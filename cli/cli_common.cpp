@@ -3,6 +3,8 @@
 #include <iostream>
 
 #include "cli/commands.h"
+
+#include <boost/program_options/parsers.hpp>
 #include "sim/io/input_error.h"
 
 namespace arachne::cli {
@@ -72,6 +74,20 @@ unsigned long long parse_seed_flag(const std::string& flag, const std::string& t
   if (end == nullptr || *end != '\0' || errno == ERANGE)
     throw InputError(flag, "expected a non-negative integer, got '" + text + "'");
   return v;
+}
+
+int parse_options(const std::vector<std::string>& args, const boost::program_options::options_description& opts,
+                  boost::program_options::variables_map& vm, const std::string& subcommand) {
+  namespace po = boost::program_options;
+  try {
+    po::store(po::command_line_parser(args).options(opts).style(po::command_line_style::default_style &
+                                                                 ~po::command_line_style::allow_guessing).run(),
+              vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    return option_error(e, subcommand);
+  }
+  return -1;
 }
 
 }  // namespace arachne::cli

@@ -48,14 +48,7 @@ int run_calibrate(const std::vector<std::string>& args) {
       ("validate", po::value<std::string>()->value_name("FILE"), "report the error on this file too (not fitted)")
       ("write", po::value<std::string>()->value_name("FILE"), "rewrite the constants in this catalog file");
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(opts).style(po::command_line_style::default_style &
-                                                                 ~po::command_line_style::allow_guessing).run(),
-              vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return option_error(e, "calibrate");
-  }
+  if (const int rc = parse_options(args, opts, vm, "calibrate"); rc >= 0) return rc;
   if (vm.count("help")) {
     std::cout << kCalibrateHelp << "\n" << opts;
     return kExitOk;

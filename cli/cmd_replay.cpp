@@ -54,19 +54,6 @@ stats prints the nodes, changes, change rate, GPU-hours per type and the share o
 
 Options)";
 
-int parse(const std::vector<std::string>& args, const po::options_description& opts, po::variables_map& vm,
-          const std::string& sub) {
-  try {
-    po::store(po::command_line_parser(args).options(opts).style(po::command_line_style::default_style &
-                                                                 ~po::command_line_style::allow_guessing).run(),
-              vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return option_error(e, sub);
-  }
-  return -1;
-}
-
 double parse_seconds_flag(const std::string& flag, const std::string& text) {
   try {
     size_t used = 0;
@@ -117,7 +104,7 @@ int run_trace(const std::vector<std::string>& args) {
   opts.add_options()("help", "this help")("out", po::value<std::string>()->value_name("FILE"), "convert: output CSV")
       ("json", po::bool_switch(), "stats: one JSON object on stdout");
   po::variables_map vm;
-  if (const int rc = parse(rest, opts, vm, "trace " + sub); rc >= 0) return rc;
+  if (const int rc = parse_options(rest, opts, vm, "trace " + sub); rc >= 0) return rc;
   if (vm.count("help")) {
     std::cout << kTraceHelp << "\n" << opts;
     return kExitOk;
@@ -171,7 +158,7 @@ int run_replay(const std::vector<std::string>& args, const std::string& command_
       ("out", po::value<std::string>()->value_name("F.h5"), "intervals and totals per planner as HDF5, and F.png (throughput and cumulative tokens)")
       ("json", po::bool_switch(), "one JSON object on stdout");
   po::variables_map vm;
-  if (const int rc = parse(args, opts, vm, "replay"); rc >= 0) return rc;
+  if (const int rc = parse_options(args, opts, vm, "replay"); rc >= 0) return rc;
   if (vm.count("help")) {
     std::cout << kReplayHelp << "\n" << opts;
     return kExitOk;

@@ -83,14 +83,7 @@ int run_trace_generate(const std::vector<std::string>& args) {
       ("spot-reclaims-per-day", po::value<std::string>()->value_name("X")->default_value("0"),
        "whole-node reclaims per day over the cluster (mean 2 h each)");
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(opts).style(po::command_line_style::default_style &
-                                                                 ~po::command_line_style::allow_guessing).run(),
-              vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return option_error(e, "trace generate");
-  }
+  if (const int rc = parse_options(args, opts, vm, "trace generate"); rc >= 0) return rc;
   if (vm.count("help")) {
     std::cout << kGenerateHelp << "\n" << opts;
     return kExitOk;

@@ -114,14 +114,7 @@ int run_trace_plot(const std::vector<std::string>& args) {
       ("seed", po::value<std::string>()->value_name("N")->default_value("0"), "seed of every random choice")
       ("out", po::value<std::string>()->value_name("FILE.png"), "the PNG to write");
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(opts).style(po::command_line_style::default_style &
-                                                                 ~po::command_line_style::allow_guessing).run(),
-              vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return option_error(e, "trace plot");
-  }
+  if (const int rc = parse_options(args, opts, vm, "trace plot"); rc >= 0) return rc;
   if (vm.count("help")) {
     std::cout << kTracePlotHelp << "\n" << opts;
     return kExitOk;

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include <boost/program_options/errors.hpp>
+#include <boost/program_options/options_description.hpp>
+#include <boost/program_options/variables_map.hpp>
 
 namespace arachne::cli {
 
@@ -30,6 +32,11 @@ int plot_replay_png(const std::string& h5_path, const std::string& png_path);
 int input_error(const std::string& where, const std::string& reason);
 // The same for a Boost.Program_options error: where = the flag ("--tp"), reason in plain words.
 int option_error(const boost::program_options::error& e, const std::string& subcommand);
+
+// Parses a subcommand's flags (no abbreviations, no positional words) into `vm`. Returns -1 on success,
+// else the exit code after printing the `error: --flag: reason` line.
+int parse_options(const std::vector<std::string>& args, const boost::program_options::options_description& opts,
+                  boost::program_options::variables_map& vm, const std::string& subcommand);
 
 // argv joined with single-quote shell quoting where a word needs it.
 std::string quoted_command_line(int argc, char** argv);

@@ -10,26 +10,15 @@
 #include <tuple>
 
 #include "sim/exec/simulate.h"
+#include "sim/io/csv_fields.h"
 #include "sim/io/input_error.h"
 #include "sim/plan/plan_yaml.h"
 
 namespace arachne {
 namespace {
 
-std::vector<std::string> split_csv(const std::string& line) {
-  std::vector<std::string> out;
-  std::stringstream ss(line);
-  std::string f;
-  while (std::getline(ss, f, ',')) out.push_back(f);
-  if (!line.empty() && line.back() == ',') out.emplace_back();
-  return out;
-}
-
-std::string trim(std::string s) {
-  while (!s.empty() && (s.back() == '\r' || s.back() == ' ')) s.pop_back();
-  while (!s.empty() && s.front() == ' ') s.erase(s.begin());
-  return s;
-}
+using csv::trim;
+std::vector<std::string> split_csv(const std::string& line) { return csv::split_row(line); }
 
 // vTrain's validation cluster (config/validation/*.json): 8 A100 per node, 150 GB/s NVLink per direction,
 // 800 Gbit/s InfiniBand per node (read as 4 x 200 Gbit/s HDR NICs), one non-blocking fabric.

@@ -10,28 +10,16 @@
 #include <sstream>
 #include <system_error>
 
+#include "sim/io/csv_fields.h"
 #include "sim/io/input_error.h"
 
 namespace arachne {
 
 namespace {
 
-std::string trim(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t\r\n");
-  if (b == std::string::npos) return "";
-  const auto e = s.find_last_not_of(" \t\r\n");
-  return s.substr(b, e - b + 1);
-}
+using csv::trim;
 
-std::vector<std::string> split_commas(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cell;
-  std::istringstream in(line);
-  while (std::getline(in, cell, ',')) out.push_back(trim(cell));
-  if (!line.empty() && line.back() == ',') out.emplace_back();
-  if (line.empty()) out.emplace_back();
-  return out;
-}
+std::vector<std::string> split_commas(const std::string& line) { return csv::split_row(line); }
 
 // Whole-string number parse; nullopt-like via bool.
 bool parse_double(const std::string& s, double& v) {

@@ -9,27 +9,17 @@
 #include <sstream>
 #include <vector>
 
+#include "sim/io/csv_fields.h"
 #include "sim/io/input_error.h"
 
 namespace arachne {
 
 namespace {
 
-std::string trim_cell(const std::string& s) {
-  const auto b = s.find_first_not_of(" \t\r\n\"");
-  if (b == std::string::npos) return "";
-  const auto e = s.find_last_not_of(" \t\r\n\"");
-  return s.substr(b, e - b + 1);
-}
-
-std::vector<std::string> split_row(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cell;
-  std::istringstream in(line);
-  while (std::getline(in, cell, ',')) out.push_back(trim_cell(cell));
-  if (line.empty() || line.back() == ',') out.emplace_back();
-  return out;
-}
+// Cells lose surrounding whitespace and double quotes.
+constexpr const char* kCellTrim = " \t\r\n\"";
+std::string trim_cell(const std::string& s) { return csv::trim(s, kCellTrim); }
+std::vector<std::string> split_row(const std::string& line) { return csv::split_row(line, kCellTrim); }
 
 bool to_double(const std::string& s, double& v) {
   if (s.empty()) return false;
