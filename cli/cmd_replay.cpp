@@ -1,6 +1,8 @@
 // `arachne replay` (a job's life over an availability trace, per planner) and `arachne trace convert|stats`.
 #include <boost/program_options.hpp>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -202,7 +204,11 @@ int run_replay(const std::vector<std::string>& args, const std::string& command_
   for (auto& p : planners) {
     std::fprintf(stderr, "replay: %s over %s (%zu nodes, %.1f h)\n", p->name().c_str(), trace.trace.source.c_str(),
                  trace.trace.nodes.size(), (ro.until_s >= 0 ? ro.until_s : trace.trace.end_s) / 3600);
+    const bool tty = isatty(fileno(stderr)) != 0;
+    long planned = 0;
     const ReplanCallback cb = [&](const Cluster& snap, long batch) {
+      // Progress on a terminal: distinct snapshots planned so far (repeated snapshots come from the cache).
+      if (tty && ++planned % 10 == 0) std::fprintf(stderr, "\rreplay: %s: %ld snapshots planned", p->name().c_str(), planned);
       const Topology topo(snap);
       planner::PlanRequest req;
       req.cluster = &snap;
@@ -218,6 +224,7 @@ int run_replay(const std::vector<std::string>& args, const std::string& command_
       return o;
     };
     ReplayResult r = replay(trace.trace, catalog, model, gb, cb, ro);
+    if (tty && planned >= 10) std::fprintf(stderr, "\n");
     const ReplayTotals& t = r.totals;
     results.push_back({{"planner", p->name()},
                        {"tokens_trained", t.tokens_trained},
