@@ -20,6 +20,8 @@ matplotlib.use("Agg")
 import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
+from plot_common import save_png_atomically
+
 
 def finite(v):
     v = float(v)
@@ -104,16 +106,11 @@ def main(argv):
     bottom.grid(alpha=0.3)
     bottom.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
-    tmp = os.path.join(os.path.dirname(os.path.abspath(out)), "." + os.path.basename(out) + ".tmp.png")
     try:
-        fig.savefig(tmp, dpi=120)
-        os.replace(tmp, out)  # written under a temporary name, renamed when complete
+        save_png_atomically(fig, out)
     except OSError as e:
         print(f"error: {out}: {e}", file=sys.stderr)
         return 1
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
     return 0
 
 

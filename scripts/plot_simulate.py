@@ -18,6 +18,8 @@ matplotlib.use("Agg")
 import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
+from plot_common import save_png_atomically
+
 CAUSES = ["compute", "tp_comm", "pp_comm", "dp_comm", "ep_comm", "bubble", "optimizer"]
 LABELS = {
     "compute": "compute",
@@ -79,13 +81,7 @@ def main(argv):
     ax.set_title("Where the iteration time goes")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
-    tmp = os.path.join(os.path.dirname(os.path.abspath(out)), "." + os.path.basename(out) + ".tmp.png")
-    try:
-        fig.savefig(tmp, dpi=120)
-        os.replace(tmp, out)  # written under a temporary name, renamed when complete
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    save_png_atomically(fig, out)
     return 0
 
 

@@ -17,6 +17,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from plot_common import save_png_atomically
+
 
 def read_trace(path):
     """Returns (times, {gpu_type: [available GPUs from times[i] on]})."""
@@ -83,16 +85,11 @@ def main(argv):
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
-    tmp = os.path.join(os.path.dirname(os.path.abspath(out)), "." + os.path.basename(out) + ".tmp.png")
     try:
-        fig.savefig(tmp, dpi=120)
-        os.replace(tmp, out)  # written under a temporary name, renamed when complete
+        save_png_atomically(fig, out)
     except OSError as e:
         print(f"error: {out}: {e}", file=sys.stderr)
         return 1
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
     return 0
 
 

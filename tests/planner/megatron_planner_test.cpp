@@ -3,6 +3,8 @@
 // grid, it respects the evaluation budget, and it says why when nothing fits.
 #include <gtest/gtest.h>
 
+#include "tests/sim/test_support.h"
+
 #include <algorithm>
 #include <set>
 
@@ -18,21 +20,7 @@
 namespace arachne::planner {
 namespace {
 
-// A small dense GPT-style model: heads/layers with many divisors, a batch small enough for quick simulation.
-ModelConfig tiny_model() {
-  ModelConfig m;
-  m.name = "tiny-gpt";
-  m.layers = 8;
-  m.hidden = 1024;
-  m.heads = 16;
-  m.kv_heads = 16;
-  m.ffn_hidden = 4096;
-  m.seq_len = 1024;
-  m.vocab = 32000;
-  m.dtype = "bf16";
-  m.global_batch = 16;
-  return m;
-}
+ModelConfig tiny_model() { return test::small_gpt_model(16); }
 
 PlanRequest request_for(const Cluster& c, const Topology& t, const ModelConfig& m, long budget = 2000) {
   PlanRequest r;

@@ -2,6 +2,8 @@
 // work (fixed planning time for exactness), waiting when nothing is feasible, caching and determinism.
 #include <gtest/gtest.h>
 
+#include "tests/sim/test_support.h"
+
 #include <cmath>
 
 #include "sim/exec/simulate.h"
@@ -11,20 +13,7 @@
 namespace arachne {
 namespace {
 
-ModelConfig small_model() {
-  ModelConfig m;
-  m.name = "replay-toy";
-  m.layers = 8;
-  m.hidden = 1024;
-  m.heads = 16;
-  m.kv_heads = 16;
-  m.ffn_hidden = 4096;
-  m.seq_len = 1024;
-  m.vocab = 32000;
-  m.dtype = "bf16";
-  m.global_batch = 32;
-  return m;
-}
+ModelConfig small_model() { return test::small_gpt_model(32); }
 
 // Pure data parallelism over every available GPU (at least `min_gpus`, and dividing the batch).
 ReplanCallback data_parallel(const ModelConfig& m, int min_gpus = 1) {

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <string>
 
+#include "sim/model/model.h"
+
 namespace arachne::test {
 
 // $ARACHNE_DATA, else CMake's default (<repo>/../shared/data). Empty when absent.
@@ -21,6 +23,23 @@ inline bool in_ci() {
 }
 
 inline std::string configs() { return std::string(ARACHNE_SOURCE_DIR) + "/configs"; }
+
+// A small dense GPT-style model (8 layers, hidden 1024, 16 heads: many divisors for TP/PP) that simulates
+// in milliseconds.
+inline ModelConfig small_gpt_model(long global_batch) {
+  ModelConfig m;
+  m.name = "small-gpt";
+  m.layers = 8;
+  m.hidden = 1024;
+  m.heads = 16;
+  m.kv_heads = 16;
+  m.ffn_hidden = 4096;
+  m.seq_len = 1024;
+  m.vocab = 32000;
+  m.dtype = "bf16";
+  m.global_batch = global_batch;
+  return m;
+}
 
 }  // namespace arachne::test
 
