@@ -13,6 +13,10 @@
 
 namespace arachne::planner {
 
+// What a baseline searches with: its own analytic cost model (as in its paper), or the simulator
+// (`arachne plan --cost-model simulator`), to tell a better search space from a better cost model.
+enum class CostModel { Own, Simulator };
+
 struct PlanRequest {
   const Cluster* cluster = nullptr;
   const Topology* topo = nullptr;
@@ -21,6 +25,7 @@ struct PlanRequest {
   long budget_evaluations = 2000;  // simulator (or cost-model) evaluations; deterministic
   double budget_wall_s = 0;        // optional wall-clock cap (0: none)
   std::uint64_t seed = 0;
+  CostModel cost_model = CostModel::Own;
 };
 
 struct PlanResult {
@@ -29,6 +34,7 @@ struct PlanResult {
   double predicted_iteration_time_s = 0;  // the planner's own cost model
   double planning_time_s = 0;    // wall time (measured)
   long evaluations = 0;
+  bool search_complete = true;   // false when a budget cut the search short
 };
 
 class Planner {

@@ -14,17 +14,10 @@
 #include "sim/hw/topology.h"
 #include "sim/io/input_error.h"
 #include "sim/plan/plan_yaml.h"
+#include "planner/common/subcluster.h"
 
 namespace arachne::planner {
 namespace {
-
-// The homogeneous subset: a cluster of the chosen type's nodes only, and sub GPU id -> original GPU id.
-struct Subset {
-  std::string gpu_type;
-  Cluster cluster;
-  std::vector<GpuId> to_original;
-  int gpus_per_node = 0;  // smallest node of the subset (bounds TP so TP groups stay inside a node)
-};
 
 // The GPU type with the most GPUs (ties: higher dense peak for the model's dtype, then the name).
 std::string pick_type(const Cluster& c, const ModelConfig& model) {
@@ -42,38 +35,6 @@ std::string pick_type(const Cluster& c, const ModelConfig& model) {
     }
   }
   return best;
-}
-
-Subset make_subset(const Cluster& c, const std::string& type) {
-  Subset s;
-  s.gpu_type = type;
-  s.cluster = c;
-  s.cluster.name = c.name + " [" + type + " nodes]";
-  s.cluster.groups.clear();
-  s.cluster.nodes.clear();
-  std::map<int, int> group_map;  // original group index -> subset group index
-  for (int g = 0; g < static_cast<int>(c.groups.size()); ++g) {
-    if (c.groups[g].gpu != type) continue;
-    group_map[g] = static_cast<int>(s.cluster.groups.size());
-    NodeGroup grp = c.groups[g];
-    grp.nodes = 0;  // counted below from the nodes kept
-    s.cluster.groups.push_back(grp);
-  }
-  GpuId next = 0;
-  for (const Node& n : c.nodes) {
-    const auto it = group_map.find(n.group);
-    if (it == group_map.end()) continue;
-    Node m = n;
-    m.id = static_cast<int>(s.cluster.nodes.size());
-    m.group = it->second;
-    m.first_gpu = next;
-    next += n.gpus;
-    s.cluster.groups[m.group].nodes += 1;
-    s.cluster.nodes.push_back(m);
-    for (int l = 0; l < n.gpus; ++l) s.to_original.push_back(n.first_gpu + l);
-    s.gpus_per_node = s.gpus_per_node == 0 ? n.gpus : std::min(s.gpus_per_node, n.gpus);
-  }
-  return s;
 }
 
 std::vector<int> divisors(int n) {
@@ -112,7 +73,10 @@ PlanResult MegatronPlanner::plan(const PlanRequest& request) {
   }
 
   const std::string type = pick_type(cluster, model);
-  const Subset sub = make_subset(cluster, type);
+  std::vector<int> type_nodes;
+  for (const Node& n : cluster.nodes)
+    if (cluster.groups[n.group].gpu == type && n.gpus > 0) type_nodes.push_back(n.id);
+  const SubCluster sub = make_subcluster(cluster, type_nodes, type + " nodes");
   const Topology sub_topo(sub.cluster);
   const int n_gpus = sub.cluster.total_gpus();
   const std::string what = std::to_string(n_gpus) + " x " + type;
@@ -124,7 +88,7 @@ PlanResult MegatronPlanner::plan(const PlanRequest& request) {
   std::string last_rejection;
   const SimOptions opt;  // defaults: memory enforced
 
-  for (int tp = 1; tp <= sub.gpus_per_node && !out_of_budget; tp *= 2) {
+  for (int tp = 1; tp <= sub.min_gpus_per_node && !out_of_budget; tp *= 2) {
     if (!divides(tp, model.heads) || !divides(tp, model.kv_heads)) continue;
     for (const int pp : divisors(model.layers)) {
       if (out_of_budget) break;
@@ -181,6 +145,7 @@ PlanResult MegatronPlanner::plan(const PlanRequest& request) {
     }
   }
   result.evaluations = evaluations;
+  result.search_complete = !out_of_budget;
 
   if (!best) {
     if (evaluations == 0 && !out_of_budget)
@@ -197,12 +162,7 @@ PlanResult MegatronPlanner::plan(const PlanRequest& request) {
 
   // Back to the original cluster's GPU ids.
   Plan plan = std::move(*best);
-  for (Pipeline& p : plan.pipelines)
-    for (Stage& st : p.stages)
-      for (TpGroup& g : st.groups) {
-        for (GpuId& id : g.gpus) id = sub.to_original[id];
-        g.selector = format_gpu_selector(g.gpus, cluster);
-      }
+  map_plan_back(plan, sub, cluster);
   validate_plan(plan, cluster, model, global, "megatron");
   result.plan = std::move(plan);
   result.predicted_iteration_time_s = best_time;

@@ -1,0 +1,44 @@
+// The simulator as a cost model (see evaluator.h).
+#include "planner/common/evaluator.h"
+
+#include <stdexcept>
+
+#include "sim/io/input_error.h"
+#include "sim/plan/plan_yaml.h"
+
+namespace arachne::planner {
+
+Evaluator::Evaluator(const PlanRequest& request, const Cluster* cluster, const Topology* topo)
+    : request_(request),
+      cluster_(cluster ? *cluster : *request.cluster),
+      topo_(topo ? *topo : *request.topo),
+      global_(request.global_batch > 0 ? request.global_batch : request.model->global_batch),
+      start_(std::chrono::steady_clock::now()) {}
+
+double Evaluator::elapsed_s() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+bool Evaluator::exhausted() const {
+  return evaluations_ >= request_.budget_evaluations || (request_.budget_wall_s > 0 && elapsed_s() >= request_.budget_wall_s);
+}
+
+std::optional<double> Evaluator::iteration_time(const Plan& plan, std::string* why) {
+  try {
+    validate_plan(plan, cluster_, *request_.model, global_, "candidate");
+  } catch (const InputError& e) {
+    if (why) *why = e.what();
+    return std::nullopt;
+  }
+  SimOptions opt;
+  opt.seed = request_.seed;
+  last_ = simulate_iteration(cluster_, topo_, *request_.model, plan, opt);
+  ++evaluations_;
+  if (last_.oom) {
+    if (why) *why = "out of memory";
+    return std::nullopt;
+  }
+  return last_.iteration_time_s;
+}
+
+}  // namespace arachne::planner

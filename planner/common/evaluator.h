@@ -1,0 +1,38 @@
+// The simulator as a cost model, with the request's budgets: what the megatron baseline and the oracle
+// search with, and what every other baseline searches with under `--cost-model simulator`.
+#pragma once
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include "planner/planner.h"
+#include "sim/exec/simulate.h"
+
+namespace arachne::planner {
+
+class Evaluator {
+ public:
+  // Prices plans on the request's cluster and topology (or on `cluster`/`topo` when given, e.g. a subset).
+  explicit Evaluator(const PlanRequest& request, const Cluster* cluster = nullptr, const Topology* topo = nullptr);
+
+  // True once the evaluation or wall-clock budget is spent.
+  bool exhausted() const;
+  // Validates the plan (invalid: nullopt with the reason in *why, not counted), then simulates it (counted).
+  // Out of memory: nullopt, *why = "out of memory". Otherwise the simulated iteration time.
+  std::optional<double> iteration_time(const Plan& plan, std::string* why = nullptr);
+  // Full result of the last successful or OOM simulation.
+  const SimResult& last() const { return last_; }
+  long evaluations() const { return evaluations_; }
+  double elapsed_s() const;
+
+ private:
+  const PlanRequest& request_;
+  const Cluster& cluster_;
+  const Topology& topo_;
+  long global_;
+  long evaluations_ = 0;
+  SimResult last_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace arachne::planner

@@ -1,0 +1,131 @@
+// Plans from planner decisions, and the Megatron-Core EP rule (see plan_builder.h).
+#include "planner/common/plan_builder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "sim/plan/plan_yaml.h"
+
+namespace arachne::planner {
+
+Plan build_plan(const std::vector<PipelineSpec>& pipelines, const Cluster& cluster, Recompute recompute,
+                Schedule schedule) {
+  Plan plan;
+  plan.schedule = schedule;
+  plan.recompute = recompute;
+  for (const PipelineSpec& ps : pipelines) {
+    Pipeline p;
+    p.micro_batch = ps.micro_batch;
+    p.micro_batches = ps.micro_batches;
+    for (const StageSpec& ss : ps.stages) {
+      Stage st;
+      st.layer_begin = ss.layer_begin;
+      st.layer_end = ss.layer_end;
+      for (const GroupSpec& gs : ss.groups) {
+        TpGroup g;
+        g.gpus = gs.gpus;
+        g.tp = gs.tp;
+        g.share = gs.share;
+        g.selector = format_gpu_selector(gs.gpus, cluster);
+        st.groups.push_back(std::move(g));
+      }
+      p.stages.push_back(std::move(st));
+    }
+    plan.pipelines.push_back(std::move(p));
+  }
+  return plan;
+}
+
+namespace {
+
+// Largest e dividing both a and b.
+int largest_common_divisor_le(int a, int b) { return std::gcd(a, b); }
+
+// Stage j of the aligned blocks of e pipelines all exist with the same layer range.
+bool blocks_match(const Plan& plan, int j, int e) {
+  const int np = static_cast<int>(plan.pipelines.size());
+  if (np % e != 0) return false;
+  for (int first = 0; first < np; first += e) {
+    const auto& p0 = plan.pipelines[first].stages;
+    if (j >= static_cast<int>(p0.size())) return false;
+    for (int q = first + 1; q < first + e; ++q) {
+      const auto& pq = plan.pipelines[q].stages;
+      if (j >= static_cast<int>(pq.size())) return false;
+      if (pq[j].layer_begin != p0[j].layer_begin || pq[j].layer_end != p0[j].layer_end) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+void apply_megatron_core_ep(Plan& plan, const ModelConfig& model) {
+  if (!model.moe || plan.pipelines.empty()) return;
+  const int experts = model.moe->experts;
+  const int np = static_cast<int>(plan.pipelines.size());
+  size_t max_stages = 0;
+  for (const Pipeline& p : plan.pipelines) max_stages = std::max(max_stages, p.stages.size());
+  for (int j = 0; j < static_cast<int>(max_stages); ++j) {
+    // Megatron-Core: EP is carved out of data parallelism, so it must divide the DP degree and the
+    // expert count (megatron/core/parallel_state.py: data_parallel_size % expert_model_parallel_size == 0,
+    // num_moe_experts % expert_model_parallel_size == 0). Largest such EP whose blocks hold equal layers.
+    int ep = 1;
+    for (int e = largest_common_divisor_le(experts, np); e > 1; --e) {
+      if (experts % e != 0 || np % e != 0) continue;
+      if (blocks_match(plan, j, e)) {
+        ep = e;
+        break;
+      }
+    }
+    for (Pipeline& p : plan.pipelines) {
+      if (j >= static_cast<int>(p.stages.size())) continue;
+      Stage& st = p.stages[j];
+      st.experts.clear();
+      if (ep > 1) {
+        st.ep = ep;
+        st.ep_scope = EpScope::Pipelines;
+      } else {
+        // Pipelines of different structure: a stage's own data parallelism (several TP groups, Metis-style
+        // stage-level DP) is the only DP a Megatron-Core user could carve EP out of.
+        const int groups = static_cast<int>(st.groups.size());
+        const int e = largest_common_divisor_le(experts, groups);
+        st.ep = e;
+        st.ep_scope = e > 1 ? EpScope::Stage : EpScope::Pipelines;
+      }
+    }
+  }
+}
+
+std::vector<long> split_proportional(long total, const std::vector<double>& weights, long min_each) {
+  const size_t n = weights.size();
+  std::vector<long> out(n, 0);
+  if (n == 0) return out;
+  long base = 0;
+  if (min_each > 0 && total >= min_each * static_cast<long>(n)) {
+    std::fill(out.begin(), out.end(), min_each);
+    base = min_each * static_cast<long>(n);
+  }
+  const long rest = total - base;
+  double wsum = 0;
+  for (const double w : weights) wsum += std::max(0.0, w);
+  std::vector<double> exact(n);
+  for (size_t i = 0; i < n; ++i)
+    exact[i] = wsum > 0 ? rest * std::max(0.0, weights[i]) / wsum : static_cast<double>(rest) / static_cast<double>(n);
+  long assigned = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const long f = static_cast<long>(std::floor(exact[i]));
+    out[i] += f;
+    assigned += f;
+  }
+  // Largest remainder (Hamilton); ties to the lower index.
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return exact[a] - std::floor(exact[a]) > exact[b] - std::floor(exact[b]);
+  });
+  for (size_t k = 0; assigned < rest; ++k, ++assigned) out[order[k % n]] += 1;
+  return out;
+}
+
+}  // namespace arachne::planner

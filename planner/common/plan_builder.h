@@ -1,0 +1,44 @@
+// Turning a planner's decision into a Plan (sim/plan/plan.h), and the one EP rule every baseline without
+// expert parallelism gets (issue 5 item 6).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "sim/hw/cluster.h"
+#include "sim/model/model.h"
+#include "sim/plan/plan.h"
+
+namespace arachne::planner {
+
+struct GroupSpec {
+  std::vector<GpuId> gpus;  // rank order
+  int tp = 1;
+  double share = 1.0;       // fraction of the stage's micro-batch
+};
+struct StageSpec {
+  int layer_begin = 0, layer_end = 0;
+  std::vector<GroupSpec> groups;
+};
+struct PipelineSpec {
+  int micro_batch = 1;
+  int micro_batches = 1;
+  std::vector<StageSpec> stages;
+};
+
+// A 1F1B plan (or `schedule`) of the pipelines; selectors formatted for the cluster. Not validated.
+Plan build_plan(const std::vector<PipelineSpec>& pipelines, const Cluster& cluster, Recompute recompute,
+                Schedule schedule = Schedule::OneFOneB);
+
+// The Megatron-Core user's EP rule for a plan made by a planner that does not plan EP: for MoE models,
+// every stage gets the largest EP that divides the expert count and the stage's data-parallel degree.
+// The DP degree of a stage is the number of consecutive pipelines (from this one) holding the same layer
+// range with the same group shape (tp of every group); EP ranks are then that stage in `ep` consecutive
+// pipelines (ep_scope pipelines, Megatron-Core). Where pipelines differ in structure, a stage with several
+// TP groups (stage-level DP) takes EP over its own groups instead (ep_scope stage). Dense models: no-op.
+void apply_megatron_core_ep(Plan& plan, const ModelConfig& model);
+
+// Split `total` samples into `parts` integers proportional to `weights` (largest remainder, ties to the
+// lower index; every part >= min_each when total allows). Deterministic.
+std::vector<long> split_proportional(long total, const std::vector<double>& weights, long min_each = 0);
+
+}  // namespace arachne::planner

@@ -1,0 +1,150 @@
+// The profiler stand-in (see profile.h): per-layer costs from the simulator's cost functions.
+#include "planner/common/profile.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "sim/model/compute_time.h"
+#include "sim/model/memory.h"
+#include "sim/net/collectives.h"
+
+namespace arachne::planner {
+
+ModelConfig activated_dense_equivalent(const ModelConfig& m) {
+  if (!m.moe) return m;
+  ModelConfig d = m;
+  // Every layer dense with the FFN width a token actually passes through: its top_k routed experts plus
+  // the shared experts (Megatron-Core MoE; for first_dense / every > 1 models the dense layers keep
+  // ffn_hidden, which a planner without MoE support cannot tell apart — the simplification is to price
+  // every layer at the activated width when every == 1 and first_dense == 0, and at the mean otherwise).
+  const MoeConfig& e = *m.moe;
+  const double activated = static_cast<double>(e.top_k + e.shared_experts) * static_cast<double>(e.expert_ffn_hidden);
+  int moe_layers = 0;
+  for (int l = 0; l < m.layers; ++l) moe_layers += m.is_moe_layer(l) ? 1 : 0;
+  const double mean = (activated * moe_layers + static_cast<double>(m.ffn_hidden) * (m.layers - moe_layers)) / m.layers;
+  d.ffn_hidden = std::max(1L, static_cast<long>(mean + 0.5));
+  d.moe.reset();
+  return d;
+}
+
+Profiler::Profiler(const Cluster& cluster, const ModelConfig& model)
+    : cluster_(cluster), model_(model), priced_(activated_dense_equivalent(model)) {}
+
+const NodeGroup& Profiler::group_of_type(const std::string& gpu_type) const {
+  for (const NodeGroup& g : cluster_.groups)
+    if (g.gpu == gpu_type) return g;
+  throw std::invalid_argument("Profiler: GPU type '" + gpu_type + "' has no node in the cluster");
+}
+
+LayerProfile Profiler::compute(int which, const ProfileKey& key) const {
+  const GpuSpec& gpu = cluster_.catalog.at(key.gpu_type);
+  const ShardSpec s{key.tp, key.sequence_parallel, key.samples};
+  LayerProfile p;
+  const std::string& dt = priced_.dtype;
+  if (which >= 0) {
+    p.forward_s = ops_time_s(layer_forward_ops(priced_, which, s), gpu, dt);
+    p.backward_s = ops_time_s(layer_backward_ops(priced_, which, s), gpu, dt) +
+                   ops_time_s(layer_recompute_ops(priced_, which, s, key.recompute), gpu, dt);
+    if (key.tp > 1) {
+      // Closed-form ring collectives inside one node (sim/net/collectives.h, Patarasuk & Yuan 2009), with
+      // the type's calibrated link efficiency and per-call overhead, as the simulator prices them.
+      const TpCollectives c = layer_tp_collectives(priced_, s);
+      const NodeGroup& ng = group_of_type(key.gpu_type);
+      const double bw = ng.intra_bw * gpu.compute.link_eff;
+      const double lat = ng.intra_kind == LinkKind::Pcie ? 2e-6 : 1e-6;  // as sim/hw/topology.cpp
+      const double one = gpu.compute.collective_overhead_s +
+                         intra_node_collective_time(CollectiveKind::AllReduce, key.tp, c.bytes, bw, lat);
+      p.tp_comm_forward_s = c.count * one;
+      // Full recompute repeats the forward collectives before the backward (Korthikanti et al. 2022).
+      p.tp_comm_backward_s = c.count * one * (key.recompute == Recompute::Full ? 2 : 1);
+    }
+    p.activation_bytes = layer_activation_bytes(model_, which, s, key.recompute);
+    p.params = layer_params_per_rank(model_, which, key.tp);
+  } else if (which == -1) {
+    p.forward_s = ops_time_s(embedding_forward_ops(priced_, s), gpu, dt);
+    p.backward_s = ops_time_s(embedding_backward_ops(priced_, s), gpu, dt);
+    p.params = embedding_params_per_rank(model_, key.tp);
+  } else {
+    p.forward_s = ops_time_s(head_forward_ops(priced_, s), gpu, dt);
+    p.backward_s = ops_time_s(head_backward_ops(priced_, s), gpu, dt);
+    p.params = head_params_per_rank(model_, key.tp);
+  }
+  return p;
+}
+
+const LayerProfile& Profiler::layer(int layer, const ProfileKey& key) const {
+  if (layer < 0 || layer >= model_.layers) throw std::out_of_range("Profiler::layer: index out of range");
+  // Layers of the same kind cost the same; cache per kind (MoE or dense) to keep the cache small.
+  const int kind = model_.moe && model_.is_moe_layer(layer) ? 1 : 0;
+  const auto k = std::make_tuple(1'000'000 + kind, key);
+  auto it = cache_.find(k);
+  if (it == cache_.end()) it = cache_.emplace(k, compute(layer, key)).first;
+  return it->second;
+}
+
+const LayerProfile& Profiler::embedding(const ProfileKey& key) const {
+  const auto k = std::make_tuple(-1, key);
+  auto it = cache_.find(k);
+  if (it == cache_.end()) it = cache_.emplace(k, compute(-1, key)).first;
+  return it->second;
+}
+
+const LayerProfile& Profiler::head(const ProfileKey& key) const {
+  const auto k = std::make_tuple(-2, key);
+  auto it = cache_.find(k);
+  if (it == cache_.end()) it = cache_.emplace(k, compute(-2, key)).first;
+  return it->second;
+}
+
+double Profiler::stage_time_s(int begin, int end, const ProfileKey& key) const {
+  double t = 0;
+  for (int l = begin; l < end; ++l) {
+    const LayerProfile& p = layer(l, key);
+    t += p.forward_s + p.backward_s + p.tp_comm_forward_s + p.tp_comm_backward_s;
+  }
+  if (begin == 0) t += embedding(key).forward_s + embedding(key).backward_s;
+  if (end == model_.layers) t += head(key).forward_s + head(key).backward_s;
+  return t;
+}
+
+double Profiler::stage_memory_bytes(int begin, int end, const ProfileKey& key, double in_flight, int dp,
+                                    bool zero1) const {
+  StageMemoryInput in;
+  in.layer_begin = begin;
+  in.layer_end = end;
+  in.has_embedding = begin == 0;
+  in.has_head = end == model_.layers;
+  in.shard = {key.tp, key.sequence_parallel, key.samples};
+  in.recompute = key.recompute;
+  in.zero1 = zero1;
+  in.dp = std::max(1, dp);
+  in.in_flight = in_flight;
+  return stage_memory(model_, in).total();
+}
+
+double Profiler::gpu_memory_bytes(const std::string& gpu_type) const { return cluster_.catalog.at(gpu_type).memory_bytes; }
+
+double Profiler::p2p_bytes(double samples) const { return arachne::p2p_bytes(model_, samples); }
+
+double Profiler::grad_bytes(int begin, int end, int tp) const {
+  double params = 0;
+  for (int l = begin; l < end; ++l) params += layer_params_per_rank(model_, l, tp);
+  if (begin == 0) params += embedding_params_per_rank(model_, tp);
+  if (end == model_.layers) params += head_params_per_rank(model_, tp);
+  // Megatron reduces fp32 main gradients for bf16 (sim/exec/stage_work.h reduced_grad_bytes_per_param).
+  return params * (model_.dtype == "bf16" ? 4.0 : 2.0);
+}
+
+double Profiler::peak_flops(const std::string& gpu_type) const { return cluster_.catalog.at(gpu_type).peak_for(model_.dtype); }
+
+double Profiler::intra_bw(const std::string& gpu_type) const {
+  const NodeGroup& g = group_of_type(gpu_type);
+  return g.intra_bw * cluster_.catalog.at(gpu_type).compute.link_eff;
+}
+
+double Profiler::nic_bw_per_gpu(const std::string& gpu_type) const {
+  const NodeGroup& g = group_of_type(gpu_type);
+  return g.gpus_per_node > 0 ? g.nic_bw * g.nic_count / g.gpus_per_node : 0.0;
+}
+
+}  // namespace arachne::planner
