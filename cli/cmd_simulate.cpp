@@ -67,16 +67,6 @@ struct Outputs {
   bool json = false;
 };
 
-// An output file's directory must exist; checked before any work so that bad input creates no file.
-void check_output_path(const std::string& flag, const std::string& path) {
-  if (path.empty()) throw InputError(flag, "empty file name");
-  const std::filesystem::path p(path);
-  const std::filesystem::path dir = p.parent_path().empty() ? std::filesystem::path(".") : p.parent_path();
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) throw InputError(flag, "directory '" + dir.string() + "' does not exist");
-  if (std::filesystem::is_directory(p, ec)) throw InputError(flag, "'" + path + "' is a directory");
-}
-
 Recompute parse_recompute(const std::string& v) {
   if (v == "none") return Recompute::None;
   if (v == "selective") return Recompute::Selective;
@@ -215,6 +205,16 @@ void print_report(std::ostream& os, const SimResult& r, const Cluster& cluster, 
 }
 
 }  // namespace
+
+// An output file's directory must exist; checked before any work so that bad input creates no file.
+void check_output_path(const std::string& flag, const std::string& path) {
+  if (path.empty()) throw InputError(flag, "empty file name");
+  const std::filesystem::path p(path);
+  const std::filesystem::path dir = p.parent_path().empty() ? std::filesystem::path(".") : p.parent_path();
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) throw InputError(flag, "directory '" + dir.string() + "' does not exist");
+  if (std::filesystem::is_directory(p, ec)) throw InputError(flag, "'" + path + "' is a directory");
+}
 
 int run_simulate(const std::vector<std::string>& args, const std::string& command_line) {
   po::options_description inputs("Inputs");

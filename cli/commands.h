@@ -19,6 +19,7 @@ constexpr int kExitInfeasible = 3;
 // Subcommands. `args` are the words after the subcommand name; `command_line` is the whole invocation
 // (shell-quoted) for result-file metadata.
 int run_simulate(const std::vector<std::string>& args, const std::string& command_line);
+int run_plan(const std::vector<std::string>& args, const std::string& command_line);
 int run_list(const std::vector<std::string>& args);
 int run_calibrate(const std::vector<std::string>& args);
 int run_replay(const std::vector<std::string>& args, const std::string& command_line);
@@ -37,6 +38,10 @@ int option_error(const boost::program_options::error& e, const std::string& subc
 // else the exit code after printing the `error: --flag: reason` line.
 int parse_options(const std::vector<std::string>& args, const boost::program_options::options_description& opts,
                   boost::program_options::variables_map& vm, const std::string& subcommand);
+
+// An output file's directory must exist and the path must not be a directory; throws InputError(flag, ...).
+// Checked before any work so that bad input creates no file.
+void check_output_path(const std::string& flag, const std::string& path);
 
 // argv joined with single-quote shell quoting where a word needs it.
 std::string quoted_command_line(int argc, char** argv);

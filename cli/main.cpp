@@ -19,6 +19,8 @@ Usage: arachne <command> [options]        arachne <command> --help   for a comma
 Commands:
   simulate   simulate one training iteration of a plan: iteration time, tokens/s, MFU, memory per GPU,
              where the time goes; optional HDF5 results (--out) and a Perfetto timeline (--timeline)
+  plan       find a plan with one or more planners (megatron, amp, metis, flashflex, sailor, oracle)
+             and measure each in the simulator: tokens/s, ratio to the best, own prediction vs simulated
   list       show the GPU catalog, the bundled models, the planners and the trace formats
   replay     how much training each planner gets done over an availability trace of a shared cluster
   trace      convert availability traces to the native format, or print their statistics
@@ -34,9 +36,10 @@ Getting started (from the repository root):
   arachne list models
   arachne simulate --cluster configs/clusters/tiny-a100-2x4.yaml --model gpt3-1.3b \
       --tp 2 --pp 2 --dp 2 --micro-batch 4
+  arachne plan --cluster configs/clusters/tiny-hetero.yaml --model gpt3-1.3b --planner all
 
 Exit codes: 0 success; 2 bad input (one line 'error: <where>: <what>' on stderr); 3 infeasible
-(the plan does not fit in memory).
+(the plan does not fit in memory, or no planner found a feasible plan).
 )";
 
 }  // namespace
@@ -59,6 +62,7 @@ int main(int argc, char** argv) {
       }
       const std::vector<std::string> help = {"--help"};
       if (rest[0] == "simulate") return run_simulate(help, "");
+      if (rest[0] == "plan") return run_plan(help, "");
       if (rest[0] == "list") return run_list(help);
       if (rest[0] == "calibrate") return run_calibrate(help);
       if (rest[0] == "replay") return run_replay(help, "");
@@ -70,6 +74,7 @@ int main(int argc, char** argv) {
       return kExitOk;
     }
     if (cmd == "simulate") return run_simulate(rest, quoted_command_line(argc, argv));
+    if (cmd == "plan") return run_plan(rest, quoted_command_line(argc, argv));
     if (cmd == "list") return run_list(rest);
     if (cmd == "calibrate") return run_calibrate(rest);
     if (cmd == "replay") return run_replay(rest, quoted_command_line(argc, argv));

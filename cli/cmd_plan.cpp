@@ -1,0 +1,303 @@
+// `arachne plan`: run one or more planners on a cluster and model, measure every plan they return in the
+// simulator, and compare them (DESIGN.md "CLI": plan --json; exit 3 when no planner finds a feasible plan).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
+
+#include "cli/commands.h"
+#include "planner/planner.h"
+#include "planner/registry.h"
+#include "sim/exec/simulate.h"
+#include "sim/hw/cluster.h"
+#include "sim/hw/topology.h"
+#include "sim/io/atomic_file.h"
+#include "sim/io/input_error.h"
+#include "sim/io/report_json.h"
+#include "sim/model/model.h"
+#include "sim/plan/plan_yaml.h"
+
+namespace arachne::cli {
+namespace {
+
+namespace po = boost::program_options;
+
+const char* kPlanHelp = R"(arachne plan - find a parallel plan with one or more planners and measure each in the simulator
+
+Each planner searches for a plan (data, tensor, pipeline and expert parallelism over the available GPUs)
+with its own algorithm and cost model; every plan it returns is then simulated on the cluster, so the
+planners are compared on the same ground. Prints a table: tokens/s, ratio to the best, peak memory,
+planning time, evaluations, and the planner's own predicted iteration time against the simulated one.
+
+Usage:
+  arachne plan --cluster C --model M --planner NAME[,NAME...]|all [--global-batch N] [--budget N]
+               [--budget-wall S] [--cost-model own|simulator] [--out plan.yaml] [--json] [--seed N]
+
+Planners ('arachne list planners'): megatron, amp, metis, flashflex, sailor (baselines reimplemented
+from their papers and public code; planner/baselines/README.md), oracle (exhaustive, simulator-priced).
+--cost-model simulator makes every baseline price its candidates with the simulator instead of its own
+analytic model, to tell a better search space from a better cost model.
+The budget counts cost-model evaluations (deterministic); --budget-wall adds a wall-clock cap.
+
+Examples:
+  arachne plan --cluster configs/clusters/tiny-hetero.yaml --model gpt3-1.3b --planner all
+  arachne plan --cluster A100-80:2x8,V100-32:4x4 --model gpt3-2.7b --planner metis,sailor --json
+  arachne plan --cluster A100-80:1x8 --model gpt3-1.3b --planner megatron --out best.yaml
+  arachne simulate --cluster A100-80:1x8 --model gpt3-1.3b --plan best.yaml
+
+Exit codes: 0 a plan was found; 2 bad input (one line 'error: <where>: <what>'); 3 no planner found a
+feasible plan (the table or JSON is still printed).
+)";
+
+// A YAML scalar as JSON: integers, then floats, then booleans, else the string.
+nlohmann::json scalar_to_json(const std::string& s) {
+  if (s == "true") return true;
+  if (s == "false") return false;
+  if (!s.empty()) {
+    char* end = nullptr;
+    const long long i = std::strtoll(s.c_str(), &end, 10);
+    if (*end == '\0') return i;
+    const double d = std::strtod(s.c_str(), &end);
+    if (*end == '\0') return d;
+  }
+  return s;
+}
+
+nlohmann::json yaml_to_json(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Sequence: {
+      nlohmann::json a = nlohmann::json::array();
+      for (const auto& e : n) a.push_back(yaml_to_json(e));
+      return a;
+    }
+    case YAML::NodeType::Map: {
+      nlohmann::json o = nlohmann::json::object();
+      for (const auto& kv : n) o[kv.first.as<std::string>()] = yaml_to_json(kv.second);
+      return o;
+    }
+    case YAML::NodeType::Scalar:
+      // Selectors ("n0:0-3") stay strings; quoted scalars too.
+      return n.Tag() == "!" ? nlohmann::json(n.Scalar()) : scalar_to_json(n.Scalar());
+    default:
+      return nullptr;
+  }
+}
+
+// The plan as the JSON form of its YAML schema (DESIGN.md: the value of `plan` in `plan --json`).
+nlohmann::json plan_to_json(const Plan& plan, const Cluster& cluster) {
+  return yaml_to_json(YAML::Load(plan_to_yaml(plan, cluster)));
+}
+
+// "2 x [4 stages tp 2,2,2,2 mb 2x16] + 1 x [...]": runs of identical pipeline shapes.
+std::string plan_summary(const Plan& plan) {
+  std::vector<std::pair<std::string, int>> runs;
+  for (const Pipeline& p : plan.pipelines) {
+    std::ostringstream s;
+    s << p.stages.size() << (p.stages.size() == 1 ? " stage" : " stages") << " tp ";
+    for (size_t j = 0; j < p.stages.size(); ++j) {
+      s << (j ? "," : "");
+      const Stage& st = p.stages[j];
+      for (size_t g = 0; g < st.groups.size(); ++g) s << (g ? "+" : "") << st.groups[g].tp;
+    }
+    s << " mb " << p.micro_batch << "x" << p.micro_batches;
+    if (!runs.empty() && runs.back().first == s.str()) ++runs.back().second;
+    else runs.emplace_back(s.str(), 1);
+  }
+  std::ostringstream out;
+  out << plan.num_gpus() << " GPUs: ";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (i == 4) {
+      out << " + ...";
+      break;
+    }
+    out << (i ? " + " : "") << runs[i].second << " x [" << runs[i].first << "]";
+  }
+  return out.str();
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+struct Row {
+  std::string planner;
+  planner::PlanResult result;
+  std::optional<SimResult> sim;
+  bool feasible() const { return result.plan && sim && !sim->oom; }
+};
+
+}  // namespace
+
+int run_plan(const std::vector<std::string>& args, const std::string& command_line) {
+  po::options_description opts("Options");
+  opts.add_options()
+      ("cluster", po::value<std::string>()->value_name("C"), "cluster YAML file, bundled name, or spec TYPE:NODESxGPUS[,...]")
+      ("model", po::value<std::string>()->value_name("M"), "model YAML file or bundled name")
+      ("planner", po::value<std::string>()->value_name("NAMES"), "planner(s), comma-separated, or 'all'")
+      ("global-batch", po::value<std::string>()->value_name("N"), "global batch in samples (default: the model's)")
+      ("budget", po::value<std::string>()->value_name("N")->default_value("2000"), "cost-model evaluations per planner")
+      ("budget-wall", po::value<std::string>()->value_name("S"), "wall-clock cap per planner, seconds (optional)")
+      ("cost-model", po::value<std::string>()->value_name("own|simulator")->default_value("own"), "what the baselines price candidates with")
+      ("out", po::value<std::string>()->value_name("plan.yaml"), "write the best plan as YAML (reads back with simulate --plan)")
+      ("json", po::bool_switch(), "print exactly one JSON object on stdout")
+      ("seed", po::value<std::string>()->value_name("N")->default_value("0"), "seed of every random choice")
+      ("help,h", "show this help");
+  po::variables_map vm;
+  if (const int rc = parse_options(args, opts, vm, "plan"); rc >= 0) return rc;
+  if (vm.count("help")) {
+    std::cout << kPlanHelp << "\n" << opts << std::flush;
+    return kExitOk;
+  }
+  for (const char* f : {"cluster", "model", "planner"})
+    if (!vm.count(f)) return input_error(std::string("--") + f, "is required (see 'arachne plan --help')");
+  const auto str = [&vm](const char* k) { return vm[k].as<std::string>(); };
+
+  planner::PlanRequest req;
+  req.budget_evaluations = parse_int_flag("--budget", str("budget"), 1);
+  if (vm.count("budget-wall")) {
+    char* end = nullptr;
+    const std::string t = str("budget-wall");
+    req.budget_wall_s = std::strtod(t.c_str(), &end);
+    if (t.empty() || *end != '\0' || !(req.budget_wall_s > 0))
+      throw InputError("--budget-wall", "expected a positive number of seconds, got '" + t + "'");
+  }
+  const std::string cm = str("cost-model");
+  if (cm == "own") req.cost_model = planner::CostModel::Own;
+  else if (cm == "simulator") req.cost_model = planner::CostModel::Simulator;
+  else throw InputError("--cost-model", "expected own or simulator, got '" + cm + "'");
+  req.seed = parse_seed_flag("--seed", str("seed"));
+  const bool json = vm["json"].as<bool>();
+  std::string out_path;
+  if (vm.count("out")) {
+    out_path = str("out");
+    check_output_path("--out", out_path);
+  }
+
+  std::vector<std::string> names;
+  if (str("planner") == "all") {
+    names = planner::registered_planner_names();
+  } else {
+    std::stringstream ss(str("planner"));
+    std::string n;
+    while (std::getline(ss, n, ',')) {
+      if (n.empty()) throw InputError("--planner", "empty planner name in '" + str("planner") + "'");
+      if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+    }
+  }
+  std::vector<std::unique_ptr<planner::Planner>> planners;
+  for (const auto& n : names) planners.push_back(planner::make_planner(n));  // unknown name: exit 2
+
+  const GpuCatalog catalog = GpuCatalog::load_default();
+  const Cluster cluster = load_cluster(str("cluster"), catalog);
+  const ModelConfig model = load_model(str("model"));
+  const long global = vm.count("global-batch") ? parse_int_flag("--global-batch", str("global-batch"), 1) : model.global_batch;
+  if (global < 1) throw InputError("--global-batch", model.name + " has no global_batch; give --global-batch N");
+  const Topology topo(cluster);
+  req.cluster = &cluster;
+  req.topo = &topo;
+  req.model = &model;
+  req.global_batch = global;
+
+  SimOptions sim_opt;
+  sim_opt.seed = req.seed;
+  std::vector<Row> rows;
+  for (auto& p : planners) {
+    std::fprintf(stderr, "plan: %s on %s (%d GPUs), %s, global batch %ld ...\n", p->name().c_str(), cluster.name.c_str(),
+                 cluster.total_gpus(), model.name.c_str(), global);
+    Row row;
+    row.planner = p->name();
+    row.result = p->plan(req);
+    if (row.result.plan) {
+      validate_plan(*row.result.plan, cluster, model, global, p->name());
+      row.sim = simulate_iteration(cluster, topo, model, *row.result.plan, sim_opt);
+    }
+    std::fprintf(stderr, "plan: %s done in %.3f s, %ld evaluations%s\n", p->name().c_str(), row.result.planning_time_s,
+                 row.result.evaluations, row.result.plan ? "" : " (no feasible plan)");
+    rows.push_back(std::move(row));
+  }
+
+  double best_tps = 0;
+  const Row* best = nullptr;
+  for (const Row& r : rows)
+    if (r.feasible() && r.sim->tokens_per_s > best_tps) {
+      best_tps = r.sim->tokens_per_s;
+      best = &r;
+    }
+
+  if (!out_path.empty() && best) {
+    AtomicFile f(out_path);
+    {
+      std::ofstream os(f.tmp_path());
+      os << "# best plan of arachne plan (" << best->planner << "): " << fmt("%.1f", best->sim->tokens_per_s)
+         << " tokens/s simulated\n# " << command_line << "\n"
+         << plan_to_yaml(*best->result.plan, cluster);
+      if (!os) throw std::runtime_error("cannot write " + f.tmp_path());
+    }
+    f.commit();
+  }
+
+  if (json) {
+    nlohmann::json results = nlohmann::json::array();
+    for (const Row& r : rows) {
+      nlohmann::json o;
+      o["planner"] = r.planner;
+      o["plan"] = r.result.plan ? plan_to_json(*r.result.plan, cluster) : nlohmann::json(nullptr);
+      if (!r.result.plan) o["reason"] = r.result.reason;
+      o["predicted_iteration_time_s"] = r.result.plan ? nlohmann::json(r.result.predicted_iteration_time_s) : nlohmann::json(nullptr);
+      const bool timed = r.sim && has_timing(*r.sim) && !r.sim->oom;
+      o["simulated_iteration_time_s"] = timed ? nlohmann::json(r.sim->iteration_time_s) : nlohmann::json(nullptr);
+      o["tokens_per_s"] = timed ? nlohmann::json(r.sim->tokens_per_s) : nlohmann::json(nullptr);
+      o["oom"] = r.sim ? r.sim->oom : false;
+      o["peak_memory_gib"] = r.sim ? nlohmann::json(r.sim->peak_memory_gib) : nlohmann::json(nullptr);
+      o["planning_time_s"] = r.result.planning_time_s;
+      o["evaluations"] = r.result.evaluations;
+      o["search_complete"] = r.result.search_complete;
+      results.push_back(std::move(o));
+    }
+    std::cout << nlohmann::json{{"results", results}}.dump() << "\n";
+  } else {
+    std::printf("arachne plan: %s (%.2f B parameters) on %s, %d GPUs, global batch %ld, budget %ld evaluations%s\n\n",
+                model.name.c_str(), model.parameters() / 1e9, cluster.name.c_str(), cluster.total_gpus(), global,
+                req.budget_evaluations, req.cost_model == planner::CostModel::Simulator ? ", simulator cost model" : "");
+    std::printf("| planner | tokens/s | x best | peak GiB | planning s | evals | predicted s | simulated s | pred. error | plan |\n");
+    std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    for (const Row& r : rows) {
+      if (!r.result.plan) {
+        std::printf("| %s | - | - | - | %.3f | %ld | - | - | - | no feasible plan: %s |\n", r.planner.c_str(),
+                    r.result.planning_time_s, r.result.evaluations, r.result.reason.c_str());
+        continue;
+      }
+      const SimResult& s = *r.sim;
+      const std::string summary = plan_summary(*r.result.plan) + (r.result.search_complete ? "" : " (budget cut the search)");
+      if (s.oom) {
+        std::printf("| %s | OOM | - | %.2f | %.3f | %ld | %.4f | - | - | %s |\n", r.planner.c_str(), s.peak_memory_gib,
+                    r.result.planning_time_s, r.result.evaluations, r.result.predicted_iteration_time_s, summary.c_str());
+        continue;
+      }
+      const double err = 100.0 * (r.result.predicted_iteration_time_s - s.iteration_time_s) / s.iteration_time_s;
+      std::printf("| %s | %.0f | %.3f | %.2f | %.3f | %ld | %.4f | %.4f | %+.1f %% | %s |\n", r.planner.c_str(),
+                  s.tokens_per_s, best_tps > 0 ? s.tokens_per_s / best_tps : 0.0, s.peak_memory_gib,
+                  r.result.planning_time_s, r.result.evaluations, r.result.predicted_iteration_time_s,
+                  s.iteration_time_s, err, summary.c_str());
+    }
+    if (best) std::printf("\nbest: %s%s\n", best->planner.c_str(), out_path.empty() ? "" : (" (plan written to " + out_path + ")").c_str());
+  }
+  if (!best) {
+    std::fprintf(stderr, "plan: no planner found a feasible plan\n");
+    return kExitInfeasible;
+  }
+  return kExitOk;
+}
+
+}  // namespace arachne::cli

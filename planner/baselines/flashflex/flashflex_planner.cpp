@@ -1,0 +1,642 @@
+// The `flashflex` baseline planner (algorithm, cost model and sources in flashflex_planner.h).
+#include "planner/baselines/flashflex/flashflex_planner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "planner/baselines/flashflex/graph_partition.h"
+#include "planner/common/evaluator.h"
+#include "planner/common/plan_builder.h"
+#include "planner/common/profile.h"
+#include "sim/plan/plan_yaml.h"
+
+namespace arachne::planner {
+namespace {
+
+using flashflex::WeightedGraph;
+using flashflex::kway_partition;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct StageDesc {
+  std::vector<GpuId> gpus;  // one TP group, ascending ids, one node
+  int tp = 1;
+  std::string type;
+  int begin = 0, end = 0;
+};
+
+struct PipeDesc {
+  std::vector<StageDesc> stages;
+  int micro_batches = 1;
+};
+
+// A point of the search: which pipeline every GPU belongs to, each pipeline's stage-part count K_j, and the
+// micro-batch size; plus what building and pricing it gave.
+struct Candidate {
+  std::vector<int> pipe_of;  // per GPU
+  std::vector<int> k;        // per pipeline
+  int micro_batch = 1;
+  // Filled by build/price:
+  bool feasible = false;
+  std::string why;
+  std::vector<PipeDesc> pipes;
+  Recompute recompute = Recompute::None;
+  double own_cost = kInf;
+  double cost = kInf;  // what the search compares: own cost, or the simulated time
+};
+
+class Search {
+ public:
+  Search(const PlanRequest& req, const Cluster& cluster, const ModelConfig& model, long global)
+      : req_(req), cluster_(cluster), model_(model), global_(global), prof_(cluster, model), n_(cluster.total_gpus()) {
+    if (req.cost_model == CostModel::Simulator) evaluator_.emplace(req);
+    node_.resize(n_);
+    type_.resize(n_);
+    for (GpuId g = 0; g < n_; ++g) {
+      node_[g] = cluster.node_of(g);
+      type_[g] = cluster.group_of_node(node_[g]).gpu;
+    }
+    // Bandwidth between GPUs (utils.py create_specs): the node's intra-node link, else the slower NIC share.
+    bw_.assign(static_cast<size_t>(n_) * n_, 0.0);
+    for (GpuId a = 0; a < n_; ++a)
+      for (GpuId b = 0; b < n_; ++b) {
+        if (a == b) continue;
+        bw_[static_cast<size_t>(a) * n_ + b] = node_[a] == node_[b] ? intra(node_[a]) : std::min(nic(node_[a]), nic(node_[b]));
+      }
+  }
+
+  const Cluster& cluster() const { return cluster_; }
+  int gpus() const { return n_; }
+  long evaluations() const { return evaluator_ ? evaluator_->evaluations() : own_evals_; }
+  bool exhausted() const {
+    if (evaluations() >= req_.budget_evaluations) return true;
+    return req_.budget_wall_s > 0 && elapsed() >= req_.budget_wall_s;
+  }
+  double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+
+  // Step 0/1: the device graph with bandwidth (or reciprocal bandwidth) edges over `gpus`.
+  WeightedGraph graph(const std::vector<GpuId>& gpus, bool reciprocal) const {
+    WeightedGraph g;
+    g.n = static_cast<int>(gpus.size());
+    g.vweight.resize(g.n);
+    g.eweight.assign(static_cast<size_t>(g.n) * g.n, 0.0);
+    for (int i = 0; i < g.n; ++i) {
+      g.vweight[i] = prof_.peak_flops(type_[gpus[i]]) / 1e12;
+      for (int j = 0; j < g.n; ++j) {
+        if (i == j) continue;
+        const double b = bw(gpus[i], gpus[j]);
+        g.eweight[static_cast<size_t>(i) * g.n + j] = reciprocal ? (b > 0 ? 1e9 / b : 1e9) : b / 1e9;
+      }
+    }
+    return g;
+  }
+
+  // Builds the pipelines of a candidate (steps 2-4) and prices it; counts one evaluation.
+  void price(Candidate& c) {
+    c.feasible = false;
+    c.cost = kInf;
+    c.own_cost = kInf;
+    if (!build_own(c)) {
+      if (evaluator_) return;  // nothing to simulate
+      ++own_evals_;            // the own model priced it (infeasible)
+      return;
+    }
+    if (!evaluator_) {
+      ++own_evals_;
+      c.cost = c.own_cost;
+      return;
+    }
+    Plan plan = to_plan(c);
+    std::string why;
+    const std::optional<double> t = evaluator_->iteration_time(plan, &why);
+    if (!t) {
+      c.feasible = false;
+      c.why = "simulator: " + why;
+      return;
+    }
+    c.cost = *t;
+  }
+
+  Plan to_plan(const Candidate& c) const {
+    std::vector<PipelineSpec> specs;
+    for (const PipeDesc& p : c.pipes) {
+      PipelineSpec ps;
+      ps.micro_batch = c.micro_batch;
+      ps.micro_batches = p.micro_batches;
+      for (const StageDesc& s : p.stages) {
+        StageSpec ss;
+        ss.layer_begin = s.begin;
+        ss.layer_end = s.end;
+        ss.groups.push_back(GroupSpec{s.gpus, s.tp, 1.0});
+        ps.stages.push_back(ss);
+      }
+      specs.push_back(ps);
+    }
+    Plan plan = build_plan(specs, cluster_, c.recompute);
+    if (model_.moe) apply_megatron_core_ep(plan, model_);
+    return plan;
+  }
+
+ private:
+  const PlanRequest& req_;
+  const Cluster& cluster_;
+  const ModelConfig& model_;
+  long global_;
+  Profiler prof_;
+  int n_;
+  std::vector<int> node_;
+  std::vector<std::string> type_;
+  std::vector<double> bw_;
+  std::optional<Evaluator> evaluator_;
+  long own_evals_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+
+  double bw(GpuId a, GpuId b) const { return bw_[static_cast<size_t>(a) * n_ + b]; }
+  double intra(int node) const {
+    const NodeGroup& g = cluster_.group_of_node(node);
+    return g.intra_bw * cluster_.catalog.at(g.gpu).compute.link_eff;
+  }
+  double nic(int node) const {
+    const NodeGroup& g = cluster_.group_of_node(node);
+    const double per_gpu = g.gpus_per_node > 0 ? g.nic_bw * g.nic_count / g.gpus_per_node : 0.0;
+    return per_gpu * cluster_.catalog.at(g.gpu).compute.link_eff;
+  }
+  bool tp_ok(int t) const { return model_.heads % t == 0 && model_.kv_heads % t == 0; }
+
+  ProfileKey key(const StageDesc& s, int mb, Recompute rc) const {
+    ProfileKey k;
+    k.gpu_type = s.type;
+    k.tp = s.tp;
+    k.samples = mb;
+    k.recompute = rc;
+    return k;
+  }
+
+  // cost_modeling.py mb_pp_comm_cost: activations forward and gradients backward between two TP groups, the
+  // cheapest sender/receiver pair plus the scatter inside the receiving group.
+  double p2p_s(const StageDesc& pre, const StageDesc& post, int mb) const {
+    const double bytes = prof_.p2p_bytes(mb);
+    double best = kInf;
+    for (const GpuId a : pre.gpus)
+      for (const GpuId b : post.gpus) {
+        double t = bw(a, b) > 0 ? bytes / bw(a, b) : kInf;
+        for (const GpuId d : post.gpus)
+          if (d != b) t += bw(b, d) > 0 ? bytes / (post.gpus.size() * bw(b, d)) : kInf;
+        best = std::min(best, t);
+      }
+    return 2 * best;
+  }
+
+  // cost_modeling.py pipeline_cost: the GPipe map — stage s busy in columns s .. s+m-1; each column lasts as
+  // long as its slowest busy stage.
+  static double gpipe_s(const std::vector<double>& stage_s, long m) {
+    const long S = static_cast<long>(stage_s.size());
+    double total = 0;
+    for (long col = 0; col < m + S - 1; ++col) {
+      double worst = 0;
+      for (long s = std::max(0L, col - m + 1); s <= std::min(S - 1, col); ++s) worst = std::max(worst, stage_s[s]);
+      total += worst;
+    }
+    return total;
+  }
+
+  std::vector<double> stage_times(const PipeDesc& p, int mb, Recompute rc) const {
+    std::vector<double> t;
+    for (size_t s = 0; s < p.stages.size(); ++s) {
+      const StageDesc& st = p.stages[s];
+      double x = prof_.stage_time_s(st.begin, st.end, key(st, mb, rc));
+      if (s + 1 < p.stages.size()) x += p2p_s(st, p.stages[s + 1], mb);
+      t.push_back(x);
+    }
+    return t;
+  }
+
+  // cost_modeling.py dp_cost / dp_layer_comm_cost / gen_layer_dp_rank_group.
+  double dp_s(const std::vector<PipeDesc>& pipes) const {
+    if (pipes.size() < 2) return 0;
+    double total = 0;
+    std::vector<const StageDesc*> holder(pipes.size());
+    for (int layer = 0; layer < model_.layers; ++layer) {
+      int max_tp = 0, min_tp = std::numeric_limits<int>::max();
+      for (size_t p = 0; p < pipes.size(); ++p) {
+        for (const StageDesc& s : pipes[p].stages)
+          if (layer >= s.begin && layer < s.end) holder[p] = &s;
+        max_tp = std::max(max_tp, holder[p]->tp);
+        min_tp = std::min(min_tp, holder[p]->tp);
+      }
+      const double bytes = prof_.grad_bytes(layer, layer + 1, min_tp);
+      const int sets = std::max(1, max_tp / min_tp);
+      for (int r = 0; r < sets; ++r) {
+        // Rank r of every pipeline's group, each group padded to max_tp by repeating its ranks.
+        std::vector<GpuId> set;
+        for (size_t p = 0; p < pipes.size(); ++p) {
+          const int rep = max_tp / holder[p]->tp;
+          set.push_back(holder[p]->gpus[std::min<int>(r / std::max(1, rep), holder[p]->tp - 1)]);
+        }
+        double worst = 0;
+        for (size_t i = 0; i < set.size(); ++i) {
+          double sum = 0;
+          for (size_t j = 0; j < set.size(); ++j)
+            if (j != i && set[j] != set[i]) sum += bw(set[i], set[j]) > 0 ? bytes / (set.size() * bw(set[i], set[j])) : kInf;
+          worst = std::max(worst, sum);
+        }
+        total += 2 * worst;
+      }
+    }
+    return total;
+  }
+
+  // TP decompositions of c GPUs of one machine (strategy.py get_considered_stragegies, generalised): for each
+  // allowed TP degree t (descending) as many groups of t as fit, the rest in descending powers of two.
+  std::vector<std::vector<int>> decompositions(int c) const {
+    std::vector<int> tps;
+    for (int t = 1; t <= c; t *= 2)
+      if (tp_ok(t)) tps.push_back(t);
+    std::reverse(tps.begin(), tps.end());
+    std::vector<std::vector<int>> out;
+    for (const int t : tps) {
+      std::vector<int> d;
+      int rest = c;
+      for (const int u : tps) {
+        if (u > t) continue;
+        while (rest >= u) {
+          d.push_back(u);
+          rest -= u;
+        }
+      }
+      if (rest == 0 && std::find(out.begin(), out.end(), d) == out.end()) out.push_back(d);
+    }
+    return out;
+  }
+
+  // layer_partition.py create_layer_partition: quotas proportional to each stage's total GPU memory, the rest
+  // one by one to the stages of most memory.
+  std::vector<int> memory_quota(const std::vector<StageDesc>& stages) const {
+    const int S = static_cast<int>(stages.size());
+    std::vector<double> mem(S);
+    double sum = 0;
+    for (int s = 0; s < S; ++s) {
+      mem[s] = prof_.gpu_memory_bytes(stages[s].type) * stages[s].gpus.size();
+      sum += mem[s];
+    }
+    std::vector<int> q(S);
+    int left = model_.layers;
+    for (int s = 0; s < S; ++s) {
+      q[s] = static_cast<int>(std::floor(model_.layers * mem[s] / sum + 1e-9));
+      left -= q[s];
+    }
+    std::vector<int> rank(S);
+    std::iota(rank.begin(), rank.end(), 0);
+    std::stable_sort(rank.begin(), rank.end(), [&](int a, int b) { return mem[a] > mem[b]; });
+    for (int i = 0; left > 0; ++i, --left) q[rank[i % S]] += 1;
+    return q;
+  }
+
+  // strategy.py tp_pp_tradeoff: pick one machine piece's TP decomposition by the single-pipeline cost of its
+  // stages under a layer split proportional to the GPU count (own model, micro-batch 1, no recompute).
+  std::vector<int> choose_decomposition(const std::vector<GpuId>& piece, int max_stages) const {
+    const std::vector<std::vector<int>> options = decompositions(static_cast<int>(piece.size()));
+    std::vector<int> best;
+    double best_cost = kInf;
+    for (const std::vector<int>& d : options) {
+      if (static_cast<int>(d.size()) > max_stages) continue;
+      PipeDesc p;
+      int off = 0, layer = 0;
+      bool empty = false;
+      for (size_t i = 0; i < d.size(); ++i) {
+        StageDesc s;
+        s.gpus.assign(piece.begin() + off, piece.begin() + off + d[i]);
+        off += d[i];
+        s.tp = d[i];
+        s.type = type_[piece[0]];
+        int count = model_.layers * d[i] / static_cast<int>(piece.size());
+        if (i + 1 == d.size()) count = model_.layers - layer;
+        if (count <= 0) empty = true;
+        s.begin = layer;
+        s.end = layer + count;
+        layer += count;
+        p.stages.push_back(s);
+      }
+      if (empty) continue;
+      // config.py N_MB: the pipeline's micro-batches (here the global batch at micro-batch 1, capped).
+      const double cost = gpipe_s(stage_times(p, 1, Recompute::None), std::min<long>(global_, 64));
+      if (cost < best_cost) {
+        best_cost = cost;
+        best = d;
+      }
+    }
+    if (best.empty() && !options.empty()) best = options.front();  // fewest stages
+    return best;
+  }
+
+  // Steps 2-3 for one pipeline: stage parts, their order, per-machine TP stages, memory-proportional layers.
+  bool build_pipeline(const std::vector<GpuId>& gpus, int k, int stage_budget, PipeDesc& out, std::string& why) const {
+    const WeightedGraph g = graph(gpus, /*reciprocal=*/false);
+    const std::vector<int> part = kway_partition(g, k);
+    const int parts = *std::max_element(part.begin(), part.end()) + 1;
+    // stage_order.py: merged graph of the parts, Hamiltonian path of maximum summed bandwidth.
+    std::vector<std::vector<double>> w(parts, std::vector<double>(parts, 0));
+    for (int a = 0; a < g.n; ++a)
+      for (int b = 0; b < g.n; ++b)
+        if (part[a] != part[b]) w[part[a]][part[b]] += g.edge(a, b);
+    std::vector<int> order(parts), best_order;
+    std::iota(order.begin(), order.end(), 0);
+    double best_w = -1;
+    do {
+      double s = 0;
+      for (int i = 0; i + 1 < parts; ++i) s += w[order[i]][order[i + 1]];
+      if (s > best_w * (1 + 1e-12)) {
+        best_w = s;
+        best_order = order;
+      }
+    } while (std::next_permutation(order.begin(), order.end()));
+    // strategy.py gen_strategy: each part split by machine (ascending node id), each machine's GPUs into TP groups.
+    std::vector<std::vector<GpuId>> pieces;
+    for (const int p : best_order) {
+      std::map<int, std::vector<GpuId>> by_node;
+      for (int i = 0; i < g.n; ++i)
+        if (part[i] == p) by_node[node_[gpus[i]]].push_back(gpus[i]);
+      for (auto& [nd, list] : by_node) pieces.push_back(list);
+    }
+    std::vector<int> min_stages(pieces.size());
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      const auto opts = decompositions(static_cast<int>(pieces[i].size()));
+      min_stages[i] = opts.empty() ? 1 : static_cast<int>(opts.front().size());
+    }
+    const int limit = std::min(stage_budget, model_.layers);
+    int used = 0;
+    out.stages.clear();
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      int rest_min = 0;
+      for (size_t j = i + 1; j < pieces.size(); ++j) rest_min += min_stages[j];
+      const std::vector<int> d = choose_decomposition(pieces[i], limit - used - rest_min);
+      if (d.empty()) {
+        why = "no TP degree divides the heads";
+        return false;
+      }
+      int off = 0;
+      for (const int t : d) {
+        StageDesc s;
+        s.gpus.assign(pieces[i].begin() + off, pieces[i].begin() + off + t);
+        off += t;
+        s.tp = t;
+        s.type = type_[pieces[i][0]];
+        out.stages.push_back(s);
+      }
+      used += static_cast<int>(d.size());
+    }
+    if (static_cast<int>(out.stages.size()) > model_.layers) {
+      why = "a pipeline has more stages (" + std::to_string(out.stages.size()) + ") than the model has layers";
+      return false;
+    }
+    const std::vector<int> q = memory_quota(out.stages);
+    int layer = 0;
+    for (size_t s = 0; s < out.stages.size(); ++s) {
+      if (q[s] <= 0) {
+        why = "the memory-proportional layer split leaves a stage without layers";
+        return false;
+      }
+      out.stages[s].begin = layer;
+      out.stages[s].end = layer + q[s];
+      layer += q[s];
+    }
+    return true;
+  }
+
+  // Steps 2-4 and the own cost model. False (with c.why) when infeasible.
+  bool build_own(Candidate& c) {
+    const int P = static_cast<int>(c.k.size());
+    std::vector<std::vector<GpuId>> members(P);
+    for (GpuId g = 0; g < n_; ++g) members[c.pipe_of[g]].push_back(g);
+    c.pipes.assign(P, PipeDesc{});
+    for (int p = 0; p < P; ++p) {
+      if (members[p].empty()) {
+        c.why = "an empty pipeline";
+        return false;
+      }
+      if (!build_pipeline(members[p], std::min<int>(c.k[p], static_cast<int>(members[p].size())), model_.layers, c.pipes[p], c.why))
+        return false;
+    }
+    if (global_ % c.micro_batch != 0) {
+      c.why = "micro-batch does not divide the global batch";
+      return false;
+    }
+    const long units = global_ / c.micro_batch;
+    if (units < P) {
+      c.why = "fewer micro-batches than pipelines";
+      return false;
+    }
+    for (const Recompute rc : {Recompute::None, Recompute::Full}) {
+      // Step 4: batch split proportional to each pipeline's throughput at an equal share.
+      const long m_ref = std::max<long>(1, units / P);
+      std::vector<std::vector<double>> times(P);
+      std::vector<double> weight(P);
+      for (int p = 0; p < P; ++p) {
+        times[p] = stage_times(c.pipes[p], c.micro_batch, rc);
+        weight[p] = 1.0 / gpipe_s(times[p], m_ref);
+      }
+      const std::vector<long> m = split_proportional(units, weight, 1);
+      bool fits = true;
+      for (int p = 0; p < P && fits; ++p) {
+        c.pipes[p].micro_batches = static_cast<int>(m[p]);
+        const int S = static_cast<int>(c.pipes[p].stages.size());
+        for (int s = 0; s < S && fits; ++s) {
+          const StageDesc& st = c.pipes[p].stages[s];
+          const double in_flight = static_cast<double>(std::min<long>(S - s, m[p]));
+          const double need = prof_.stage_memory_bytes(st.begin, st.end, key(st, c.micro_batch, rc), in_flight);
+          if (need > prof_.gpu_memory_bytes(st.type)) fits = false;
+        }
+      }
+      if (!fits) continue;
+      double worst = 0;
+      for (int p = 0; p < P; ++p) worst = std::max(worst, gpipe_s(times[p], m[p]));
+      c.recompute = rc;
+      c.own_cost = worst + dp_s(c.pipes);
+      c.feasible = true;
+      return true;
+    }
+    c.why = "out of memory (even with full recomputation)";
+    return false;
+  }
+};
+
+std::string signature(const Candidate& c) {
+  std::string s = std::to_string(c.micro_batch) + "|";
+  for (const int p : c.pipe_of) s += std::to_string(p) + ",";
+  s += "|";
+  for (const int k : c.k) s += std::to_string(k) + ",";
+  return s;
+}
+
+}  // namespace
+
+PlanResult FlashFlexPlanner::plan(const PlanRequest& request) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  traces_.clear();
+  if (!request.cluster || !request.model) throw std::invalid_argument("FlashFlexPlanner: request without cluster or model");
+  const Cluster& cluster = *request.cluster;
+  const ModelConfig& model = *request.model;
+  const long global = request.global_batch > 0 ? request.global_batch : model.global_batch;
+
+  PlanResult result;
+  auto finish = [&](PlanResult r) {
+    r.planning_time_s = std::chrono::duration<double>(Clock::now() - start).count();
+    return r;
+  };
+  if (global < 1) {
+    result.reason = "no global batch: give one in the request or set global_batch in the model";
+    return finish(result);
+  }
+  if (cluster.nodes.empty() || cluster.total_gpus() == 0) {
+    result.reason = "no GPUs available";
+    return finish(result);
+  }
+
+  Search search(request, cluster, model, global);
+  const int N = search.gpus();
+  std::vector<GpuId> all(N);
+  std::iota(all.begin(), all.end(), 0);
+  const int p_max = static_cast<int>(std::max<long>(1, std::min<long>(N / 5, global)));
+
+  std::optional<Candidate> best;
+  std::string last_why;
+  long infeasible = 0;
+  bool cut_short = false;
+  auto consider = [&](const Candidate& c) {
+    if (!c.feasible) {
+      ++infeasible;
+      last_why = c.why;
+      return;
+    }
+    if (!best || c.cost < best->cost) best = c;
+  };
+
+  // Step 1 + 2: initial partition for every pipeline count, every uniform K.
+  std::vector<std::optional<Candidate>> best_of_p(p_max + 1);
+  for (int P = 1; P <= p_max && !cut_short; ++P) {
+    const std::vector<int> parts = kway_partition(search.graph(all, /*reciprocal=*/true), P);
+    const int got = *std::max_element(parts.begin(), parts.end()) + 1;
+    for (int K = 1; K <= 3; ++K) {
+      if (search.exhausted()) {
+        cut_short = true;
+        break;
+      }
+      Candidate c;
+      c.pipe_of = parts;
+      c.k.assign(got, K);
+      search.price(c);
+      consider(c);
+      if (c.feasible && (!best_of_p[P] || c.cost < best_of_p[P]->cost)) best_of_p[P] = c;
+    }
+  }
+
+  // Step 5: refinement of each pipeline count's best candidate, best first; accept strict improvements only.
+  std::vector<int> order;
+  for (int P = 1; P <= p_max; ++P)
+    if (best_of_p[P] && best_of_p[P]->k.size() > 0) order.push_back(P);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return best_of_p[a]->cost < best_of_p[b]->cost; });
+  for (const int P : order) {
+    if (cut_short) break;
+    Candidate inc = *best_of_p[P];
+    std::vector<double> trace = {inc.cost};
+    const int np = static_cast<int>(inc.k.size());
+    bool improved = true;
+    std::map<std::string, bool> seen;  // ordered map: deterministic
+    seen[signature(inc)] = true;
+    while (improved && !cut_short) {
+      improved = false;
+      std::vector<Candidate> neighbours;
+      // (node, pipeline) classes, each represented by its highest GPU id.
+      std::map<std::pair<int, int>, GpuId> cls;
+      for (GpuId g = 0; g < N; ++g) cls[{cluster.node_of(g), inc.pipe_of[g]}] = g;
+      std::vector<int> size(np, 0);
+      for (GpuId g = 0; g < N; ++g) ++size[inc.pipe_of[g]];
+      for (auto a = cls.begin(); a != cls.end(); ++a)
+        for (auto b = std::next(a); b != cls.end(); ++b) {
+          if (a->first.first == b->first.first || a->first.second == b->first.second) continue;
+          Candidate c = inc;
+          std::swap(c.pipe_of[a->second], c.pipe_of[b->second]);
+          neighbours.push_back(c);
+        }
+      for (const auto& [key, g] : cls) {
+        if (size[key.second] < 2) continue;
+        for (int to = 0; to < np; ++to) {
+          if (to == key.second) continue;
+          Candidate c = inc;
+          c.pipe_of[g] = to;
+          neighbours.push_back(c);
+        }
+      }
+      for (int p = 0; p < np; ++p)
+        for (const int d : {-1, 1}) {
+          const int k = inc.k[p] + d;
+          if (k < 1 || k > 3) continue;
+          Candidate c = inc;
+          c.k[p] = k;
+          neighbours.push_back(c);
+        }
+      for (Candidate& c : neighbours) {
+        const std::string sig = signature(c);
+        if (seen.count(sig)) continue;
+        if (search.exhausted()) {
+          cut_short = true;
+          break;
+        }
+        seen[sig] = true;
+        search.price(c);
+        consider(c);
+        if (c.feasible && c.cost < inc.cost) {
+          inc = c;
+          trace.push_back(inc.cost);
+          improved = true;
+          break;  // first improvement: rebuild the neighbourhood around the new incumbent
+        }
+      }
+    }
+    traces_.push_back(trace);
+  }
+
+  // Micro-batch sizes on the final structure.
+  if (best && !cut_short) {
+    const Candidate base = *best;
+    for (const int mb : {2, 4, 8}) {
+      if (global % mb != 0 || global / mb < static_cast<long>(base.k.size())) continue;
+      if (search.exhausted()) {
+        cut_short = true;
+        break;
+      }
+      Candidate c = base;
+      c.micro_batch = mb;
+      search.price(c);
+      consider(c);
+    }
+  }
+
+  result.evaluations = search.evaluations();
+  result.search_complete = !cut_short;
+  if (!best) {
+    if (cut_short && result.evaluations == 0)
+      result.reason = "budget exhausted before any FlashFlex candidate was priced";
+    else
+      result.reason = "no FlashFlex partition of the " + std::to_string(N) + " GPUs is feasible for " + model.name +
+                      " (" + std::to_string(infeasible) + " candidates infeasible; last: " + last_why + ")" +
+                      (cut_short ? "; budget exhausted" : "");
+    return finish(result);
+  }
+  Plan plan = search.to_plan(*best);
+  validate_plan(plan, cluster, model, global, "flashflex");
+  result.plan = std::move(plan);
+  result.predicted_iteration_time_s = best->cost;
+  return finish(result);
+}
+
+}  // namespace arachne::planner

@@ -1,0 +1,92 @@
+// `flashflex`: FlashFlex / HexiScale (Ran Yan, Youhe Jiang, Xiaonan Nie, Fangcheng Fu, Bin Cui, Binhang Yuan,
+// "FlashFlex: Accommodating Large Language Model Training over Heterogeneous Environment", arXiv:2409.01143,
+// 2024; v2 renamed HexiScale). Public code: github.com/Relaxed-System-Lab/FlashFlex, experimental/ (the
+// scheduler: main.py, partitioner.py, strategy.py, stage_order.py, layer_partition.py, cost_modeling.py);
+// port used for comparisons: github.com/eth-easl/sailor, sailor/Planner/baselines/FlashFlex/flashflex_planner.py.
+// Asymmetric pipelines: data-parallel pipelines that differ in GPU types, stage counts, TP degrees and layer
+// splits, found by hierarchical graph partitioning of the GPUs, then iterative refinement under FlashFlex's
+// own cost model.
+//
+// Algorithm (steps cite the public code; the paper's §4 "hierarchical graph partitioning" describes the same
+// two phases)
+//  0. Device graph (experimental/utils.py create_specs, graph.py construct_graph): one vertex per GPU, vertex
+//     weight = dense peak FLOP/s of its type for the model's dtype; complete graph, edge weight = bandwidth
+//     between the two GPUs (intra-node link of the node, else the smaller NIC bandwidth per GPU of the two
+//     nodes — FlashFlex takes one `--inter_bw` for every pair of machines).
+//  1. Pipelines (DP groups): balanced k-way partition of the graph with RECIPROCAL bandwidth edge weights
+//     into P parts (main.py: "construct with reverse of bandwidth"; partitioner.py partitioner): parts of equal
+//     compute, and the links cut between pipelines — which carry the data-parallel gradient traffic — are
+//     the fast ones.
+//  2. Stages (partitioner.py partition_pipeline): each pipeline's sub-graph, now with bandwidth edge weights, is
+//     partitioned into K_j parts (the slow links are cut: pipeline p2p crosses them); K_j in {1,2,3} (FlashFlex
+//     draws K_j = 1 + Binomial(2, 0.2), initialize.py; here K is enumerated, then refined per pipeline).
+//     Part order (stage_order.py get_stage_order): the parts, merged into super-vertices (merge_subgraph),
+//     are ordered along the Hamiltonian path of maximum summed bandwidth (all K! orders; FlashFlex searches
+//     greedy k-way paths, which for K <= kway+1 = 4 covers all orders).
+//     Each part is split per machine (strategy.py gen_strategy) and each machine's GPUs into TP groups = pipeline
+//     stages; the decomposition ([4], [2,2], [1,1,1,1] for 4 GPUs, ...) is picked per machine by
+//     strategy.py tp_pp_tradeoff: the one with the lowest single-pipeline cost under a layer split
+//     proportional to GPU count. TP degrees are powers of two dividing heads and kv_heads.
+//  3. Layers (layer_partition.py create_layer_partition): proportional to each stage's total GPU memory
+//     (largest-memory stages take the remainder); a stage left with no layer, or one that does not fit in
+//     memory, makes the candidate infeasible (FlashFlex: pipeline None, throughput 0).
+//  4. Batch: split over pipelines proportionally to each pipeline's predicted throughput (its own-model time for
+//     an equal share), in whole micro-batches, at least one each; the README of the public code: "each pipeline
+//     could have different batch size" (--global_bsz_size per pipeline). Micro-batch 1 during the search (the
+//     sailor port: "always keep MB to 1"); 2, 4 and 8 are tried on the final structure.
+//  5. Search and refinement: P = 1 .. max(1, N/5) pipelines (sailor's port; main.py walks P inside
+//     [N/L + 1, N/5]); for each P the K in {1,2,3} candidates are priced. Then the best candidate of each P
+//     (best P first) is refined by hill climbing with first-improvement acceptance, FlashFlex's rule in
+//     main.py ("if throughput(next) > throughput(current): parts = next"): neighbourhood = swap one GPU of a
+//     (node, pipeline) class with one of another node in another pipeline, move one GPU to another
+//     pipeline, change one pipeline's K by one; a neighbour is accepted only if its predicted cost is lower,
+//     so the incumbent's cost never increases (refinement_traces()).
+//
+// Cost model (cost_modeling.py TimeCost), with the Profiler (planner/common/profile.h) as its data:
+//  stage time per micro-batch = Profiler::stage_time_s (per-layer forward+backward kernels and TP all-reduce
+//    of the stage's layers on its GPU type/TP — FlashFlex: nlayers x (96·b·s·h²(1 + s/6h + V/16Lh) / (TFLOPs·tp)
+//    + TP comm) — plus the p2p to the next stage (mb_pp_comm_cost): 2 x min over sender/receiver pairs of
+//    (bytes / bw(sender, receiver) + scatter of the bytes inside the receiving TP group);
+//  pipeline time (pipeline_cost): GPipe map, sum over the m+S-1 columns of the slowest active stage;
+//  DP time (dp_cost): per layer, the pipelines' TP groups holding it, rank-aligned (gen_layer_dp_rank_group),
+//    for the first max_tp/min_tp DP sets: 2 x max_i sum_j grad_bytes(layer, min_tp) / (|set| · bw(i, j));
+//  iteration = max over pipelines of pipeline time + DP time (overall_cost; its calibration factors 1.8 and
+//    1.1 fitted to FlashFlex's analytic-FLOPs model on its testbed are dropped: the profiler is calibrated).
+//  Memory: Profiler::stage_memory_bytes with the 1F1B in-flight micro-batches must fit each GPU; recompute
+//    none, else full (FlashFlex's default `--recompute` is on: its 96 = 4 x 24 FLOP coefficient).
+//  With CostModel::Simulator each candidate plan is priced by planner::Evaluator instead (the TP
+//  decomposition inside step 2 still uses the own model: it prices partial pipelines, not plans).
+//  Every priced candidate plan counts as one evaluation, in both modes.
+//
+// MoE: priced as the activated dense model (Profiler); apply_megatron_core_ep on the returned plan (and, under
+// the simulator, on every candidate before it is simulated).
+//
+// What it cannot express: TP groups spanning machines or mixing types, stage-level data parallelism (one TP
+// group per stage), interleaving, sequence parallelism, ZeRO, idle GPUs (every GPU is placed), layer splits
+// balanced by compute rather than memory.
+// Simplifications: deterministic enumeration of P and K instead of FlashFlex's seeded random walk
+// (np.random.seed(40404)); own graph partitioner instead of METIS (graph_partition.h); the unused coarsened
+// `repartition` of partitioner.py (never called by main.py) is not reproduced; the GPU-level neighbourhood
+// above is this reimplementation's reading of the paper's refinement step.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "planner/planner.h"
+
+namespace arachne::planner {
+
+class FlashFlexPlanner : public Planner {
+ public:
+  std::string name() const override { return "flashflex"; }
+  PlanResult plan(const PlanRequest& request) override;
+
+  // For each refined pipeline count of the last plan() call: the incumbent's predicted cost before refinement
+  // and after every accepted refinement step (never increasing).
+  const std::vector<std::vector<double>>& refinement_traces() const { return traces_; }
+
+ private:
+  std::vector<std::vector<double>> traces_;
+};
+
+}  // namespace arachne::planner

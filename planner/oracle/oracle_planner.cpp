@@ -1,0 +1,780 @@
+// The `oracle` planner (algorithm in oracle_planner.h).
+#include "planner/oracle/oracle_planner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "planner/common/evaluator.h"
+#include "planner/common/partition.h"
+#include "planner/common/plan_builder.h"
+#include "planner/common/profile.h"
+#include "planner/common/subcluster.h"
+#include "sim/hw/topology.h"
+#include "sim/io/input_error.h"
+#include "sim/plan/plan_yaml.h"
+
+namespace arachne::planner {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr long kMaxPipeShapes = 20000;   // enumeration caps (large clusters); search_complete = false when hit
+constexpr long kMaxStructures = 60000;
+constexpr long kMaxCandidates = 400000;
+
+const Recompute kRecompute[3] = {Recompute::None, Recompute::Selective, Recompute::Full};
+
+bool divides(int d, int n) { return n <= 0 || n % d == 0; }
+
+std::vector<int> divisors(int n) {
+  std::vector<int> d;
+  for (int i = 1; i <= n; ++i)
+    if (n % i == 0) d.push_back(i);
+  return d;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The cluster as the oracle sees it: GPU types with their nodes (listing order).
+struct TypeInfo {
+  std::string name;
+  std::vector<int> nodes;  // node ids
+  int gpus = 0;
+  std::vector<int> tps;    // admissible tp for this type
+};
+
+struct StageShape {
+  int tp = 1;
+  std::vector<int> groups;  // TP groups per type
+  int total_groups = 0;
+};
+
+struct PipeShape {
+  std::vector<int> stages;  // stage shape ids
+  std::vector<int> gpus;    // per type
+  int total = 0;
+};
+
+struct Structure {
+  std::vector<int> pipes;  // pipe shape ids, non-decreasing (identical shapes consecutive)
+};
+
+// Stage costs of one pipeline shape at (micro-batch, recompute) under a given partition.
+struct ShapeEval {
+  bool feasible = false;
+  std::vector<int> bounds;      // stages + 1
+  std::vector<double> stage_t;  // time per micro-batch
+  double max_t = 0, sum_t = 0;
+};
+
+class Oracle {
+ public:
+  Oracle(const PlanRequest& req, long global, OraclePlanner::Stats& stats)
+      : req_(req), cluster_(*req.cluster), model_(*req.model), global_(global), stats_(stats), prof_(cluster_, model_),
+        eval_(req) {
+    for (const TypeInventory& inv : type_inventory(cluster_)) {
+      TypeInfo t;
+      t.name = inv.gpu_type;
+      t.nodes = inv.nodes;
+      t.gpus = inv.gpus;
+      int max_node = 0;
+      for (const int n : t.nodes) max_node = std::max(max_node, cluster_.nodes[n].gpus);
+      for (int tp = 1; tp <= max_node; tp *= 2)
+        if (divides(tp, model_.heads) && divides(tp, model_.kv_heads)) t.tps.push_back(tp);
+      if (t.gpus > 0) types_.push_back(t);
+    }
+    L_ = model_.layers;
+  }
+
+  PlanResult run();
+
+ private:
+  const PlanRequest& req_;
+  const Cluster& cluster_;
+  const ModelConfig& model_;
+  long global_;
+  OraclePlanner::Stats& stats_;
+  Profiler prof_;
+  Evaluator eval_;
+  std::vector<TypeInfo> types_;
+  int L_ = 0;
+
+  std::vector<StageShape> stage_shapes_;
+  std::vector<PipeShape> pipe_shapes_;
+  std::vector<Structure> structures_;
+  bool capped_ = false;
+
+  // Best so far.
+  std::optional<Plan> best_;
+  double best_time_ = kInf;
+  std::set<std::string> seen_;
+  long oom_ = 0, invalid_ = 0, predicted_oom_ = 0;
+  std::string last_invalid_;
+  bool budget_cut_ = false;
+
+  // Per-layer time prefix sums per (type, tp, mb, recompute) (the Profiler's stage_time_s, summed once).
+  struct Prefix {
+    std::vector<double> pre;
+    double emb = 0, head = 0;
+  };
+  std::map<std::tuple<int, int, int, int>, Prefix> prefix_;
+  std::map<std::tuple<int, int, int>, ShapeEval> shape_cache_;  // (pipe shape, mb, rc)
+
+  const Prefix& prefix(int type, int tp, int mb, int rc) {
+    const auto key = std::make_tuple(type, tp, mb, rc);
+    auto it = prefix_.find(key);
+    if (it != prefix_.end()) return it->second;
+    Prefix p;
+    ProfileKey k;
+    k.gpu_type = types_[type].name;
+    k.tp = tp;
+    k.samples = mb;
+    k.recompute = kRecompute[rc];
+    p.pre.assign(L_ + 1, 0.0);
+    for (int l = 0; l < L_; ++l) {
+      const LayerProfile& lp = prof_.layer(l, k);
+      p.pre[l + 1] = p.pre[l] + lp.forward_s + lp.backward_s + lp.tp_comm_forward_s + lp.tp_comm_backward_s;
+    }
+    p.emb = prof_.embedding(k).forward_s + prof_.embedding(k).backward_s;
+    p.head = prof_.head(k).forward_s + prof_.head(k).backward_s;
+    return prefix_.emplace(key, std::move(p)).first->second;
+  }
+  // Memory check of one group (memoised: the min-max DP asks for the same ranges across many shapes).
+  std::map<std::tuple<int, int, double, int, int, int, double>, bool> fits_;
+  bool fits(int type, const ProfileKey& k, int b, int e, double in_flight) {
+    const auto key = std::make_tuple(type, k.tp, k.samples, static_cast<int>(k.recompute), b, e, in_flight);
+    auto it = fits_.find(key);
+    if (it != fits_.end()) return it->second;
+    const bool ok = prof_.stage_memory_bytes(b, e, k, in_flight) <= prof_.gpu_memory_bytes(types_[type].name);
+    fits_.emplace(key, ok);
+    return ok;
+  }
+  double group_time(int type, int tp, int mb, int rc, int b, int e) {
+    const Prefix& p = prefix(type, tp, mb, rc);
+    return p.pre[e] - p.pre[b] + (b == 0 ? p.emb : 0.0) + (e == L_ ? p.head : 0.0);
+  }
+
+  // Time per micro-batch of stage shape `ss` on layers [b, e); kInf when a GPU runs out of memory with
+  // `in_flight` micro-batches stored (1F1B: S - j). Shares proportional to 1 / T_group.
+  double stage_cost(int ss, int mb, int rc, int b, int e, double in_flight) {
+    const StageShape& s = stage_shapes_[ss];
+    double inv = 0;
+    std::vector<double> t(types_.size(), 0.0);
+    for (size_t ty = 0; ty < types_.size(); ++ty) {
+      if (s.groups[ty] == 0) continue;
+      t[ty] = group_time(static_cast<int>(ty), s.tp, mb, rc, b, e);
+      inv += s.groups[ty] / t[ty];
+    }
+    for (size_t ty = 0; ty < types_.size(); ++ty) {
+      if (s.groups[ty] == 0) continue;
+      ProfileKey k;
+      k.gpu_type = types_[ty].name;
+      k.tp = s.tp;
+      k.samples = mb * (1.0 / t[ty]) / inv;
+      k.recompute = kRecompute[rc];
+      if (!fits(static_cast<int>(ty), k, b, e, in_flight)) return kInf;
+    }
+    return 1.0 / inv;
+  }
+
+  ShapeEval eval_bounds(int ps, int mb, int rc, const std::vector<int>& bounds) {
+    const PipeShape& p = pipe_shapes_[ps];
+    const int S = static_cast<int>(p.stages.size());
+    ShapeEval ev;
+    ev.bounds = bounds;
+    for (int j = 0; j < S; ++j) {
+      const double c = stage_cost(p.stages[j], mb, rc, bounds[j], bounds[j + 1], S - j);
+      if (!std::isfinite(c)) return ev;
+      ev.stage_t.push_back(c);
+      ev.max_t = std::max(ev.max_t, c);
+      ev.sum_t += c;
+    }
+    ev.feasible = true;
+    return ev;
+  }
+
+  const ShapeEval& shape_eval(int ps, int mb, int rc) {
+    const auto key = std::make_tuple(ps, mb, rc);
+    auto it = shape_cache_.find(key);
+    if (it != shape_cache_.end()) return it->second;
+    const PipeShape& p = pipe_shapes_[ps];
+    const int S = static_cast<int>(p.stages.size());
+    // Exact min-max partition on the profiler's stage costs (planner/common/partition.h).
+    const std::vector<int> bounds = minmax_partition(L_, S, [&](int j, int b, int e) {
+      return stage_cost(p.stages[j], mb, rc, b, e, S - j);
+    });
+    ShapeEval ev;
+    if (!bounds.empty()) ev = eval_bounds(ps, mb, rc, bounds);
+    return shape_cache_.emplace(key, std::move(ev)).first->second;
+  }
+
+  // Predicted 1F1B time of one pipeline with m micro-batches: fill and drain (sum of stage times) plus
+  // (m - 1) steady-state steps of the bottleneck stage (Narayanan et al. SC'21 §2.2), plus activation
+  // send/recv on every stage boundary (forward and backward) over the type's NIC (pessimistic).
+  double pipe_time(const ShapeEval& ev, int m, double p2p) const {
+    return (m - 1) * ev.max_t + ev.sum_t + 2.0 * p2p * (static_cast<double>(ev.stage_t.size()) - 1.0);
+  }
+
+  void enumerate();
+  void price_and_rank();
+  bool place(const Structure& s, int policy, std::vector<std::vector<std::vector<std::vector<GpuId>>>>& out) const;
+  void simulate(Plan plan, int rc, bool escalate);
+  void phase1();
+  bool out_of_budget() {
+    if (eval_.exhausted()) {
+      budget_cut_ = true;
+      return true;
+    }
+    return false;
+  }
+
+  struct Candidate {
+    double predicted = 0;
+    long seq = 0;
+    int structure = 0;
+    int policy = 0;
+    int mb = 1;
+    int rc = 0;
+    int split = 0;        // 0 greedy min-max, 1 proportional to speed
+    int part_shape = -1;  // pipe shape whose partition is overridden (exhaustive partitions), -1 none
+    int part_index = 0;
+    int ep_kind = 0;      // 0: ep 1; 1: pipelines scope ep = ep_value; 2: stage scope ep = ep_value
+    int ep_value = 1;
+  };
+  std::vector<Candidate> cands_;
+  std::map<int, std::vector<std::vector<int>>> all_parts_;  // stages -> every contiguous partition
+  const std::vector<std::vector<int>>& all_partitions(int S) {
+    auto it = all_parts_.find(S);
+    if (it != all_parts_.end()) return it->second;
+    std::vector<std::vector<int>> out;
+    std::vector<int> b(S + 1, 0);
+    b[S] = L_;
+    // Recursive enumeration of cut points 0 < b1 < ... < b_{S-1} < L.
+    std::function<void(int, int)> rec = [&](int j, int lo) {
+      if (j == S) {
+        out.push_back(b);
+        return;
+      }
+      for (int c = lo; c <= L_ - (S - j); ++c) {
+        b[j] = c;
+        rec(j + 1, c + 1);
+      }
+    };
+    if (S == 1) out.push_back({0, L_});
+    else if (S <= L_) rec(1, 1);
+    return all_parts_.emplace(S, std::move(out)).first->second;
+  }
+
+  std::vector<int> split(const Structure& s, const std::vector<const ShapeEval*>& evs, int mb, int kind, double p2p,
+                         double* predicted) const;
+  double p2p_time(const Structure& s, int mb) const;
+  Plan build(const Candidate& c);
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Enumeration up to symmetry: stage shapes, pipeline shapes, structures (multisets of pipeline shapes).
+void Oracle::enumerate() {
+  const int T = static_cast<int>(types_.size());
+  std::set<int> tps;
+  for (const TypeInfo& t : types_)
+    for (const int tp : t.tps) tps.insert(tp);
+  // Stage shapes: per tp, every vector of group counts (types that admit the tp), bounded by how many
+  // groups of that tp the type's nodes hold.
+  for (const int tp : tps) {
+    std::vector<int> cap(T, 0);
+    for (int ty = 0; ty < T; ++ty) {
+      if (std::find(types_[ty].tps.begin(), types_[ty].tps.end(), tp) == types_[ty].tps.end()) continue;
+      for (const int n : types_[ty].nodes) cap[ty] += cluster_.nodes[n].gpus / tp;
+    }
+    std::vector<int> cnt(T, 0);
+    std::function<void(int)> rec = [&](int ty) {
+      if (ty == T) {
+        const int tot = std::accumulate(cnt.begin(), cnt.end(), 0);
+        if (tot > 0) stage_shapes_.push_back({tp, cnt, tot});
+        return;
+      }
+      for (int c = 0; c <= cap[ty]; ++c) {
+        cnt[ty] = c;
+        rec(ty + 1);
+      }
+      cnt[ty] = 0;
+    };
+    rec(0);
+  }
+  // Pipeline shapes: sequences of stage shapes within the inventory, at most `layers` stages.
+  std::vector<int> used(T, 0);
+  std::vector<int> seq;
+  std::function<void()> rec_pipe = [&]() {
+    if (capped_) return;
+    if (!seq.empty()) {
+      PipeShape p;
+      p.stages = seq;
+      p.gpus = used;
+      p.total = std::accumulate(used.begin(), used.end(), 0);
+      pipe_shapes_.push_back(p);
+      if (static_cast<long>(pipe_shapes_.size()) >= kMaxPipeShapes) {
+        capped_ = true;
+        return;
+      }
+    }
+    if (static_cast<int>(seq.size()) >= L_) return;
+    for (int ss = 0; ss < static_cast<int>(stage_shapes_.size()); ++ss) {
+      const StageShape& st = stage_shapes_[ss];
+      bool ok = true;
+      for (int ty = 0; ty < T; ++ty)
+        if (used[ty] + st.groups[ty] * st.tp > types_[ty].gpus) ok = false;
+      if (!ok) continue;
+      for (int ty = 0; ty < T; ++ty) used[ty] += st.groups[ty] * st.tp;
+      seq.push_back(ss);
+      rec_pipe();
+      seq.pop_back();
+      for (int ty = 0; ty < T; ++ty) used[ty] -= st.groups[ty] * st.tp;
+      if (capped_) return;
+    }
+  };
+  rec_pipe();
+  // Structures: multisets (non-decreasing shape ids) within the inventory; at most global_batch pipelines.
+  std::fill(used.begin(), used.end(), 0);
+  std::vector<int> pipes;
+  std::function<void(int)> rec_struct = [&](int from) {
+    if (capped_) return;
+    if (!pipes.empty()) {
+      structures_.push_back({pipes});
+      if (static_cast<long>(structures_.size()) >= kMaxStructures) {
+        capped_ = true;
+        return;
+      }
+    }
+    if (static_cast<long>(pipes.size()) >= global_) return;
+    for (int ps = from; ps < static_cast<int>(pipe_shapes_.size()); ++ps) {
+      const PipeShape& p = pipe_shapes_[ps];
+      bool ok = true;
+      for (int ty = 0; ty < T; ++ty)
+        if (used[ty] + p.gpus[ty] > types_[ty].gpus) ok = false;
+      if (!ok) continue;
+      for (int ty = 0; ty < T; ++ty) used[ty] += p.gpus[ty];
+      pipes.push_back(ps);
+      rec_struct(ps);
+      pipes.pop_back();
+      for (int ty = 0; ty < T; ++ty) used[ty] -= p.gpus[ty];
+      if (capped_) return;
+    }
+  };
+  rec_struct(0);
+  stats_.structures = static_cast<long>(structures_.size());
+  stats_.enumeration_capped = capped_;
+}
+
+// Places a structure's TP groups on nodes, first-fit in node listing order, in stage-major (policy 0) or
+// pipeline-major (policy 1) order. out[pipeline][stage][group] = GPU ids. Group order inside a stage: by type,
+// then placement order.
+bool Oracle::place(const Structure& s, int policy,
+                   std::vector<std::vector<std::vector<std::vector<GpuId>>>>& out) const {
+  std::vector<int> free_next(cluster_.nodes.size(), 0);  // next free local index per node
+  const int P = static_cast<int>(s.pipes.size());
+  out.assign(P, {});
+  int max_s = 0;
+  for (int i = 0; i < P; ++i) {
+    out[i].resize(pipe_shapes_[s.pipes[i]].stages.size());
+    max_s = std::max(max_s, static_cast<int>(out[i].size()));
+  }
+  auto alloc = [&](int i, int j) {
+    const StageShape& st = stage_shapes_[pipe_shapes_[s.pipes[i]].stages[j]];
+    for (size_t ty = 0; ty < types_.size(); ++ty)
+      for (int g = 0; g < st.groups[ty]; ++g) {
+        bool placed = false;
+        for (const int n : types_[ty].nodes) {
+          if (cluster_.nodes[n].gpus - free_next[n] < st.tp) continue;
+          std::vector<GpuId> ids;
+          for (int l = 0; l < st.tp; ++l) ids.push_back(cluster_.gpu_id(n, free_next[n] + l));
+          free_next[n] += st.tp;
+          out[i][j].push_back(std::move(ids));
+          placed = true;
+          break;
+        }
+        if (!placed) return false;
+      }
+    return true;
+  };
+  if (policy == 0) {
+    for (int j = 0; j < max_s; ++j)
+      for (int i = 0; i < P; ++i)
+        if (j < static_cast<int>(out[i].size()) && !alloc(i, j)) return false;
+  } else {
+    for (int i = 0; i < P; ++i)
+      for (int j = 0; j < static_cast<int>(out[i].size()); ++j)
+        if (!alloc(i, j)) return false;
+  }
+  return true;
+}
+
+// Pessimistic send/recv time of one micro-batch's activations between stages (slowest NIC among the types).
+double Oracle::p2p_time(const Structure&, int mb) const {
+  double bw = kInf;
+  for (const TypeInfo& t : types_) bw = std::min(bw, prof_.nic_bw_per_gpu(t.name));
+  return std::isfinite(bw) && bw > 0 ? prof_.p2p_bytes(mb) / bw : 0.0;
+}
+
+// Micro-batches per pipeline. kind 0: exact min-max of the predicted pipeline times (greedy: each next
+// micro-batch to the pipeline whose time after taking it is smallest; optimal for increasing per-pipeline
+// times); kind 1: proportional to pipeline speed (1 / bottleneck stage time), as FlashFlex/HexiScale split.
+std::vector<int> Oracle::split(const Structure& s, const std::vector<const ShapeEval*>& evs, int mb, int kind, double p2p,
+                               double* predicted) const {
+  const int P = static_cast<int>(s.pipes.size());
+  const long M = global_ / mb;
+  std::vector<int> m(P, 1);
+  if (kind == 0) {
+    for (long k = P; k < M; ++k) {
+      int best = 0;
+      double bt = kInf;
+      for (int i = 0; i < P; ++i) {
+        const double t = pipe_time(*evs[i], m[i] + 1, p2p);
+        if (t < bt) {
+          bt = t;
+          best = i;
+        }
+      }
+      ++m[best];
+    }
+  } else {
+    std::vector<double> w(P);
+    for (int i = 0; i < P; ++i) w[i] = 1.0 / evs[i]->max_t;
+    const std::vector<long> parts = split_proportional(M, w, 1);
+    for (int i = 0; i < P; ++i) m[i] = static_cast<int>(parts[i]);
+  }
+  double t = 0;
+  for (int i = 0; i < P; ++i) t = std::max(t, pipe_time(*evs[i], m[i], p2p));
+  *predicted = t;
+  return m;
+}
+
+// Prices every phase-2 candidate with the profiler (no simulation) and sorts them.
+void Oracle::price_and_rank() {
+  const bool small = cluster_.total_gpus() <= 8;
+  long seq = 0;
+  std::vector<int> mbs;
+  for (const int mb : {1, 2, 4, 8})
+    if (global_ % mb == 0) mbs.push_back(mb);
+  for (int si = 0; si < static_cast<int>(structures_.size()); ++si) {
+    const Structure& s = structures_[si];
+    const int P = static_cast<int>(s.pipes.size());
+    // Placement feasibility (both policies); the second only when it differs.
+    std::vector<std::vector<std::vector<std::vector<GpuId>>>> pl0, pl1;
+    const bool ok0 = place(s, 0, pl0), ok1 = place(s, 1, pl1);
+    std::vector<int> policies;
+    if (ok0) policies.push_back(0);
+    if (ok1 && (!ok0 || pl1 != pl0)) policies.push_back(1);
+    if (policies.empty()) continue;
+    // Distinct shapes and their multiplicities (consecutive in s.pipes).
+    std::vector<int> distinct;
+    std::vector<int> mult;
+    for (const int ps : s.pipes) {
+      if (distinct.empty() || distinct.back() != ps) {
+        distinct.push_back(ps);
+        mult.push_back(0);
+      }
+      ++mult.back();
+    }
+    for (const int mb : mbs) {
+      if (global_ / mb < P) continue;
+      int rc = -1;
+      for (int r = 0; r < 3 && rc < 0; ++r) {
+        bool all = true;
+        for (const int ps : distinct)
+          if (!shape_eval(ps, mb, r).feasible) all = false;
+        if (all) rc = r;
+      }
+      if (rc < 0) {
+        ++predicted_oom_;
+        continue;
+      }
+      const double p2p = p2p_time(s, mb);
+      std::vector<const ShapeEval*> evs;
+      for (const int ps : s.pipes) evs.push_back(&shape_eval(ps, mb, rc));
+      auto push = [&](int split_kind, int part_shape, int part_index, double pred) {
+        for (const int pol : policies) {
+          Candidate c;
+          c.predicted = pred;
+          c.structure = si;
+          c.policy = pol;
+          c.mb = mb;
+          c.rc = rc;
+          c.split = split_kind;
+          c.part_shape = part_shape;
+          c.part_index = part_index;
+          // EP variants (MoE): Megatron-Core (pipelines scope) degrees the identical pipelines admit first
+          // (largest first), then stage scope, then none.
+          std::vector<std::pair<int, int>> eps;
+          if (model_.moe) {
+            int g = 0;
+            for (const int k : mult) g = std::gcd(g, k);
+            const std::vector<int> de = divisors(model_.moe->experts);
+            for (auto it = de.rbegin(); it != de.rend(); ++it)
+              if (*it > 1 && g % *it == 0) eps.push_back({1, *it});
+            for (auto it = de.rbegin(); it != de.rend(); ++it)
+              if (*it > 1) {
+                bool any = false;  // some stage's GPU count divisible
+                for (const int ps : distinct)
+                  for (const int ss : pipe_shapes_[ps].stages)
+                    if ((stage_shapes_[ss].total_groups * stage_shapes_[ss].tp) % *it == 0) any = true;
+                if (any) eps.push_back({2, *it});
+              }
+          }
+          eps.push_back({0, 1});
+          for (const auto& [kind, val] : eps) {
+            c.ep_kind = kind;
+            c.ep_value = val;
+            c.seq = seq++;
+            cands_.push_back(c);
+          }
+        }
+      };
+      double pred0 = 0, pred1 = 0;
+      const std::vector<int> m0 = split(s, evs, mb, 0, p2p, &pred0);
+      push(0, -1, 0, pred0);
+      const std::vector<int> m1 = split(s, evs, mb, 1, p2p, &pred1);
+      if (m1 != m0) push(1, -1, 0, pred1);
+      // <= 8 GPUs: every contiguous partition of each distinct shape (the others at their min-max optimum).
+      if (small) {
+        for (const int ps : distinct) {
+          const int S = static_cast<int>(pipe_shapes_[ps].stages.size());
+          if (S < 2) continue;
+          const auto& parts = all_partitions(S);
+          for (int k = 0; k < static_cast<int>(parts.size()); ++k) {
+            if (parts[k] == shape_eval(ps, mb, rc).bounds) continue;
+            const ShapeEval alt = eval_bounds(ps, mb, rc, parts[k]);
+            if (!alt.feasible) continue;
+            std::vector<const ShapeEval*> evs2 = evs;
+            for (int i = 0; i < P; ++i)
+              if (s.pipes[i] == ps) evs2[i] = &alt;
+            double pred = 0;
+            split(s, evs2, mb, 0, p2p, &pred);
+            push(0, ps, k, pred);
+          }
+        }
+      }
+      if (static_cast<long>(cands_.size()) >= kMaxCandidates) {
+        capped_ = true;
+        break;
+      }
+    }
+    if (capped_ && static_cast<long>(cands_.size()) >= kMaxCandidates) break;
+  }
+  std::stable_sort(cands_.begin(), cands_.end(), [](const Candidate& a, const Candidate& b) {
+    if (a.predicted != b.predicted) return a.predicted < b.predicted;
+    return a.seq < b.seq;
+  });
+}
+
+Plan Oracle::build(const Candidate& c) {
+  const Structure& s = structures_[c.structure];
+  const int P = static_cast<int>(s.pipes.size());
+  std::vector<std::vector<std::vector<std::vector<GpuId>>>> pl;
+  place(s, c.policy, pl);
+  std::vector<ShapeEval> evs;
+  std::vector<const ShapeEval*> ptrs;
+  for (int i = 0; i < P; ++i) {
+    const int ps = s.pipes[i];
+    if (ps == c.part_shape) evs.push_back(eval_bounds(ps, c.mb, c.rc, all_partitions(static_cast<int>(pipe_shapes_[ps].stages.size()))[c.part_index]));
+    else evs.push_back(shape_eval(ps, c.mb, c.rc));
+  }
+  for (const ShapeEval& e : evs) ptrs.push_back(&e);
+  double pred = 0;
+  const std::vector<int> m = split(s, ptrs, c.mb, c.split, p2p_time(s, c.mb), &pred);
+  std::vector<PipelineSpec> specs;
+  for (int i = 0; i < P; ++i) {
+    PipelineSpec p;
+    p.micro_batch = c.mb;
+    p.micro_batches = m[i];
+    const PipeShape& shape = pipe_shapes_[s.pipes[i]];
+    for (int j = 0; j < static_cast<int>(shape.stages.size()); ++j) {
+      const StageShape& st = stage_shapes_[shape.stages[j]];
+      StageSpec sp;
+      sp.layer_begin = evs[i].bounds[j];
+      sp.layer_end = evs[i].bounds[j + 1];
+      // Shares proportional to each group's speed on this layer range (equal predicted group times).
+      std::vector<double> w;
+      int g = 0;
+      for (size_t ty = 0; ty < types_.size(); ++ty)
+        for (int k = 0; k < st.groups[ty]; ++k, ++g) {
+          w.push_back(1.0 / group_time(static_cast<int>(ty), st.tp, c.mb, c.rc, sp.layer_begin, sp.layer_end));
+          sp.groups.push_back({pl[i][j][g], st.tp, 0.0});
+        }
+      const double wsum = std::accumulate(w.begin(), w.end(), 0.0);
+      double acc = 0;
+      for (size_t k = 0; k < sp.groups.size(); ++k) {
+        sp.groups[k].share = k + 1 == sp.groups.size() ? 1.0 - acc : w[k] / wsum;
+        acc += sp.groups[k].share;
+      }
+      p.stages.push_back(std::move(sp));
+    }
+    specs.push_back(std::move(p));
+  }
+  Plan plan = build_plan(specs, cluster_, kRecompute[c.rc]);
+  if (model_.moe && c.ep_kind != 0) {
+    for (Pipeline& p : plan.pipelines)
+      for (Stage& st : p.stages) {
+        if (c.ep_kind == 1) {
+          st.ep = c.ep_value;
+          st.ep_scope = EpScope::Pipelines;
+        } else {
+          int gpus = 0;
+          for (const TpGroup& g : st.groups) gpus += static_cast<int>(g.gpus.size());
+          st.ep = gpus % c.ep_value == 0 ? c.ep_value : 1;
+          st.ep_scope = st.ep > 1 ? EpScope::Stage : EpScope::Pipelines;
+        }
+      }
+  }
+  return plan;
+}
+
+// Simulates a plan (once per distinct plan); out of memory: the next recompute level when `escalate`.
+void Oracle::simulate(Plan plan, int rc, bool escalate) {
+  for (int r = rc; r < 3; ++r) {
+    plan.recompute = kRecompute[r];
+    const std::string key = plan_to_yaml(plan, cluster_);
+    if (!seen_.insert(key).second) return;
+    if (out_of_budget()) return;
+    std::string why;
+    const std::optional<double> t = eval_.iteration_time(plan, &why);
+    if (t) {
+      if (*t < best_time_) {
+        best_time_ = *t;
+        best_ = plan;
+      }
+      return;
+    }
+    if (why != "out of memory") {
+      ++invalid_;
+      last_invalid_ = why;
+      return;
+    }
+    ++oom_;
+    if (!escalate) return;
+  }
+}
+
+// Phase 1: the Megatron shorthand grid on the whole snapshot and on each type's nodes.
+void Oracle::phase1() {
+  std::vector<std::vector<int>> subsets;
+  std::vector<int> all(cluster_.nodes.size());
+  std::iota(all.begin(), all.end(), 0);
+  subsets.push_back(all);
+  if (types_.size() > 1)
+    for (const TypeInfo& t : types_) subsets.push_back(t.nodes);
+  for (const std::vector<int>& nodes : subsets) {
+    const SubCluster sub = make_subcluster(cluster_, nodes, "oracle subset");
+    const int n = sub.cluster.total_gpus();
+    int min_node = 0;
+    for (const Node& nd : sub.cluster.nodes) min_node = min_node == 0 ? nd.gpus : std::min(min_node, nd.gpus);
+    for (int tp = 1; tp <= min_node; tp *= 2) {
+      if (!divides(tp, model_.heads) || !divides(tp, model_.kv_heads)) continue;
+      for (const int pp : divisors(L_)) {
+        if (tp * pp > n) break;
+        for (int dp = n / (tp * pp); dp >= 1; --dp) {
+          if (global_ % dp != 0) continue;
+          for (const int mb : {1, 2, 4, 8}) {
+            if ((global_ / dp) % mb != 0) continue;
+            std::vector<int> eps = {1};
+            if (model_.moe) {
+              eps.clear();
+              for (const int e : divisors(dp))
+                if (model_.moe->experts % e == 0) eps.push_back(e);
+            }
+            for (const int ep : eps) {
+              ++stats_.candidates;
+              Shorthand sh;
+              sh.tp = tp;
+              sh.pp = pp;
+              sh.dp = dp;
+              sh.ep = ep;
+              sh.micro_batch = mb;
+              sh.global_batch = global_;
+              Plan p;
+              try {
+                p = plan_from_shorthand(sh, sub.cluster, model_);
+              } catch (const InputError& e) {
+                ++invalid_;
+                last_invalid_ = e.what();
+                continue;
+              }
+              map_plan_back(p, sub, cluster_);
+              simulate(std::move(p), 0, true);
+              if (budget_cut_) return;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+PlanResult Oracle::run() {
+  PlanResult result;
+  phase1();
+  if (!budget_cut_) {
+    enumerate();
+    price_and_rank();
+    stats_.candidates += static_cast<long>(cands_.size());
+    for (const Candidate& c : cands_) {
+      if (out_of_budget()) break;
+      simulate(build(c), c.rc, true);
+      if (budget_cut_) break;
+    }
+  }
+  stats_.simulated = eval_.evaluations();
+  result.evaluations = eval_.evaluations();
+  result.search_complete = !budget_cut_ && !capped_;
+  if (!best_) {
+    const std::string what = std::to_string(cluster_.total_gpus()) + " GPUs";
+    if (budget_cut_)
+      result.reason = "budget exhausted after " + std::to_string(result.evaluations) + " evaluations before a plan of " +
+                      model_.name + " on the " + what + " fit in memory";
+    else if (oom_ > 0 || predicted_oom_ > 0)
+      result.reason = "no plan of " + model_.name + " on the " + what + " fits in memory (" + std::to_string(oom_) +
+                      " plans simulated out of memory, " + std::to_string(predicted_oom_) +
+                      " structures out of memory by the profiler even with full recomputation)";
+    else
+      result.reason = "no valid plan structure of " + model_.name + " on the " + what +
+                      (last_invalid_.empty() ? std::string() : " (last: " + last_invalid_ + ")");
+    return result;
+  }
+  Plan plan = std::move(*best_);
+  validate_plan(plan, cluster_, model_, global_, "oracle");
+  result.plan = std::move(plan);
+  result.predicted_iteration_time_s = best_time_;
+  return result;
+}
+
+}  // namespace
+
+PlanResult OraclePlanner::plan(const PlanRequest& request) {
+  const auto start = Clock::now();
+  if (!request.cluster || !request.model || !request.topo)
+    throw std::invalid_argument("OraclePlanner: request without cluster, topology or model");
+  stats_ = Stats{};
+  const long global = request.global_batch > 0 ? request.global_batch : request.model->global_batch;
+  PlanResult r;
+  if (global < 1) {
+    r.reason = "no global batch: give one in the request or set global_batch in the model";
+  } else if (request.cluster->nodes.empty() || request.cluster->total_gpus() == 0) {
+    r.reason = "no GPUs available";
+  } else {
+    Oracle o(request, global, stats_);
+    r = o.run();
+  }
+  r.planning_time_s = std::chrono::duration<double>(Clock::now() - start).count();
+  return r;
+}
+
+}  // namespace arachne::planner

@@ -1,0 +1,21 @@
+#include <gtest/gtest.h>
+#include <cstdio>
+#include "tests/sim/test_support.h"
+#include "planner/oracle/oracle_planner.h"
+#include "sim/hw/cluster.h"
+#include "sim/hw/topology.h"
+namespace arachne::planner {
+namespace {
+TEST(OraclePlanner, Count) {
+  for (const char* spec : {"A100-80:1x8", "A100-80:2x4", "A100-80:1x4,V100-32:1x4", "A100-80:1x2,T4:2x1", "V100-32:8x1", "A100-80:4x2"}) {
+    const Cluster c = parse_cluster_spec(spec, GpuCatalog::load_default());
+    const Topology t(c);
+    const ModelConfig m = test::small_gpt_model(16);
+    PlanRequest r; r.cluster=&c; r.topo=&t; r.model=&m; r.global_batch=16; r.budget_evaluations=300;
+    OraclePlanner o;
+    const PlanResult res = o.plan(r);
+    std::printf("%s: structures %ld candidates %ld sims %ld time %.3f s pred %.6f complete %d %s\n", spec, o.stats().structures, o.stats().candidates, o.stats().simulated, res.planning_time_s, res.predicted_iteration_time_s, (int)res.search_complete, res.reason.c_str());
+  }
+}
+}
+}
