@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <map>
@@ -721,17 +723,26 @@ void Oracle::phase1() {
 
 PlanResult Oracle::run() {
   PlanResult result;
+  long p1 = 0; double p1best = 0;
   phase1();
   if (!budget_cut_) {
     enumerate();
     price_and_rank();
     stats_.candidates += static_cast<long>(cands_.size());
+    p1 = eval_.evaluations();
+    p1best = best_time_;
+    long rank = 0;
     for (const Candidate& c : cands_) {
       if (out_of_budget()) break;
+      const double before = best_time_;
       simulate(build(c), c.rc, true);
+      if (std::getenv("ORACLE_DEBUG") && best_time_ < before)
+        std::fprintf(stderr, "  improved at rank %ld eval %ld: %.6f (pred %.6f)\n", rank, eval_.evaluations(), best_time_, c.predicted);
+      ++rank;
       if (budget_cut_) break;
     }
   }
+  if (std::getenv("ORACLE_DEBUG")) std::fprintf(stderr, "phase1 evals %ld best %.6f\n", p1, p1best);
   stats_.simulated = eval_.evaluations();
   result.evaluations = eval_.evaluations();
   result.search_complete = !budget_cut_ && !capped_;

@@ -131,13 +131,19 @@ TEST(AmpPlanner, IgnoresComputeHeterogeneity) {
   const Cluster a100_first = two_types_same_network("A100-80:1x4,V100-32:1x4");
   const Cluster v100_first = two_types_same_network("V100-32:1x4,A100-80:1x4");
   const Topology ta(a100_first), tv(v100_first);
-  const ModelConfig m = tiny_model();
+  ModelConfig m = tiny_model();
+  m.hidden = 2048;  // large enough GEMMs for the A100/V100 peak ratio to show
+  m.ffn_hidden = 8192;
   const AmpCostModel ca(a100_first, ta, m), cv(v100_first, tv, m);
   // tp 1, pp 2, dp 4: stage 0 on the first node, stage 1 on the second; B = 16/(4*1) = 4 (the DP partition).
   const auto ka = ca.price(1, 2, 4, 1, m.global_batch);
   const auto kv = cv.price(1, 2, 4, 1, m.global_batch);
   ASSERT_TRUE(ka && kv);
   EXPECT_EQ(ka->bounds, kv->bounds);
+  // With one averaged GPU, the last stage (it also holds the head) is the heavier one per layer, so the first
+  // stage never gets fewer layers, whichever type it runs on (a heterogeneity-aware split gives the V100 stage
+  // fewer layers when the V100 node comes first).
+  EXPECT_GE(ka->bounds[1] - ka->bounds[0], ka->bounds[2] - ka->bounds[1]);
   for (int s = 0; s < 2; ++s) EXPECT_NEAR(ka->stage_s[s], kv->stage_s[s], 1e-12 * ka->stage_s[s]);
   EXPECT_NEAR(ka->predicted_s, kv->predicted_s, 1e-12 * ka->predicted_s);
 
@@ -147,7 +153,7 @@ TEST(AmpPlanner, IgnoresComputeHeterogeneity) {
     ProfileKey a{"A100-80", 1, 1.0}, v{"V100-32", 1, 1.0};
     const double ta_s = prof.stage_time_s(ka->bounds[s], ka->bounds[s + 1], a);
     const double tv_s = prof.stage_time_s(ka->bounds[s], ka->bounds[s + 1], v);
-    ASSERT_GT(tv_s, 1.5 * ta_s) << "the two types must differ in compute for this test to mean anything";
+    ASSERT_GT(tv_s, 1.4 * ta_s) << "the two types must differ in compute for this test to mean anything";
     EXPECT_NEAR(ka->stage_s[s], 0.5 * ta_s + 0.5 * tv_s, 1e-9 * ka->stage_s[s]);
   }
 

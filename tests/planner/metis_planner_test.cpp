@@ -22,11 +22,11 @@
 namespace arachne::planner {
 namespace {
 
-struct Setup {
+struct MetisSetup {
   Cluster cluster;
   Topology topo;
   ModelConfig model;
-  explicit Setup(const std::string& spec, ModelConfig m)
+  explicit MetisSetup(const std::string& spec, ModelConfig m)
       : cluster(load_cluster(spec, GpuCatalog::load_default())), topo(cluster), model(std::move(m)) {}
   PlanRequest request(long budget = 2000, CostModel cm = CostModel::Own) const {
     PlanRequest r;
@@ -44,7 +44,7 @@ const std::string& type_of(const Cluster& c, GpuId g) { return c.group_of_node(c
 
 // Valid on the request's cluster, one pipeline, every GPU used once, TP groups of one type inside one node,
 // and it fits in the simulator.
-void check_plan(const Setup& s, const PlanResult& r) {
+void check_plan(const MetisSetup& s, const PlanResult& r) {
   ASSERT_TRUE(r.plan) << r.reason;
   const Plan& p = *r.plan;
   EXPECT_NO_THROW(validate_plan(p, s.cluster, s.model, s.model.global_batch, "test"));
@@ -64,7 +64,7 @@ void check_plan(const Setup& s, const PlanResult& r) {
 }
 
 TEST(MetisPlanner, ValidPlanOnHomogeneousCluster) {
-  const Setup s("A100-80:2x4", test::small_gpt_model(32));
+  const MetisSetup s("A100-80:2x4", test::small_gpt_model(32));
   MetisPlanner planner;
   EXPECT_EQ(planner.name(), "metis");
   const PlanResult r = planner.plan(s.request());
@@ -72,7 +72,7 @@ TEST(MetisPlanner, ValidPlanOnHomogeneousCluster) {
 }
 
 TEST(MetisPlanner, ValidPlanOnHeterogeneousCluster) {
-  const Setup s("A100-80:1x4,V100-32:1x4", test::small_gpt_model(32));
+  const MetisSetup s("A100-80:1x4,V100-32:1x4", test::small_gpt_model(32));
   const PlanResult r = MetisPlanner().plan(s.request());
   check_plan(s, r);
 }
@@ -81,7 +81,7 @@ TEST(MetisPlanner, ValidPlanOnHeterogeneousCluster) {
 // in the ratio of the profiled speeds up to the rounding to whole samples.
 TEST(MetisPlanner, StageBatchSplitProportionalToSpeed) {
   ModelConfig m = test::small_gpt_model(64);
-  const Setup s("A100-80:1x2,V100-32:1x2", m);
+  const MetisSetup s("A100-80:1x2,V100-32:1x2", m);
   MetisPlanner::Options o;
   o.only_type_order = {"A100-80", "V100-32"};
   o.only_device_groups = {4};
@@ -123,7 +123,7 @@ TEST(MetisPlanner, LayerBalancerIsComputeProportional) {
 // In a plan: an A100 stage and a V100 stage of equal size; the faster stage holds more layers, whichever
 // comes first in the pipeline.
 TEST(MetisPlanner, FasterStageGetsMoreLayers) {
-  const Setup s("A100-80:1x4,V100-32:1x4", test::small_gpt_model(32));
+  const MetisSetup s("A100-80:1x4,V100-32:1x4", test::small_gpt_model(32));
   for (const bool a100_first : {true, false}) {
     MetisPlanner::Options o;
     o.only_type_order = a100_first ? std::vector<std::string>{"A100-80", "V100-32"} : std::vector<std::string>{"V100-32", "A100-80"};
@@ -149,7 +149,7 @@ TEST(MetisPlanner, TradesDataForTensorParallelismWhenMemoryIsShort) {
   o.only_device_groups = {2, 2};
   o.only_batches = 8;  // micro-batch 2: one sample per group under all-DP
   {
-    const Setup s("V100-16:1x4", m);
+    const MetisSetup s("V100-16:1x4", m);
     const Profiler prof(s.cluster, s.model);
     // Premise: all-DP (tp = 1, one sample per group) of either half of the model does not fit.
     const double cap = prof.gpu_memory_bytes("V100-16");
@@ -165,7 +165,7 @@ TEST(MetisPlanner, TradesDataForTensorParallelismWhenMemoryIsShort) {
     EXPECT_GT(stages[0].groups[0].tp, 1);
   }
   {
-    const Setup s("A100-80:1x4", m);
+    const MetisSetup s("A100-80:1x4", m);
     const PlanResult r = MetisPlanner(o).plan(s.request());
     check_plan(s, r);
     for (const Stage& st : r.plan->pipelines[0].stages) {
@@ -191,7 +191,7 @@ TEST(MetisPlanner, DeviceGroupShapes) {
 }
 
 TEST(MetisPlanner, Deterministic) {
-  const Setup s("A100-80:1x4,V100-32:1x4", test::small_gpt_model(32));
+  const MetisSetup s("A100-80:1x4,V100-32:1x4", test::small_gpt_model(32));
   const PlanResult a = MetisPlanner().plan(s.request(300));
   const PlanResult b = MetisPlanner().plan(s.request(300));
   ASSERT_TRUE(a.plan && b.plan);
@@ -201,11 +201,13 @@ TEST(MetisPlanner, Deterministic) {
 }
 
 TEST(MetisPlanner, RespectsEvaluationBudget) {
-  const Setup s("A100-80:1x4,V100-32:1x4", test::small_gpt_model(32));
+  const MetisSetup s("A100-80:1x4,V100-32:1x4", test::small_gpt_model(32));
   const PlanResult r = MetisPlanner().plan(s.request(3));
   EXPECT_LE(r.evaluations, 3);
   EXPECT_FALSE(r.search_complete);
-  if (r.plan) EXPECT_NO_THROW(validate_plan(*r.plan, s.cluster, s.model, s.model.global_batch, "test"));
+  if (r.plan) {
+    EXPECT_NO_THROW(validate_plan(*r.plan, s.cluster, s.model, s.model.global_batch, "test"));
+  }
   const PlanResult full = MetisPlanner().plan(s.request(100000));
   EXPECT_TRUE(full.search_complete);
   EXPECT_GT(full.evaluations, r.evaluations);
@@ -214,7 +216,7 @@ TEST(MetisPlanner, RespectsEvaluationBudget) {
 // Under --cost-model simulator the same candidates are priced by the simulator: the prediction is the
 // simulated time of the returned plan, and the budget counts simulations.
 TEST(MetisPlanner, SimulatorCostModel) {
-  const Setup s("A100-80:1x4,V100-32:1x4", test::small_gpt_model(32));
+  const MetisSetup s("A100-80:1x4,V100-32:1x4", test::small_gpt_model(32));
   const PlanResult r = MetisPlanner().plan(s.request(6, CostModel::Simulator));
   EXPECT_LE(r.evaluations, 6);
   ASSERT_TRUE(r.plan) << r.reason;
@@ -233,7 +235,7 @@ TEST(MetisPlanner, MoeGetsExpertParallelism) {
   moe.top_k = 2;
   moe.expert_ffn_hidden = 1024;
   m.moe = moe;
-  const Setup s("A100-80:1x4", m);
+  const MetisSetup s("A100-80:1x4", m);
   MetisPlanner::Options o;
   o.only_device_groups = {4};
   o.only_batches = 4;  // micro-batch 8 over 4 groups
@@ -245,7 +247,7 @@ TEST(MetisPlanner, MoeGetsExpertParallelism) {
 }
 
 TEST(MetisPlanner, NoPlanWhenNothingFits) {
-  const Setup s("T4:1x2", load_model("gpt3-175b"));
+  const MetisSetup s("T4:1x2", load_model("gpt3-175b"));
   const PlanResult r = MetisPlanner().plan(s.request(200));
   EXPECT_FALSE(r.plan);
   EXPECT_FALSE(r.reason.empty());
@@ -253,3 +255,16 @@ TEST(MetisPlanner, NoPlanWhenNothingFits) {
 
 }  // namespace
 }  // namespace arachne::planner
+namespace arachne::planner {
+TEST(MetisScratch, Mem) {
+  for (const char* name : {"gpt3-1.3b", "gpt3-2.7b"}) for (const char* spec : {"V100-16:1x4", "V100-32:1x4", "A100-40:1x4"}) {
+    ModelConfig m = load_model(name);
+    Cluster c = load_cluster(spec, GpuCatalog::load_default());
+    Profiler p(c, m);
+    std::string t = c.groups[0].gpu;
+    printf("%s %s cap %.1f GB\n", name, spec, p.gpu_memory_bytes(t)/1e9);
+    for (int tp : {1,2,4}) for (double smp : {1.0, 2.0})
+      printf("  tp%d s%.0f  st0(if2) %.1f  st1(if1) %.1f\n", tp, smp, p.stage_memory_bytes(0, m.layers/2, ProfileKey{t,tp,smp}, 2)/1e9, p.stage_memory_bytes(m.layers/2, m.layers, ProfileKey{t,tp,smp}, 1)/1e9);
+  }
+}
+}

@@ -2,6 +2,8 @@
 #include <cstdio>
 #include "tests/sim/test_support.h"
 #include "planner/oracle/oracle_planner.h"
+#include "planner/baselines/megatron/megatron_planner.h"
+#include "sim/plan/plan_yaml.h"
 #include "sim/hw/cluster.h"
 #include "sim/hw/topology.h"
 namespace arachne::planner {
@@ -11,9 +13,12 @@ TEST(OraclePlanner, Count) {
     const Cluster c = parse_cluster_spec(spec, GpuCatalog::load_default());
     const Topology t(c);
     const ModelConfig m = test::small_gpt_model(16);
-    PlanRequest r; r.cluster=&c; r.topo=&t; r.model=&m; r.global_batch=16; r.budget_evaluations=300;
+    PlanRequest r; r.cluster=&c; r.topo=&t; r.model=&m; r.global_batch=16; r.budget_evaluations=std::getenv("OB")?atol(std::getenv("OB")):300;
     OraclePlanner o;
     const PlanResult res = o.plan(r);
+    MegatronPlanner mg; const PlanResult mr = mg.plan(r);
+    std::printf("megatron %.6f\n", mr.predicted_iteration_time_s);
+    if (res.plan && std::getenv("OY")) std::printf("%s\n", plan_to_yaml(*res.plan, c).c_str());
     std::printf("%s: structures %ld candidates %ld sims %ld time %.3f s pred %.6f complete %d %s\n", spec, o.stats().structures, o.stats().candidates, o.stats().simulated, res.planning_time_s, res.predicted_iteration_time_s, (int)res.search_complete, res.reason.c_str());
   }
 }

@@ -327,5 +327,49 @@ TEST(CliBinary, OutOfMemoryExitsThreeWithNullTiming) {
   EXPECT_FALSE(fs::exists(dir.work("t.json")));  // no timeline for a plan that was not simulated
 }
 
+TEST(CliBinary, PlanJsonHasDesignKeysAndBestPlanRoundTrips) {
+  CliTempDir dir;
+  const RunResult r = dir.run("plan --cluster A100-80:1x8 --model gpt3-1.3b --global-batch 64 --planner megatron "
+                              "--budget 200 --json --out best.yaml");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);  // exactly one JSON object
+  ASSERT_EQ(j["results"].size(), 1u);
+  const auto& m = j["results"][0];
+  for (const char* k : {"planner", "plan", "predicted_iteration_time_s", "simulated_iteration_time_s", "tokens_per_s", "oom",
+                        "peak_memory_gib", "planning_time_s", "evaluations"})
+    EXPECT_TRUE(m.contains(k)) << k;
+  EXPECT_EQ(m["planner"], "megatron");
+  ASSERT_TRUE(m["plan"].is_object());
+  EXPECT_TRUE(m["plan"]["pipelines"].is_array());
+  EXPECT_LE(m["evaluations"].get<long>(), 200);
+  // tokens/s is the simulated iteration's: global batch x sequence length / time.
+  EXPECT_NEAR(m["tokens_per_s"].get<double>(), 64.0 * 2048 / m["simulated_iteration_time_s"].get<double>(),
+              1e-9 * m["tokens_per_s"].get<double>());
+  // The best plan written with --out simulates to the same time with simulate --plan.
+  const RunResult s = dir.run("simulate --cluster A100-80:1x8 --model gpt3-1.3b --plan best.yaml --json");
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(s.out)["iteration_time_s"].get<double>(), m["simulated_iteration_time_s"].get<double>());
+}
+
+TEST(CliBinary, PlanUnknownPlannerIsBadInputAndWritesNothing) {
+  CliTempDir dir;
+  const RunResult r = dir.run("plan --cluster A100-80:1x8 --model gpt3-1.3b --planner megatron,nope --out best.yaml");
+  expect_one_error_line(r);
+  EXPECT_EQ(r.err.rfind("error: --planner: ", 0), 0u) << r.err;
+  EXPECT_TRUE(dir.work_entries().empty());
+  expect_one_error_line(dir.run("plan --cluster A100-80:1x8 --model gpt3-1.3b --planner megatron --cost-model magic"));
+}
+
+TEST(CliBinary, PlanWithNothingFeasibleExitsThreeWithReason) {
+  CliTempDir dir;
+  // 175 B parameters need ~2.8 TB of weights, gradients and Adam state: one 80 GB GPU cannot hold them.
+  const RunResult r = dir.run("plan --cluster A100-80:1x1 --model gpt3-175b --planner megatron --json --out best.yaml");
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["results"][0]["plan"].is_null());
+  EXPECT_FALSE(j["results"][0]["reason"].get<std::string>().empty());
+  EXPECT_FALSE(fs::exists(dir.work("best.yaml")));
+}
+
 }  // namespace
 }  // namespace arachne

@@ -18,6 +18,7 @@
 // of METIS' direct k-way refinement, no randomisation (METIS seeds its own RNG: fixed seed, different
 // tie-breaking), real-valued edge weights (FlashFlex rounds them to integers for METIS).
 #pragma once
+#include <cstddef>
 #include <vector>
 
 namespace arachne::planner::flashflex {
@@ -26,7 +27,7 @@ struct WeightedGraph {
   int n = 0;
   std::vector<double> vweight;  // n
   std::vector<double> eweight;  // n*n, symmetric, zero diagonal (complete graph: every pair may be an edge)
-  double edge(int a, int b) const { return eweight[static_cast<size_t>(a) * n + b]; }
+  double edge(int a, int b) const { return eweight[static_cast<std::size_t>(a) * n + b]; }
 };
 
 // Part of every vertex, in [0, min(k, n)); every part non-empty; parts numbered by their smallest vertex.
