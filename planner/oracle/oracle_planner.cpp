@@ -11,10 +11,13 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <queue>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <unordered_map>
+#include <cstdint>
 #include <vector>
 
 #include "planner/common/evaluator.h"
@@ -33,7 +36,7 @@ using Clock = std::chrono::steady_clock;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr long kMaxPipeShapes = 20000;   // enumeration caps (large clusters); search_complete = false when hit
 constexpr long kMaxStructures = 60000;
-constexpr long kMaxCandidates = 400000;
+constexpr long kMaxCandidates = 200000;  // ranked candidates kept for simulation
 
 const Recompute kRecompute[3] = {Recompute::None, Recompute::Selective, Recompute::Full};
 
@@ -131,6 +134,26 @@ class Oracle {
   };
   std::map<std::tuple<int, int, int, int>, Prefix> prefix_;
   std::map<std::tuple<int, int, int>, ShapeEval> shape_cache_;  // (pipe shape, mb, rc)
+  // Every other feasible contiguous partition of a shape (<= 8 GPUs): (partition index, evaluation).
+  std::map<std::tuple<int, int, int>, std::vector<std::pair<int, ShapeEval>>> alt_cache_;
+  const std::vector<std::pair<int, ShapeEval>>& alternatives(int ps, int mb, int rc) {
+    const auto key = std::make_tuple(ps, mb, rc);
+    auto it = alt_cache_.find(key);
+    if (it != alt_cache_.end()) return it->second;
+    std::vector<std::pair<int, ShapeEval>> out;
+    const int S = static_cast<int>(pipe_shapes_[ps].stages.size());
+    if (S >= 2) {
+      const auto& parts = all_partitions(S);
+      const std::vector<int> opt = shape_eval(ps, mb, rc).bounds;
+      for (int k = 0; k < static_cast<int>(parts.size()); ++k) {
+        if (parts[k] == opt) continue;
+        ShapeEval alt = eval_bounds(ps, mb, rc, parts[k]);
+        if (alt.feasible) out.emplace_back(k, std::move(alt));
+      }
+      std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second.sum_t < b.second.sum_t; });
+    }
+    return alt_cache_.emplace(key, std::move(out)).first->second;
+  }
 
   const Prefix& prefix(int type, int tp, int mb, int rc) {
     const auto key = std::make_tuple(type, tp, mb, rc);
@@ -151,16 +174,6 @@ class Oracle {
     p.head = prof_.head(k).forward_s + prof_.head(k).backward_s;
     return prefix_.emplace(key, std::move(p)).first->second;
   }
-  // Memory check of one group (memoised: the min-max DP asks for the same ranges across many shapes).
-  std::map<std::tuple<int, int, double, int, int, int, double>, bool> fits_;
-  bool fits(int type, const ProfileKey& k, int b, int e, double in_flight) {
-    const auto key = std::make_tuple(type, k.tp, k.samples, static_cast<int>(k.recompute), b, e, in_flight);
-    auto it = fits_.find(key);
-    if (it != fits_.end()) return it->second;
-    const bool ok = prof_.stage_memory_bytes(b, e, k, in_flight) <= prof_.gpu_memory_bytes(types_[type].name);
-    fits_.emplace(key, ok);
-    return ok;
-  }
   double group_time(int type, int tp, int mb, int rc, int b, int e) {
     const Prefix& p = prefix(type, tp, mb, rc);
     return p.pre[e] - p.pre[b] + (b == 0 ? p.emb : 0.0) + (e == L_ ? p.head : 0.0);
@@ -168,7 +181,20 @@ class Oracle {
 
   // Time per micro-batch of stage shape `ss` on layers [b, e); kInf when a GPU runs out of memory with
   // `in_flight` micro-batches stored (1F1B: S - j). Shares proportional to 1 / T_group.
-  double stage_cost(int ss, int mb, int rc, int b, int e, double in_flight) {
+  // Cached per (stage shape, mb, recompute, b, e): the time and the largest number of micro-batches in
+  // flight that still fits (sim/model/memory.cpp: activations = in_flight x per-micro-batch + working, so
+  // memory is affine in in_flight and two evaluations give it exactly).
+  struct StageEntry {
+    double time = 0;
+    double max_in_flight = 0;
+  };
+  std::unordered_map<std::uint64_t, StageEntry> stage_cache_;  // lookups only (never iterated)
+  const StageEntry& stage_entry(int ss, int mb, int rc, int b, int e) {
+    const std::uint64_t key = (static_cast<std::uint64_t>(ss) << 40) | (static_cast<std::uint64_t>(mb) << 32) |
+                              (static_cast<std::uint64_t>(rc) << 28) | (static_cast<std::uint64_t>(b) << 14) |
+                              static_cast<std::uint64_t>(e);
+    auto it = stage_cache_.find(key);
+    if (it != stage_cache_.end()) return it->second;
     const StageShape& s = stage_shapes_[ss];
     double inv = 0;
     std::vector<double> t(types_.size(), 0.0);
@@ -177,16 +203,30 @@ class Oracle {
       t[ty] = group_time(static_cast<int>(ty), s.tp, mb, rc, b, e);
       inv += s.groups[ty] / t[ty];
     }
+    StageEntry en;
+    en.time = 1.0 / inv;
+    en.max_in_flight = kInf;
     for (size_t ty = 0; ty < types_.size(); ++ty) {
       if (s.groups[ty] == 0) continue;
       ProfileKey k;
       k.gpu_type = types_[ty].name;
       k.tp = s.tp;
-      k.samples = mb * (1.0 / t[ty]) / inv;
+      k.samples = mb * (1.0 / t[ty]) / inv;  // share proportional to speed
       k.recompute = kRecompute[rc];
-      if (!fits(static_cast<int>(ty), k, b, e, in_flight)) return kInf;
+      const double cap = prof_.gpu_memory_bytes(types_[ty].name);
+      const double m1 = prof_.stage_memory_bytes(b, e, k, 1), m2 = prof_.stage_memory_bytes(b, e, k, 2);
+      const double act = m2 - m1, m0 = m1 - act;
+      const double x = act > 0 ? (cap - m0) / act : (m0 <= cap ? kInf : -kInf);
+      en.max_in_flight = std::min(en.max_in_flight, x);
     }
-    return 1.0 / inv;
+    return stage_cache_.emplace(key, en).first->second;
+  }
+
+  // Time per micro-batch of stage shape `ss` on layers [b, e); kInf when a GPU runs out of memory with
+  // `in_flight` micro-batches stored (1F1B: S - j). Shares proportional to 1 / T_group.
+  double stage_cost(int ss, int mb, int rc, int b, int e, double in_flight) {
+    const StageEntry& en = stage_entry(ss, mb, rc, b, e);
+    return in_flight <= en.max_in_flight + 1e-9 ? en.time : kInf;
   }
 
   ShapeEval eval_bounds(int ps, int mb, int rc, const std::vector<int>& bounds) {
@@ -227,6 +267,34 @@ class Oracle {
     return (m - 1) * ev.max_t + ev.sum_t + 2.0 * p2p * (static_cast<double>(ev.stage_t.size()) - 1.0);
   }
 
+  // Exposed gradient all-reduce: in 1F1B the first stage finishes its backward last, so its reduction over
+  // the replicas holding its layers (every pipeline's first stage, every TP group of it) is not hidden
+  // (ring all-reduce 2(R-1)/R x bytes / bandwidth; Megatron overlaps the other stages' reductions).
+  mutable std::map<std::tuple<int, int, int>, double> grad_cache_;
+  double grad_bytes(int b, int e, int tp) const {
+    const auto key = std::make_tuple(b, e, tp);
+    auto it = grad_cache_.find(key);
+    if (it != grad_cache_.end()) return it->second;
+    return grad_cache_.emplace(key, prof_.grad_bytes(b, e, tp)).first->second;
+  }
+  double dp_term(const Structure& s, const std::vector<const ShapeEval*>& evs, bool multi_node) const {
+    const int P = static_cast<int>(s.pipes.size());
+    double worst = 0;
+    for (int i = 0; i < P; ++i) {
+      const StageShape& st = stage_shapes_[pipe_shapes_[s.pipes[i]].stages[0]];
+      const double R = static_cast<double>(P) * st.total_groups;
+      if (R <= 1) continue;
+      double bw = kInf;
+      for (size_t ty = 0; ty < types_.size(); ++ty)
+        if (st.groups[ty] > 0)
+          bw = std::min(bw, multi_node ? prof_.nic_bw_per_gpu(types_[ty].name) : prof_.intra_bw(types_[ty].name));
+      if (!(bw > 0) || !std::isfinite(bw)) continue;
+      const double bytes = grad_bytes(evs[i]->bounds[0], evs[i]->bounds[1], st.tp);
+      worst = std::max(worst, 2.0 * (R - 1) / R * bytes / bw);
+    }
+    return worst;
+  }
+
   void enumerate();
   void price_and_rank();
   bool place(const Structure& s, int policy, std::vector<std::vector<std::vector<std::vector<GpuId>>>>& out) const;
@@ -250,10 +318,10 @@ class Oracle {
     int split = 0;        // 0 greedy min-max, 1 proportional to speed
     int part_shape = -1;  // pipe shape whose partition is overridden (exhaustive partitions), -1 none
     int part_index = 0;
-    int ep_kind = 0;      // 0: ep 1; 1: pipelines scope ep = ep_value; 2: stage scope ep = ep_value
-    int ep_value = 1;
   };
   std::vector<Candidate> cands_;
+  long priced_ = 0;
+  bool dropped_ = false;  // some priced candidate fell outside the kept set
   std::map<int, std::vector<std::vector<int>>> all_parts_;  // stages -> every contiguous partition
   const std::vector<std::vector<int>>& all_partitions(int S) {
     auto it = all_parts_.find(S);
@@ -281,6 +349,7 @@ class Oracle {
                          double* predicted) const;
   double p2p_time(const Structure& s, int mb) const;
   Plan build(const Candidate& c);
+  std::vector<Plan> ep_variants(const Plan& base) const;
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -345,6 +414,9 @@ void Oracle::enumerate() {
     }
   };
   rec_pipe();
+  // Smaller pipelines first (stable: enumeration order otherwise), so the structure search can stop early.
+  std::stable_sort(pipe_shapes_.begin(), pipe_shapes_.end(), [](const PipeShape& a, const PipeShape& b) { return a.total < b.total; });
+  const int total_gpus = cluster_.total_gpus();
   // Structures: multisets (non-decreasing shape ids) within the inventory; at most global_batch pipelines.
   std::fill(used.begin(), used.end(), 0);
   std::vector<int> pipes;
@@ -358,8 +430,10 @@ void Oracle::enumerate() {
       }
     }
     if (static_cast<long>(pipes.size()) >= global_) return;
+    const int used_total = std::accumulate(used.begin(), used.end(), 0);
     for (int ps = from; ps < static_cast<int>(pipe_shapes_.size()); ++ps) {
       const PipeShape& p = pipe_shapes_[ps];
+      if (used_total + p.total > total_gpus) break;  // sorted by size
       bool ok = true;
       for (int ty = 0; ty < T; ++ty)
         if (used[ty] + p.gpus[ty] > types_[ty].gpus) ok = false;
@@ -462,8 +536,17 @@ std::vector<int> Oracle::split(const Structure& s, const std::vector<const Shape
 
 // Prices every phase-2 candidate with the profiler (no simulation) and sorts them.
 void Oracle::price_and_rank() {
+  const auto better = [](const Candidate& a, const Candidate& b) {
+    if (a.predicted != b.predicted) return a.predicted < b.predicted;
+    return a.seq < b.seq;
+  };
   const bool small = cluster_.total_gpus() <= 8;
   long seq = 0;
+  // Only the best `keep` predicted candidates can be simulated within the remaining evaluation budget (each
+  // distinct plan costs at least one evaluation; the margin absorbs duplicates and EP variants).
+  const long remaining = std::max(0L, req_.budget_evaluations - eval_.evaluations());
+  const long keep = std::min(kMaxCandidates, 4 * remaining + 64);
+  std::priority_queue<Candidate, std::vector<Candidate>, decltype(better)> heap(better);  // top = worst kept
   std::vector<int> mbs;
   for (const int mb : {1, 2, 4, 8})
     if (global_ % mb == 0) mbs.push_back(mb);
@@ -477,16 +560,17 @@ void Oracle::price_and_rank() {
     if (ok0) policies.push_back(0);
     if (ok1 && (!ok0 || pl1 != pl0)) policies.push_back(1);
     if (policies.empty()) continue;
+    // Whether the structure spans nodes (DP reduction over NICs), from the first feasible placement.
+    std::set<int> nodes_used;
+    for (const auto& pipe : ok0 ? pl0 : pl1)
+      for (const auto& stage : pipe)
+        for (const auto& group : stage)
+          for (const GpuId g : group) nodes_used.insert(cluster_.node_of(g));
+    const bool multi_node = nodes_used.size() > 1;
     // Distinct shapes and their multiplicities (consecutive in s.pipes).
     std::vector<int> distinct;
-    std::vector<int> mult;
-    for (const int ps : s.pipes) {
-      if (distinct.empty() || distinct.back() != ps) {
-        distinct.push_back(ps);
-        mult.push_back(0);
-      }
-      ++mult.back();
-    }
+    for (const int ps : s.pipes)
+      if (distinct.empty() || distinct.back() != ps) distinct.push_back(ps);
     for (const int mb : mbs) {
       if (global_ / mb < P) continue;
       int rc = -1;
@@ -514,68 +598,66 @@ void Oracle::price_and_rank() {
           c.split = split_kind;
           c.part_shape = part_shape;
           c.part_index = part_index;
-          // EP variants (MoE): Megatron-Core (pipelines scope) degrees the identical pipelines admit first
-          // (largest first), then stage scope, then none.
-          std::vector<std::pair<int, int>> eps;
-          if (model_.moe) {
-            int g = 0;
-            for (const int k : mult) g = std::gcd(g, k);
-            const std::vector<int> de = divisors(model_.moe->experts);
-            for (auto it = de.rbegin(); it != de.rend(); ++it)
-              if (*it > 1 && g % *it == 0) eps.push_back({1, *it});
-            for (auto it = de.rbegin(); it != de.rend(); ++it)
-              if (*it > 1) {
-                bool any = false;  // some stage's GPU count divisible
-                for (const int ps : distinct)
-                  for (const int ss : pipe_shapes_[ps].stages)
-                    if ((stage_shapes_[ss].total_groups * stage_shapes_[ss].tp) % *it == 0) any = true;
-                if (any) eps.push_back({2, *it});
-              }
-          }
-          eps.push_back({0, 1});
-          for (const auto& [kind, val] : eps) {
-            c.ep_kind = kind;
-            c.ep_value = val;
-            c.seq = seq++;
-            cands_.push_back(c);
+          c.seq = seq++;
+          ++priced_;
+          if (static_cast<long>(heap.size()) < keep) {
+            heap.push(c);
+          } else if (better(c, heap.top())) {
+            heap.pop();
+            heap.push(c);
+            dropped_ = true;
+          } else {
+            dropped_ = true;
           }
         }
       };
+      // Lower bound on anything this (structure, mb) can still add: no candidate below the worst kept one.
+      auto hopeless = [&](double lower_bound) {
+        return static_cast<long>(heap.size()) >= keep && lower_bound >= heap.top().predicted;
+      };
       double pred0 = 0, pred1 = 0;
       const std::vector<int> m0 = split(s, evs, mb, 0, p2p, &pred0);
-      push(0, -1, 0, pred0);
+      push(0, -1, 0, pred0 + dp_term(s, evs, multi_node));
       const std::vector<int> m1 = split(s, evs, mb, 1, p2p, &pred1);
-      if (m1 != m0) push(1, -1, 0, pred1);
+      if (m1 != m0) push(1, -1, 0, pred1 + dp_term(s, evs, multi_node));
       // <= 8 GPUs: every contiguous partition of each distinct shape (the others at their min-max optimum).
       if (small) {
+        const long per = (global_ / mb + P - 1) / P;  // some pipeline takes >= ceil(M / P) micro-batches
         for (const int ps : distinct) {
-          const int S = static_cast<int>(pipe_shapes_[ps].stages.size());
-          if (S < 2) continue;
-          const auto& parts = all_partitions(S);
-          for (int k = 0; k < static_cast<int>(parts.size()); ++k) {
-            if (parts[k] == shape_eval(ps, mb, rc).bounds) continue;
-            const ShapeEval alt = eval_bounds(ps, mb, rc, parts[k]);
-            if (!alt.feasible) continue;
+          // Lower bound from the other pipelines: each takes >= 1 micro-batch.
+          double lb_others = 0;
+          for (int i = 0; i < P; ++i)
+            if (s.pipes[i] != ps) lb_others = std::max(lb_others, pipe_time(*evs[i], 1, p2p));
+          if (hopeless(lb_others)) continue;
+          for (const auto& [k, alt] : alternatives(ps, mb, rc)) {
+            // Sorted by sum of stage times: a pipeline of this shape takes >= 1 micro-batch, so its time is
+            // >= sum_t + p2p; once that cannot enter the kept set, no later partition can.
+            if (hopeless(std::max(lb_others, pipe_time(alt, 1, p2p)))) break;
+            double lb_share = kInf;
+            for (int i = 0; i < P; ++i)
+              lb_share = std::min(lb_share, pipe_time(s.pipes[i] == ps ? alt : *evs[i], static_cast<int>(per), p2p));
+            if (hopeless(lb_share)) continue;
             std::vector<const ShapeEval*> evs2 = evs;
             for (int i = 0; i < P; ++i)
               if (s.pipes[i] == ps) evs2[i] = &alt;
             double pred = 0;
             split(s, evs2, mb, 0, p2p, &pred);
-            push(0, ps, k, pred);
+            push(0, ps, k, pred + dp_term(s, evs2, multi_node));
           }
         }
       }
-      if (static_cast<long>(cands_.size()) >= kMaxCandidates) {
-        capped_ = true;
-        break;
-      }
     }
-    if (capped_ && static_cast<long>(cands_.size()) >= kMaxCandidates) break;
+    if (req_.budget_wall_s > 0 && eval_.elapsed_s() >= req_.budget_wall_s) {
+      capped_ = true;  // the wall budget ran out while pricing
+      break;
+    }
   }
-  std::stable_sort(cands_.begin(), cands_.end(), [](const Candidate& a, const Candidate& b) {
-    if (a.predicted != b.predicted) return a.predicted < b.predicted;
-    return a.seq < b.seq;
-  });
+  cands_.clear();
+  while (!heap.empty()) {
+    cands_.push_back(heap.top());
+    heap.pop();
+  }
+  std::reverse(cands_.begin(), cands_.end());  // best first (the comparator is a total order)
 }
 
 Plan Oracle::build(const Candidate& c) {
@@ -587,7 +669,7 @@ Plan Oracle::build(const Candidate& c) {
   std::vector<const ShapeEval*> ptrs;
   for (int i = 0; i < P; ++i) {
     const int ps = s.pipes[i];
-    if (ps == c.part_shape) evs.push_back(eval_bounds(ps, c.mb, c.rc, all_partitions(static_cast<int>(pipe_shapes_[ps].stages.size()))[c.part_index]));
+    if (ps == c.part_shape) evs.push_back(eval_bounds(ps, c.mb, c.rc, all_partitions(static_cast<int>(pipe_shapes_[ps].stages.size()))[c.part_index]));  // same as alternatives()
     else evs.push_back(shape_eval(ps, c.mb, c.rc));
   }
   for (const ShapeEval& e : evs) ptrs.push_back(&e);
@@ -622,22 +704,60 @@ Plan Oracle::build(const Candidate& c) {
     }
     specs.push_back(std::move(p));
   }
-  Plan plan = build_plan(specs, cluster_, kRecompute[c.rc]);
-  if (model_.moe && c.ep_kind != 0) {
-    for (Pipeline& p : plan.pipelines)
-      for (Stage& st : p.stages) {
-        if (c.ep_kind == 1) {
-          st.ep = c.ep_value;
-          st.ep_scope = EpScope::Pipelines;
-        } else {
-          int gpus = 0;
-          for (const TpGroup& g : st.groups) gpus += static_cast<int>(g.gpus.size());
-          st.ep = gpus % c.ep_value == 0 ? c.ep_value : 1;
-          st.ep_scope = st.ep > 1 ? EpScope::Stage : EpScope::Pipelines;
-        }
-      }
+  return build_plan(specs, cluster_, kRecompute[c.rc]);
+}
+
+// EP variants of a plan of an MoE model (the profiler cannot tell them apart: it prices the activated dense
+// FFN): ep_scope pipelines with every divisor e > 1 of the experts that the data parallelism of identical
+// consecutive pipelines admits (blocks of e pipelines with equal layer ranges, Megatron-Core), largest first;
+// ep_scope stage with every divisor e > 1 of the experts dividing a stage's GPUs; finally ep = 1.
+std::vector<Plan> Oracle::ep_variants(const Plan& base) const {
+  std::vector<Plan> out;
+  if (!model_.moe) {
+    out.push_back(base);
+    return out;
   }
-  return plan;
+  const int np = static_cast<int>(base.pipelines.size());
+  const std::vector<int> de = divisors(model_.moe->experts);
+  auto blocks_ok = [&](int e) {
+    if (np % e != 0) return false;
+    for (int first = 0; first < np; first += e)
+      for (int q = first + 1; q < first + e; ++q) {
+        const auto& a = base.pipelines[first].stages;
+        const auto& b = base.pipelines[q].stages;
+        if (a.size() != b.size()) return false;
+        for (size_t j = 0; j < a.size(); ++j)
+          if (a[j].layer_begin != b[j].layer_begin || a[j].layer_end != b[j].layer_end) return false;
+      }
+    return true;
+  };
+  for (auto it = de.rbegin(); it != de.rend(); ++it) {
+    if (*it <= 1 || !blocks_ok(*it)) continue;
+    Plan p = base;
+    for (Pipeline& pl : p.pipelines)
+      for (Stage& st : pl.stages) {
+        st.ep = *it;
+        st.ep_scope = EpScope::Pipelines;
+      }
+    out.push_back(std::move(p));
+  }
+  for (auto it = de.rbegin(); it != de.rend(); ++it) {
+    if (*it <= 1) continue;
+    Plan p = base;
+    bool any = false;
+    for (Pipeline& pl : p.pipelines)
+      for (Stage& st : pl.stages) {
+        int gpus = 0;
+        for (const TpGroup& g : st.groups) gpus += static_cast<int>(g.gpus.size());
+        if (gpus % *it != 0) continue;
+        st.ep = *it;
+        st.ep_scope = EpScope::Stage;
+        any = true;
+      }
+    if (any) out.push_back(std::move(p));
+  }
+  out.push_back(base);
+  return out;
 }
 
 // Simulates a plan (once per distinct plan); out of memory: the next recompute level when `escalate`.
@@ -677,9 +797,9 @@ void Oracle::phase1() {
   for (const std::vector<int>& nodes : subsets) {
     const SubCluster sub = make_subcluster(cluster_, nodes, "oracle subset");
     const int n = sub.cluster.total_gpus();
-    int min_node = 0;
-    for (const Node& nd : sub.cluster.nodes) min_node = min_node == 0 ? nd.gpus : std::min(min_node, nd.gpus);
-    for (int tp = 1; tp <= min_node; tp *= 2) {
+    int max_node = 0;
+    for (const Node& nd : sub.cluster.nodes) max_node = std::max(max_node, nd.gpus);
+    for (int tp = 1; tp <= max_node; tp *= 2) {
       if (!divides(tp, model_.heads) || !divides(tp, model_.kv_heads)) continue;
       for (const int pp : divisors(L_)) {
         if (tp * pp > n) break;
@@ -710,6 +830,13 @@ void Oracle::phase1() {
                 last_invalid_ = e.what();
                 continue;
               }
+              bool inside = true;  // the oracle keeps TP groups inside one node
+              for (const Pipeline& pl : p.pipelines)
+                for (const Stage& st : pl.stages)
+                  for (const TpGroup& g : st.groups)
+                    for (const GpuId id : g.gpus)
+                      if (sub.cluster.node_of(id) != sub.cluster.node_of(g.gpus.front())) inside = false;
+              if (!inside) continue;
               map_plan_back(p, sub, cluster_);
               simulate(std::move(p), 0, true);
               if (budget_cut_) return;
@@ -726,16 +853,24 @@ PlanResult Oracle::run() {
   long p1 = 0; double p1best = 0;
   phase1();
   if (!budget_cut_) {
+    const auto t0 = Clock::now();
     enumerate();
+    const auto t1 = Clock::now();
     price_and_rank();
-    stats_.candidates += static_cast<long>(cands_.size());
+    if (std::getenv("ORACLE_DEBUG"))
+      std::fprintf(stderr, "enumerate %.3f s, price %.3f s\n", std::chrono::duration<double>(t1 - t0).count(),
+                   std::chrono::duration<double>(Clock::now() - t1).count());
+    stats_.candidates += priced_;
     p1 = eval_.evaluations();
     p1best = best_time_;
     long rank = 0;
     for (const Candidate& c : cands_) {
       if (out_of_budget()) break;
       const double before = best_time_;
-      simulate(build(c), c.rc, true);
+      for (Plan& p : ep_variants(build(c))) {
+        simulate(std::move(p), c.rc, true);
+        if (budget_cut_) break;
+      }
       if (std::getenv("ORACLE_DEBUG") && best_time_ < before)
         std::fprintf(stderr, "  improved at rank %ld eval %ld: %.6f (pred %.6f)\n", rank, eval_.evaluations(), best_time_, c.predicted);
       ++rank;
@@ -745,7 +880,7 @@ PlanResult Oracle::run() {
   if (std::getenv("ORACLE_DEBUG")) std::fprintf(stderr, "phase1 evals %ld best %.6f\n", p1, p1best);
   stats_.simulated = eval_.evaluations();
   result.evaluations = eval_.evaluations();
-  result.search_complete = !budget_cut_ && !capped_;
+  result.search_complete = !budget_cut_ && !capped_ && !dropped_;
   if (!best_) {
     const std::string what = std::to_string(cluster_.total_gpus()) + " GPUs";
     if (budget_cut_)

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
 #include "tests/sim/test_support.h"
 #include "planner/oracle/oracle_planner.h"
 #include "planner/baselines/megatron/megatron_planner.h"
@@ -9,7 +12,9 @@
 namespace arachne::planner {
 namespace {
 TEST(OraclePlanner, Count) {
-  for (const char* spec : {"A100-80:1x8", "A100-80:2x4", "A100-80:1x4,V100-32:1x4", "A100-80:1x2,T4:2x1", "V100-32:8x1", "A100-80:4x2"}) {
+  std::vector<std::string> specs = {"A100-80:1x8", "A100-80:2x4", "A100-80:1x4,V100-32:1x4", "A100-80:1x2,T4:2x1", "V100-32:8x1", "A100-80:4x2"};
+  if (std::getenv("OSPEC")) specs = {std::getenv("OSPEC")};
+  for (const std::string& spec_s : specs) { const char* spec = spec_s.c_str();
     const Cluster c = parse_cluster_spec(spec, GpuCatalog::load_default());
     const Topology t(c);
     const ModelConfig m = test::small_gpt_model(16);

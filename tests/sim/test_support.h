@@ -41,6 +41,19 @@ inline ModelConfig small_gpt_model(long global_batch) {
   return m;
 }
 
+// Its MoE sibling: every layer has 8 experts of width 2048, top-2 routing (Mixtral-like shape, small).
+inline ModelConfig small_moe_model(long global_batch) {
+  ModelConfig m = small_gpt_model(global_batch);
+  m.name = "small-moe";
+  MoeConfig e;
+  e.experts = 8;
+  e.top_k = 2;
+  e.expert_ffn_hidden = 2048;
+  e.capacity_factor = 1.25;
+  m.moe = e;
+  return m;
+}
+
 }  // namespace arachne::test
 
 // Skips the test when the shared data is absent, except in CI where that is a failure.

@@ -297,6 +297,18 @@ class Search {
     std::iota(rank.begin(), rank.end(), 0);
     std::stable_sort(rank.begin(), rank.end(), [&](int a, int b) { return mem[a] > mem[b]; });
     for (int i = 0; left > 0; ++i, --left) q[rank[i % S]] += 1;
+    // Our plans need a layer in every stage (FlashFlex's quota may leave a small-memory stage empty; sailor's
+    // port then discards the configuration): an empty stage takes one layer from the stage holding the most
+    // (ties: more memory, then the earlier stage).
+    for (int s = 0; s < S; ++s) {
+      if (q[s] > 0) continue;
+      int donor = -1;
+      for (const int r : rank)
+        if (q[r] > 1 && (donor < 0 || q[r] > q[donor])) donor = r;
+      if (donor < 0) break;
+      --q[donor];
+      q[s] = 1;
+    }
     return q;
   }
 
@@ -544,6 +556,9 @@ PlanResult FlashFlexPlanner::plan(const PlanRequest& request) {
   for (int P = 1; P <= p_max; ++P)
     if (best_of_p[P] && best_of_p[P]->k.size() > 0) order.push_back(P);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return best_of_p[a]->cost < best_of_p[b]->cost; });
+  // A few evaluations stay reserved for the micro-batch sizes tried on the final structure.
+  const long reserve = request.budget_evaluations >= 20 ? 3 : 0;
+  auto refine_exhausted = [&] { return search.exhausted() || search.evaluations() + reserve >= request.budget_evaluations; };
   for (const int P : order) {
     if (cut_short) break;
     Candidate inc = *best_of_p[P];
@@ -587,7 +602,7 @@ PlanResult FlashFlexPlanner::plan(const PlanRequest& request) {
       for (Candidate& c : neighbours) {
         const std::string sig = signature(c);
         if (seen.count(sig)) continue;
-        if (search.exhausted()) {
+        if (refine_exhausted()) {
           cut_short = true;
           break;
         }
@@ -606,7 +621,7 @@ PlanResult FlashFlexPlanner::plan(const PlanRequest& request) {
   }
 
   // Micro-batch sizes on the final structure.
-  if (best && !cut_short) {
+  if (best) {
     const Candidate base = *best;
     for (const int mb : {2, 4, 8}) {
       if (global % mb != 0 || global / mb < static_cast<long>(base.k.size())) continue;

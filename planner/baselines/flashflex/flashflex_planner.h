@@ -28,14 +28,17 @@
 //     strategy.py tp_pp_tradeoff: the one with the lowest single-pipeline cost under a layer split
 //     proportional to GPU count. TP degrees are powers of two dividing heads and kv_heads.
 //  3. Layers (layer_partition.py create_layer_partition): proportional to each stage's total GPU memory
-//     (largest-memory stages take the remainder); a stage left with no layer, or one that does not fit in
-//     memory, makes the candidate infeasible (FlashFlex: pipeline None, throughput 0).
+//     (largest-memory stages take the remainder). Deviation: a stage the quota leaves empty takes one layer
+//     from the stage holding the most (FlashFlex would keep a 0-layer stage; sailor's port discards the
+//     configuration; our plans need a layer per stage). A stage that does not fit in memory makes the
+//     candidate infeasible (FlashFlex: pipeline None, throughput 0).
 //  4. Batch: split over pipelines proportionally to each pipeline's predicted throughput (its own-model time for
 //     an equal share), in whole micro-batches, at least one each; the README of the public code: "each pipeline
 //     could have different batch size" (--global_bsz_size per pipeline). Micro-batch 1 during the search (the
 //     sailor port: "always keep MB to 1"); 2, 4 and 8 are tried on the final structure.
-//  5. Search and refinement: P = 1 .. max(1, N/5) pipelines (sailor's port; main.py walks P inside
-//     [N/L + 1, N/5]); for each P the K in {1,2,3} candidates are priced. Then the best candidate of each P
+//  5. Search and refinement: P = 1 .. max(1, N/5) pipelines, at most the global batch (sailor's port; main.py
+//     walks P inside [N/L + 1, N/5]); for each P the K in {1,2,3} candidates are priced. Three evaluations
+//     of the budget (when it is >= 20) stay reserved for the micro-batch sizes of step 4. Then the best candidate of each P
 //     (best P first) is refined by hill climbing with first-improvement acceptance, FlashFlex's rule in
 //     main.py ("if throughput(next) > throughput(current): parts = next"): neighbourhood = swap one GPU of a
 //     (node, pipeline) class with one of another node in another pipeline, move one GPU to another

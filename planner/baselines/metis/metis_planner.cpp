@@ -343,6 +343,24 @@ std::vector<int> balance_layers(const std::vector<double>& stage_performance, co
   return partition;
 }
 
+bool next_strategy(std::vector<std::pair<int, int>>& strategies, const std::vector<double>& memory_state) {
+  // search_space/plan.py IntraStagePlanGenerator._next_strategy.
+  std::vector<double> ms = memory_state;
+  if (ms.size() != strategies.size()) {
+    ms.clear();
+    for (const auto& st : strategies) ms.push_back(1.0 / st.first);
+  }
+  std::vector<int> ids(strategies.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) { return ms[a] < ms[b]; });
+  for (const int id : ids)
+    if (strategies[id].first != 1) {
+      strategies[id] = {strategies[id].first / 2, strategies[id].second * 2};
+      return true;
+    }
+  return false;
+}
+
 }  // namespace metis_detail
 
 namespace {
@@ -602,19 +620,7 @@ PlanResult MetisPlanner::plan(const PlanRequest& request) {
       while (true) {
         if (!first) {
           // _next_strategy: halve dp, double tp on the stage with the least memory headroom (dp > 1).
-          std::vector<double> ms = memory_state;
-          if (ms.empty())
-            for (const auto& [d, t] : strat) ms.push_back(1.0 / d);
-          std::vector<int> ids(S);
-          std::iota(ids.begin(), ids.end(), 0);
-          std::stable_sort(ids.begin(), ids.end(), [&](int a, int b) { return ms[a] < ms[b]; });
-          bool changed = false;
-          for (const int id : ids)
-            if (strat[id].first != 1) {
-              strat[id] = {strat[id].first / 2, strat[id].second * 2};
-              changed = true;
-              break;
-            }
+          const bool changed = metis_detail::next_strategy(strat, memory_state);
           if (!changed) return true;
         }
         first = false;

@@ -66,7 +66,7 @@
 //    sample is invalid and skipped like Metis's invalid strategies.
 //  - When every partition attempt runs out of memory the public code drops the memory state and falls back to
 //    1/dp (the largest-DP stage); here the last attempt's headroom is kept, so DP is traded for TP on the
-//    stage with the least memory headroom, as the paper (§4.2) and issue describe.
+//    stage with the least memory headroom, as the paper's search and the issue describe.
 //  - A layer whose pieces split three ways without a majority would be lost by _alloc_real_value; it is given
 //    to the stage holding most of its pieces. A partition with an empty stage is rejected (the port drops it).
 //  - Group times use the profile at the group's exact batch (Metis sums power-of-two profiled batches);
@@ -74,6 +74,7 @@
 //    than floored away). No fb_sync / batch-generator terms (no such profile).
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "planner/planner.h"
@@ -119,6 +120,11 @@ std::vector<int> balance_layers(const std::vector<double>& stage_performance, co
 // DataLoadBalancer.partition_data: `samples` split in proportion to `speeds` (floor, largest remainder,
 // ties to the lower index). Parts may be 0.
 std::vector<long> split_batch(long samples, const std::vector<double>& speeds);
+
+// IntraStagePlanGenerator._next_strategy: halves dp and doubles tp of the stage with the least memory
+// headroom (memory_state ascending, ties to the lower stage) among those with dp > 1; memory_state empty:
+// 1/dp (the largest-DP stage first). False when every stage has dp = 1. strategies: (dp, tp) per stage.
+bool next_strategy(std::vector<std::pair<int, int>>& strategies, const std::vector<double>& memory_state);
 
 // LayerLoadBalancer._adj_compute_performance; empty when the spare memory cannot absorb the excess.
 std::vector<double> adjust_compute_performance(const std::vector<double>& performance, const std::vector<double>& capacity,

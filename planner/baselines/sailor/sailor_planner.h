@@ -1,5 +1,5 @@
 // `sailor`: Strati et al., "Sailor: Automating Distributed Training over Dynamic, Heterogeneous, and
-// Geo-distributed Clusters", SOSP 2025 (arXiv 2504.17096), §4 (planner) and §5 (simulator); public code
+// Geo-distributed Clusters", SOSP 2025 (arXiv 2504.17096), its planner and simulator sections; public code
 // github.com/eth-easl/sailor, sailor/Planner/sailor_planner/cpp_src/{planner.cpp, planner_utils.cpp,
 // training.cpp, utils/network_utils.cpp} (read at commit cf2c8e3). Own C++; no code copied.
 //
@@ -23,8 +23,8 @@
 //      - TP = max(speed-up TP, memory TP).
 //   2. D from Sailor's list (build_structs mbs_dp_vector): 1 and every D whose ceil(B/(mbs·D)) differs from
 //      the previous D's, walked from the largest down (objective throughput reverses it); the walk stops at
-//      the first D whose best plan is not faster than the previous feasible one (heuristic H3 of the paper;
-//      `if (prev_dp_Tpp > config.Tpp) ... else break`).
+//      the first D whose best plan is not faster than the previous feasible one (get_plans_num_gpus_dp:
+//      `if (prev_dp_Tpp > config.Tpp) ... else break`, commented there as part of heuristic H3).
 //   3. solve_dp(mbs, stages left, start layer, D, resources), memoised on exactly that key (plus the set of
 //      usable types): for stage s enumerate how many of the D replicas each GPU type takes
 //      (generate_all_combos_new: counts per type in lexicographic order, the last type the remainder),
@@ -36,7 +36,7 @@
 //      smallest merged T_pp.
 //  Result: the fastest candidate over all (P, mbs, D) (get_sorted_plans sorts by Tpp; ties: first found).
 //
-// Cost model (planner_utils.cpp simulate_time_single_stage / merge_stages_get_time; paper §5):
+// Cost model (planner_utils.cpp simulate_time_single_stage / merge_stages_get_time; the paper's simulator):
 //   comp_s   = max over the GPU types replicating stage s of the profiled per-micro-batch stage time
 //              (Profiler::stage_time_s: forward + backward + TP collectives; embedding/head on the end stages)
 //   comm_s   = max over replicas k of the activation send stage s -> s+1 (Profiler::p2p_bytes(mbs) over the
@@ -48,8 +48,11 @@
 //              GPU's NIC share), plus 2(D-1) latencies per 500 MB bucket (get_ar_time_with_buckets)
 //   update_s = optimizer step of the stage's parameters per rank (a memory-bound pass over 34 B/param on the
 //              type's HBM: what Sailor's profiler measures as the per-layer "update" time)
-//   T_pp = (m-1)·max_s max(comp_s + comm_s, comp_{s+1} + comm_s) + Σ_s 2·comm_s + Σ_s comp_s
-//          + max_s update_s + max_s sync_s,   m = ceil(B / (mbs·D))
+//   built back to front, stage s merged in front of the solved suffix s+1.. (merge_stages_get_time):
+//   straggler = max_s max(comp_s + comm_s, comp_{s+1} + comm_{s+1} + comm_s)   (comm_{P-1} = 0)
+//   T_pp = (m-1)·straggler + Σ_s 2·comm_s + Σ_s comp_s + max_s update_s + max_s sync_s,  m = ceil(B/(mbs·D))
+//   (the issue's "T_pp = (m-1)·max(comp+comm) + Σ comm + Σ comp + update, plus sync"); a suffix's own T_pp is
+//   the same formula over its stages, and the DP keeps the suffix with the smallest one.
 // With CostModel::Simulator the same DP produces the candidates (one per (P, mbs, D)) and each is priced by
 // planner::Evaluator instead; the H3 stop and the final choice use the simulated time; OOM is infeasible.
 //
