@@ -7,6 +7,7 @@
 #include "planner/oracle/oracle_planner.h"
 #include "planner/baselines/megatron/megatron_planner.h"
 #include "sim/plan/plan_yaml.h"
+#include "sim/exec/simulate.h"
 #include "sim/hw/cluster.h"
 #include "sim/hw/topology.h"
 namespace arachne::planner {
@@ -23,6 +24,8 @@ TEST(OraclePlanner, Count) {
     const PlanResult res = o.plan(r);
     MegatronPlanner mg; const PlanResult mr = mg.plan(r);
     std::printf("megatron %.6f\n", mr.predicted_iteration_time_s);
+    if (res.plan) { const SimResult q = simulate_iteration(c, t, m, *res.plan, SimOptions{}); const Breakdown& b = q.breakdown;
+      std::printf("  breakdown compute %.5f tp %.5f pp %.5f dp %.5f bubble %.5f opt %.5f\n", b.compute, b.tp_comm, b.pp_comm, b.dp_comm, b.bubble, b.optimizer); }
     if (res.plan && std::getenv("OY")) std::printf("%s\n", plan_to_yaml(*res.plan, c).c_str());
     std::printf("%s: structures %ld candidates %ld sims %ld time %.3f s pred %.6f complete %d %s\n", spec, o.stats().structures, o.stats().candidates, o.stats().simulated, res.planning_time_s, res.predicted_iteration_time_s, (int)res.search_complete, res.reason.c_str());
   }
