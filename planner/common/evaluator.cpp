@@ -42,3 +42,17 @@ std::optional<double> Evaluator::iteration_time(const Plan& plan, std::string* w
 }
 
 }  // namespace arachne::planner
+
+namespace arachne::planner {
+
+std::optional<std::string> request_problem(const PlanRequest& request, const std::string& planner, long* global_batch) {
+  if (!request.cluster || !request.model) throw std::invalid_argument(planner + ": request without cluster or model");
+  const long global = request.global_batch > 0 ? request.global_batch : request.model->global_batch;
+  if (global_batch) *global_batch = global;
+  if (global < 1) return "no global batch: give one in the request or set global_batch in the model";
+  if (request.cluster->nodes.empty() || request.cluster->total_gpus() == 0) return "no GPUs available";
+  if (request.model->layers < 1) return "the model has no layers";
+  return std::nullopt;
+}
+
+}  // namespace arachne::planner

@@ -36,3 +36,12 @@ class Evaluator {
 };
 
 }  // namespace arachne::planner
+
+namespace arachne::planner {
+
+// The checks every planner makes before it searches. Throws std::invalid_argument when the request has no
+// cluster or model (a programming error). Returns the global batch to plan for (the request's, else the
+// model's) in *global_batch, and a reason when there is nothing to plan: no global batch, no GPUs, no layers.
+std::optional<std::string> request_problem(const PlanRequest& request, const std::string& planner, long* global_batch);
+
+}  // namespace arachne::planner

@@ -192,25 +192,21 @@ PlanResult AmpPlanner::plan(const PlanRequest& request) {
   const auto start = Clock::now();
   auto elapsed = [&start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
 
-  if (!request.cluster || !request.model) throw std::invalid_argument("AmpPlanner: request without cluster or model");
+  long global = 0;
+  const std::optional<std::string> problem = request_problem(request, "amp", &global);
   const Cluster& cluster = *request.cluster;
   const ModelConfig& model = *request.model;
-  const long global = request.global_batch > 0 ? request.global_batch : model.global_batch;
 
   PlanResult result;
   auto finish = [&](PlanResult r) {
     r.planning_time_s = elapsed();
     return r;
   };
-  if (global < 1) {
-    result.reason = "no global batch: give one in the request or set global_batch in the model";
+  if (problem) {
+    result.reason = *problem;
     return finish(result);
   }
   const int n_gpus = cluster.total_gpus();
-  if (cluster.nodes.empty() || n_gpus == 0) {
-    result.reason = "no GPUs available";
-    return finish(result);
-  }
   std::optional<Topology> own_topo;
   if (!request.topo) own_topo.emplace(cluster);
   const Topology& topo = request.topo ? *request.topo : *own_topo;

@@ -494,22 +494,18 @@ PlanResult FlashFlexPlanner::plan(const PlanRequest& request) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   traces_.clear();
-  if (!request.cluster || !request.model) throw std::invalid_argument("FlashFlexPlanner: request without cluster or model");
+  long global = 0;
+  const std::optional<std::string> problem = request_problem(request, "flashflex", &global);
   const Cluster& cluster = *request.cluster;
   const ModelConfig& model = *request.model;
-  const long global = request.global_batch > 0 ? request.global_batch : model.global_batch;
 
   PlanResult result;
   auto finish = [&](PlanResult r) {
     r.planning_time_s = std::chrono::duration<double>(Clock::now() - start).count();
     return r;
   };
-  if (global < 1) {
-    result.reason = "no global batch: give one in the request or set global_batch in the model";
-    return finish(result);
-  }
-  if (cluster.nodes.empty() || cluster.total_gpus() == 0) {
-    result.reason = "no GPUs available";
+  if (problem) {
+    result.reason = *problem;
     return finish(result);
   }
 

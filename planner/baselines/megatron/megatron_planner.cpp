@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/common/evaluator.h"
 #include "sim/exec/simulate.h"
 #include "sim/hw/topology.h"
 #include "sim/io/input_error.h"
@@ -53,22 +54,18 @@ PlanResult MegatronPlanner::plan(const PlanRequest& request) {
   const auto start = Clock::now();
   auto elapsed = [&start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
 
-  if (!request.cluster || !request.model) throw std::invalid_argument("MegatronPlanner: request without cluster or model");
+  long global = 0;
+  const std::optional<std::string> problem = request_problem(request, "megatron", &global);
   const Cluster& cluster = *request.cluster;
   const ModelConfig& model = *request.model;
-  const long global = request.global_batch > 0 ? request.global_batch : model.global_batch;
 
   PlanResult result;
   auto finish = [&](PlanResult r) {
     r.planning_time_s = elapsed();
     return r;
   };
-  if (global < 1) {
-    result.reason = "no global batch: give one in the request or set global_batch in the model";
-    return finish(result);
-  }
-  if (cluster.nodes.empty() || cluster.total_gpus() == 0) {
-    result.reason = "no GPUs available";
+  if (problem) {
+    result.reason = *problem;
     return finish(result);
   }
 

@@ -400,10 +400,10 @@ PlanResult MetisPlanner::plan(const PlanRequest& request) {
   const auto start = Clock::now();
   auto elapsed = [&start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
 
-  if (!request.cluster || !request.model) throw std::invalid_argument("MetisPlanner: request without cluster or model");
+  long global = 0;
+  const std::optional<std::string> problem = request_problem(request, "metis", &global);
   const Cluster& cluster = *request.cluster;
   const ModelConfig& model = *request.model;
-  const long global = request.global_batch > 0 ? request.global_batch : model.global_batch;
   const Options& opt = options_;
 
   PlanResult result;
@@ -411,20 +411,12 @@ PlanResult MetisPlanner::plan(const PlanRequest& request) {
     r.planning_time_s = elapsed();
     return r;
   };
-  if (global < 1) {
-    result.reason = "no global batch: give one in the request or set global_batch in the model";
+  if (problem) {
+    result.reason = *problem;
     return finish(result);
   }
   const int N = cluster.total_gpus();
   const int L = model.layers;
-  if (cluster.nodes.empty() || N == 0) {
-    result.reason = "no GPUs available";
-    return finish(result);
-  }
-  if (L < 1) {
-    result.reason = "model has no layers";
-    return finish(result);
-  }
 
   const Profiler prof(cluster, model);
   const std::vector<TypeInventory> inventory = type_inventory(cluster);

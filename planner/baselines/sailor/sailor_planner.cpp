@@ -465,10 +465,10 @@ Plan build_sailor_plan(const Cluster& c, const ModelConfig& model, const std::ve
 PlanResult SailorPlanner::plan(const PlanRequest& request) {
   const auto start = Clock::now();
   auto elapsed = [&start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
-  if (!request.cluster || !request.model) throw std::invalid_argument("SailorPlanner: request without cluster or model");
+  long global = 0;
+  const std::optional<std::string> problem = request_problem(request, "sailor", &global);
   const Cluster& cluster = *request.cluster;
   const ModelConfig& model = *request.model;
-  const long global = request.global_batch > 0 ? request.global_batch : model.global_batch;
   stats_ = Stats{};
 
   PlanResult result;
@@ -476,16 +476,8 @@ PlanResult SailorPlanner::plan(const PlanRequest& request) {
     r.planning_time_s = elapsed();
     return r;
   };
-  if (global < 1) {
-    result.reason = "no global batch: give one in the request or set global_batch in the model";
-    return finish(result);
-  }
-  if (cluster.nodes.empty() || cluster.total_gpus() == 0) {
-    result.reason = "no GPUs available";
-    return finish(result);
-  }
-  if (model.layers < 1) {
-    result.reason = "the model has no layers";
+  if (problem) {
+    result.reason = *problem;
     return finish(result);
   }
 
