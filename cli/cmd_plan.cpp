@@ -97,7 +97,8 @@ nlohmann::json plan_to_json(const Plan& plan, const Cluster& cluster) {
   return yaml_to_json(YAML::Load(plan_to_yaml(plan, cluster)));
 }
 
-// "2 x [4 stages tp 2,2,2,2 mb 2x16] + 1 x [...]": runs of identical pipeline shapes.
+// "2 x [4 stages tp 2,2,2,4*2 mb 2x16] + 1 x [...]": runs of identical pipeline shapes; per stage the TP
+// degree, "4*2" for two groups of TP 4 (stage-level data parallelism).
 std::string plan_summary(const Plan& plan) {
   std::vector<std::pair<std::string, int>> runs;
   for (const Pipeline& p : plan.pipelines) {
@@ -105,8 +106,15 @@ std::string plan_summary(const Plan& plan) {
     s << p.stages.size() << (p.stages.size() == 1 ? " stage" : " stages") << " tp ";
     for (size_t j = 0; j < p.stages.size(); ++j) {
       s << (j ? "," : "");
+      // One TP group: its degree; n groups of one degree (stage-level data parallelism): "tp*n".
       const Stage& st = p.stages[j];
-      for (size_t g = 0; g < st.groups.size(); ++g) s << (g ? "+" : "") << st.groups[g].tp;
+      const bool uniform = std::all_of(st.groups.begin(), st.groups.end(), [&](const TpGroup& g) { return g.tp == st.groups[0].tp; });
+      if (uniform) {
+        s << st.groups[0].tp;
+        if (st.groups.size() > 1) s << "*" << st.groups.size();
+      } else {
+        for (size_t g = 0; g < st.groups.size(); ++g) s << (g ? "+" : "") << st.groups[g].tp;
+      }
     }
     s << " mb " << p.micro_batch << "x" << p.micro_batches;
     if (!runs.empty() && runs.back().first == s.str()) ++runs.back().second;

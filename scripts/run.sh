@@ -35,7 +35,18 @@ echo "run: replaying traces/native_small.csv with megatron" >&2
 "$bin" replay --trace traces/native_small.csv --model gpt3-1.3b --planner megatron --planning-time 5 \
     --out "$out/replay.h5" --json > "$out/replay.json.txt"
 "$bin" trace plot --trace traces/native_small.csv --out "$out/trace.png" >&2
+# Every planner on a heterogeneous cluster (three GPU generations, node sizes 8/4/1), each plan measured
+# in the simulator; the best plan is written as YAML that `simulate --plan` reads back.
+echo "run: planning gpt3-1.3b on mix-a100-v100-t4 with every planner" >&2
+"$bin" plan --cluster configs/clusters/mix-a100-v100-t4.yaml --model gpt3-1.3b --planner all --budget 300 \
+    --out "$out/best-plan.yaml" > "$out/plan.md"
 /usr/bin/python3 "$root/scripts/demo_table.py" "$out" > "$out/summary.md"
+{
+  echo
+  echo "Planners on configs/clusters/mix-a100-v100-t4.yaml (gpt3-1.3b, budget 300 evaluations each):"
+  echo
+  cat "$out/plan.md"
+} >> "$out/summary.md"
 {
   echo
   echo "Replay of traces/native_small.csv (planner megatron, 5 s planning charge):"
@@ -46,4 +57,4 @@ echo "run: replaying traces/native_small.csv with megatron" >&2
 } >> "$out/summary.md"
 /usr/bin/python3 "$root/scripts/plot_simulate.py" "$out/breakdown.png" "${h5s[@]}"
 cat "$out/summary.md"
-echo "run: results in $out (summary.md, breakdown.png, replay.png, trace.png, *.h5, *.timeline.json for Perfetto)" >&2
+echo "run: results in $out (summary.md, plan.md, best-plan.yaml, breakdown.png, replay.png, trace.png, *.h5, *.timeline.json for Perfetto)" >&2
