@@ -6,6 +6,7 @@
 #include "planner/baselines/megatron/megatron_planner.h"
 #include "planner/baselines/metis/metis_planner.h"
 #include "planner/baselines/sailor/sailor_planner.h"
+#include "planner/oracle/oracle_planner.h"
 #include "planner/planner.h"
 #include "planner/registry.h"
 #include "sim/io/input_error.h"
@@ -13,7 +14,7 @@
 namespace arachne::planner {
 
 std::vector<std::string> registered_planner_names() {
-  std::vector<std::string> names = {"amp", "flashflex", "megatron", "metis", "sailor"};
+  std::vector<std::string> names = {"amp", "flashflex", "megatron", "metis", "oracle", "sailor"};
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -23,6 +24,7 @@ std::unique_ptr<Planner> make_planner(const std::string& name) {
   if (name == "flashflex") return std::make_unique<FlashFlexPlanner>();
   if (name == "megatron") return std::make_unique<MegatronPlanner>();
   if (name == "metis") return std::make_unique<MetisPlanner>();
+  if (name == "oracle") return std::make_unique<OraclePlanner>();
   if (name == "sailor") return std::make_unique<SailorPlanner>();
   std::string known;
   for (const std::string& n : registered_planner_names()) known += (known.empty() ? "" : ", ") + n;

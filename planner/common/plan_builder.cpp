@@ -42,17 +42,20 @@ namespace {
 // Largest e dividing both a and b.
 int largest_common_divisor_le(int a, int b) { return std::gcd(a, b); }
 
-// Stage j of the aligned blocks of e pipelines all exist with the same layer range.
+// The aligned blocks of e pipelines are replicas as far as EP needs (validate_plan): the same depth and
+// micro-batch count, and stage j with the same layer range and number of TP groups.
 bool blocks_match(const Plan& plan, int j, int e) {
   const int np = static_cast<int>(plan.pipelines.size());
   if (np % e != 0) return false;
   for (int first = 0; first < np; first += e) {
-    const auto& p0 = plan.pipelines[first].stages;
-    if (j >= static_cast<int>(p0.size())) return false;
+    const Pipeline& a = plan.pipelines[first];
+    if (j >= static_cast<int>(a.stages.size())) return false;
     for (int q = first + 1; q < first + e; ++q) {
-      const auto& pq = plan.pipelines[q].stages;
-      if (j >= static_cast<int>(pq.size())) return false;
-      if (pq[j].layer_begin != p0[j].layer_begin || pq[j].layer_end != p0[j].layer_end) return false;
+      const Pipeline& b = plan.pipelines[q];
+      if (b.stages.size() != a.stages.size() || b.micro_batches != a.micro_batches) return false;
+      if (b.stages[j].layer_begin != a.stages[j].layer_begin || b.stages[j].layer_end != a.stages[j].layer_end ||
+          b.stages[j].groups.size() != a.stages[j].groups.size())
+        return false;
     }
   }
   return true;

@@ -31,9 +31,9 @@ Plan build_plan(const std::vector<PipelineSpec>& pipelines, const Cluster& clust
 
 // The Megatron-Core user's EP rule for a plan made by a planner that does not plan EP: for MoE models,
 // every stage gets the largest EP that divides the expert count and the stage's data-parallel degree.
-// The DP degree of a stage is the number of consecutive pipelines (from this one) holding the same layer
-// range with the same group shape (tp of every group); EP ranks are then that stage in `ep` consecutive
-// pipelines (ep_scope pipelines, Megatron-Core). Where pipelines differ in structure, a stage with several
+// EP ranks are that stage in `ep` consecutive pipelines (ep_scope pipelines, Megatron-Core), so every
+// aligned block of `ep` pipelines must be replicas as far as EP needs: the same depth and micro-batch
+// count, and the stage with the same layer range and number of TP groups (what validate_plan requires). Where pipelines differ in structure, a stage with several
 // TP groups (stage-level DP) takes EP over its own groups instead (ep_scope stage). Dense models: no-op.
 void apply_megatron_core_ep(Plan& plan, const ModelConfig& model);
 

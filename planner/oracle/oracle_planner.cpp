@@ -4,8 +4,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <map>
@@ -26,6 +24,7 @@
 #include "planner/common/profile.h"
 #include "planner/common/subcluster.h"
 #include "sim/hw/topology.h"
+#include "sim/model/compute_time.h"
 #include "sim/io/input_error.h"
 #include "sim/plan/plan_yaml.h"
 
@@ -80,6 +79,11 @@ struct ShapeEval {
   std::vector<int> bounds;      // stages + 1
   std::vector<double> stage_t;  // time per micro-batch
   double max_t = 0, sum_t = 0;
+  // For the tail term (dp_term): optimizer step of the slowest stage, and the first stage's gradient bytes per
+  // TP rank, TP groups and slowest intra-node / NIC bandwidth of its types.
+  double opt_s = 0, grad0 = 0, bw0_intra = 0, bw0_nic = 0;
+  int groups0 = 1;
+  int stages = 0;
 };
 
 class Oracle {
@@ -148,7 +152,11 @@ class Oracle {
       for (int k = 0; k < static_cast<int>(parts.size()); ++k) {
         if (parts[k] == opt) continue;
         ShapeEval alt = eval_bounds(ps, mb, rc, parts[k]);
-        if (alt.feasible) out.emplace_back(k, std::move(alt));
+        if (!alt.feasible) continue;
+        // Only the summary is kept (build() re-derives the bounds from the index).
+        alt.bounds = {};
+        alt.stage_t = {};
+        out.emplace_back(k, std::move(alt));
       }
       std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second.sum_t < b.second.sum_t; });
     }
@@ -229,11 +237,19 @@ class Oracle {
     return in_flight <= en.max_in_flight + 1e-9 ? en.time : kInf;
   }
 
+  mutable std::map<std::tuple<int, int, int>, double> grad_cache_;
+  double grad_bytes(int b, int e, int tp) const {
+    const auto key = std::make_tuple(b, e, tp);
+    auto it = grad_cache_.find(key);
+    if (it != grad_cache_.end()) return it->second;
+    return grad_cache_.emplace(key, prof_.grad_bytes(b, e, tp)).first->second;
+  }
   ShapeEval eval_bounds(int ps, int mb, int rc, const std::vector<int>& bounds) {
     const PipeShape& p = pipe_shapes_[ps];
     const int S = static_cast<int>(p.stages.size());
     ShapeEval ev;
     ev.bounds = bounds;
+    ev.stages = S;
     for (int j = 0; j < S; ++j) {
       const double c = stage_cost(p.stages[j], mb, rc, bounds[j], bounds[j + 1], S - j);
       if (!std::isfinite(c)) return ev;
@@ -242,6 +258,27 @@ class Oracle {
       ev.sum_t += c;
     }
     ev.feasible = true;
+    const double per_param = model_.dtype == "bf16" ? 4.0 : 2.0;
+    for (int j = 0; j < S; ++j) {
+      const StageShape& sj = stage_shapes_[p.stages[j]];
+      const double gb = grad_bytes(bounds[j], bounds[j + 1], sj.tp);
+      // Optimizer step after the reduction: mixed-precision Adam streams ~34 bytes per parameter (fp32
+      // master weight, m, v read+write, fp32 gradient read, bf16 weight write), memory-bound on each GPU.
+      for (size_t ty = 0; ty < types_.size(); ++ty)
+        if (sj.groups[ty] > 0)
+          ev.opt_s = std::max(ev.opt_s, op_time_s(OpCost{OpClass::Memory, 0.0, gb / per_param * 34.0}, cluster_.catalog.at(types_[ty].name),
+                                                  model_.dtype));
+      if (j == 0) {
+        ev.grad0 = gb;
+        ev.groups0 = sj.total_groups;
+        ev.bw0_intra = ev.bw0_nic = kInf;
+        for (size_t ty = 0; ty < types_.size(); ++ty)
+          if (sj.groups[ty] > 0) {
+            ev.bw0_intra = std::min(ev.bw0_intra, prof_.intra_bw(types_[ty].name));
+            ev.bw0_nic = std::min(ev.bw0_nic, prof_.nic_bw_per_gpu(types_[ty].name));
+          }
+      }
+    }
     return ev;
   }
 
@@ -264,35 +301,24 @@ class Oracle {
   // (m - 1) steady-state steps of the bottleneck stage (Narayanan et al. SC'21 §2.2), plus activation
   // send/recv on every stage boundary (forward and backward) over the type's NIC (pessimistic).
   double pipe_time(const ShapeEval& ev, int m, double p2p) const {
-    return (m - 1) * ev.max_t + ev.sum_t + 2.0 * p2p * (static_cast<double>(ev.stage_t.size()) - 1.0);
+    return (m - 1) * ev.max_t + ev.sum_t + 2.0 * p2p * (ev.stages - 1.0);
   }
 
   // Exposed gradient all-reduce: in 1F1B the first stage finishes its backward last, so its reduction over
   // the replicas holding its layers (every pipeline's first stage, every TP group of it) is not hidden
   // (ring all-reduce 2(R-1)/R x bytes / bandwidth; Megatron overlaps the other stages' reductions).
-  mutable std::map<std::tuple<int, int, int>, double> grad_cache_;
-  double grad_bytes(int b, int e, int tp) const {
-    const auto key = std::make_tuple(b, e, tp);
-    auto it = grad_cache_.find(key);
-    if (it != grad_cache_.end()) return it->second;
-    return grad_cache_.emplace(key, prof_.grad_bytes(b, e, tp)).first->second;
-  }
   double dp_term(const Structure& s, const std::vector<const ShapeEval*>& evs, bool multi_node) const {
     const int P = static_cast<int>(s.pipes.size());
-    double worst = 0;
+    double worst = 0, opt = 0;
     for (int i = 0; i < P; ++i) {
-      const StageShape& st = stage_shapes_[pipe_shapes_[s.pipes[i]].stages[0]];
-      const double R = static_cast<double>(P) * st.total_groups;
-      if (R <= 1) continue;
-      double bw = kInf;
-      for (size_t ty = 0; ty < types_.size(); ++ty)
-        if (st.groups[ty] > 0)
-          bw = std::min(bw, multi_node ? prof_.nic_bw_per_gpu(types_[ty].name) : prof_.intra_bw(types_[ty].name));
-      if (!(bw > 0) || !std::isfinite(bw)) continue;
-      const double bytes = grad_bytes(evs[i]->bounds[0], evs[i]->bounds[1], st.tp);
-      worst = std::max(worst, 2.0 * (R - 1) / R * bytes / bw);
+      const ShapeEval& ev = *evs[i];
+      opt = std::max(opt, ev.opt_s);
+      const double R = static_cast<double>(P) * ev.groups0;
+      const double bw = multi_node ? ev.bw0_nic : ev.bw0_intra;
+      if (R <= 1 || !(bw > 0) || !std::isfinite(bw)) continue;
+      worst = std::max(worst, 2.0 * (R - 1) / R * ev.grad0 / bw);
     }
-    return worst;
+    return worst + opt;
   }
 
   void enumerate();
@@ -356,6 +382,8 @@ class Oracle {
 // Enumeration up to symmetry: stage shapes, pipeline shapes, structures (multisets of pipeline shapes).
 void Oracle::enumerate() {
   const int T = static_cast<int>(types_.size());
+  const int total_gpus = cluster_.total_gpus();
+  const bool small = total_gpus <= 8;
   std::set<int> tps;
   for (const TypeInfo& t : types_)
     for (const int tp : t.tps) tps.insert(tp);
@@ -375,6 +403,8 @@ void Oracle::enumerate() {
         return;
       }
       for (int c = 0; c <= cap[ty]; ++c) {
+        // Larger snapshots: group counts per type are 0, powers of two, or all the type holds.
+        if (!small && c > 0 && (c & (c - 1)) != 0 && c != cap[ty]) continue;
         cnt[ty] = c;
         rec(ty + 1);
       }
@@ -382,24 +412,40 @@ void Oracle::enumerate() {
     };
     rec(0);
   }
-  // Pipeline shapes: sequences of stage shapes within the inventory, at most `layers` stages.
+  if (!small) {
+    // Larger snapshots: stage order inside a pipeline is canonical (non-decreasing stage shape id) and stage
+    // shapes are ordered by the memory they offer, largest first - 1F1B keeps the most micro-batches in
+    // flight on the first stages, so memory-rich stages go first (a reduction that is exact only up to the
+    // embedding/head placement; <= 8 GPUs enumerate every order).
+    std::vector<double> mem(stage_shapes_.size(), 0.0);
+    std::vector<int> idx(stage_shapes_.size());
+    std::iota(idx.begin(), idx.end(), 0);
+    for (size_t k = 0; k < stage_shapes_.size(); ++k)
+      for (int ty = 0; ty < T; ++ty) mem[k] += stage_shapes_[k].groups[ty] * stage_shapes_[k].tp * prof_.gpu_memory_bytes(types_[ty].name);
+    std::stable_sort(idx.begin(), idx.end(), [&](int x, int y) { return mem[x] > mem[y]; });
+    std::vector<StageShape> sorted;
+    for (const int k : idx) sorted.push_back(stage_shapes_[k]);
+    stage_shapes_ = std::move(sorted);
+  }
+  // Pipeline shapes: sequences of stage shapes within the inventory, at most `layers` stages, by iterative
+  // deepening on the number of stages (so a cap keeps every shallower pipeline).
   std::vector<int> used(T, 0);
   std::vector<int> seq;
-  std::function<void()> rec_pipe = [&]() {
-    if (capped_) return;
-    if (!seq.empty()) {
+  bool pipe_cap = false;
+  int emitted = 0;
+  std::function<void(int, int)> rec_pipe = [&](int depth, int from) {
+    if (pipe_cap) return;
+    if (static_cast<int>(seq.size()) == depth) {
       PipeShape p;
       p.stages = seq;
       p.gpus = used;
       p.total = std::accumulate(used.begin(), used.end(), 0);
       pipe_shapes_.push_back(p);
-      if (static_cast<long>(pipe_shapes_.size()) >= kMaxPipeShapes) {
-        capped_ = true;
-        return;
-      }
+      ++emitted;
+      if (static_cast<long>(pipe_shapes_.size()) >= kMaxPipeShapes) pipe_cap = true;
+      return;
     }
-    if (static_cast<int>(seq.size()) >= L_) return;
-    for (int ss = 0; ss < static_cast<int>(stage_shapes_.size()); ++ss) {
+    for (int ss = small ? 0 : from; ss < static_cast<int>(stage_shapes_.size()); ++ss) {
       const StageShape& st = stage_shapes_[ss];
       bool ok = true;
       for (int ty = 0; ty < T; ++ty)
@@ -407,25 +453,69 @@ void Oracle::enumerate() {
       if (!ok) continue;
       for (int ty = 0; ty < T; ++ty) used[ty] += st.groups[ty] * st.tp;
       seq.push_back(ss);
-      rec_pipe();
+      rec_pipe(depth, ss);
       seq.pop_back();
       for (int ty = 0; ty < T; ++ty) used[ty] -= st.groups[ty] * st.tp;
-      if (capped_) return;
+      if (pipe_cap) return;
     }
   };
-  rec_pipe();
-  // Smaller pipelines first (stable: enumeration order otherwise), so the structure search can stop early.
-  std::stable_sort(pipe_shapes_.begin(), pipe_shapes_.end(), [](const PipeShape& a, const PipeShape& b) { return a.total < b.total; });
-  const int total_gpus = cluster_.total_gpus();
-  // Structures: multisets (non-decreasing shape ids) within the inventory; at most global_batch pipelines.
+  for (int depth = 1; depth <= L_ && !pipe_cap; ++depth) {
+    emitted = 0;
+    rec_pipe(depth, 0);
+    if (emitted == 0) break;  // no deeper pipeline fits the inventory
+  }
+  if (pipe_cap) capped_ = true;
+  if (small) {
+    // Smaller pipelines first (stable), so the exhaustive structure search can stop early.
+    std::stable_sort(pipe_shapes_.begin(), pipe_shapes_.end(), [](const PipeShape& a, const PipeShape& b) { return a.total < b.total; });
+  } else {
+    // Most promising pipelines first: predicted samples/s per GPU at micro-batch 1 (lightest recompute that
+    // fits); shapes that fit at no recompute level are dropped (a larger micro-batch needs more memory).
+    std::vector<double> score(pipe_shapes_.size(), -1.0);
+    for (size_t k = 0; k < pipe_shapes_.size(); ++k) {
+      // shape_eval caches by index: evaluate on a temporary copy of the shape list position.
+      for (int r = 0; r < 3; ++r) {
+        const ShapeEval& ev = shape_eval(static_cast<int>(k), 1, r);
+        if (!ev.feasible) continue;
+        score[k] = 1.0 / ev.max_t / pipe_shapes_[k].total;
+        break;
+      }
+    }
+    std::vector<int> idx(pipe_shapes_.size());
+    std::iota(idx.begin(), idx.end(), 0);
+    std::stable_sort(idx.begin(), idx.end(), [&](int x, int y) { return score[x] > score[y]; });
+    std::vector<PipeShape> sorted;
+    for (const int k : idx)
+      if (score[k] > 0) sorted.push_back(pipe_shapes_[k]);
+    pipe_shapes_ = std::move(sorted);
+    shape_cache_.clear();  // indices changed
+  }
+  bool struct_cap = false;
+  // Structures: first D identical pipelines of one shape (Megatron / AMP / Sailor forms, Metis with D = 1),
+  // then every other multiset of pipeline shapes (non-decreasing shape ids) within the inventory, at most
+  // global_batch pipelines, until the cap.
+  for (int ps = 0; ps < static_cast<int>(pipe_shapes_.size()) && !struct_cap; ++ps) {
+    const PipeShape& p = pipe_shapes_[ps];
+    for (int d = 1; d <= global_; ++d) {
+      bool ok = true;
+      for (int ty = 0; ty < T; ++ty)
+        if (d * p.gpus[ty] > types_[ty].gpus) ok = false;
+      if (!ok) break;
+      structures_.push_back({std::vector<int>(d, ps)});
+      if (static_cast<long>(structures_.size()) >= kMaxStructures) {
+        struct_cap = true;
+        break;
+      }
+    }
+  }
   std::fill(used.begin(), used.end(), 0);
   std::vector<int> pipes;
   std::function<void(int)> rec_struct = [&](int from) {
-    if (capped_) return;
-    if (!pipes.empty()) {
+    if (struct_cap) return;
+    if (!pipes.empty() && pipes.front() != pipes.back()) {  // homogeneous multisets were listed above
       structures_.push_back({pipes});
       if (static_cast<long>(structures_.size()) >= kMaxStructures) {
-        capped_ = true;
+        struct_cap = true;
         return;
       }
     }
@@ -433,7 +523,10 @@ void Oracle::enumerate() {
     const int used_total = std::accumulate(used.begin(), used.end(), 0);
     for (int ps = from; ps < static_cast<int>(pipe_shapes_.size()); ++ps) {
       const PipeShape& p = pipe_shapes_[ps];
-      if (used_total + p.total > total_gpus) break;  // sorted by size
+      if (used_total + p.total > total_gpus) {
+        if (small) break;  // sorted by size
+        continue;
+      }
       bool ok = true;
       for (int ty = 0; ty < T; ++ty)
         if (used[ty] + p.gpus[ty] > types_[ty].gpus) ok = false;
@@ -443,10 +536,11 @@ void Oracle::enumerate() {
       rec_struct(ps);
       pipes.pop_back();
       for (int ty = 0; ty < T; ++ty) used[ty] -= p.gpus[ty];
-      if (capped_) return;
+      if (struct_cap) return;
     }
   };
   rec_struct(0);
+  if (struct_cap) capped_ = true;
   stats_.structures = static_cast<long>(structures_.size());
   stats_.enumeration_capped = capped_;
 }
@@ -547,26 +641,45 @@ void Oracle::price_and_rank() {
   const long remaining = std::max(0L, req_.budget_evaluations - eval_.evaluations());
   const long keep = std::min(kMaxCandidates, 4 * remaining + 64);
   std::priority_queue<Candidate, std::vector<Candidate>, decltype(better)> heap(better);  // top = worst kept
+  bool capped_wall = false;
+  struct PlacementInfo {
+    int state = 0;  // 0 unknown, 1 placed, 2 no placement
+    bool multi_node = false;
+    std::vector<int> policies;
+  };
+  std::vector<PlacementInfo> placement_info(structures_.size());
+  // Lower bound on anything a (structure, mb) can still add: no candidate below the worst kept one.
+  auto hopeless = [&](double lower_bound) {
+    return static_cast<long>(heap.size()) >= keep && lower_bound >= heap.top().predicted;
+  };
   std::vector<int> mbs;
   for (const int mb : {1, 2, 4, 8})
     if (global_ % mb == 0) mbs.push_back(mb);
+  // Two passes: every structure at its min-max partitions first (a tight bound for the kept set early), then,
+  // on <= 8 GPUs, every other contiguous partition, pruned by lower bounds against that set.
+  for (int pass = 0; pass < (small ? 2 : 1) && !capped_wall; ++pass)
   for (int si = 0; si < static_cast<int>(structures_.size()); ++si) {
     const Structure& s = structures_[si];
     const int P = static_cast<int>(s.pipes.size());
-    // Placement feasibility (both policies); the second only when it differs.
-    std::vector<std::vector<std::vector<std::vector<GpuId>>>> pl0, pl1;
-    const bool ok0 = place(s, 0, pl0), ok1 = place(s, 1, pl1);
-    std::vector<int> policies;
-    if (ok0) policies.push_back(0);
-    if (ok1 && (!ok0 || pl1 != pl0)) policies.push_back(1);
-    if (policies.empty()) continue;
-    // Whether the structure spans nodes (DP reduction over NICs), from the first feasible placement.
-    std::set<int> nodes_used;
-    for (const auto& pipe : ok0 ? pl0 : pl1)
-      for (const auto& stage : pipe)
-        for (const auto& group : stage)
-          for (const GpuId g : group) nodes_used.insert(cluster_.node_of(g));
-    const bool multi_node = nodes_used.size() > 1;
+    // Placement feasibility (both policies; the second only when it differs) and whether the structure spans
+    // nodes (DP reduction over NICs) - computed once, lazily (only for structures that can enter the kept set).
+    auto ensure_placed = [&]() -> const PlacementInfo& {
+      PlacementInfo& info = placement_info[si];
+      if (info.state != 0) return info;
+      std::vector<std::vector<std::vector<std::vector<GpuId>>>> pl0, pl1;
+      const bool ok0 = place(s, 0, pl0), ok1 = place(s, 1, pl1);
+      if (ok0) info.policies.push_back(0);
+      if (ok1 && (!ok0 || pl1 != pl0)) info.policies.push_back(1);
+      std::set<int> nodes_used;
+      for (const auto& pipe : ok0 ? pl0 : pl1)
+        for (const auto& stage : pipe)
+          for (const auto& group : stage)
+            for (const GpuId g : group) nodes_used.insert(cluster_.node_of(g));
+      info.multi_node = nodes_used.size() > 1;
+      info.state = info.policies.empty() ? 2 : 1;
+      return info;
+    };
+    if (placement_info[si].state == 2) continue;
     // Distinct shapes and their multiplicities (consecutive in s.pipes).
     std::vector<int> distinct;
     for (const int ps : s.pipes)
@@ -581,12 +694,29 @@ void Oracle::price_and_rank() {
         if (all) rc = r;
       }
       if (rc < 0) {
-        ++predicted_oom_;
+        if (pass == 0) ++predicted_oom_;
         continue;
       }
       const double p2p = p2p_time(s, mb);
       std::vector<const ShapeEval*> evs;
       for (const int ps : s.pipes) evs.push_back(&shape_eval(ps, mb, rc));
+      // Lower bound (every pipeline takes >= 1 micro-batch; some pipeline takes >= ceil(M / P)).
+      const long per = (global_ / mb + P - 1) / P;
+      if (pass == 0) {
+        double lb1 = 0, lb2 = kInf;
+        for (int i = 0; i < P; ++i) {
+          lb1 = std::max(lb1, pipe_time(*evs[i], 1, p2p));
+          lb2 = std::min(lb2, pipe_time(*evs[i], static_cast<int>(per), p2p));
+        }
+        if (hopeless(std::max(lb1, lb2))) {
+          dropped_ = true;
+          continue;
+        }
+      }
+      const PlacementInfo& placed = ensure_placed();
+      if (placed.state == 2) break;
+      const bool multi_node = placed.multi_node;
+      const std::vector<int>& policies = placed.policies;
       auto push = [&](int split_kind, int part_shape, int part_index, double pred) {
         for (const int pol : policies) {
           Candidate c;
@@ -611,18 +741,14 @@ void Oracle::price_and_rank() {
           }
         }
       };
-      // Lower bound on anything this (structure, mb) can still add: no candidate below the worst kept one.
-      auto hopeless = [&](double lower_bound) {
-        return static_cast<long>(heap.size()) >= keep && lower_bound >= heap.top().predicted;
-      };
-      double pred0 = 0, pred1 = 0;
-      const std::vector<int> m0 = split(s, evs, mb, 0, p2p, &pred0);
-      push(0, -1, 0, pred0 + dp_term(s, evs, multi_node));
-      const std::vector<int> m1 = split(s, evs, mb, 1, p2p, &pred1);
-      if (m1 != m0) push(1, -1, 0, pred1 + dp_term(s, evs, multi_node));
-      // <= 8 GPUs: every contiguous partition of each distinct shape (the others at their min-max optimum).
-      if (small) {
-        const long per = (global_ / mb + P - 1) / P;  // some pipeline takes >= ceil(M / P) micro-batches
+      if (pass == 0) {
+        double pred0 = 0, pred1 = 0;
+        const std::vector<int> m0 = split(s, evs, mb, 0, p2p, &pred0);
+        push(0, -1, 0, pred0 + dp_term(s, evs, multi_node));
+        const std::vector<int> m1 = split(s, evs, mb, 1, p2p, &pred1);
+        if (m1 != m0) push(1, -1, 0, pred1 + dp_term(s, evs, multi_node));
+      } else {
+        // <= 8 GPUs: every contiguous partition of each distinct shape (the others at their min-max optimum).
         for (const int ps : distinct) {
           // Lower bound from the other pipelines: each takes >= 1 micro-batch.
           double lb_others = 0;
@@ -648,7 +774,7 @@ void Oracle::price_and_rank() {
       }
     }
     if (req_.budget_wall_s > 0 && eval_.elapsed_s() >= req_.budget_wall_s) {
-      capped_ = true;  // the wall budget ran out while pricing
+      capped_ = capped_wall = true;  // the wall budget ran out while pricing
       break;
     }
   }
@@ -723,11 +849,21 @@ std::vector<Plan> Oracle::ep_variants(const Plan& base) const {
     if (np % e != 0) return false;
     for (int first = 0; first < np; first += e)
       for (int q = first + 1; q < first + e; ++q) {
-        const auto& a = base.pipelines[first].stages;
-        const auto& b = base.pipelines[q].stages;
+        // Megatron-Core's EP ranks are data-parallel replicas: identical pipelines (same micro-batches, same
+        // layers, same TP groups shape). Validation only asks for equal layers, but the all-to-all pairs the
+        // ranks micro-batch by micro-batch, so unequal replicas cannot exchange tokens in step.
+        const Pipeline& pa = base.pipelines[first];
+        const Pipeline& pb = base.pipelines[q];
+        if (pa.micro_batch != pb.micro_batch || pa.micro_batches != pb.micro_batches) return false;
+        const auto& a = pa.stages;
+        const auto& b = pb.stages;
         if (a.size() != b.size()) return false;
-        for (size_t j = 0; j < a.size(); ++j)
+        for (size_t j = 0; j < a.size(); ++j) {
           if (a[j].layer_begin != b[j].layer_begin || a[j].layer_end != b[j].layer_end) return false;
+          if (a[j].groups.size() != b[j].groups.size()) return false;
+          for (size_t k = 0; k < a[j].groups.size(); ++k)
+            if (a[j].groups[k].tp != b[j].groups[k].tp || a[j].groups[k].share != b[j].groups[k].share) return false;
+        }
       }
     return true;
   };
@@ -768,7 +904,15 @@ void Oracle::simulate(Plan plan, int rc, bool escalate) {
     if (!seen_.insert(key).second) return;
     if (out_of_budget()) return;
     std::string why;
-    const std::optional<double> t = eval_.iteration_time(plan, &why);
+    std::optional<double> t;
+    try {
+      t = eval_.iteration_time(plan, &why);
+    } catch (const std::exception& e) {
+      // A simulator failure on one candidate (reported upstream) must not sink the whole search.
+      ++invalid_;
+      last_invalid_ = std::string("simulator error: ") + e.what();
+      return;
+    }
     if (t) {
       if (*t < best_time_) {
         best_time_ = *t;
@@ -850,34 +994,20 @@ void Oracle::phase1() {
 
 PlanResult Oracle::run() {
   PlanResult result;
-  long p1 = 0; double p1best = 0;
   phase1();
   if (!budget_cut_) {
-    const auto t0 = Clock::now();
     enumerate();
-    const auto t1 = Clock::now();
     price_and_rank();
-    if (std::getenv("ORACLE_DEBUG"))
-      std::fprintf(stderr, "enumerate %.3f s, price %.3f s\n", std::chrono::duration<double>(t1 - t0).count(),
-                   std::chrono::duration<double>(Clock::now() - t1).count());
     stats_.candidates += priced_;
-    p1 = eval_.evaluations();
-    p1best = best_time_;
-    long rank = 0;
     for (const Candidate& c : cands_) {
       if (out_of_budget()) break;
-      const double before = best_time_;
       for (Plan& p : ep_variants(build(c))) {
         simulate(std::move(p), c.rc, true);
         if (budget_cut_) break;
       }
-      if (std::getenv("ORACLE_DEBUG") && best_time_ < before)
-        std::fprintf(stderr, "  improved at rank %ld eval %ld: %.6f (pred %.6f)\n", rank, eval_.evaluations(), best_time_, c.predicted);
-      ++rank;
       if (budget_cut_) break;
     }
   }
-  if (std::getenv("ORACLE_DEBUG")) std::fprintf(stderr, "phase1 evals %ld best %.6f\n", p1, p1best);
   stats_.simulated = eval_.evaluations();
   result.evaluations = eval_.evaluations();
   result.search_complete = !budget_cut_ && !capped_ && !dropped_;

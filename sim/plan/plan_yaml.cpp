@@ -762,6 +762,20 @@ void validate_plan(const Plan& plan, const Cluster& cluster, const ModelConfig& 
                                           to_string(s.ep_scope) + ")");
         if (o.experts != s.experts)
           fail(o.line, opath + ".experts", "EP group " + block + " needs the same experts placement as " + stage_path(i, j));
+        // The EP peers meet at every MoE layer of every micro-batch, in schedule order: the pipelines of
+        // the block must run the same schedule (same depth and micro-batch count) and pair their TP groups
+        // one to one, as Megatron-Core's identical data-parallel replicas do; otherwise the rendezvous can
+        // wait on a pass that the peer's schedule runs later (a deadlock).
+        if (other.stages.size() != p.stages.size() || other.micro_batches != p.micro_batches)
+          fail(other.line, "pipelines[" + std::to_string(q) + "]",
+               "EP group " + block + " needs pipelines of the same depth and micro-batch count: pipelines[" + std::to_string(q) +
+                   "] has " + std::to_string(other.stages.size()) + " stages and " + std::to_string(other.micro_batches) +
+                   " micro-batches, pipelines[" + std::to_string(i) + "] " + std::to_string(p.stages.size()) + " and " +
+                   std::to_string(p.micro_batches));
+        if (o.groups.size() != s.groups.size())
+          fail(o.line, opath + ".groups", "EP group " + block + " pairs TP groups one to one: " + opath + " has " +
+                                              std::to_string(o.groups.size()) + " groups, " + stage_path(i, j) + " has " +
+                                              std::to_string(s.groups.size()));
       }
     }
   }

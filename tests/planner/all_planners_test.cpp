@@ -4,6 +4,7 @@
 // the same plan; and the oracle is never beaten on a cluster it enumerates completely.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -111,31 +112,33 @@ INSTANTIATE_TEST_SUITE_P(Registered, AllPlanners, ::testing::ValuesIn(planners_u
                          [](const auto& info) { return info.param; });
 
 // The oracle's space contains every plan form the baselines produce, so where it enumerates completely
-// (search_complete) no baseline's simulated time may be lower than the oracle's.
+// (search_complete) no baseline's simulated time may be lower than the oracle's. Its search is complete on
+// clusters of up to 4 GPUs (1.5-8 k simulations, 0.1-3.6 s); on 8 GPUs its structure caps cut it.
 TEST(OracleNeverBeaten, OnClustersItEnumerates) {
   const auto names = registered_planner_names();
   if (std::find(names.begin(), names.end(), "oracle") == names.end()) GTEST_SKIP() << "oracle not registered";
   const GpuCatalog catalog = GpuCatalog::load_default();
   int compared = 0;
-  for (const std::string spec : {"A100-80:1x4,V100-32:1x4", "A100-80:1x2,T4:2x1", "A100-80:2x4", "T4:4x1"}) {
+  const std::vector<std::pair<std::string, bool>> cases = {
+      {"A100-80:1x2,T4:2x1", false}, {"A100-80:1x2,V100-32:1x2", false}, {"A100-80:2x2", false},
+      {"T4:4x1", false}, {"T4:4x1", true}};
+  for (const auto& [spec, moe] : cases) {
     const Cluster c = load_cluster(spec, catalog);
     const Topology t(c);
-    for (const bool moe : {false, true}) {
-      const ModelConfig m = moe ? test::small_moe_model(32) : test::small_gpt_model(32);
-      SCOPED_TRACE(spec + " with " + m.name);
-      const Outcome oracle = run("oracle", c, t, m, 1'000'000);
-      if (!oracle.result.search_complete) continue;
-      for (const std::string& p : planners_under_test()) {
-        if (p == "oracle") continue;
-        const Outcome o = run(p, c, t, m, 2000);
-        if (std::isnan(o.simulated_s)) continue;
-        ASSERT_FALSE(std::isnan(oracle.simulated_s)) << p << " found a plan that fits, the oracle did not";
-        EXPECT_LE(oracle.simulated_s, o.simulated_s * (1 + 1e-9)) << p << " beat the oracle";
-        ++compared;
-      }
+    const ModelConfig m = moe ? test::small_moe_model(32) : test::small_gpt_model(32);
+    SCOPED_TRACE(spec + " with " + m.name);
+    const Outcome oracle = run("oracle", c, t, m, 1'000'000);
+    ASSERT_TRUE(oracle.result.search_complete) << "the oracle no longer enumerates this cluster completely";
+    for (const std::string& p : planners_under_test()) {
+      if (p == "oracle") continue;
+      const Outcome o = run(p, c, t, m, 2000);
+      if (std::isnan(o.simulated_s)) continue;
+      ASSERT_FALSE(std::isnan(oracle.simulated_s)) << p << " found a plan that fits, the oracle did not";
+      EXPECT_LE(oracle.simulated_s, o.simulated_s * (1 + 1e-9)) << p << " beat the oracle";
+      ++compared;
     }
   }
-  EXPECT_GT(compared, 0) << "the oracle enumerated none of the clusters completely";
+  EXPECT_GE(compared, 20) << "too few baseline plans to compare with";
 }
 
 }  // namespace

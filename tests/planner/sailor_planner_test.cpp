@@ -233,9 +233,11 @@ TEST(SailorPlanner, NothingFitsGivesReason) {
 }
 
 // The memo only saves work: the plain recursion gives the same plan, prediction and evaluation count, and
-// the same request gives the same plan twice.
+// the same request gives the same plan twice. The memo key is canonical over interchangeable nodes (same
+// group, same GPU count), so the multi-node clusters exercise hits between states that differ only by which
+// identical node holds which free GPUs.
 TEST(SailorPlanner, MemoisationMatchesPlainDpAndIsDeterministic) {
-  for (const char* spec : {"A100-80:1x4,V100-32:1x4", "tiny-hetero"}) {
+  for (const char* spec : {"A100-80:1x4,V100-32:1x4", "tiny-hetero", "A100-80:2x4,V100-32:2x4"}) {
     const Cluster c = load_cluster(spec, GpuCatalog::load_default());
     const Topology t(c);
     const ModelConfig m = test::small_gpt_model(16);

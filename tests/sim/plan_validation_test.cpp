@@ -253,6 +253,20 @@ TEST(PlanValidation, ExpertParallelismConsistency) {
   expect_error(z, "layers: [0, 12]", "pipelines[0].stages[0].ep", "ep=2 does not divide 63 experts (give an uneven placement under 'experts')", m);
 }
 
+TEST(PlanValidation, ExpertParallelBlocksMustBeReplicas) {
+  // EP peers meet at every MoE layer of every micro-batch, so the pipelines of an EP block need the same
+  // micro-batch count (and depth) and the same number of TP groups in the stage; otherwise the simulated
+  // rendezvous would wait on a pass the peer's schedule runs later.
+  std::string t = replace(kValid, "      - layers: [12, 24]\n", "        ep: 2\n      - layers: [12, 24]\n");
+  t = replace(t, "      - layers: [12, 24]\n", "        ep: 2\n      - layers: [12, 24]\n", 1);
+  std::string u = replace(t, "micro_batches: 64", "micro_batches: 32", 1);
+  u = replace(u, "micro_batch: 4", "micro_batch: 8", 1);
+  expect_error(u, "micro_batch: 8", "pipelines[1]",
+               "EP group pipelines 0-1 needs pipelines of the same depth and micro-batch count: pipelines[1] has 2 stages and 32 "
+               "micro-batches, pipelines[0] 2 and 64",
+               moe64());
+}
+
 TEST(PlanValidation, BadScheduleName) {
   const std::string t = replace(kValid, "schedule: 1f1b", "schedule: zb");
   expect_error(t, "schedule: zb", "schedule", "unknown schedule 'zb' (expected one of: 1f1b, gpipe, interleaved)");

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "planner/common/evaluator.h"
@@ -108,10 +109,20 @@ struct TypeInfo {
   std::vector<int> tps;    // TP candidates
 };
 
+// Interchangeable nodes: same node group (so same GPU type and links) and same GPU count. The DP works on
+// "slots": the nodes of each class, sorted by free GPUs ascending inside the class (ties: previous order).
+struct NodeClass {
+  int type = 0;
+  int group = 0;
+  int gpus = 0;
+  int first_slot = 0;  // slots first_slot .. first_slot+count-1
+  int count = 0;
+};
+
 struct Replica {
   int type = 0;
   int tp = 1;
-  int node = 0;
+  int node = 0;         // a slot inside the DP, a cluster node index in a finished configuration
   int first_local = 0;  // GPUs first_local .. first_local+tp-1 of the node
 };
 
@@ -126,20 +137,53 @@ struct PipeInfo {
   double tpp = 0;         // T_pp of this suffix as a pipeline of its own
 };
 
+// A solved DP state (memo entry): the best suffix s..P-1 on the state's slots, stored as its first stage
+// (replicas on the state's slots) and the entry of the rest (on the slots of the state it leaves).
+struct Entry {
+  bool feasible = false;
+  PipeInfo info;
+  std::vector<Replica> reps;
+  int child = -1;
+};
+
+// A finished configuration on cluster nodes.
 struct Suffix {
   bool feasible = false;
   PipeInfo info;
-  std::vector<std::vector<Replica>> stages;  // stages s..P-1, D replicas each
+  std::vector<std::vector<Replica>> stages;  // stages 0..P-1, D replicas each
 };
-
-using MemoKey = std::tuple<int, int, int, int, unsigned, std::vector<int>>;  // mbs, stages left, start, D, types, free
 
 class Search {
  public:
   Search(const PlanRequest& req, const Profiler& prof, const std::vector<TypeInfo>& types, long global,
          bool memoize, SailorPlanner::Stats& stats, Clock::time_point start)
       : req_(req), c_(*req.cluster), prof_(prof), types_(types), global_(global), memoize_(memoize),
-        stats_(stats), start_(start) {}
+        stats_(stats), start_(start) {
+    // Classes ordered by (type, group, GPUs); slots of a class start in fill order.
+    std::map<std::tuple<int, int, int>, std::vector<int>> by_class;
+    for (size_t t = 0; t < types_.size(); ++t)
+      for (const int n : types_[t].nodes)
+        by_class[{static_cast<int>(t), c_.nodes[n].group, c_.nodes[n].gpus}].push_back(n);
+    for (const auto& [k, nodes] : by_class) {
+      NodeClass nc;
+      std::tie(nc.type, nc.group, nc.gpus) = k;
+      nc.first_slot = static_cast<int>(slot_node_.size());
+      nc.count = static_cast<int>(nodes.size());
+      for (const int n : nodes) {
+        slot_node_.push_back(n);
+        slot_class_.push_back(static_cast<int>(classes_.size()));
+      }
+      classes_.push_back(nc);
+    }
+    type_classes_.assign(types_.size(), {});
+    for (size_t k = 0; k < classes_.size(); ++k) type_classes_[classes_[k].type].push_back(static_cast<int>(k));
+    intra_.resize(types_.size());
+    nic_.resize(types_.size());
+    for (size_t t = 0; t < types_.size(); ++t) {
+      intra_[t] = prof_.intra_bw(types_[t].name);
+      nic_[t] = prof_.nic_bw_per_gpu(types_[t].name);
+    }
+  }
 
   // Per (P, mbs): stages and TP per (type, stage); returns the usable-type mask (0: nothing fits).
   unsigned prepare(int P, int mbs) {
@@ -147,6 +191,10 @@ class Search {
     mbs_ = mbs;
     stages_ = sailor_stages(prof_.model().layers, P);
     tp_.assign(types_.size(), {});
+    comp_.assign(types_.size(), {});
+    update_.assign(types_.size(), {});
+    grad_.assign(types_.size(), {});
+    p2p_bytes_ = prof_.p2p_bytes(mbs_);
     unsigned mask = 0;
     for (size_t t = 0; t < types_.size(); ++t) {
       const TypeInfo& ti = types_[t];
@@ -164,6 +212,20 @@ class Search {
         tps.push_back(std::max(speedup_tp(t, b, e), min_tp));
       }
       if (!ok) continue;
+      // Per-(type, stage) profile terms, priced once (they depend on neither D nor the placement).
+      for (int s = 0; s < P; ++s) {
+        const auto [b, e] = stages_[s];
+        const ProfileKey key = key_of(ti.name, tps[s], mbs_);
+        comp_[t].push_back(prof_.stage_time_s(b, e, key));
+        grad_[t].push_back(prof_.grad_bytes(b, e, tps[s]));
+        // The per-layer optimizer "update" of Sailor's profile: one memory-bound pass over the rank's state.
+        double params = 0;
+        for (int l = b; l < e; ++l) params += prof_.layer(l, key).params;
+        if (b == 0) params += prof_.embedding(key).params;
+        if (e == prof_.model().layers) params += prof_.head(key).params;
+        update_[t].push_back(op_time_s(OpCost{OpClass::Memory, 0.0, params * kAdamBytesPerParam},
+                                       c_.catalog.at(ti.name), prof_.model().dtype));
+      }
       tp_[t] = std::move(tps);
       mask |= 1u << t;
     }
@@ -171,13 +233,32 @@ class Search {
     return mask;
   }
 
-  // solve_dp for stage 0 with D replicas per stage on the whole cluster.
+  // solve_dp for stage 0 with D replicas per stage on the whole cluster; the configuration on cluster nodes.
   Suffix solve_top(int D) {
     D_ = D;
     m_ = static_cast<long>(std::ceil(static_cast<double>(global_) / (static_cast<double>(mbs_) * D)));
-    std::vector<int> free(c_.nodes.size(), 0);
-    for (size_t n = 0; n < c_.nodes.size(); ++n) free[n] = std::max(0, c_.nodes[n].gpus);
-    return solve(0, free);
+    if (scratch_.size() < static_cast<size_t>(P_)) scratch_.resize(P_);  // never resized inside solve
+    std::vector<int> free(slot_node_.size());
+    for (size_t i = 0; i < free.size(); ++i) free[i] = classes_[slot_class_[i]].gpus;
+    const int top = solve(0, free);
+    Suffix out;
+    if (!entries_[top].feasible) return out;
+    out.feasible = true;
+    out.info = entries_[top].info;
+    // Concretise: replay the placements, carrying the slot -> node map through each re-sort of the slots.
+    std::vector<int> node_of = slot_node_;
+    std::vector<int> perm;
+    for (int e = top; e >= 0; e = entries_[e].child) {
+      std::vector<Replica> reps = entries_[e].reps;
+      for (const Replica& r : reps) free[r.node] -= r.tp;
+      for (Replica& r : reps) r.node = node_of[r.node];
+      out.stages.push_back(std::move(reps));
+      canonical(free, perm);
+      std::vector<int> next(node_of.size());
+      for (size_t i = 0; i < perm.size(); ++i) next[i] = node_of[perm[i]];
+      node_of = std::move(next);
+    }
+    return out;
   }
 
   long evaluations = 0;   // complete configurations priced by the own cost model
@@ -194,12 +275,30 @@ class Search {
   SailorPlanner::Stats& stats_;
   Clock::time_point start_;
 
+  std::vector<NodeClass> classes_;
+  std::vector<std::vector<int>> type_classes_;  // [type] -> its classes
+  std::vector<int> slot_node_;                  // initial slot -> cluster node
+  std::vector<int> slot_class_;
+  std::vector<double> intra_, nic_;             // per type
+
   int P_ = 1, mbs_ = 1, D_ = 1;
   long m_ = 1;
   unsigned mask_ = 0;
+  double p2p_bytes_ = 0;
   std::vector<std::pair<int, int>> stages_;
   std::vector<std::vector<int>> tp_;  // [type][stage]; empty: type unused
-  std::map<MemoKey, Suffix> memo_;
+  std::vector<std::vector<double>> comp_, update_, grad_;  // [type][stage]
+  std::vector<Entry> entries_;
+  // Looked up only, never iterated (determinism).
+  std::unordered_map<std::string, int> memo_;
+  // Per-depth scratch buffers (solve(s) uses scratch_[s]; its callee uses s+1).
+  struct Scratch {
+    std::vector<int> cap, combos, cur, left, perm;
+    std::vector<std::vector<int>> order;
+    std::vector<Replica> reps;
+    std::string key;
+  };
+  std::vector<Scratch> scratch_;
   std::map<std::tuple<size_t, int, int, int>, int> speedup_cache_;      // type, mbs, begin, end
   std::map<std::tuple<size_t, int, int, int, int>, int> memory_cache_;  // type, mbs, begin, end, in flight
 
@@ -224,23 +323,60 @@ class Search {
     return it->second;
   }
 
+  // Re-sorts every class's slots by free GPUs ascending, stably (the DP's canonical state); perm[new] = old.
+  void canonical(std::vector<int>& free, std::vector<int>& perm) const {
+    perm.resize(free.size());
+    for (size_t i = 0; i < perm.size(); ++i) perm[i] = static_cast<int>(i);
+    for (const NodeClass& k : classes_) {
+      const auto b = perm.begin() + k.first_slot, e = b + k.count;
+      if (std::is_sorted(free.begin() + k.first_slot, free.begin() + k.first_slot + k.count)) continue;
+      std::stable_sort(b, e, [&free](int x, int y) { return free[x] < free[y]; });
+      std::sort(free.begin() + k.first_slot, free.begin() + k.first_slot + k.count);
+    }
+  }
+
+  // The memo key: the sub-problem and, per node class, how many nodes have each number of free GPUs (which
+  // is all the canonical state holds: a class's slots are sorted by free GPUs).
+  void memo_key(int s, const std::vector<int>& free, std::string& key) const {
+    key.clear();
+    auto put = [&key](int v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
+    put(mbs_);
+    put(P_ - s);
+    put(stages_[s].first);
+    put(D_);
+    put(static_cast<int>(mask_));
+    for (const NodeClass& k : classes_) {
+      // A class's slots are sorted by free GPUs: run lengths per free value are its histogram.
+      int i = k.first_slot;
+      const int end = k.first_slot + k.count;
+      while (i < end) {
+        int j = i;
+        while (j < end && free[j] == free[i]) ++j;
+        put(free[i]);
+        put(j - i);
+        i = j;
+      }
+      put(-1);
+    }
+  }
+
   // Replicas of stage s that type t can still host: Σ over its nodes of floor(free / tp) (solve_dp rec_id).
   int capacity(size_t t, int s, const std::vector<int>& free) const {
     if (tp_[t].empty()) return 0;
     const int tp = tp_[t][s];
     int n = 0;
-    for (const int node : types_[t].nodes) n += free[node] / tp;
+    for (const int k : type_classes_[t])
+      for (int i = classes_[k].first_slot; i < classes_[k].first_slot + classes_[k].count; ++i) n += free[i] / tp;
     return n;
   }
 
   // generate_all_combos_new: per-type replica counts summing to D, each within its capacity; type 0's count
   // ascending outermost, the last type takes the remainder.
-  void combos(const std::vector<int>& cap, size_t t, int left, std::vector<int>& cur,
-              std::vector<std::vector<int>>& out) const {
+  void combos(const std::vector<int>& cap, size_t t, int left, std::vector<int>& cur, std::vector<int>& out) const {
     if (t + 1 == cap.size()) {
       if (left <= cap[t]) {
         cur.push_back(left);
-        out.push_back(cur);
+        out.insert(out.end(), cur.begin(), cur.end());
         cur.pop_back();
       }
       return;
@@ -252,21 +388,37 @@ class Search {
     }
   }
 
-  // Places the combination's replicas, filling each type's nodes in order; false if they do not fit.
-  bool place(int s, const std::vector<int>& combo, std::vector<int>& free, std::vector<Replica>& reps) const {
-    for (size_t t = 0; t < combo.size(); ++t) {
+  // A type's fill order on a state: most GPUs per node first, then the fullest (fewest free GPUs, so a
+  // partly used node is filled before a fresh one, as filling zones in order does), then class and slot.
+  void fill_order(size_t t, const std::vector<int>& free, std::vector<int>& order) const {
+    order.clear();
+    for (const int k : type_classes_[t])
+      for (int i = classes_[k].first_slot; i < classes_[k].first_slot + classes_[k].count; ++i)
+        if (free[i] > 0) order.push_back(i);
+    if (type_classes_[t].size() > 1)
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+        const int ga = classes_[slot_class_[a]].gpus, gb = classes_[slot_class_[b]].gpus;
+        if (ga != gb) return ga > gb;
+        return free[a] < free[b];
+      });
+  }
+
+  // Places the combination's replicas, filling each type's slots in fill order; false if they do not fit.
+  bool place(int s, const int* combo, const std::vector<std::vector<int>>& order, std::vector<int>& free,
+             std::vector<Replica>& reps) const {
+    for (size_t t = 0; t < types_.size(); ++t) {
       int need = combo[t];
       if (need == 0) continue;
       const int tp = tp_[t][s];
-      for (const int node : types_[t].nodes) {
-        while (need > 0 && free[node] >= tp) {
+      for (const int slot : order[t]) {
+        while (need > 0 && free[slot] >= tp) {
           Replica r;
           r.type = static_cast<int>(t);
           r.tp = tp;
-          r.node = node;
-          r.first_local = c_.nodes[node].gpus - free[node];
+          r.node = slot;
+          r.first_local = classes_[slot_class_[slot]].gpus - free[slot];
           reps.push_back(r);
-          free[node] -= tp;
+          free[slot] -= tp;
           --need;
         }
         if (need == 0) break;
@@ -278,36 +430,30 @@ class Search {
 
   // simulate_time_single_stage: the stage as a one-stage pipeline.
   PipeInfo price_stage(int s, const std::vector<Replica>& reps) const {
-    const auto [b, e] = stages_[s];
     const int D = static_cast<int>(reps.size());
     bool one_node = true;
-    for (const Replica& r : reps) one_node = one_node && r.node == reps.front().node;
-    std::vector<int> seen_tp(types_.size(), 0);
-    for (const Replica& r : reps) seen_tp[r.type] = r.tp;
+    unsigned seen = 0;
+    for (const Replica& r : reps) {
+      one_node = one_node && r.node == reps.front().node;
+      seen |= 1u << r.type;
+    }
     double comp = 0, sync = 0, update = 0;
     const double lat = c_.network.latency_s;
     for (size_t t = 0; t < types_.size(); ++t) {
-      if (seen_tp[t] == 0) continue;
-      const std::string& type = types_[t].name;
-      const ProfileKey key = key_of(type, seen_tp[t], mbs_);
+      if (!(seen & (1u << t))) continue;
+      const int tp = tp_[t][s];
       // Straggler type of the stage (the max over dp pairs' exec times).
-      comp = std::max(comp, prof_.stage_time_s(b, e, key));
+      comp = std::max(comp, comp_[t][s]);
       // find_ar_time / get_ar_time_with_buckets: ring all-reduce over D replicas on the bottleneck link.
       if (D > 1) {
-        const double bytes = prof_.grad_bytes(b, e, seen_tp[t]);
-        const double bw = one_node ? prof_.intra_bw(type) : prof_.nic_bw_per_gpu(type);
-        const double buckets = std::max(1.0, std::ceil(bytes * seen_tp[t] / kBucketBytes));
+        const double bytes = grad_[t][s];
+        const double bw = one_node ? intra_[t] : nic_[t];
+        const double buckets = std::max(1.0, std::ceil(bytes * tp / kBucketBytes));
         const double t_ar = bw > 0 ? 2.0 * (D - 1) / D * bytes / bw + 2.0 * (D - 1) * (one_node ? 0.0 : lat) * buckets
                                    : std::numeric_limits<double>::infinity();
         sync = std::max(sync, t_ar);
       }
-      // The per-layer optimizer "update" of Sailor's profile: one memory-bound pass over the rank's state.
-      double params = 0;
-      for (int l = b; l < e; ++l) params += prof_.layer(l, key).params;
-      if (b == 0) params += prof_.embedding(key).params;
-      if (e == prof_.model().layers) params += prof_.head(key).params;
-      update = std::max(update, op_time_s(OpCost{OpClass::Memory, 0.0, params * kAdamBytesPerParam},
-                                          c_.catalog.at(type), prof_.model().dtype));
+      update = std::max(update, update_[t][s]);
     }
     PipeInfo p;
     p.straggler = comp;
@@ -321,23 +467,24 @@ class Search {
   }
 
   // Activation send from replica a (stage s) to replica b (stage s+1): find_p2p_time_cost.
-  double p2p_time(const Replica& a, const Replica& b) const {
-    const double bytes = prof_.p2p_bytes(mbs_);
-    if (a.node == b.node) {
-      const double bw = std::min(prof_.intra_bw(types_[a.type].name), prof_.intra_bw(types_[b.type].name));
+  double p2p_time(const Replica& a, const Replica& b, bool same_node) const {
+    const double bytes = p2p_bytes_;
+    if (same_node) {
+      const double bw = std::min(intra_[a.type], intra_[b.type]);
       return bw > 0 ? bytes / bw : std::numeric_limits<double>::infinity();
     }
     // Sailor's network profile is per VM (GPU type x GPU count): here the TP group's share of its node's NICs.
-    const double bw = std::min(prof_.nic_bw_per_gpu(types_[a.type].name) * a.tp,
-                               prof_.nic_bw_per_gpu(types_[b.type].name) * b.tp);
+    const double bw = std::min(nic_[a.type] * a.tp, nic_[b.type] * b.tp);
     return bw > 0 ? bytes / bw + c_.network.latency_s : std::numeric_limits<double>::infinity();
   }
 
-  // merge_stages_get_time: stage s (single-stage info `a`, replicas `ra`) in front of the suffix `rest`.
-  PipeInfo merge(const PipeInfo& a, const std::vector<Replica>& ra, const Suffix& rest) const {
+  // merge_stages_get_time: stage s (single-stage info `a`, replicas `ra`) in front of the suffix `rest`,
+  // whose first stage sits on the slots of the state after stage s (perm maps them back to stage s's slots).
+  PipeInfo merge(const PipeInfo& a, const std::vector<Replica>& ra, const Entry& rest,
+                 const std::vector<int>& perm) const {
     double act = 0;
-    const std::vector<Replica>& rb = rest.stages.front();
-    for (size_t k = 0; k < ra.size(); ++k) act = std::max(act, p2p_time(ra[k], rb[k]));
+    const std::vector<Replica>& rb = rest.reps;
+    for (size_t k = 0; k < ra.size(); ++k) act = std::max(act, p2p_time(ra[k], rb[k], ra[k].node == perm[rb[k].node]));
     const double grad = act;  // stage_time_comm_grad = stage_time_comm_act
     const PipeInfo& b = rest.info;
     PipeInfo p;
@@ -351,33 +498,45 @@ class Search {
     return p;
   }
 
-  Suffix solve(int s, const std::vector<int>& free) {
+  // solve_dp on a canonical state; returns its entry. A function of the memo key alone, so a memo hit
+  // returns exactly what solving again would.
+  int solve(int s, const std::vector<int>& free) {
     ++stats_.dp_calls;
-    const MemoKey key{mbs_, P_ - s, stages_[s].first, D_, mask_, free};
+    Scratch& sc = scratch_[s];
     if (memoize_) {
-      const auto it = memo_.find(key);
+      memo_key(s, free, sc.key);
+      const auto it = memo_.find(sc.key);
       if (it != memo_.end()) {
         ++stats_.memo_hits;
         return it->second;
       }
     }
-    Suffix best;
+    Entry best;
     const bool last = s == P_ - 1;
-    std::vector<int> cap(types_.size(), 0);
-    for (size_t t = 0; t < types_.size(); ++t) cap[t] = capacity(t, s, free);
-    std::vector<std::vector<int>> all;
-    std::vector<int> cur;
-    combos(cap, 0, D_, cur, all);
+    const size_t T = types_.size();
+    sc.cap.assign(T, 0);
+    sc.order.resize(T);
+    for (size_t t = 0; t < T; ++t) {
+      sc.cap[t] = capacity(t, s, free);
+      if (sc.cap[t] > 0) fill_order(t, free, sc.order[t]);
+    }
+    sc.combos.clear();
+    sc.cur.clear();
+    combos(sc.cap, 0, D_, sc.cur, sc.combos);
     double prev_single = std::numeric_limits<double>::quiet_NaN();
-    for (const std::vector<int>& combo : all) {
+    std::vector<int>& left = sc.left;
+    std::vector<int>& perm = sc.perm;
+    std::vector<Replica>& reps = sc.reps;
+    for (size_t ci = 0; ci < sc.combos.size(); ci += T) {
+      const int* combo = sc.combos.data() + ci;
       if (stopped) break;
       if (wall_spent()) {
         stopped = true;
         break;
       }
-      std::vector<int> left = free;
-      std::vector<Replica> reps;
-      if (!place(s, combo, left, reps)) continue;
+      left = free;
+      reps.clear();
+      if (!place(s, combo, sc.order, left, reps)) continue;
       const PipeInfo single = price_stage(s, reps);
       if (last) {
         if (s == 0) {  // P = 1: a complete configuration
@@ -390,7 +549,7 @@ class Search {
         if (!best.feasible || single.tpp < best.info.tpp) {
           best.feasible = true;
           best.info = single;
-          best.stages = {reps};
+          best.reps = reps;
         }
         continue;
       }
@@ -401,8 +560,10 @@ class Search {
       int next_cap = 0;
       for (size_t t = 0; t < types_.size(); ++t) next_cap += capacity(t, s + 1, left);
       if (next_cap < D_) continue;
-      const Suffix rest = solve(s + 1, left);
+      canonical(left, perm);
+      const int ri = solve(s + 1, left);
       if (stopped) break;
+      const Entry& rest = entries_[ri];
       if (!rest.feasible) continue;
       if (s == 0) {
         if (evaluations_limit_reached()) {
@@ -411,17 +572,18 @@ class Search {
         }
         ++evaluations;
       }
-      const PipeInfo merged = merge(single, reps, rest);
+      const PipeInfo merged = merge(single, reps, rest, perm);
       if (!best.feasible || merged.tpp < best.info.tpp) {
         best.feasible = true;
         best.info = merged;
-        best.stages.clear();
-        best.stages.push_back(reps);
-        best.stages.insert(best.stages.end(), rest.stages.begin(), rest.stages.end());
+        best.reps = reps;
+        best.child = ri;
       }
     }
-    if (memoize_ && !stopped) memo_.emplace(key, best);
-    return best;
+    const int id = static_cast<int>(entries_.size());
+    entries_.push_back(std::move(best));
+    if (memoize_ && !stopped) memo_.emplace(scratch_[s].key, id);
+    return id;
   }
 };
 

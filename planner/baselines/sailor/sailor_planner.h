@@ -25,11 +25,12 @@
 //      the previous D's, walked from the largest down (objective throughput reverses it); the walk stops at
 //      the first D whose best plan is not faster than the previous feasible one (get_plans_num_gpus_dp:
 //      `if (prev_dp_Tpp > config.Tpp) ... else break`, commented there as part of heuristic H3).
-//   3. solve_dp(mbs, stages left, start layer, D, resources), memoised on exactly that key (plus the set of
-//      usable types): for stage s enumerate how many of the D replicas each GPU type takes
-//      (generate_all_combos_new: counts per type in lexicographic order, the last type the remainder),
-//      bounded by floor(free GPUs / TP) per node; replicas are placed filling nodes in order (Sailor fills
-//      zones in order; here every node is a "zone" so a TP group stays inside one node). Last stage: the
+//   3. solve_dp(mbs, stages left, start layer, D, resources), memoised on that key (plus the set of usable
+//      types; resources in canonical form, see below): for stage s enumerate how many of the D replicas each
+//      GPU type takes (generate_all_combos_new: counts per type in lexicographic order, the last type the
+//      remainder), bounded by floor(free GPUs / TP) per node; replicas are placed filling a type's nodes in
+//      order (Sailor fills zones in order; here a TP group stays inside one node): nodes with the most GPUs
+//      first, then the fullest (a partly used node before a fresh one), so placement is first-fit. Last stage: the
 //      combination with the smallest single-stage time. Other stages: skip a combination whose single-stage
 //      time equals the previous combination's (solve_dp's `pinfo.Tpp == prev` pruning), and one that leaves
 //      fewer than D replicas for the next stage; solve the rest on the remaining GPUs, merge, keep the
@@ -76,8 +77,20 @@
 //    are replaced by the cluster's link bandwidths (Profiler::intra_bw, nic_bw_per_gpu) and latency.
 //  - Memory (check_stage_fits: 24 B/param + activations·(P-s) + 2-3 GB framework) is replaced by
 //    Profiler::stage_memory_bytes with P - s micro-batches in flight (sim/model/memory.h).
-//  - The memo key holds the exact free GPUs per node (Sailor: free GPUs per type and zone totals) so that a
-//    memoised suffix's GPU placement is always valid; with one TP per type it hits exactly as often.
+//  - Memo key / DP state. Sailor keys solve_dp on the free GPUs per GPU type summed over the region's zones
+//    (new_hash_string) and carves VMs out of per-zone counts, so it never sees nodes. We must keep TP groups
+//    inside nodes and price same-node sends at NVLink speed, so the state stays per node, but canonical:
+//    nodes of one class (same node group, hence GPU type and links, and same GPU count) are interchangeable,
+//    and the DP sees them as "slots" sorted by free GPUs inside each class. The key is, per class, how many
+//    nodes have each free count (a multiset, so states that differ by a permutation of identical nodes
+//    share one entry); placement and fill order depend only on slots, so solve_dp is a function of the key
+//    and a memo hit returns exactly what solving again would (the memo changes no result; tests compare
+//    memo on/off). A memo entry stores only its first stage (replicas on its slots) and the entry of the rest;
+//    concrete nodes are assigned once, at the end, by replaying the placements and the slot re-sorts from
+//    the cluster's node order. (Zones = whole classes, Sailor's coarser key, would let a memoised suffix be
+//    reused on a state where its TP groups do not fit in nodes.)
+//  - Exact speed-ups that change no result: per-(type, stage) compute, gradient bytes and optimizer-update
+//    times are priced once per (P, mbs) instead of per combination; hashed memo; no suffix copies on hits.
 //  - The public find_tmp_degrees applies the speed-up rule only to types other than the first in
 //    heterogeneous runs (type 0 gets its memory minimum only); we apply it to every type, as the paper says.
 //  - merge_stages_get_time sets the update term to 0 for P > 1 (it is counted only for P = 1); we count
