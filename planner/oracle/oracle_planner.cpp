@@ -37,6 +37,11 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr long kMaxPipeShapes = 20000;   // enumeration caps (large clusters); search_complete = false when hit
 constexpr long kMaxStructures = 60000;
 constexpr long kMaxCandidates = 200000;  // ranked candidates kept for simulation
+// Exhaustive contiguous partitions (<= 8 GPUs) of a pipeline shape only while there are at most this many
+// (C(layers-1, stages-1): 8 layers in 4 stages are 35, 24 layers in 3 stages 253, in 8 stages 245,157); beyond it the shape
+// keeps its exact min-max partition and the search reports itself incomplete. Without the cap a 24-layer
+// model on 8 GPUs priced every partition of every shape and needed > 20 GB.
+constexpr double kMaxPartitionsPerShape = 256;
 
 const Recompute kRecompute[3] = {Recompute::None, Recompute::Selective, Recompute::Full};
 
@@ -147,7 +152,10 @@ class Oracle {
     if (it != alt_cache_.end()) return it->second;
     std::vector<std::pair<int, ShapeEval>> out;
     const int S = static_cast<int>(pipe_shapes_[ps].stages.size());
-    if (S >= 2) {
+    double count = 1;  // C(L-1, S-1)
+    for (int i = 1; i < S; ++i) count = count * (L_ - i) / i;
+    if (S >= 2 && count > kMaxPartitionsPerShape) capped_ = true;
+    if (S >= 2 && count <= kMaxPartitionsPerShape) {
       const auto& parts = all_partitions(S);
       const std::vector<int> opt = shape_eval(ps, mb, rc).bounds;
       for (int k = 0; k < static_cast<int>(parts.size()); ++k) {

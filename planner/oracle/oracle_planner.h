@@ -37,7 +37,8 @@
 //      proportion to speed, which equalises their predicted times - Metis' share rule); every GPU's memory
 //      (sim/model/memory.h via the Profiler, 1F1B: S - j micro-batches in flight on stage j) must fit. The
 //      layer partition of every pipeline shape is the exact min-max optimum (planner/common/partition.h); on
-//      clusters of <= 8 GPUs every other contiguous partition of each shape is a candidate too. Recompute:
+//      clusters of <= 8 GPUs every other contiguous partition of each shape is a candidate too (while a shape has
+//      at most 256 of them; beyond that the search reports itself incomplete). Recompute:
 //      the lightest level at which the profiler says every stage fits; in the simulator the next level is
 //      tried only when the previous one runs out of memory (recomputation only adds work; Korthikanti 2022).
 //   3. Batch split across pipelines: micro-batches handed out one at a time to the pipeline whose predicted

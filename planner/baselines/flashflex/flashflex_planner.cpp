@@ -10,6 +10,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "planner/baselines/flashflex/graph_partition.h"
@@ -21,7 +22,7 @@
 namespace arachne::planner {
 namespace {
 
-using flashflex::WeightedGraph;
+using flashflex::ClassGraph;
 using flashflex::kway_partition;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -64,13 +65,13 @@ class Search {
       node_[g] = cluster.node_of(g);
       type_[g] = cluster.group_of_node(node_[g]).gpu;
     }
-    // Bandwidth between GPUs (utils.py create_specs): the node's intra-node link, else the slower NIC share.
-    bw_.assign(static_cast<size_t>(n_) * n_, 0.0);
-    for (GpuId a = 0; a < n_; ++a)
-      for (GpuId b = 0; b < n_; ++b) {
-        if (a == b) continue;
-        bw_[static_cast<size_t>(a) * n_ + b] = node_[a] == node_[b] ? intra(node_[a]) : std::min(nic(node_[a]), nic(node_[b]));
-      }
+    // Bandwidth between GPUs (utils.py create_specs): the node's intra-node link, else the slower NIC share;
+    // kept per node (bw()).
+    for (int nd = 0; nd < static_cast<int>(cluster.nodes.size()); ++nd) {
+      intra_.push_back(intra(nd));
+      nic_.push_back(nic(nd));
+      group_.push_back(cluster.nodes[nd].group);
+    }
   }
 
   const Cluster& cluster() const { return cluster_; }
@@ -82,20 +83,28 @@ class Search {
   }
   double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
 
-  // Step 0/1: the device graph with bandwidth (or reciprocal bandwidth) edges over `gpus`.
-  WeightedGraph graph(const std::vector<GpuId>& gpus, bool reciprocal) const {
-    WeightedGraph g;
+  // Step 0/1: the device graph with bandwidth (or reciprocal bandwidth) edges over `gpus` (ascending). Its
+  // vertices come in classes, one per machine: a machine's GPUs have the same weight and the same edge to
+  // every other GPU, which the partitioner exploits (graph_partition.h; no approximation).
+  ClassGraph graph(const std::vector<GpuId>& gpus, bool reciprocal) const {
+    ClassGraph g;
     g.n = static_cast<int>(gpus.size());
-    g.vweight.resize(g.n);
-    g.eweight.assign(static_cast<size_t>(g.n) * g.n, 0.0);
+    g.cls.resize(g.n);
+    std::vector<int> nodes;  // class -> node
     for (int i = 0; i < g.n; ++i) {
-      g.vweight[i] = prof_.peak_flops(type_[gpus[i]]) / 1e12;
-      for (int j = 0; j < g.n; ++j) {
-        if (i == j) continue;
-        const double b = bw(gpus[i], gpus[j]);
-        g.eweight[static_cast<size_t>(i) * g.n + j] = reciprocal ? (b > 0 ? 1e9 / b : 1e9) : b / 1e9;
+      if (nodes.empty() || nodes.back() != node_[gpus[i]]) {
+        nodes.push_back(node_[gpus[i]]);
+        g.cweight.push_back(prof_.peak_flops(type_[gpus[i]]) / 1e12);
       }
+      g.cls[i] = static_cast<int>(nodes.size()) - 1;
     }
+    g.nc = static_cast<int>(nodes.size());
+    g.cedge.assign(static_cast<size_t>(g.nc) * g.nc, 0.0);
+    for (int a = 0; a < g.nc; ++a)
+      for (int b = 0; b < g.nc; ++b) {
+        const double x = a == b ? intra_[nodes[a]] : std::min(nic_[nodes[a]], nic_[nodes[b]]);
+        g.cedge[static_cast<size_t>(a) * g.nc + b] = reciprocal ? (x > 0 ? 1e9 / x : 1e9) : x / 1e9;
+      }
     return g;
   }
 
@@ -154,12 +163,28 @@ class Search {
   int n_;
   std::vector<int> node_;
   std::vector<std::string> type_;
-  std::vector<double> bw_;
+  std::vector<double> intra_, nic_;  // per node
+  std::vector<int> group_;           // per node: its node group
   std::optional<Evaluator> evaluator_;
+  // Caches of one plan() call (ordered maps: deterministic). A pipeline's structure (steps 2-3) depends only on
+  // its GPUs and K; its stage times only on that and (micro-batch, recompute); a machine piece's TP
+  // decomposition only on (node group, GPU count, stage limit).
+  struct PipeEntry {
+    bool ok = false;
+    std::string why;
+    PipeDesc desc;
+    std::map<std::pair<int, int>, std::vector<double>> times;  // (micro-batch, recompute) -> stage times
+    std::map<std::tuple<int, int, long>, bool> fits;           // (micro-batch, recompute, min(m, S)) -> fits
+  };
+  std::map<std::pair<std::vector<GpuId>, int>, PipeEntry> pipe_cache_;
+  mutable std::map<std::tuple<int, int, int>, std::vector<int>> decomposition_cache_;
   long own_evals_ = 0;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 
-  double bw(GpuId a, GpuId b) const { return bw_[static_cast<size_t>(a) * n_ + b]; }
+  double bw(GpuId a, GpuId b) const {
+    if (a == b) return 0.0;
+    return node_[a] == node_[b] ? intra_[node_[a]] : std::min(nic_[node_[a]], nic_[node_[b]]);
+  }
   double intra(int node) const {
     const NodeGroup& g = cluster_.group_of_node(node);
     return g.intra_bw * cluster_.catalog.at(g.gpu).compute.link_eff;
@@ -220,38 +245,74 @@ class Search {
   }
 
   // cost_modeling.py dp_cost / dp_layer_comm_cost / gen_layer_dp_rank_group.
+  //   per layer and rank set: 2 x max_i sum_j grad_bytes / (|set| · bw(i, j)) = 2 · grad_bytes · unit(set);
+  // unit(set) is computed once per run of layers with the same holder stages, from per-node GPU counts
+  // (bw depends only on the two nodes), in O(|set| · distinct NIC bandwidths) instead of O(|set|^2).
   double dp_s(const std::vector<PipeDesc>& pipes) const {
     if (pipes.size() < 2) return 0;
+    const size_t P = pipes.size();
     double total = 0;
-    std::vector<const StageDesc*> holder(pipes.size());
+    std::vector<size_t> idx(P, 0);
+    std::vector<const StageDesc*> holder(P, nullptr), prev(P, nullptr);
+    int max_tp = 0, min_tp = 0;
+    std::vector<double> unit;
     for (int layer = 0; layer < model_.layers; ++layer) {
-      int max_tp = 0, min_tp = std::numeric_limits<int>::max();
-      for (size_t p = 0; p < pipes.size(); ++p) {
-        for (const StageDesc& s : pipes[p].stages)
-          if (layer >= s.begin && layer < s.end) holder[p] = &s;
-        max_tp = std::max(max_tp, holder[p]->tp);
-        min_tp = std::min(min_tp, holder[p]->tp);
+      for (size_t p = 0; p < P; ++p) {
+        while (layer >= pipes[p].stages[idx[p]].end) ++idx[p];
+        holder[p] = &pipes[p].stages[idx[p]];
+      }
+      if (holder != prev) {
+        prev = holder;
+        max_tp = 0;
+        min_tp = std::numeric_limits<int>::max();
+        for (const StageDesc* h : holder) {
+          max_tp = std::max(max_tp, h->tp);
+          min_tp = std::min(min_tp, h->tp);
+        }
+        const int sets = std::max(1, max_tp / min_tp);
+        unit.assign(sets, 0.0);
+        std::vector<GpuId> set(P);
+        for (int r = 0; r < sets; ++r) {
+          // Rank r of every pipeline's group, each group padded to max_tp by repeating its ranks.
+          for (size_t p = 0; p < P; ++p) {
+            const int rep = max_tp / holder[p]->tp;
+            set[p] = holder[p]->gpus[std::min<int>(r / std::max(1, rep), holder[p]->tp - 1)];
+          }
+          unit[r] = dp_unit(set);
+        }
       }
       const double bytes = prof_.grad_bytes(layer, layer + 1, min_tp);
-      const int sets = std::max(1, max_tp / min_tp);
-      for (int r = 0; r < sets; ++r) {
-        // Rank r of every pipeline's group, each group padded to max_tp by repeating its ranks.
-        std::vector<GpuId> set;
-        for (size_t p = 0; p < pipes.size(); ++p) {
-          const int rep = max_tp / holder[p]->tp;
-          set.push_back(holder[p]->gpus[std::min<int>(r / std::max(1, rep), holder[p]->tp - 1)]);
-        }
-        double worst = 0;
-        for (size_t i = 0; i < set.size(); ++i) {
-          double sum = 0;
-          for (size_t j = 0; j < set.size(); ++j)
-            if (j != i && set[j] != set[i]) sum += bw(set[i], set[j]) > 0 ? bytes / (set.size() * bw(set[i], set[j])) : kInf;
-          worst = std::max(worst, sum);
-        }
-        total += 2 * worst;
-      }
+      for (const double u : unit) total += 2 * bytes * u;
     }
     return total;
+  }
+
+  // max_i sum_{j: set[j] != set[i]} 1 / (|set| · bw(set[i], set[j])).
+  double dp_unit(const std::vector<GpuId>& set) const {
+    std::map<GpuId, long> per_gpu;
+    std::map<int, long> per_node;
+    std::map<double, long> per_nic;  // GPUs of the set on nodes of each NIC bandwidth
+    for (const GpuId g : set) {
+      ++per_gpu[g];
+      ++per_node[node_[g]];
+      ++per_nic[nic_[node_[g]]];
+    }
+    const double n = static_cast<double>(set.size());
+    double worst = 0;
+    for (const auto& [g, mult] : per_gpu) {
+      const int nd = node_[g];
+      double sum = 0;
+      const long same_node = per_node[nd] - mult;
+      if (same_node > 0) sum += intra_[nd] > 0 ? same_node / (n * intra_[nd]) : kInf;
+      for (const auto& [bw_nic, cnt] : per_nic) {
+        const long others = cnt - (bw_nic == nic_[nd] ? per_node[nd] : 0);
+        if (others <= 0) continue;
+        const double b = std::min(nic_[nd], bw_nic);
+        sum += b > 0 ? others / (n * b) : kInf;
+      }
+      worst = std::max(worst, sum);
+    }
+    return worst;
   }
 
   // TP decompositions of c GPUs of one machine (strategy.py get_considered_stragegies, generalised): for each
@@ -314,7 +375,12 @@ class Search {
 
   // strategy.py tp_pp_tradeoff: pick one machine piece's TP decomposition by the single-pipeline cost of its
   // stages under a layer split proportional to the GPU count (own model, micro-batch 1, no recompute).
+  // The result depends only on the piece's node group, size and the stage limit (one machine: every link
+  // inside the piece is that group's intra-node link), hence the cache.
   std::vector<int> choose_decomposition(const std::vector<GpuId>& piece, int max_stages) const {
+    const std::tuple<int, int, int> ck{group_[node_[piece[0]]], static_cast<int>(piece.size()), max_stages};
+    const auto hit = decomposition_cache_.find(ck);
+    if (hit != decomposition_cache_.end()) return hit->second;
     const std::vector<std::vector<int>> options = decompositions(static_cast<int>(piece.size()));
     std::vector<int> best;
     double best_cost = kInf;
@@ -346,12 +412,13 @@ class Search {
       }
     }
     if (best.empty() && !options.empty()) best = options.front();  // fewest stages
+    decomposition_cache_[ck] = best;
     return best;
   }
 
   // Steps 2-3 for one pipeline: stage parts, their order, per-machine TP stages, memory-proportional layers.
   bool build_pipeline(const std::vector<GpuId>& gpus, int k, int stage_budget, PipeDesc& out, std::string& why) const {
-    const WeightedGraph g = graph(gpus, /*reciprocal=*/false);
+    const ClassGraph g = graph(gpus, /*reciprocal=*/false);
     const std::vector<int> part = kway_partition(g, k);
     const int parts = *std::max_element(part.begin(), part.end()) + 1;
     // stage_order.py: merged graph of the parts, Hamiltonian path of maximum summed bandwidth.
@@ -423,19 +490,33 @@ class Search {
     return true;
   }
 
-  // Steps 2-4 and the own cost model. False (with c.why) when infeasible.
+  // Steps 2-4 and the own cost model. False (with c.why) when infeasible. Pipelines already built in this
+  // plan() call (same GPUs, same K) come from the cache with their stage times: a refinement step re-prices
+  // only the pipelines it changed, plus the batch split, the max over pipelines and the DP term.
   bool build_own(Candidate& c) {
     const int P = static_cast<int>(c.k.size());
     std::vector<std::vector<GpuId>> members(P);
     for (GpuId g = 0; g < n_; ++g) members[c.pipe_of[g]].push_back(g);
     c.pipes.assign(P, PipeDesc{});
+    std::vector<PipeEntry*> entry(P);
     for (int p = 0; p < P; ++p) {
       if (members[p].empty()) {
         c.why = "an empty pipeline";
         return false;
       }
-      if (!build_pipeline(members[p], std::min<int>(c.k[p], static_cast<int>(members[p].size())), model_.layers, c.pipes[p], c.why))
+      const int k = std::min<int>(c.k[p], static_cast<int>(members[p].size()));
+      auto it = pipe_cache_.find({members[p], k});
+      if (it == pipe_cache_.end()) {
+        PipeEntry e;
+        e.ok = build_pipeline(members[p], k, model_.layers, e.desc, e.why);
+        it = pipe_cache_.emplace(std::make_pair(members[p], k), std::move(e)).first;
+      }
+      entry[p] = &it->second;
+      if (!entry[p]->ok) {
+        c.why = entry[p]->why;
         return false;
+      }
+      c.pipes[p] = entry[p]->desc;
     }
     if (global_ % c.micro_batch != 0) {
       c.why = "micro-batch does not divide the global batch";
@@ -449,27 +530,38 @@ class Search {
     for (const Recompute rc : {Recompute::None, Recompute::Full}) {
       // Step 4: batch split proportional to each pipeline's throughput at an equal share.
       const long m_ref = std::max<long>(1, units / P);
-      std::vector<std::vector<double>> times(P);
+      std::vector<const std::vector<double>*> times(P);
       std::vector<double> weight(P);
       for (int p = 0; p < P; ++p) {
-        times[p] = stage_times(c.pipes[p], c.micro_batch, rc);
-        weight[p] = 1.0 / gpipe_s(times[p], m_ref);
+        const std::pair<int, int> tk{c.micro_batch, static_cast<int>(rc)};
+        auto t = entry[p]->times.find(tk);
+        if (t == entry[p]->times.end()) t = entry[p]->times.emplace(tk, stage_times(c.pipes[p], c.micro_batch, rc)).first;
+        times[p] = &t->second;
+        weight[p] = 1.0 / gpipe_s(*times[p], m_ref);
       }
       const std::vector<long> m = split_proportional(units, weight, 1);
       bool fits = true;
       for (int p = 0; p < P && fits; ++p) {
         c.pipes[p].micro_batches = static_cast<int>(m[p]);
         const int S = static_cast<int>(c.pipes[p].stages.size());
-        for (int s = 0; s < S && fits; ++s) {
-          const StageDesc& st = c.pipes[p].stages[s];
-          const double in_flight = static_cast<double>(std::min<long>(S - s, m[p]));
-          const double need = prof_.stage_memory_bytes(st.begin, st.end, key(st, c.micro_batch, rc), in_flight);
-          if (need > prof_.gpu_memory_bytes(st.type)) fits = false;
+        // The memory check depends on m only through the in-flight counts min(S - s, m).
+        const std::tuple<int, int, long> fk{c.micro_batch, static_cast<int>(rc), std::min<long>(m[p], S)};
+        auto f = entry[p]->fits.find(fk);
+        if (f == entry[p]->fits.end()) {
+          bool ok = true;
+          for (int s = 0; s < S && ok; ++s) {
+            const StageDesc& st = c.pipes[p].stages[s];
+            const double in_flight = static_cast<double>(std::min<long>(S - s, m[p]));
+            const double need = prof_.stage_memory_bytes(st.begin, st.end, key(st, c.micro_batch, rc), in_flight);
+            if (need > prof_.gpu_memory_bytes(st.type)) ok = false;
+          }
+          f = entry[p]->fits.emplace(fk, ok).first;
         }
+        fits = f->second;
       }
       if (!fits) continue;
       double worst = 0;
-      for (int p = 0; p < P; ++p) worst = std::max(worst, gpipe_s(times[p], m[p]));
+      for (int p = 0; p < P; ++p) worst = std::max(worst, gpipe_s(*times[p], m[p]));
       c.recompute = rc;
       c.own_cost = worst + dp_s(c.pipes);
       c.feasible = true;
@@ -565,7 +657,13 @@ PlanResult FlashFlexPlanner::plan(const PlanRequest& request) {
     seen[signature(inc)] = true;
     while (improved && !cut_short) {
       improved = false;
-      std::vector<Candidate> neighbours;
+      // The neighbourhood as moves, each applied when its turn comes (a neighbourhood of a large cluster has
+      // ~10^5 members; only the ones priced before the first improvement are materialised).
+      struct Move {
+        int kind;  // 0: swap GPUs a and b; 1: GPU a to pipeline b; 2: pipeline a's K += b
+        int a, b;
+      };
+      std::vector<Move> moves;
       // (node, pipeline) classes, each represented by its highest GPU id.
       std::map<std::pair<int, int>, GpuId> cls;
       for (GpuId g = 0; g < N; ++g) cls[{cluster.node_of(g), inc.pipe_of[g]}] = g;
@@ -574,28 +672,29 @@ PlanResult FlashFlexPlanner::plan(const PlanRequest& request) {
       for (auto a = cls.begin(); a != cls.end(); ++a)
         for (auto b = std::next(a); b != cls.end(); ++b) {
           if (a->first.first == b->first.first || a->first.second == b->first.second) continue;
-          Candidate c = inc;
-          std::swap(c.pipe_of[a->second], c.pipe_of[b->second]);
-          neighbours.push_back(c);
+          moves.push_back({0, a->second, b->second});
         }
       for (const auto& [key, g] : cls) {
         if (size[key.second] < 2) continue;
         for (int to = 0; to < np; ++to) {
           if (to == key.second) continue;
-          Candidate c = inc;
-          c.pipe_of[g] = to;
-          neighbours.push_back(c);
+          moves.push_back({1, g, to});
         }
       }
       for (int p = 0; p < np; ++p)
         for (const int d : {-1, 1}) {
           const int k = inc.k[p] + d;
           if (k < 1 || k > 3) continue;
-          Candidate c = inc;
-          c.k[p] = k;
-          neighbours.push_back(c);
+          moves.push_back({2, p, d});
         }
-      for (Candidate& c : neighbours) {
+      for (const Move& mv : moves) {
+        Candidate c;
+        c.pipe_of = inc.pipe_of;
+        c.k = inc.k;
+        c.micro_batch = inc.micro_batch;
+        if (mv.kind == 0) std::swap(c.pipe_of[mv.a], c.pipe_of[mv.b]);
+        else if (mv.kind == 1) c.pipe_of[mv.a] = mv.b;
+        else c.k[mv.a] += mv.b;
         const std::string sig = signature(c);
         if (seen.count(sig)) continue;
         if (refine_exhausted()) {

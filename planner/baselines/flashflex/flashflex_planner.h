@@ -71,6 +71,12 @@
 // (np.random.seed(40404)); own graph partitioner instead of METIS (graph_partition.h); the unused coarsened
 // `repartition` of partitioner.py (never called by main.py) is not reproduced; the GPU-level neighbourhood
 // above is this reimplementation's reading of the paper's refinement step.
+// Speed (large clusters): the partitioner works per machine class of identical GPUs (graph_partition.h:
+// exact, not a lossy coarsening — with reciprocal weights the pipelines stripe across machines, so whole-node
+// super-vertices would change the partition); within one plan() call a pipeline's structure and stage times
+// are cached per (GPUs, K), TP decompositions per (node group, GPU count, stage limit), the DP term is summed
+// per node from GPU counts, and refinement neighbours are generated as moves and materialised one at a time.
+// Every priced candidate still counts as one evaluation; results on small clusters are unchanged.
 #pragma once
 #include <string>
 #include <vector>
