@@ -104,7 +104,10 @@ int list_models() {
 
 int list_planners() {
   const std::vector<std::string> names = planner::registered_planner_names();
-  for (const auto& n : names) std::cout << n << "\n";
+  std::vector<std::vector<std::string>> rows = {{"planner", "what it does"}};
+  for (const auto& n : names) rows.push_back({n, planner::planner_description(n)});
+  print_table(rows);
+  std::cout << "\n(sources and simplifications: planner/baselines/README.md and each planner's header)\n";
   if (names.empty()) std::cerr << "note: no planners are registered in this build yet\n";
   return kExitOk;
 }

@@ -19,6 +19,16 @@ std::vector<std::string> registered_planner_names() {
   return names;
 }
 
+std::string planner_description(const std::string& name) {
+  if (name == "amp") return "AMP (Li et al. NeurIPS'22): (TP, DP, micro-batch) grid, layer DP, compute averaged over GPU types";
+  if (name == "flashflex") return "FlashFlex (Yan et al. 2024): graph-partitioned asymmetric pipelines, refined by hill climbing";
+  if (name == "megatron") return "Megatron-LM grid (TP/PP/DP/micro-batch/recompute/EP) on the largest homogeneous subset, simulator-priced";
+  if (name == "metis") return "Metis (Um et al. ATC'24): device groups per stage, DP->TP trading, batch split by speed";
+  if (name == "oracle") return "exhaustive over plan structures up to symmetry, every candidate simulated (reference)";
+  if (name == "sailor") return "Sailor (Strati et al. SOSP'25): memoised DP over depth, DP degree and per-stage GPU types";
+  return "";
+}
+
 std::unique_ptr<Planner> make_planner(const std::string& name) {
   if (name == "amp") return std::make_unique<AmpPlanner>();
   if (name == "flashflex") return std::make_unique<FlashFlexPlanner>();
