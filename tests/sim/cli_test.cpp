@@ -351,6 +351,19 @@ TEST(CliBinary, PlanJsonHasDesignKeysAndBestPlanRoundTrips) {
   EXPECT_DOUBLE_EQ(nlohmann::json::parse(s.out)["iteration_time_s"].get<double>(), m["simulated_iteration_time_s"].get<double>());
 }
 
+TEST(CliBinary, PlanWithSimulatorCostModelPredictsTheSimulatedTime) {
+  CliTempDir dir;
+  // Under --cost-model simulator a baseline prices its candidates with the simulator, so its prediction of
+  // the plan it returns is that plan's simulated time on the same cluster.
+  const RunResult r = dir.run("plan --cluster A100-80:1x4,V100-32:1x4 --model gpt3-1.3b --global-batch 32 "
+                              "--planner metis,sailor --cost-model simulator --budget 50 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const auto& m : nlohmann::json::parse(r.out)["results"]) {
+    ASSERT_FALSE(m["plan"].is_null()) << m["planner"];
+    EXPECT_DOUBLE_EQ(m["predicted_iteration_time_s"].get<double>(), m["simulated_iteration_time_s"].get<double>()) << m["planner"];
+  }
+}
+
 TEST(CliBinary, PlanUnknownPlannerIsBadInputAndWritesNothing) {
   CliTempDir dir;
   const RunResult r = dir.run("plan --cluster A100-80:1x8 --model gpt3-1.3b --planner megatron,nope --out best.yaml");
