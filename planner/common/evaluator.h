@@ -23,6 +23,8 @@ class Evaluator {
   // Full result of the last successful or OOM simulation.
   const SimResult& last() const { return last_; }
   long evaluations() const { return evaluations_; }
+  // Counts `n` evaluations made elsewhere on this budget (a nested planner's simulations).
+  void charge(long n) { evaluations_ += n; }
   double elapsed_s() const;
 
  private:

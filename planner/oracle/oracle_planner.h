@@ -12,8 +12,9 @@
 //
 // Algorithm
 //  Phase 0 (snapshots of more than 8 GPUs only, where the enumeration below is necessarily cut): the plans
-//    returned by amp, metis, flashflex and sailor (each with its own cost model and the request's budget)
-//    are simulated first, so the oracle is never slower than those baselines there either.
+//    returned by amp, metis, flashflex and sailor are simulated first - each with its own cost model and the
+//    request's budget, then each with the simulator as its cost model on an eighth of the remaining budget
+//    (charged to the oracle's) - so the oracle is not slower than those baselines there either.
 //  Phase 1 (baseline seed, simulated first): the Megatron shorthand grid (tp up to the largest node, pp |
 //    layers, every dp with global % dp == 0, micro-batch 1/2/4/8 dividing global / dp, EP dividing dp and the
 //    experts for MoE; plans whose TP groups would span nodes skipped) on the whole snapshot and, when it holds
