@@ -94,9 +94,9 @@ struct ShapeEval {
 
 class Oracle {
  public:
-  Oracle(const PlanRequest& req, long global, OraclePlanner::Stats& stats)
+  Oracle(const PlanRequest& req, long global, OraclePlanner::Stats& stats, bool seed)
       : req_(req), cluster_(*req.cluster), model_(*req.model), global_(global), stats_(stats), prof_(cluster_, model_),
-        eval_(req) {
+        eval_(req), seed_(seed) {
     for (const TypeInventory& inv : type_inventory(cluster_)) {
       TypeInfo t;
       t.name = inv.gpu_type;
@@ -121,6 +121,7 @@ class Oracle {
   OraclePlanner::Stats& stats_;
   Profiler prof_;
   Evaluator eval_;
+  bool seed_;
   std::vector<TypeInfo> types_;
   int L_ = 0;
 
@@ -1002,12 +1003,12 @@ void Oracle::phase1() {
   }
 }
 
-// Phase 0 on snapshots of more than 8 GPUs, where enumeration cannot be complete: the plans the
-// baselines' searches return are simulated first, so the oracle's answer is never worse than theirs.
+// Phase 0 (unless disabled): the plans the baselines' searches return are simulated first, so the
+// oracle's answer is never worse than theirs even where a budget cuts its enumeration.
 // First each with its own cost model and the request's budget (those evaluations are not simulations and
 // are not charged), then each with the simulator as its cost model on an eighth of the remaining budget
-// (charged: they are simulations). On <= 8 GPUs the oracle stands on its enumeration alone (that is what
-// the oracle-never-beaten test checks).
+// (charged: they are simulations). Without phase 0 the oracle stands on its enumeration alone (what the
+// oracle-never-beaten test checks).
 void Oracle::seed_from_baselines() {
   for (const CostModel cm : {CostModel::Own, CostModel::Simulator})
     for (const char* name : {"amp", "metis", "flashflex", "sailor"}) {
@@ -1030,7 +1031,7 @@ void Oracle::seed_from_baselines() {
 
 PlanResult Oracle::run() {
   PlanResult result;
-  if (cluster_.total_gpus() > 8) seed_from_baselines();
+  if (seed_) seed_from_baselines();
   if (!budget_cut_) phase1();
   if (!budget_cut_) {
     enumerate();
@@ -1080,7 +1081,7 @@ PlanResult OraclePlanner::plan(const PlanRequest& request) {
     r.reason = *problem;
   } else {
     if (!request.topo) throw std::invalid_argument("oracle: request without topology");
-    Oracle o(request, global, stats_);
+    Oracle o(request, global, stats_, seed_);
     r = o.run();
   }
   r.planning_time_s = std::chrono::duration<double>(Clock::now() - start).count();

@@ -11,10 +11,11 @@
 //     types / TP.
 //
 // Algorithm
-//  Phase 0 (snapshots of more than 8 GPUs only, where the enumeration below is necessarily cut): the plans
+//  Phase 0 (unless constructed without it): the plans
 //    returned by amp, metis, flashflex and sailor are simulated first - each with its own cost model and the
 //    request's budget, then each with the simulator as its cost model on an eighth of the remaining budget
-//    (charged to the oracle's) - so the oracle is not slower than those baselines there either.
+//    (charged to the oracle's) - so where a budget cuts the enumeration below the oracle is still not
+//    slower than those baselines' own answers.
 //  Phase 1 (baseline seed, simulated first): the Megatron shorthand grid (tp up to the largest node, pp |
 //    layers, every dp with global % dp == 0, micro-batch 1/2/4/8 dividing global / dp, EP dividing dp and the
 //    experts for MoE; plans whose TP groups would span nodes skipped) on the whole snapshot and, when it holds
@@ -84,6 +85,9 @@ namespace arachne::planner {
 
 class OraclePlanner : public Planner {
  public:
+  // seed_with_baselines: phase 0 (the baselines' plans simulated first). Off, the oracle stands on its own
+  // enumeration - what the oracle-never-beaten test checks on the clusters it enumerates completely.
+  explicit OraclePlanner(bool seed_with_baselines = true) : seed_(seed_with_baselines) {}
   std::string name() const override { return "oracle"; }
   PlanResult plan(const PlanRequest& request) override;
 
@@ -97,6 +101,7 @@ class OraclePlanner : public Planner {
   const Stats& stats() const { return stats_; }
 
  private:
+  bool seed_;
   Stats stats_;
 };
 
