@@ -8,6 +8,7 @@
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -227,7 +228,12 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
     row.planner = p->name();
     row.result = p->plan(req);
     if (row.result.plan) {
-      validate_plan(*row.result.plan, cluster, model, global, p->name());
+      try {
+        validate_plan(*row.result.plan, cluster, model, global, p->name());
+      } catch (const InputError& e) {
+        // A planner's own mistake, not the user's input: an internal error (exit 1), never "bad input".
+        throw std::runtime_error("planner " + p->name() + " returned an invalid plan: " + e.what());
+      }
       row.sim = simulate_iteration(cluster, topo, model, *row.result.plan, sim_opt);
     }
     std::fprintf(stderr, "plan: %s done in %.3f s, %ld evaluations%s\n", p->name().c_str(), row.result.planning_time_s,
