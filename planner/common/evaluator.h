@@ -41,6 +41,22 @@ class Evaluator {
 
 namespace arachne::planner {
 
+// The wall clock of one plan() call: elapsed time, the optional wall-clock budget, and the result's
+// planning_time_s.
+class PlanTimer {
+ public:
+  PlanTimer() : start_(std::chrono::steady_clock::now()) {}
+  double elapsed_s() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+  bool wall_budget_spent(const PlanRequest& r) const { return r.budget_wall_s > 0 && elapsed_s() >= r.budget_wall_s; }
+  PlanResult finish(PlanResult r) const {
+    r.planning_time_s = elapsed_s();
+    return r;
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+};
+
 // The checks every planner makes before it searches. Throws std::invalid_argument when the request has no
 // cluster or model (a programming error). Returns the global batch to plan for (the request's, else the
 // model's) in *global_batch, and a reason when there is nothing to plan: no global batch, no GPUs, no layers.

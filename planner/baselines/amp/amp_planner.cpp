@@ -188,9 +188,7 @@ Plan AmpCostModel::to_plan(const AmpCandidate& c) const {
 }
 
 PlanResult AmpPlanner::plan(const PlanRequest& request) {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  auto elapsed = [&start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  const PlanTimer timer;
 
   long global = 0;
   const std::optional<std::string> problem = request_problem(request, "amp", &global);
@@ -198,13 +196,9 @@ PlanResult AmpPlanner::plan(const PlanRequest& request) {
   const ModelConfig& model = *request.model;
 
   PlanResult result;
-  auto finish = [&](PlanResult r) {
-    r.planning_time_s = elapsed();
-    return r;
-  };
   if (problem) {
     result.reason = *problem;
-    return finish(result);
+    return timer.finish(result);
   }
   const int n_gpus = cluster.total_gpus();
   std::optional<Topology> own_topo;
@@ -238,7 +232,7 @@ PlanResult AmpPlanner::plan(const PlanRequest& request) {
       for (const int mb : divisors(global / dp)) {
         const bool spent = use_sim ? evaluator->exhausted()
                                    : (evaluations >= request.budget_evaluations ||
-                                      (request.budget_wall_s > 0 && elapsed() >= request.budget_wall_s));
+                                      timer.wall_budget_spent(request));
         if (spent) {
           out_of_budget = true;
           break;
@@ -295,7 +289,7 @@ PlanResult AmpPlanner::plan(const PlanRequest& request) {
     else
       result.reason = "no AMP configuration could be priced for " + model.name +
                       (last_invalid.empty() ? "" : " (last: " + last_invalid + ")");
-    return finish(result);
+    return timer.finish(result);
   }
 
   Plan plan = best_plan ? std::move(*best_plan) : cost.to_plan(*best);
@@ -303,7 +297,7 @@ PlanResult AmpPlanner::plan(const PlanRequest& request) {
   validate_plan(plan, cluster, model, global, "amp");
   result.plan = std::move(plan);
   result.predicted_iteration_time_s = best_time;
-  return finish(result);
+  return timer.finish(result);
 }
 
 }  // namespace arachne::planner

@@ -583,8 +583,7 @@ std::string signature(const Candidate& c) {
 }  // namespace
 
 PlanResult FlashFlexPlanner::plan(const PlanRequest& request) {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
+  const PlanTimer timer;
   traces_.clear();
   long global = 0;
   const std::optional<std::string> problem = request_problem(request, "flashflex", &global);
@@ -592,13 +591,9 @@ PlanResult FlashFlexPlanner::plan(const PlanRequest& request) {
   const ModelConfig& model = *request.model;
 
   PlanResult result;
-  auto finish = [&](PlanResult r) {
-    r.planning_time_s = std::chrono::duration<double>(Clock::now() - start).count();
-    return r;
-  };
   if (problem) {
     result.reason = *problem;
-    return finish(result);
+    return timer.finish(result);
   }
 
   Search search(request, cluster, model, global);
@@ -740,13 +735,13 @@ PlanResult FlashFlexPlanner::plan(const PlanRequest& request) {
       result.reason = "no FlashFlex partition of the " + std::to_string(N) + " GPUs is feasible for " + model.name +
                       " (" + std::to_string(infeasible) + " candidates infeasible; last: " + last_why + ")" +
                       (cut_short ? "; budget exhausted" : "");
-    return finish(result);
+    return timer.finish(result);
   }
   Plan plan = search.to_plan(*best);
   validate_plan(plan, cluster, model, global, "flashflex");
   result.plan = std::move(plan);
   result.predicted_iteration_time_s = best->cost;
-  return finish(result);
+  return timer.finish(result);
 }
 
 }  // namespace arachne::planner

@@ -50,9 +50,7 @@ bool divides(int d, int n) { return n <= 0 || n % d == 0; }
 }  // namespace
 
 PlanResult MegatronPlanner::plan(const PlanRequest& request) {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  auto elapsed = [&start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  const PlanTimer timer;
 
   long global = 0;
   const std::optional<std::string> problem = request_problem(request, "megatron", &global);
@@ -60,13 +58,9 @@ PlanResult MegatronPlanner::plan(const PlanRequest& request) {
   const ModelConfig& model = *request.model;
 
   PlanResult result;
-  auto finish = [&](PlanResult r) {
-    r.planning_time_s = elapsed();
-    return r;
-  };
   if (problem) {
     result.reason = *problem;
-    return finish(result);
+    return timer.finish(result);
   }
 
   const std::string type = pick_type(cluster, model);
@@ -105,7 +99,7 @@ PlanResult MegatronPlanner::plan(const PlanRequest& request) {
           if (out_of_budget) break;
           for (const Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full}) {
             if (evaluations >= request.budget_evaluations ||
-                (request.budget_wall_s > 0 && elapsed() >= request.budget_wall_s)) {
+                timer.wall_budget_spent(request)) {
               out_of_budget = true;
               break;
             }
@@ -154,7 +148,7 @@ PlanResult MegatronPlanner::plan(const PlanRequest& request) {
     else
       result.reason = "budget exhausted after " + std::to_string(evaluations) + " evaluations before a configuration of the " +
                       what + " fit " + model.name + " in memory";
-    return finish(result);
+    return timer.finish(result);
   }
 
   // Back to the original cluster's GPU ids.
@@ -163,7 +157,7 @@ PlanResult MegatronPlanner::plan(const PlanRequest& request) {
   validate_plan(plan, cluster, model, global, "megatron");
   result.plan = std::move(plan);
   result.predicted_iteration_time_s = best_time;
-  return finish(result);
+  return timer.finish(result);
 }
 
 }  // namespace arachne::planner

@@ -396,9 +396,7 @@ struct Candidate {
 }  // namespace
 
 PlanResult MetisPlanner::plan(const PlanRequest& request) {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  auto elapsed = [&start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  const PlanTimer timer;
 
   long global = 0;
   const std::optional<std::string> problem = request_problem(request, "metis", &global);
@@ -407,13 +405,9 @@ PlanResult MetisPlanner::plan(const PlanRequest& request) {
   const Options& opt = options_;
 
   PlanResult result;
-  auto finish = [&](PlanResult r) {
-    r.planning_time_s = elapsed();
-    return r;
-  };
   if (problem) {
     result.reason = *problem;
-    return finish(result);
+    return timer.finish(result);
   }
   const int N = cluster.total_gpus();
   const int L = model.layers;
@@ -478,7 +472,7 @@ PlanResult MetisPlanner::plan(const PlanRequest& request) {
 
   auto budget_spent = [&] {
     if (use_sim ? evaluator->exhausted() : evaluations >= request.budget_evaluations) return true;
-    return request.budget_wall_s > 0 && elapsed() >= request.budget_wall_s;
+    return timer.wall_budget_spent(request);
   };
 
   auto to_plan = [&](const Candidate& c) {
@@ -741,14 +735,14 @@ PlanResult MetisPlanner::plan(const PlanRequest& request) {
                       std::to_string(opt.max_profiled_batch_size) + " samples per TP group";
     else
       result.reason = "every Metis candidate (" + std::to_string(sim_oom) + ") ran out of memory in the simulator";
-    return finish(result);
+    return timer.finish(result);
   }
   Plan plan = std::move(*best_plan);
   if (!use_sim) apply_megatron_core_ep(plan, model);
   validate_plan(plan, cluster, model, global, "metis");
   result.plan = std::move(plan);
   result.predicted_iteration_time_s = best_cost;
-  return finish(result);
+  return timer.finish(result);
 }
 
 }  // namespace arachne::planner

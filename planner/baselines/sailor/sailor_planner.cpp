@@ -101,7 +101,6 @@ int sailor_memory_min_tp(const Profiler& profiler, const std::string& gpu_type, 
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 struct TypeInfo {
   std::string name;
@@ -156,9 +155,9 @@ struct Suffix {
 class Search {
  public:
   Search(const PlanRequest& req, const Profiler& prof, const std::vector<TypeInfo>& types, long global,
-         bool memoize, SailorPlanner::Stats& stats, Clock::time_point start)
+         bool memoize, SailorPlanner::Stats& stats, const PlanTimer& timer)
       : req_(req), c_(*req.cluster), prof_(prof), types_(types), global_(global), memoize_(memoize),
-        stats_(stats), start_(start) {
+        stats_(stats), timer_(timer) {
     // Classes ordered by (type, group, GPUs); slots of a class start in fill order.
     std::map<std::tuple<int, int, int>, std::vector<int>> by_class;
     for (size_t t = 0; t < types_.size(); ++t)
@@ -273,7 +272,7 @@ class Search {
   long global_;
   bool memoize_;
   SailorPlanner::Stats& stats_;
-  Clock::time_point start_;
+  const PlanTimer& timer_;
 
   std::vector<NodeClass> classes_;
   std::vector<std::vector<int>> type_classes_;  // [type] -> its classes
@@ -304,7 +303,7 @@ class Search {
 
   bool evaluations_limit_reached() const { return evaluations + external >= req_.budget_evaluations; }
   bool wall_spent() const {
-    return req_.budget_wall_s > 0 && std::chrono::duration<double>(Clock::now() - start_).count() >= req_.budget_wall_s;
+    return timer_.wall_budget_spent(req_);
   }
 
   int speedup_tp(size_t t, int b, int e) {
@@ -625,8 +624,7 @@ Plan build_sailor_plan(const Cluster& c, const ModelConfig& model, const std::ve
 }  // namespace
 
 PlanResult SailorPlanner::plan(const PlanRequest& request) {
-  const auto start = Clock::now();
-  auto elapsed = [&start] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  const PlanTimer timer;
   long global = 0;
   const std::optional<std::string> problem = request_problem(request, "sailor", &global);
   const Cluster& cluster = *request.cluster;
@@ -634,13 +632,9 @@ PlanResult SailorPlanner::plan(const PlanRequest& request) {
   stats_ = Stats{};
 
   PlanResult result;
-  auto finish = [&](PlanResult r) {
-    r.planning_time_s = elapsed();
-    return r;
-  };
   if (problem) {
     result.reason = *problem;
-    return finish(result);
+    return timer.finish(result);
   }
 
   // GPU types ordered by name (Sailor: sorted quota keys); nodes of a type in fill order.
@@ -659,12 +653,12 @@ PlanResult SailorPlanner::plan(const PlanRequest& request) {
   }
   if (types.size() > 31) {
     result.reason = "more than 31 GPU types";
-    return finish(result);
+    return timer.finish(result);
   }
 
   const Profiler profiler(cluster, model);
   const int G = cluster.total_gpus();
-  Search search(request, profiler, types, global, options_.memoize, stats_, start);
+  Search search(request, profiler, types, global, options_.memoize, stats_, timer);
   const bool use_sim = request.cost_model == CostModel::Simulator;
   std::optional<Evaluator> evaluator;
   if (use_sim) evaluator.emplace(request);
@@ -674,7 +668,7 @@ PlanResult SailorPlanner::plan(const PlanRequest& request) {
   long sim_evals = 0, sim_oom = 0;
   auto spent = [&] {
     return search.evaluations + sim_evals >= request.budget_evaluations ||
-           (request.budget_wall_s > 0 && elapsed() >= request.budget_wall_s);
+           timer.wall_budget_spent(request);
   };
   bool stopped = false;
 
@@ -753,12 +747,12 @@ PlanResult SailorPlanner::plan(const PlanRequest& request) {
       result.reason = "every Sailor candidate ran out of memory in the simulator (" + std::to_string(sim_oom) + " simulated)";
     else
       result.reason = "no Sailor configuration (even layer split, D replicas per stage) fits the cluster";
-    return finish(result);
+    return timer.finish(result);
   }
   validate_plan(best->plan, cluster, model, global, "sailor");
   result.plan = std::move(best->plan);
   result.predicted_iteration_time_s = best->time;
-  return finish(result);
+  return timer.finish(result);
 }
 
 }  // namespace arachne::planner
