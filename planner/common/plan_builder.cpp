@@ -39,9 +39,6 @@ Plan build_plan(const std::vector<PipelineSpec>& pipelines, const Cluster& clust
 
 namespace {
 
-// Largest e dividing both a and b.
-int largest_common_divisor_le(int a, int b) { return std::gcd(a, b); }
-
 // The aligned blocks of e pipelines are replicas as far as EP needs (validate_plan): the same depth and
 // micro-batch count, and stage j with the same layer range and number of TP groups.
 bool blocks_match(const Plan& plan, int j, int e) {
@@ -74,7 +71,7 @@ void apply_megatron_core_ep(Plan& plan, const ModelConfig& model) {
     // expert count (megatron/core/parallel_state.py: data_parallel_size % expert_model_parallel_size == 0,
     // num_moe_experts % expert_model_parallel_size == 0). Largest such EP whose blocks hold equal layers.
     int ep = 1;
-    for (int e = largest_common_divisor_le(experts, np); e > 1; --e) {
+    for (int e = std::gcd(experts, np); e > 1; --e) {
       if (experts % e != 0 || np % e != 0) continue;
       if (blocks_match(plan, j, e)) {
         ep = e;
@@ -92,7 +89,7 @@ void apply_megatron_core_ep(Plan& plan, const ModelConfig& model) {
         // Pipelines of different structure: a stage's own data parallelism (several TP groups, Metis-style
         // stage-level DP) is the only DP a Megatron-Core user could carve EP out of.
         const int groups = static_cast<int>(st.groups.size());
-        const int e = largest_common_divisor_le(experts, groups);
+        const int e = std::gcd(experts, groups);
         st.ep = e;
         st.ep_scope = e > 1 ? EpScope::Stage : EpScope::Pipelines;
       }
