@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <exception>
 #include <cmath>
 #include <fstream>
 #include <map>
 #include <numeric>
 #include <sstream>
+#include <thread>
 #include <tuple>
 
 #include "sim/exec/simulate.h"
@@ -32,7 +35,7 @@ Cluster vtrain_cluster(const GpuSpec& gpu, int gpus) {
   g.nodes = std::max(1, (gpus + 7) / 8);
   g.gpus_per_node = 8;
   g.intra_kind = LinkKind::NvLink;
-  g.intra_bw = 150e9;
+  g.intra_bw = 300e9;
   g.nic_count = 4;
   g.nic_bw = 200e9 / 8;
   c.network.nodes_per_leaf = 64;
@@ -48,11 +51,12 @@ double logit(double p) {
 }
 double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
 
-using Vec = std::array<double, 7>;
+using Vec = std::array<double, 8>;
 
 Vec encode(const ComputeConstants& c) {
   return {logit(c.gemm_eff_max), std::log(c.gemm_half_flops), logit(c.attn_eff), logit(c.mem_eff),
-          std::log(c.kernel_overhead_s), logit(c.link_eff), std::log(c.collective_overhead_s)};
+          std::log(c.kernel_overhead_s), logit(c.link_eff), std::log(c.collective_overhead_s),
+          logit(c.overlap_slowdown)};
 }
 
 ComputeConstants decode(const Vec& x) {
@@ -64,6 +68,7 @@ ComputeConstants decode(const Vec& x) {
   c.kernel_overhead_s = std::exp(x[4]);
   c.link_eff = sigmoid(x[5]);
   c.collective_overhead_s = std::exp(x[6]);
+  c.overlap_slowdown = sigmoid(x[7]);
   return c;
 }
 
@@ -188,13 +193,35 @@ double simulate_measured(const MeasuredRun& r, const GpuSpec& gpu) {
   return simulate_iteration(cluster, topo, model, plan, opt).iteration_time_s;
 }
 
+std::vector<double> simulate_all(const std::vector<MeasuredRun>& runs, const GpuSpec& gpu) {
+  std::vector<double> t(runs.size(), -1.0);
+  std::atomic<size_t> next{0};
+  std::exception_ptr failure;
+  std::atomic<bool> failed{false};
+  auto work = [&] {
+    try {
+      for (size_t i; (i = next++) < runs.size();) t[i] = simulate_measured(runs[i], gpu);
+    } catch (...) {
+      if (!failed.exchange(true)) failure = std::current_exception();
+      next = runs.size();
+    }
+  };
+  const size_t threads = std::max<size_t>(1, std::min<size_t>(std::thread::hardware_concurrency(), runs.size()));
+  std::vector<std::thread> pool;
+  for (size_t k = 1; k < threads; ++k) pool.emplace_back(work);
+  work();
+  for (auto& th : pool) th.join();
+  if (failure) std::rethrow_exception(failure);
+  return t;
+}
+
 double calibration_mape(const std::vector<MeasuredRun>& runs, const GpuSpec& gpu) {
+  const std::vector<double> sim = simulate_all(runs, gpu);
   double sum = 0;
   int n = 0;
-  for (const auto& r : runs) {
-    const double t = simulate_measured(r, gpu);
-    if (t < 0) continue;
-    sum += std::abs(t - r.time_s) / r.time_s;
+  for (size_t i = 0; i < runs.size(); ++i) {  // summed in row order: independent of the thread count
+    if (sim[i] < 0) continue;
+    sum += std::abs(sim[i] - runs[i].time_s) / runs[i].time_s;
     ++n;
   }
   return n ? sum / n : 1e9;
@@ -202,18 +229,24 @@ double calibration_mape(const std::vector<MeasuredRun>& runs, const GpuSpec& gpu
 
 CalibrationFit fit_compute_constants(const std::vector<MeasuredRun>& runs, const GpuSpec& base,
                                      int max_evaluations, const std::function<void(int, double)>& progress) {
+  return fit_constants([&](const GpuSpec& g) { return calibration_mape(runs, g); }, base, max_evaluations,
+                       progress);
+}
+
+CalibrationFit fit_constants(const std::function<double(const GpuSpec&)>& objective, const GpuSpec& base,
+                             int max_evaluations, const std::function<void(int, double)>& progress) {
   GpuSpec g = base;
   int evals = 0;
   auto f = [&](const Vec& x) {
     g.compute = decode(x);
     g.compute.link_eff = std::min(g.compute.link_eff, 1.0);
     ++evals;
-    const double v = calibration_mape(runs, g);
+    const double v = objective(g);
     if (progress) progress(evals, v);
     return v;
   };
   // Nelder-Mead (Nelder & Mead 1965; Lagarias et al. 1998 coefficients) in logit/log coordinates.
-  constexpr int n = 7;
+  constexpr int n = std::tuple_size_v<Vec>;
   std::array<Vec, n + 1> pts;
   std::array<double, n + 1> val;
   pts[0] = encode(base.compute);
@@ -269,6 +302,77 @@ CalibrationFit fit_compute_constants(const std::vector<MeasuredRun>& runs, const
   return fit;
 }
 
+CalibrationFit fit_joint(const std::vector<MeasuredRun>& single, const std::vector<MeasuredRun>& multi,
+                         const GpuSpec& base, const JointBudget& budget,
+                         const std::function<void(const std::string&, int, double)>& progress) {
+  auto report = [&](const char* stage) {
+    return [&progress, stage](int e, double v) {
+      if (progress) progress(stage, e, v);
+    };
+  };
+  const CalibrationFit first = fit_compute_constants(single, base, budget.single_evaluations, report("single-node"));
+  GpuSpec start = base;
+  start.compute = first.constants;
+  CalibrationFit fit = fit_constants(
+      [&](const GpuSpec& g) { return 0.5 * (calibration_mape(single, g) + calibration_mape(multi, g)); }, start,
+      budget.joint_evaluations, report("joint"));
+  fit.evaluations += first.evaluations;
+  return fit;
+}
+
+std::vector<int> job_of_runs(const std::vector<MeasuredRun>& runs, std::vector<std::string>* names) {
+  std::map<std::tuple<long, int, int, long, int, long>, int> ids;
+  std::vector<int> job;
+  for (const auto& r : runs) {
+    const auto key = std::make_tuple(r.hidden, r.heads, r.layers, r.seq_len, r.gpus, r.global_batch);
+    const auto [it, fresh] = ids.emplace(key, static_cast<int>(ids.size()));
+    if (fresh && names)
+      names->push_back("h" + std::to_string(r.hidden) + " l" + std::to_string(r.layers) + " on " +
+                       std::to_string(r.gpus) + " GPUs");
+    job.push_back(it->second);
+  }
+  return job;
+}
+
+CrossValidation cross_validate_joint(const std::vector<MeasuredRun>& single, const std::vector<MeasuredRun>& multi,
+                                     const GpuSpec& base, const JointBudget& budget,
+                                     const std::function<void(const std::string&, int, double)>& progress) {
+  CrossValidation cv;
+  const std::vector<int> job = job_of_runs(multi, &cv.fold_jobs);
+  const int folds = static_cast<int>(cv.fold_jobs.size());
+  std::vector<double> multi_err(multi.size(), 0.0);
+  for (int k = 0; k < folds; ++k) {
+    std::vector<MeasuredRun> fit_single, test_single, fit_multi, test_multi;
+    std::vector<size_t> test_index;
+    for (size_t i = 0; i < single.size(); ++i) (static_cast<int>(i % 2) == k % 2 ? test_single : fit_single).push_back(single[i]);
+    for (size_t i = 0; i < multi.size(); ++i) {
+      if (job[i] == k) test_multi.push_back(multi[i]), test_index.push_back(i);
+      else fit_multi.push_back(multi[i]);
+    }
+    const CalibrationFit fit = fit_joint(fit_single, fit_multi, base, budget, [&](const std::string& st, int e, double v) {
+      if (progress) progress("fold " + std::to_string(k + 1) + "/" + std::to_string(folds) + " " + st, e, v);
+    });
+    GpuSpec g = base;
+    g.compute = fit.constants;
+    cv.fold_constants.push_back(fit.constants);
+    cv.fold_single.push_back(calibration_mape(test_single, g));
+    const std::vector<double> sim = simulate_all(test_multi, g);
+    double sum = 0;
+    for (size_t j = 0; j < test_multi.size(); ++j) {
+      const double e = sim[j] < 0 ? -1.0 : std::abs(sim[j] - test_multi[j].time_s) / test_multi[j].time_s;
+      multi_err[test_index[j]] = e;
+      sum += std::max(e, 0.0);
+    }
+    cv.fold_multi.push_back(test_multi.empty() ? 0.0 : sum / test_multi.size());
+  }
+  int scored = 0;
+  for (double e : multi_err)
+    if (e >= 0) cv.multi_mape += e, ++scored;
+  cv.multi_mape = scored ? cv.multi_mape / scored : 1e9;
+  for (double e : cv.fold_single) cv.single_mape += e / folds;
+  return cv;
+}
+
 std::vector<double> per_job_spearman(const std::vector<MeasuredRun>& runs, const GpuSpec& gpu, int min_configs,
                                      double min_spread) {
   std::map<std::tuple<long, int, int, long, int, long>, std::vector<const MeasuredRun*>> jobs;
@@ -304,12 +408,12 @@ ComputeConstants extrapolate_constants(const GpuSpec& measured, const GpuSpec& t
 namespace arachne {
 
 std::string format_compute_constants(const ComputeConstants& c) {
-  char buf[320];
+  char buf[360];
   std::snprintf(buf, sizeof buf,
                 "{gemm_eff_max: %.4f, gemm_half_flops: %.4g, attn_eff: %.4f, mem_eff: %.4f, kernel_overhead: \"%.3f us\", "
-                "link_eff: %.4f, collective_overhead: \"%.3f us\"}",
+                "link_eff: %.4f, collective_overhead: \"%.3f us\", overlap_slowdown: %.4f}",
                 c.gemm_eff_max, c.gemm_half_flops, c.attn_eff, c.mem_eff, c.kernel_overhead_s * 1e6, c.link_eff,
-                c.collective_overhead_s * 1e6);
+                c.collective_overhead_s * 1e6, c.overlap_slowdown);
   return buf;
 }
 

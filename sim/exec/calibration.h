@@ -43,6 +43,10 @@ struct CalibrationFit {
   int evaluations = 0;
 };
 
+// Simulated iteration times of `runs` (simulate_measured), on as many threads as the machine has; each run
+// is independent and deterministic, so the result does not depend on the thread count.
+std::vector<double> simulate_all(const std::vector<MeasuredRun>& runs, const GpuSpec& gpu);
+
 // Mean absolute percentage error of the simulator on `runs` (fraction, not percent).
 double calibration_mape(const std::vector<MeasuredRun>& runs, const GpuSpec& gpu);
 
@@ -50,6 +54,41 @@ double calibration_mape(const std::vector<MeasuredRun>& runs, const GpuSpec& gpu
 CalibrationFit fit_compute_constants(const std::vector<MeasuredRun>& runs, const GpuSpec& base,
                                      int max_evaluations = 400,
                                      const std::function<void(int, double)>& progress = {});
+
+// The same search on any objective of the GPU's constants (e.g. a mean of MAPEs over several data sets).
+CalibrationFit fit_constants(const std::function<double(const GpuSpec&)>& objective, const GpuSpec& base,
+                             int max_evaluations = 400, const std::function<void(int, double)>& progress = {});
+
+// The catalog's calibration: Nelder-Mead on the single-node MAPE from `base` (stage 1), then on the mean of
+// the single-node and multi-node MAPEs from there (stage 2). Single-node runs (small models, one sequence
+// length) do not separate the GEMM, memory-bound and communication terms that dominate at scale; the
+// multi-node runs do, so they are fitted too and validated out of sample by cross_validate_joint.
+struct JointBudget {
+  int single_evaluations = 300;
+  int joint_evaluations = 120;
+};
+CalibrationFit fit_joint(const std::vector<MeasuredRun>& single, const std::vector<MeasuredRun>& multi,
+                         const GpuSpec& base, const JointBudget& budget = {},
+                         const std::function<void(const std::string&, int, double)>& progress = {});
+
+// Multi-node jobs: runs of one model on one GPU count and global batch (hidden, heads, layers, sequence, GPUs,
+// global batch), in order of first appearance; the value is the job's index for each run.
+std::vector<int> job_of_runs(const std::vector<MeasuredRun>& runs, std::vector<std::string>* names = nullptr);
+
+struct CrossValidation {
+  double single_mape = 0;  // mean over folds of the held-out single-node half's MAPE
+  double multi_mape = 0;   // over every multi-node run, each predicted by the fold that held its job out
+  std::vector<double> fold_single, fold_multi;  // held-out MAPE per fold
+  std::vector<std::string> fold_jobs;           // the multi-node job each fold held out
+  std::vector<ComputeConstants> fold_constants;
+};
+// K-fold cross-validation of fit_joint, K = number of multi-node jobs: fold k fits on every multi-node job
+// but job k and on the single-node rows of the other parity than k (row index % 2 != k % 2), then scores
+// job k and the held-out single-node half. Every multi-node run is out of sample exactly once, every
+// single-node run in half of the folds.
+CrossValidation cross_validate_joint(const std::vector<MeasuredRun>& single, const std::vector<MeasuredRun>& multi,
+                                     const GpuSpec& base, const JointBudget& budget = {},
+                                     const std::function<void(const std::string&, int, double)>& progress = {});
 
 // Spearman rank correlation of simulated vs measured times for each job (same model dimensions, GPU
 // count and global batch) with at least `min_configs` configurations spanning at least `min_spread`

@@ -104,17 +104,49 @@ GradSync::GradSync(const ModelConfig& model, const Plan& plan, const StageWork& 
     flush();
     communicators = static_cast<size_t>(next_comm);
   }
+  const size_t dense_buckets = buckets_.size();
+  if (model.tied_embeddings()) add_tied_embedding_buckets(model);
+  for (size_t bi = dense_buckets; bi < buckets_.size(); ++bi) buckets_[bi].communicator = static_cast<int>(communicators++);
   segment_busy_.assign(communicators, false);
   segment_queue_.assign(communicators, {});
+  tied_bucket_.assign(nw, -1);
   for (size_t bi = 0; bi < buckets_.size(); ++bi) {
     Bucket& bk = buckets_[bi];
     bk.waiting = static_cast<int>(bk.holders.size());
     for (const Holder& h : bk.holders) {
       buckets_of_worker_[h.worker].push_back(static_cast<int>(bi));
       ++pending_[h.worker];
-      ++gather_pending_[h.worker];
+      if (bk.tied_embedding) tied_bucket_[h.worker] = static_cast<int>(bi);
+      else ++gather_pending_[h.worker];  // the embedding copies are not a ZeRO-1 shard
     }
   }
+}
+
+// One bucket per pipeline whose first and last stage are different workers: the word embedding (V x h,
+// sharded like the vocab-parallel embedding) over the first stage's groups and the last stage's groups.
+// With one group per stage and equal TP this is Megatron's embedding group (rank k of the first stage
+// with rank k of the last); split stages all-reduce over all their groups at once.
+void GradSync::add_tied_embedding_buckets(const ModelConfig& model) {
+  for (size_t p = 0; p < work_.worker_of.size(); ++p) {
+    const auto& stages = work_.worker_of[p];
+    const int depth = work_.physical_depth[p];
+    if (stages.size() < 2) continue;
+    Bucket bk;
+    bk.tied_embedding = true;
+    bk.embedding = true;
+    bk.full_params = static_cast<double>(model.vocab) * static_cast<double>(model.hidden);
+    for (const int vstage : {0, static_cast<int>(stages.size()) - 1})
+      for (int w : stages[vstage]) bk.holders.push_back({w, vstage / depth});
+    if (bk.holders.front().worker == bk.holders.back().worker) continue;  // one worker holds both ends
+    for (const Holder& h : bk.holders) bk.lcm_tp = std::lcm(bk.lcm_tp, work_.workers[h.worker].tp);
+    buckets_.push_back(std::move(bk));
+  }
+}
+
+void GradSync::maybe_sync_embedding(int w) {
+  const int tb = tied_bucket_[w];
+  if (tb < 0 || !backward_done_[w] || pending_[w] != 1) return;
+  if (reported_.insert({tb, w}).second) ready(tb);
 }
 
 void GradSync::on_last_backward_start(int w, int chunk, TimeNs start, double compute_s) {
@@ -129,7 +161,7 @@ void GradSync::on_last_backward_start(int w, int chunk, TimeNs start, double com
     const Bucket& bk = buckets_[bi];
     bool mine = false;
     for (const Holder& h : bk.holders) mine |= h.worker == w && h.chunk == chunk;
-    if (!mine) continue;
+    if (!mine || bk.tied_embedding) continue;
     // The bucket is complete when its earliest layer (the last one backward reaches) is done.
     double t;
     if (bk.embedding) t = cc.embedding_grad_ready_s;
@@ -146,19 +178,21 @@ void GradSync::on_layers_done(int w, int chunk, int first_done_layer, bool embed
     bool mine = false;
     for (const Holder& h : bk.holders) mine |= h.worker == w && h.chunk == chunk;
     const bool done = bk.embedding ? embedding_done : bk.layer_begin >= first_done_layer;
-    if (mine && done && reported_.insert({bi, w}).second) ready(bi);
+    if (mine && done && !bk.tied_embedding && reported_.insert({bi, w}).second) ready(bi);
   }
 }
 
 void GradSync::on_backward_done(int w, TimeNs now) {
   backward_done_[w] = true;
   for (int bi : buckets_of_worker_[w]) {
+    if (buckets_[bi].tied_embedding) continue;
     bool ep_pass = false;
     for (const Holder& h : buckets_[bi].holders)
       if (h.worker == w) ep_pass = !work_.workers[w].chunks[h.chunk].moe_layers.empty();
     // Without overlap every bucket is ready now; an expert-parallel pass reports what it has not yet.
     if (!plan_.overlap_grad_reduce || (ep_pass && reported_.insert({bi, w}).second)) ready(bi);
   }
+  maybe_sync_embedding(w);
   if (pending_[w] == 0) cb_.grads_reduced(w);
 }
 
@@ -176,7 +210,8 @@ void GradSync::start(int b) {
   Bucket& bk = buckets_[b];
   segment_busy_[bk.communicator] = true;
   bk.started = ctx_.engine.now();
-  launch(b, plan_.zero1 ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, grad_bytes_,
+  const bool shard = plan_.zero1 && !bk.tied_embedding;
+  launch(b, shard ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, grad_bytes_,
          [this, b]() { reduced(b); });
 }
 
@@ -238,8 +273,10 @@ void GradSync::reduced(int b) {
   if (cb_.bucket_span)
     for (const Holder& h : bk.holders) cb_.bucket_span(h.worker, bk.started, ctx_.engine.now());
   bk.opt_waiting = static_cast<int>(bk.holders.size());
-  for (const Holder& h : bk.holders)
+  for (const Holder& h : bk.holders) {
     if (--pending_[h.worker] == 0 && backward_done_[h.worker]) cb_.grads_reduced(h.worker);
+    else maybe_sync_embedding(h.worker);
+  }
 }
 
 void GradSync::on_optimizer_done(int w, TimeNs now) {
@@ -248,13 +285,13 @@ void GradSync::on_optimizer_done(int w, TimeNs now) {
     return;
   }
   // ZeRO-1: once every holder of a bucket has stepped its shard, all-gather the updated parameters.
-  if (buckets_of_worker_[w].empty()) {
+  if (gather_pending_[w] == 0) {
     cb_.finished(w);
     return;
   }
   for (int bi : buckets_of_worker_[w]) {
     Bucket& bk = buckets_[bi];
-    if (--bk.opt_waiting > 0) continue;
+    if (bk.tied_embedding || --bk.opt_waiting > 0) continue;
     launch(bi, CollectiveKind::AllGather, param_bytes_, [this, bi]() {
       for (const Holder& h : buckets_[bi].holders)
         if (--gather_pending_[h.worker] == 0) cb_.finished(h.worker);

@@ -8,6 +8,10 @@
 // backward otherwise. Holders with different TP degrees hold different shards: the bucket is cut into
 // lcm(tp) slices and each slice is all-reduced over the GPUs holding it. With ZeRO-1 the bucket is
 // reduce-scattered, each holder steps its shard, and the bf16 parameters are all-gathered.
+// Tied embeddings (GPT) with PP > 1: after its data-parallel buckets, the first stage all-reduces the word
+// embedding's gradient with the last stage's copy, then both step (Megatron-LM megatron/training.py
+// train_step, "backward-embedding-all-reduce"; megatron/core/distributed/finalize_model_grads.py,
+// _allreduce_word_embedding_grads). It is one more bucket, over the first and last stage of a pipeline.
 #pragma once
 #include <functional>
 #include <set>
@@ -53,6 +57,7 @@ class GradSync {
   struct Bucket {
     int layer_begin = 0, layer_end = 0;
     bool embedding = false, head = false;
+    bool tied_embedding = false;  // the first/last-stage word-embedding all-reduce, after the DP buckets
     std::vector<Holder> holders;
     double full_params = 0;  // parameters of the bucket without TP sharding
     int waiting = 0;         // holders not yet ready
@@ -66,6 +71,9 @@ class GradSync {
   void start(int b);
   void launch(int b, CollectiveKind kind, double bytes_per_param, std::function<void()> done);
   void reduced(int b);
+  void add_tied_embedding_buckets(const ModelConfig& model);
+  // Starts the tied-embedding all-reduce of worker w once only it is left (DP buckets reduced, backward done).
+  void maybe_sync_embedding(int w);
   std::vector<GpuId> slice_members(const Bucket& bk, int k) const;
 
   const Plan& plan_;
@@ -77,6 +85,7 @@ class GradSync {
   std::vector<Bucket> buckets_;
   std::vector<std::vector<int>> buckets_of_worker_;
   std::vector<int> pending_;        // per worker: buckets not yet reduced
+  std::vector<int> tied_bucket_;    // per worker: its tied-embedding bucket, or -1
   std::vector<int> gather_pending_; // per worker: ZeRO-1 all-gathers not yet done
   std::vector<bool> backward_done_;
   std::set<std::pair<int, int>> reported_;  // (bucket, worker) readiness already reported

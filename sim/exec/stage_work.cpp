@@ -18,32 +18,49 @@ double flops_of(const std::vector<OpCost>& ops) {
   return f;
 }
 
-// Megatron's Adam step touches, per parameter, fp32 master weight (r+w), fp32 grad (r), both moments (r+w)
-// and writes the bf16/fp16 copy (FusedAdam; Rajbhandari et al. 2020 §3 count 16 bytes of state per
-// parameter): 8 + 4 + 16 + 2 = 30 bytes, plus one fp32 read for the gradient-norm clip.
-constexpr double kAdamBytesPerParam = 34.0;
+// HBM bytes per parameter of Megatron's mixed-precision optimizer step (Float16OptimizerWithFloat16Params,
+// megatron/optimizer/optimizer.py, with apex FusedAdam; Rajbhandari et al. 2020 §3 count its 16 bytes of
+// fp32 state per parameter), in the order it runs:
+//   fp16: copy the fp16 gradient to the fp32 main gradient (r 2 + w 4), unscale and check for inf/NaN
+//         (r 4 + w 4), gradient norm for clipping (r 4), Adam (r param, grad, m, v 16 + w param, m, v 12),
+//         copy the fp32 master weight to the fp16 model weight (r 4 + w 2), zero the fp16 gradient buffer
+//         for the next iteration (w 2): 54 bytes;
+//   bf16: the gradient buffer is already fp32 (no copy) and there is no loss scaling (no unscale): norm 4 +
+//         Adam 28 + copy 6 + zeroing the fp32 buffer 4 = 42 bytes.
+double adam_step_bytes_per_param(const ModelConfig& m) { return m.dtype == "bf16" ? 42.0 : 54.0; }
 
 LinkClass intra_class(LinkKind k) { return k == LinkKind::Pcie ? LinkClass::Pcie : LinkClass::NvLink; }
 
-PassCost make_pass(const std::vector<OpCost>& ops, int tp_collectives, double tp_bytes_each, const Worker& w,
-                   const Cluster& cluster, const Topology& topo, const ModelConfig& model) {
+// Time a collective adds to its pass. Blocking: all of it. Beside a kernel of time t_k (Megatron's async
+// TP all-reduce next to the weight-gradient GEMM): the kernel runs (1 + kappa) times slower while the
+// collective is in flight (shared SMs and HBM; kappa = overlap_slowdown, see gpu.h), so the pair ends at
+// max(t_c, t_k + t_c·kappa/(1 + kappa)) and adds that minus t_k.
+double exposed_collective_s(double call_s, const OpCost& beside, const GpuSpec& gpu, const std::string& dtype) {
+  if (beside.flops <= 0) return call_s;
+  const double kernel_s = op_time_s(beside, gpu, dtype);
+  const double k = gpu.compute.overlap_slowdown;
+  return std::max(call_s, kernel_s + call_s * k / (1.0 + k)) - kernel_s;
+}
+
+PassCost make_pass(const std::vector<OpCost>& ops, const std::vector<TpCollectives>& calls, const Worker& w,
+                   const Cluster& cluster, const ModelConfig& model) {
   PassCost pc;
   const GpuSpec& gpu = cluster.gpu_spec(w.gpus.front());
   pc.compute_s = ops_time_s(ops, gpu, model.dtype);
-  if (w.tp > 1 && tp_collectives > 0) {
-    pc.tp_bytes = tp_collectives * tp_bytes_each;
-    pc.tp_collectives = tp_collectives;
-    if (w.tp_closed_form) {
-      const NodeGroup& ng = cluster.group_of_node(cluster.node_of(w.gpus.front()));
-      const double bw = ng.intra_bw * gpu.compute.link_eff;
-      const double lat = topo.latency_s(w.gpus[0], w.gpus[1]);
-      pc.tp_closed_form_s =
-          tp_collectives * (gpu.compute.collective_overhead_s +
-                            intra_node_collective_time(CollectiveKind::AllReduce, w.tp, tp_bytes_each, bw, lat));
-      // Ring all-reduce: every rank sends 2(t-1)/t of the buffer (Patarasuk & Yuan 2009).
-      pc.tp_closed_form_bytes[static_cast<int>(intra_class(ng.intra_kind))] =
-          tp_collectives * tp_bytes_each * 2.0 * (w.tp - 1);
-    }
+  if (w.tp <= 1) return pc;
+  for (const TpCollectives& c : calls) {
+    if (c.count <= 0) continue;
+    pc.tp_bytes += c.count * c.bytes;
+    pc.tp_collectives += c.count;
+    if (!w.tp_closed_form) continue;
+    const NodeGroup& ng = cluster.group_of_node(cluster.node_of(w.gpus.front()));
+    const double bw = ng.intra_bw * gpu.compute.link_eff;
+    const double call_s = gpu.compute.collective_overhead_s +
+                          nccl_intra_node_collective_time(CollectiveKind::AllReduce, w.tp, c.bytes, bw,
+                                                          ng.intra_kind != LinkKind::Pcie);
+    pc.tp_closed_form_s += c.count * exposed_collective_s(call_s, c.overlaps, gpu, model.dtype);
+    // Ring all-reduce: every rank sends 2(t-1)/t of the buffer (Patarasuk & Yuan 2009).
+    pc.tp_closed_form_bytes[static_cast<int>(intra_class(ng.intra_kind))] += c.count * c.bytes * 2.0 * (w.tp - 1);
   }
   return pc;
 }
@@ -170,8 +187,16 @@ StageWork build_stage_work(const Cluster& cluster, const Topology& topo, const M
           cc.head_grad_ready_s = t;
         }
         cc.layer_grad_ready_s.assign(st.layer_end - st.layer_begin, 0.0);
-        int tp_fwd = 0, tp_bwd = 0;
-        double tp_bytes_each = 0;
+        // TP collectives of the pass: the ends of the model, then every layer's.
+        std::vector<TpCollectives> tp_fwd, tp_bwd;
+        auto add_calls = [](std::vector<TpCollectives>& to, const std::vector<TpCollectives>& calls) {
+          to.insert(to.end(), calls.begin(), calls.end());
+        };
+        if (cc.has_embedding) add_calls(tp_fwd, embedding_tp_collectives(model, sh, true));
+        if (cc.has_head) {
+          add_calls(tp_fwd, head_tp_collectives(model, sh, true));
+          add_calls(tp_bwd, head_tp_collectives(model, sh, false));
+        }
         for (int l = st.layer_begin; l < st.layer_end; ++l) {
           auto f = layer_forward_ops(model, l, sh);
           fwd.insert(fwd.end(), f.begin(), f.end());
@@ -184,10 +209,10 @@ StageWork build_stage_work(const Cluster& cluster, const Topology& topo, const M
           bwd.insert(bwd.end(), rc.begin(), rc.end());
           bwd.insert(bwd.end(), b.begin(), b.end());
           const TpCollectives tc = layer_tp_collectives(model, sh);
-          tp_fwd += tc.count;
+          tp_fwd.push_back(tc);
           // Full recompute re-runs the forward, including its all-reduces (Korthikanti et al. 2022 §5).
-          tp_bwd += tc.count + (plan.recompute == Recompute::Full ? tc.count : 0);
-          tp_bytes_each = tc.bytes;
+          if (plan.recompute == Recompute::Full) tp_bwd.push_back(tc);
+          add_calls(tp_bwd, layer_tp_backward_collectives(model, l, sh));
         }
         if (cc.has_embedding) {
           auto eb = embedding_backward_ops(model, sh);
@@ -195,8 +220,8 @@ StageWork build_stage_work(const Cluster& cluster, const Topology& topo, const M
           bwd.insert(bwd.end(), eb.begin(), eb.end());
         }
         cc.embedding_grad_ready_s = t;
-        cc.forward = make_pass(fwd, tp_fwd, tp_bytes_each, w, cluster, topo, model);
-        cc.backward = make_pass(bwd, tp_bwd, tp_bytes_each, w, cluster, topo, model);
+        cc.forward = make_pass(fwd, tp_fwd, w, cluster, model);
+        cc.backward = make_pass(bwd, tp_bwd, w, cluster, model);
         if (cc.ep > 1) {
           // Dense kernels per segment; the routed experts run between each MoE layer's all-to-alls.
           auto time = [&](const std::vector<OpCost>& ops) { return ops_time_s(ops, gpu, model.dtype); };
@@ -343,7 +368,7 @@ StageWork build_stage_work(const Cluster& cluster, const Topology& topo, const M
       params += cc.params_per_rank;
     }
     const double opt_params = plan.zero1 ? params / w.dp_degree : params;
-    w.optimizer_s = op_time_s(OpCost{OpClass::Memory, 0.0, opt_params * kAdamBytesPerParam},
+    w.optimizer_s = op_time_s(OpCost{OpClass::Memory, 0.0, opt_params * adam_step_bytes_per_param(model)},
                               cluster.gpu_spec(w.gpus.front()), model.dtype);
   }
   return sw;

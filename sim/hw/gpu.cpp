@@ -43,7 +43,7 @@ NodeDefaults parse_default_node(const YAML::Node& n, const std::string& file, co
 
 ComputeConstants parse_compute(const YAML::Node& n, const std::string& file, const std::string& prefix) {
   check_keys(n, {"gemm_eff_max", "gemm_half_flops", "attn_eff", "mem_eff", "kernel_overhead", "link_eff",
-                  "collective_overhead"},
+                  "collective_overhead", "overlap_slowdown"},
              file, prefix);
   ComputeConstants c;
   c.gemm_eff_max = plain_number(n, "gemm_eff_max", 1e-6, 1.0, file, prefix);
@@ -53,6 +53,8 @@ ComputeConstants parse_compute(const YAML::Node& n, const std::string& file, con
   c.kernel_overhead_s = dimensioned(n, "kernel_overhead", units::parse_duration, file, prefix);
   c.link_eff = plain_number(n, "link_eff", 1e-6, 1.0, file, prefix);
   c.collective_overhead_s = dimensioned(n, "collective_overhead", units::parse_duration, file, prefix);
+  if (n["overlap_slowdown"].IsDefined())  // optional: the default when a GPU has no fitted value
+    c.overlap_slowdown = plain_number(n, "overlap_slowdown", 0.0, 1.0, file, prefix);
   return c;
 }
 
@@ -157,6 +159,7 @@ void emit_gpu_entry(YAML::Emitter& out, const GpuSpec& g) {
   out << YAML::Key << "kernel_overhead" << YAML::Value << units::format_duration(g.compute.kernel_overhead_s);
   out << YAML::Key << "link_eff" << YAML::Value << number_text(g.compute.link_eff);
   out << YAML::Key << "collective_overhead" << YAML::Value << units::format_duration(g.compute.collective_overhead_s);
+  out << YAML::Key << "overlap_slowdown" << YAML::Value << number_text(g.compute.overlap_slowdown);
   out << YAML::EndMap;
   if (!g.calibrated_from.empty()) out << YAML::Key << "calibrated_from" << YAML::Value << g.calibrated_from;
   out << YAML::EndMap;

@@ -81,6 +81,9 @@ void attention_core(const Dims& d, std::vector<OpCost>& ops) {
   // probabilities·V: 2·b·s²·h/t FLOPs; reads probabilities and V (b·s·k·d/t), writes context (b·s·h/t).
   ops.push_back(OpCost{OpClass::Attention, 2.0 * d.b * d.s * d.s * d.h / d.t,
                        d.e * (scores + d.b * d.s * (d.kd + d.h) / d.t)});
+  // The context comes out as [b·a/t, s, d] and is made contiguous as [s, b, h/t] for the output
+  // projection: read and write b·s·h/t (Megatron CoreAttention, context_layer.permute(...).contiguous()).
+  ops.push_back(memory(2.0 * d.e * d.b * d.s * d.h / d.t));
 }
 
 }  // namespace
@@ -193,6 +196,30 @@ TpCollectives layer_tp_collectives(const ModelConfig& m, const ShardSpec& s) {
   c.count = 2;
   c.bytes = s.samples * static_cast<double>(m.seq_len) * static_cast<double>(m.hidden) * bytes_per_element(m);
   return c;
+}
+
+std::vector<TpCollectives> layer_tp_backward_collectives(const ModelConfig& m, int layer, const ShardSpec& sh) {
+  const TpCollectives one = layer_tp_collectives(m, sh);
+  if (one.count == 0) return {};
+  const Dims d = dims(m, sh);
+  const double tokens = d.b * d.s;
+  TpCollectives qkv{1, one.bytes, gemm(tokens, d.h, (d.h + 2.0 * d.kd) / d.t, d.e)};
+  if (m.is_moe_layer(layer)) return {qkv, TpCollectives{1, one.bytes}};
+  const double up = (ffn_matrices(m) - 1.0) * ffn_width(m, layer) / d.t;
+  return {qkv, TpCollectives{1, one.bytes, gemm(tokens, d.h, up, d.e)}};
+}
+
+std::vector<TpCollectives> embedding_tp_collectives(const ModelConfig& m, const ShardSpec& s, bool forward) {
+  if (s.tp <= 1 || !forward) return {};
+  return {TpCollectives{1, s.samples * static_cast<double>(m.seq_len) * static_cast<double>(m.hidden) *
+                               bytes_per_element(m)}};
+}
+
+std::vector<TpCollectives> head_tp_collectives(const ModelConfig& m, const ShardSpec& s, bool forward) {
+  if (s.tp <= 1) return {};
+  const double tokens = s.samples * static_cast<double>(m.seq_len);
+  if (forward) return {TpCollectives{3, tokens * 4.0}};  // fp32 per token
+  return {TpCollectives{1, tokens * static_cast<double>(m.hidden) * bytes_per_element(m)}};
 }
 
 double p2p_bytes(const ModelConfig& m, double samples) {

@@ -42,11 +42,29 @@ std::vector<OpCost> head_backward_ops(const ModelConfig& m, const ShardSpec& s);
 // TP collectives of one layer in one direction: Megatron does 2 all-reduces forward (after attention
 // and after MLP) and 2 backward (Shoeybi et al. 2019 §3); with sequence parallelism each becomes a
 // reduce-scatter + all-gather pair of the same total volume (Korthikanti et al. 2022 §4.2.2).
+// OpCost is declared above; a collective may run beside a kernel instead of before the next one.
 struct TpCollectives {
   int count = 0;        // collectives per layer per direction
   double bytes = 0;     // full tensor size of each (b·s·h·dtype bytes)
+  OpCost overlaps{OpClass::Gemm, 0.0, 0.0};  // the kernel each one runs beside (none: it blocks the stream)
 };
 TpCollectives layer_tp_collectives(const ModelConfig& m, const ShardSpec& s);
+// Backward of a layer: the two column-parallel linears (QKV, fc1) all-reduce their input gradient
+// asynchronously while computing their weight gradient (Megatron-LM
+// LinearWithGradAccumulationAndAsyncCommunication, core/tensor_parallel/layers.py, on by default since
+// 2021; with sequence parallelism the reduce-scatter overlaps the same way). One entry per linear, each
+// overlapping that linear's weight-gradient GEMM. MoE layers: the attention's only, the expert FFN's
+// collectives block.
+std::vector<TpCollectives> layer_tp_backward_collectives(const ModelConfig& m, int layer, const ShardSpec& s);
+// TP collectives of the ends of the model in one direction (empty when tp = 1):
+//  - embedding forward: the vocab-parallel embedding all-reduces its b·s·h output (Megatron
+//    VocabParallelEmbedding, reduce_from_tensor_model_parallel_region); backward: none (that reduce's
+//    gradient is the identity), and full recompute does not re-run the embedding (only the layers).
+//  - head forward: the vocab-parallel cross-entropy all-reduces three b·s fp32 vectors (max logit, target
+//    logit, sum of exponentials; megatron/core/tensor_parallel/cross_entropy.py); backward: the head's
+//    input gradient, b·s·h (copy_to_tensor_model_parallel_region in parallel_lm_logits).
+std::vector<TpCollectives> embedding_tp_collectives(const ModelConfig& m, const ShardSpec& s, bool forward);
+std::vector<TpCollectives> head_tp_collectives(const ModelConfig& m, const ShardSpec& s, bool forward);
 
 // Activation (or its gradient) sent between pipeline stages per micro-batch: b·s·h·dtype bytes
 // (per TP rank divided by tp when scatter/gather or sequence parallelism splits it).

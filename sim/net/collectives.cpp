@@ -130,4 +130,25 @@ double intra_node_collective_time(CollectiveKind kind, int n, double bytes, doub
   return ring_steps(kind, n) * latency_s + edge_fraction(kind, n) * bytes / link_bw;
 }
 
+double nccl_intra_node_collective_time(CollectiveKind kind, int n, double bytes, double link_bw, bool nvlink) {
+  if (n < 2) return 0.0;
+  // NCCL tuning.cc (ring algorithm; latencies in us): baseLat {LL 3.6, LL128 10.0, Simple 8.4}; per-step
+  // hwLat over NVLink {0.47, 1.9, 3.4}, over PCIe {1.0, 2.5, 5.7}; bandwidth of LL 1/4 of Simple's for
+  // all-reduce (1/3 otherwise), LL128 0.92.
+  struct Protocol {
+    double base_us, nvlink_step_us, pcie_step_us, bw_fraction;
+  };
+  const double ll_bw = kind == CollectiveKind::AllReduce ? 1.0 / 4.0 : 1.0 / 3.0;
+  const Protocol protocols[] = {{3.6, 0.47, 1.0, ll_bw}, {10.0, 1.9, 2.5, 0.92}, {8.4, 3.4, 5.7, 1.0}};
+  const double volume = edge_fraction(kind, n) * bytes;  // per rank (Patarasuk & Yuan 2009)
+  double best = 1e300;
+  for (int p = 0; p < 3; ++p) {
+    if (p == 1 && !nvlink) continue;  // LL128 only on NVLink
+    const Protocol& pr = protocols[p];
+    const double step_us = nvlink ? pr.nvlink_step_us : pr.pcie_step_us;
+    best = std::min(best, (pr.base_us + ring_steps(kind, n) * step_us) * 1e-6 + volume / (link_bw * pr.bw_fraction));
+  }
+  return best;
+}
+
 }  // namespace arachne

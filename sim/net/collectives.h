@@ -37,4 +37,10 @@ void send(CollectiveContext& ctx, GpuId src, GpuId dst, double bytes, std::funct
 // steps x latency + volume / per-GPU link bandwidth.
 double intra_node_collective_time(CollectiveKind kind, int n, double bytes, double link_bw, double latency_s);
 
+// The same ring inside one node with NCCL's latency terms (NVIDIA/nccl src/graph/tuning.cc, the model NCCL
+// uses to pick a protocol): for each protocol p, baseLat_p + steps·hwLat_p + volume / (link_bw·bw_p), and
+// NCCL runs the fastest. Small messages pay the per-step latency of LL/LL128 instead of Simple's. LL128
+// needs NVLink (tuning.cc enables it by default only there).
+double nccl_intra_node_collective_time(CollectiveKind kind, int n, double bytes, double link_bw, bool nvlink);
+
 }  // namespace arachne
