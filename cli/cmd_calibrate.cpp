@@ -39,7 +39,7 @@ Prints Markdown tables of the fit and of every ratio; --write rewrites those GPU
 Usage:
   arachne calibrate --data FILE.csv [--gpu A100-80] [--evaluations N] [--validate FILE.csv]
                     [--write configs/gpus.yaml]
-  arachne calibrate --published published_gpu_types.csv [--write configs/gpus.yaml]
+  arachne calibrate --published published_gpu_types.csv [--write configs/gpus.yaml | --simulated-time-only]
 
 Example (what scripts/calibrate.sh runs):
   arachne calibrate --data ../shared/data/measured/vtrain_a100_single_node.csv \
@@ -125,11 +125,11 @@ void print_exclusions(const std::vector<PublishedCase>& cases) {
       std::printf("- %s: %s\n", c.model.name.c_str(), c.assumptions.c_str());
 }
 
-int run_gpu_type_fit(const std::string& published, const std::string& write_path) {
+int run_gpu_type_fit(const std::string& published, const std::string& write_path, bool charge_unpriced) {
   const GpuCatalog catalog = GpuCatalog::load_default();
   const auto rows = load_published_csv(published);
   const auto cases = interpret_published(rows, catalog);
-  const GpuTypeFitReport rep = fit_gpu_types(cases, catalog);
+  const GpuTypeFitReport rep = fit_gpu_types(cases, catalog, charge_unpriced);
   print_type_fits(rep);
   print_ratio_rows(rep);
   print_type_errors(rep);
@@ -156,6 +156,8 @@ int run_calibrate(const std::vector<std::string>& args) {
       ("evaluations", po::value<std::string>()->value_name("N")->default_value("500"), "simulator sweeps the fit may use")
       ("validate", po::value<std::string>()->value_name("FILE"), "report the error on this file too (not fitted)")
       ("published", po::value<std::string>()->value_name("FILE"), "fit the other GPU types to these ratios")
+      ("simulated-time-only", "with --published: compare simulated times alone, without charging the anchor's "
+                              "unpriced time to the other GPU (an ablation; do not --write it)")
       ("write", po::value<std::string>()->value_name("FILE"), "rewrite the constants in this catalog file");
   po::variables_map vm;
   if (const int rc = parse_options(args, opts, vm, "calibrate"); rc >= 0) return rc;
@@ -165,8 +167,11 @@ int run_calibrate(const std::vector<std::string>& args) {
   }
   if (vm.count("published")) {
     if (vm.count("data")) return input_error("--published", "give either --data or --published, not both");
+    if (vm.count("simulated-time-only") && vm.count("write"))
+      return input_error("--simulated-time-only", "an ablation: not written to the catalog (drop --write)");
     return run_gpu_type_fit(vm["published"].as<std::string>(),
-                            vm.count("write") ? vm["write"].as<std::string>() : std::string());
+                            vm.count("write") ? vm["write"].as<std::string>() : std::string(),
+                            !vm.count("simulated-time-only"));
   }
   if (!vm.count("data")) return input_error("--data", "required (a vTrain-format CSV of measured iterations)");
   const GpuCatalog catalog = GpuCatalog::load_default();

@@ -341,7 +341,8 @@ double measured_sequences_per_s(const PublishedCase& c) {
 // framework element-wise kernels); it is charged to the compared GPU too, as memory-bound work scaled by
 // the HBM bandwidth ratio (the roofline's memory term, compute_time.h). No fitted parameter: it comes
 // from the anchor's own measurement, never from the ratio being predicted.
-std::vector<double> simulated_ratios(const std::vector<const RatioPoint*>& points, const GpuCatalog& catalog) {
+std::vector<double> simulated_ratios(const std::vector<const RatioPoint*>& points, const GpuCatalog& catalog,
+                                     bool charge_unpriced) {
   std::map<const PublishedCase*, double> memo;
   auto thr = [&](const PublishedCase* c) {
     auto it = memo.find(c);
@@ -351,12 +352,13 @@ std::vector<double> simulated_ratios(const std::vector<const RatioPoint*>& point
   std::vector<double> out;
   for (const RatioPoint* p : points) {
     const double anchor_measured_s = 1 / measured_sequences_per_s(*p->anchor);
-    const double unpriced_s = std::max(0.0, anchor_measured_s - 1 / thr(p->anchor));
+    const double unpriced_s = charge_unpriced ? std::max(0.0, anchor_measured_s - 1 / thr(p->anchor)) : 0.0;
     const GpuSpec& row_gpu = catalog.at(p->row->catalog_gpu);
     const GpuSpec& anchor_gpu = catalog.at(p->anchor->catalog_gpu);
     const double row_s = 1 / thr(p->row) + unpriced_s * (anchor_gpu.hbm_bw * anchor_gpu.compute.mem_eff) /
                                                (row_gpu.hbm_bw * row_gpu.compute.mem_eff);
-    out.push_back(std::max(anchor_measured_s, 1 / thr(p->anchor)) / row_s);
+    const double anchor_s = charge_unpriced ? std::max(anchor_measured_s, 1 / thr(p->anchor)) : 1 / thr(p->anchor);
+    out.push_back(anchor_s / row_s);
   }
   return out;
 }
@@ -364,13 +366,13 @@ std::vector<double> simulated_ratios(const std::vector<const RatioPoint*>& point
 // k minimising the mean squared log error of the simulated ratios of `points` for `gpu`, by golden-section
 // search on log k between 0.2 and the largest k keeping both efficiencies below 1 (deterministic).
 double fit_scale(const std::vector<const RatioPoint*>& points, const GpuCatalog& catalog, const std::string& gpu,
-                 bool* at_bound) {
+                 bool charge_unpriced, bool* at_bound) {
   const ComputeConstants unit = scaled_constants(catalog, gpu, 1.0);
   const double lo = std::log(0.2);
   const double hi = std::log(0.999 / std::max(unit.gemm_eff_max, unit.attn_eff));
   auto loss = [&](double u) {
     const GpuCatalog c = propagate_constants(catalog, {{gpu, std::exp(u)}});
-    const auto sim = simulated_ratios(points, c);
+    const auto sim = simulated_ratios(points, c, charge_unpriced);
     double s = 0;
     for (size_t i = 0; i < sim.size(); ++i) s += std::pow(log_ratio_error(*points[i], sim[i]), 2);
     return s / sim.size();
@@ -412,7 +414,8 @@ std::vector<RatioPoint> ratio_points(const std::vector<PublishedCase>& cases, co
 
 }  // namespace
 
-GpuTypeFitReport fit_gpu_types(const std::vector<PublishedCase>& cases, const GpuCatalog& catalog) {
+GpuTypeFitReport fit_gpu_types(const std::vector<PublishedCase>& cases, const GpuCatalog& catalog,
+                               bool charge_unpriced) {
   GpuTypeFitReport rep;
   rep.catalog = propagate_constants(catalog);
   rep.points = ratio_points(cases, rep.catalog);
@@ -432,7 +435,7 @@ GpuTypeFitReport fit_gpu_types(const std::vector<PublishedCase>& cases, const Gp
     fit.fold_kind = sources.size() > 1 ? "source" : "workload";
     for (RatioPoint* p : mine) p->fold = fit.fold_kind == "source" ? p->row->row.source_id : p->row->workload;
     std::vector<const RatioPoint*> all(mine.begin(), mine.end());
-    fit.k = fit_scale(all, rep.catalog, gpu, &fit.at_bound);
+    fit.k = fit_scale(all, rep.catalog, gpu, charge_unpriced, &fit.at_bound);
     std::set<std::string> folds;
     for (const RatioPoint* p : mine) folds.insert(p->fold);
     for (const std::string& fold : folds) {
@@ -443,8 +446,9 @@ GpuTypeFitReport fit_gpu_types(const std::vector<PublishedCase>& cases, const Gp
         else train.push_back(p);
       }
       if (train.empty()) continue;  // a single fold cannot be held out
-      const double k = fit_scale(train, rep.catalog, gpu, nullptr);
-      const auto sim = simulated_ratios({test.begin(), test.end()}, propagate_constants(rep.catalog, {{gpu, k}}));
+      const double k = fit_scale(train, rep.catalog, gpu, charge_unpriced, nullptr);
+      const auto sim = simulated_ratios({test.begin(), test.end()}, propagate_constants(rep.catalog, {{gpu, k}}),
+                                        charge_unpriced);
       for (size_t i = 0; i < test.size(); ++i) test[i]->out_of_sample = sim[i];
     }
     rep.catalog = propagate_constants(rep.catalog, {{gpu, fit.k}});
@@ -455,7 +459,7 @@ GpuTypeFitReport fit_gpu_types(const std::vector<PublishedCase>& cases, const Gp
   }
   std::vector<const RatioPoint*> all;
   for (const RatioPoint& p : rep.points) all.push_back(&p);
-  const auto sim = simulated_ratios(all, rep.catalog);
+  const auto sim = simulated_ratios(all, rep.catalog, charge_unpriced);
   for (size_t i = 0; i < all.size(); ++i) {
     RatioPoint& p = rep.points[i];
     p.simulated = sim[i];

@@ -95,7 +95,11 @@ struct GpuTypeFitReport {
 
 // Fits k for every GPU with `fitted_on` in `catalog` (in catalog order), validates each out of sample, and
 // checks every extrapolated GPU that has rows. `cases` must outlive the report.
-GpuTypeFitReport fit_gpu_types(const std::vector<PublishedCase>& cases, const GpuCatalog& catalog);
+// charge_unpriced: the anchor's measured time per sequence beyond its simulated time (work of the source's
+// code that the simulator's kernels do not price) is charged to the compared GPU as memory-bound work at
+// its HBM bandwidth; false compares the simulated times alone (an ablation).
+GpuTypeFitReport fit_gpu_types(const std::vector<PublishedCase>& cases, const GpuCatalog& catalog,
+                               bool charge_unpriced = true);
 
 // Rewrites the one-line `compute:` blocks of every GPU with `calibrated_from`, and the `fitted_on:` lines of
 // the fitted ones, from `fitted` (other lines byte for byte).
