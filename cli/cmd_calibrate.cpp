@@ -106,6 +106,19 @@ void print_type_errors(const GpuTypeFitReport& rep) {
   }
 }
 
+void print_absolute_checks(const std::vector<PublishedCase>& cases, const GpuCatalog& catalog) {
+  std::printf("\n## Absolute check: tables with one GPU type (not fitted)\n\n");
+  std::printf("| source | model | GPUs | TP-PP-DP | published model TFLOP/s/GPU | simulated | error |\n"
+              "|---|---|---|---|---|---|---|\n");
+  for (const PublishedCase& c : cases) {
+    if (!c.absolute) continue;
+    const double sim = simulate_published_tflops(c, catalog);
+    std::printf("| %s | %s | %d x %s | %d-%d-%d | %.1f | %.1f | %s |\n", c.row.source_id.c_str(), c.model.name.c_str(),
+                c.row.gpus_total, c.catalog_gpu.c_str(), c.shape.tp, c.shape.pp, c.shape.dp, c.row.value, sim,
+                pct(sim / c.row.value - 1).c_str());
+  }
+}
+
 void print_exclusions(const std::vector<PublishedCase>& cases) {
   std::printf("\n## Rows not simulated\n\n");
   std::map<std::pair<std::string, std::string>, std::string> lines;  // (source, reason) -> line numbers
@@ -133,6 +146,7 @@ int run_gpu_type_fit(const std::string& published, const std::string& write_path
   print_type_fits(rep);
   print_ratio_rows(rep);
   print_type_errors(rep);
+  print_absolute_checks(cases, rep.catalog);
   print_exclusions(cases);
   if (!write_path.empty()) {
     std::ifstream in(write_path);

@@ -128,6 +128,48 @@ std::string precision_or_metric_exclusion(const PublishedRow& r) {
   return "";
 }
 
+// Rows of a table with one GPU type that states the whole configuration and reports model TFLOP/s per GPU
+// (Megatron-Core's H100 weak-scaling table): simulated as stated, compared in absolute terms.
+// "vocab 131072" in a model text; 0 when absent.
+long stated_vocab(const std::string& model) {
+  const auto pos = model.find("vocab ");
+  return pos == std::string::npos ? 0 : leading_number(model.substr(pos + 6));
+}
+
+bool absolute_row(const PublishedRow& r) {
+  return r.metric == "model_TFLOPs_per_GPU" && r.layers > 0 && r.hidden > 0 && r.heads > 0 && r.seq_len > 0 &&
+         r.global_batch > 0 && r.tp > 0 && r.pp > 0 && r.dp > 0 && r.tp * r.pp * r.dp == r.gpus_total && stated_vocab(r.model) > 0;
+}
+
+void interpret_absolute(PublishedCase& c) {
+  const PublishedRow& r = c.row;
+  ModelConfig& m = c.model;
+  m.name = r.model.substr(0, r.model.find(" ("));
+  m.source = "published_gpu_types.csv:" + std::to_string(r.line);
+  m.layers = r.layers;
+  m.hidden = r.hidden;
+  m.heads = m.kv_heads = r.heads;
+  m.ffn_hidden = 4 * r.hidden;
+  m.ffn_kind = FfnKind::Gelu;
+  m.seq_len = r.seq_len;
+  m.vocab = stated_vocab(r.model);
+  m.dtype = "bf16";
+  m.global_batch = r.global_batch;
+  c.shape.tp = r.tp;
+  c.shape.pp = r.pp;
+  c.shape.dp = r.dp;
+  c.shape.micro_batch = r.micro_batch > 0 ? r.micro_batch : 1;
+  c.shape.global_batch = r.global_batch;
+  c.shape.recompute = Recompute::None;
+  c.shape.sequence_parallel = r.tp > 1;
+  c.shape.zero1 = true;
+  c.absolute = true;
+  c.assumptions =
+      "GPT blocks as stated; not stated, assumed: bf16, micro-batch 1, no recompute, sequence parallelism "
+      "with TP, distributed optimizer (ZeRO-1), 1F1B without interleaving, DGX H100 nodes, attention "
+      "unfused (the simulator's default)";
+}
+
 // Anchor preference inside a workload: the calibrated A100-80, then other A100s, then the H100.
 int anchor_rank(const std::string& catalog_gpu) {
   if (catalog_gpu == "A100-80") return 0;
@@ -223,6 +265,11 @@ std::vector<PublishedCase> interpret_published(const std::vector<PublishedRow>& 
     c.excluded = precision_or_metric_exclusion(r);
     if (c.excluded.empty() && (c.catalog_gpu.empty() || !catalog.contains(c.catalog_gpu)))
       c.excluded = "GPU '" + r.gpu.substr(0, r.gpu.find(" (")) + "' is not a catalog type";
+    if (c.excluded.empty() && w == nullptr && absolute_row(r)) {
+      interpret_absolute(c);
+      cases.push_back(c);
+      continue;
+    }
     if (c.excluded.empty() && w == nullptr)
       c.excluded = "no other GPU type runs this workload in the same source (nothing to compare within it)";
     if (c.excluded.empty() && (r.seq_len <= 0 || r.global_batch <= 0 || r.gpus_total != 1))
@@ -253,14 +300,14 @@ std::vector<PublishedCase> interpret_published(const std::vector<PublishedRow>& 
   std::map<std::string, int> best;
   for (int i = 0; i < static_cast<int>(cases.size()); ++i) {
     const PublishedCase& c = cases[i];
-    if (!c.excluded.empty() || anchor_rank(c.catalog_gpu) == 99) continue;
+    if (!c.excluded.empty() || c.absolute || anchor_rank(c.catalog_gpu) == 99) continue;
     auto it = best.find(c.workload);
     if (it == best.end() || anchor_rank(c.catalog_gpu) < anchor_rank(cases[it->second].catalog_gpu))
       best[c.workload] = i;
   }
   for (int i = 0; i < static_cast<int>(cases.size()); ++i) {
     PublishedCase& c = cases[i];
-    if (!c.excluded.empty()) continue;
+    if (!c.excluded.empty() || c.absolute) continue;
     const auto it = best.find(c.workload);
     if (it == best.end()) c.excluded = "no A100 or H100 anchor of the same workload in the source";
     else c.anchor = it->second == i;
@@ -268,14 +315,26 @@ std::vector<PublishedCase> interpret_published(const std::vector<PublishedRow>& 
   return cases;
 }
 
-double simulate_published(const PublishedCase& c, const GpuCatalog& catalog) {
+namespace {
+
+SimResult simulate_case(const PublishedCase& c, const GpuCatalog& catalog) {
   const Cluster cluster = single_type_cluster(catalog, c.catalog_gpu, c.row.gpus_total);
   const Topology topo(cluster);
   const Plan plan = plan_from_shorthand(c.shape, cluster, c.model);
   SimOptions opt;
   opt.ignore_memory = true;  // the sources ran these batches; the simulator's memory model is not on trial
-  const double t = simulate_iteration(cluster, topo, c.model, plan, opt).iteration_time_s;
+  return simulate_iteration(cluster, topo, c.model, plan, opt);
+}
+
+}  // namespace
+
+double simulate_published(const PublishedCase& c, const GpuCatalog& catalog) {
+  const double t = simulate_case(c, catalog).iteration_time_s;
   return static_cast<double>(c.model.global_batch) / t / c.row.gpus_total;
+}
+
+double simulate_published_tflops(const PublishedCase& c, const GpuCatalog& catalog) {
+  return simulate_case(c, catalog).tflops_per_gpu;
 }
 
 ComputeConstants scaled_constants(const GpuCatalog& catalog, const std::string& gpu, double k) {
@@ -401,7 +460,7 @@ std::vector<RatioPoint> ratio_points(const std::vector<PublishedCase>& cases, co
     if (c.excluded.empty() && c.anchor) anchor[c.workload] = &c;
   std::vector<RatioPoint> points;
   for (const PublishedCase& c : cases) {
-    if (!c.excluded.empty() || c.anchor) continue;
+    if (!c.excluded.empty() || c.anchor || c.absolute) continue;
     RatioPoint p;
     p.row = &c;
     p.anchor = anchor.at(c.workload);

@@ -44,6 +44,7 @@ struct PublishedCase {
   ModelConfig model;
   Shorthand shape;
   bool anchor = false;      // the row others of its workload are compared with
+  bool absolute = false;    // a one-GPU-type table: compared by absolute TFLOP/s, not fitted
 };
 
 // Maps every row to a catalog GPU, a model and a plan (documented assumptions where the row is silent),
@@ -53,6 +54,8 @@ std::vector<PublishedCase> interpret_published(const std::vector<PublishedRow>& 
 
 // Simulated throughput of a case, sequences per second per GPU, with `catalog`'s constants.
 double simulate_published(const PublishedCase& c, const GpuCatalog& catalog);
+// Simulated model TFLOP/s per GPU of a case (no recompute FLOPs counted; SimResult::tflops_per_gpu).
+double simulate_published_tflops(const PublishedCase& c, const GpuCatalog& catalog);
 
 // Constants of `gpu` as extrapolated from its `calibrated_from` GPU with the tensor-core efficiencies
 // (gemm_eff_max, attn_eff) multiplied by k.

@@ -132,6 +132,23 @@ TEST_F(GpuTypeFitTest, RowsTheSimulatorCannotReproduceAreExcludedWithAReason) {
     EXPECT_EQ(simulated_sources.count(used), 1u) << used;
 }
 
+TEST_F(GpuTypeFitTest, OneTypeTablesThatStateTheirConfigurationAreRunAsStated) {
+  // Megatron-Core's H100 table states layers, hidden, heads, sequence, batch, TP/PP/DP and the vocabulary:
+  // its rows are simulated as stated (absolute check), never used as ratios.
+  int absolute = 0;
+  for (const PublishedCase& c : *cases_) {
+    if (!c.absolute) continue;
+    ++absolute;
+    EXPECT_EQ(c.row.source_id, "MCORE_H100_README");
+    EXPECT_EQ(c.catalog_gpu, "H100");
+    EXPECT_EQ(c.shape.tp * c.shape.pp * c.shape.dp, c.row.gpus_total);
+    EXPECT_EQ(c.model.vocab, 131072);
+    EXPECT_EQ(c.model.hidden, c.row.hidden);
+    for (const RatioPoint& p : report_->points) EXPECT_NE(p.row, &c);
+  }
+  EXPECT_EQ(absolute, 5);
+}
+
 TEST_F(GpuTypeFitTest, FasterGenerationsSimulateFasterOnTheSameRun) {
   // Physical order on LAMBDA_V1's BERT-large run: V100 < A100-80 < H100-PCIe < H100 (peaks 125 < 312 <
   // 756 < 989 TFLOP/s, bandwidth 0.9 < 2.0 <= 2.0 < 3.35 TB/s).
