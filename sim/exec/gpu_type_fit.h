@@ -3,7 +3,10 @@
 // runs (calibration.h); every other type is priced by the same roofline with its own peak and bandwidth.
 // What differs between generations and is fitted here is the fraction of the tensor-core peak that real
 // kernels reach: one factor k per fitted type scales the A100-80's gemm_eff_max and attn_eff (extrapolated,
-// see extrapolate_constants). HBM efficiency, overheads and link efficiency stay the A100-80's.
+// see extrapolate_constants). HBM efficiency, overheads and link efficiency stay the A100-80's: the data
+// hold 2-5 single-GPU rows per type, dominated by GEMM time, which identify one parameter and say nothing
+// about collectives; separating memory from tensor-core efficiency would need rows that vary the
+// memory-bound share at a fixed GPU, which the sources do not give.
 //
 // Sources differ in software, precision and per-GPU batch, so a row is only ever compared with an anchor
 // row of the same source and workload (an A100 where the source has one, else an H100): the fit matches
