@@ -152,6 +152,18 @@ TEST(CliBinary, ListGpusSaysWhereEveryGpusConstantsComeFrom) {
   EXPECT_EQ(seen.size(), cat.names().size());
 }
 
+TEST(CliBinary, CalibratePublishedBadInputIsOneErrorLineAndLeavesTheCatalogAlone) {
+  CliTempDir dir;
+  const std::string catalog = dir.write("gpus.yaml", "unchanged\n");
+  const std::string csv = dir.write("published.csv", "source_id,gpu\nX,Y\n");
+  const RunResult r = dir.run("calibrate --published '" + csv + "' --write '" + catalog + "'");
+  expect_one_error_line(r);
+  EXPECT_NE(r.err.find("published.csv:1: gpus_total: missing column"), std::string::npos) << r.err;
+  std::ifstream in(catalog);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()), "unchanged\n");
+  expect_one_error_line(dir.run("calibrate --published '" + csv + "' --data '" + csv + "'"));
+}
+
 TEST(CliBinary, UnknownModelIsBadInputAndWritesNothing) {
   CliTempDir dir;
   const RunResult r = dir.run("simulate --cluster A100-80:1x8 --model no-such-model --tp 2 --pp 2 --dp 2 "
