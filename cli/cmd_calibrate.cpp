@@ -176,7 +176,7 @@ int run_calibrate(const std::vector<std::string>& args) {
       ("evaluations", po::value<std::string>()->value_name("N")->default_value("500"), "simulator sweeps the fit may use")
       ("validate", po::value<std::string>()->value_name("FILE"), "report the error on this file too (not fitted)")
       ("multi", po::value<std::string>()->value_name("FILE"), "multi-node runs fitted jointly (second stage)")
-      ("joint-evaluations", po::value<std::string>()->value_name("N")->default_value("120"), "simulator sweeps of the joint stage")
+      ("joint-evaluations", po::value<std::string>()->value_name("N")->default_value("100"), "simulator sweeps of the joint stage")
       ("cross-validate", "with --multi: report the out-of-sample errors of the procedure (K more fits)")
       ("published", po::value<std::string>()->value_name("FILE"), "fit the other GPU types to these ratios")
       ("simulated-time-only", "with --published: compare simulated times alone, without charging the anchor's "

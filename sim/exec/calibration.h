@@ -64,8 +64,8 @@ CalibrationFit fit_constants(const std::function<double(const GpuSpec&)>& object
 // length) do not separate the GEMM, memory-bound and communication terms that dominate at scale; the
 // multi-node runs do, so they are fitted too and validated out of sample by cross_validate_joint.
 struct JointBudget {
-  int single_evaluations = 300;
-  int joint_evaluations = 120;
+  int single_evaluations = 200;
+  int joint_evaluations = 100;
 };
 CalibrationFit fit_joint(const std::vector<MeasuredRun>& single, const std::vector<MeasuredRun>& multi,
                          const GpuSpec& base, const JointBudget& budget = {},

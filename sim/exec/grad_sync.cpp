@@ -218,12 +218,21 @@ void GradSync::start(int b) {
 void GradSync::for_each_collective(
     const std::function<bool(CollectiveKind, const std::vector<GpuId>&)>& f) const {
   for (const Bucket& bk : buckets_) {
-    if (bk.holders.size() < 2) continue;
+    if (bk.holders.size() < 2 || bk.tied_embedding) continue;
     for (int k = 0; k < bk.lcm_tp; ++k) {
       const std::vector<GpuId> members = slice_members(bk, k);
       // The all-gather of ZeRO-1 runs over the same ring as the reduce-scatter: one census covers both.
       if (!f(plan_.zero1 ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, members)) return;
     }
+  }
+}
+
+void GradSync::for_each_tied_embedding_collective(
+    const std::function<bool(int, const std::vector<GpuId>&)>& f) const {
+  for (const Bucket& bk : buckets_) {
+    if (!bk.tied_embedding) continue;
+    for (int k = 0; k < bk.lcm_tp; ++k)
+      if (!f(work_.workers[bk.holders.front().worker].pipeline, slice_members(bk, k))) return;
   }
 }
 

@@ -48,6 +48,9 @@ class GradSync {
   // Every collective the reduction will run (kind, members), for a census of the links it touches; stops
   // when `f` returns false.
   void for_each_collective(const std::function<bool(CollectiveKind, const std::vector<GpuId>&)>& f) const;
+  // The tied-embedding all-reduces (not in for_each_collective): pipeline and members of each. Each runs after
+  // its own pipeline's last transfer, so it couples only pipelines that share its links.
+  void for_each_tied_embedding_collective(const std::function<bool(int, const std::vector<GpuId>&)>& f) const;
 
  private:
   struct Holder {

@@ -59,6 +59,26 @@ std::vector<int> find_mirrored_workers(const Topology& topo, const Plan& plan, c
               owner[h.link] = p;
             }
   {
+    // A pipeline's tied-embedding all-reduce runs after its last transfer: its links count as the pipeline's
+    // own, like its sends.
+    bool shared = false;
+    grads.for_each_tied_embedding_collective([&](int p, const std::vector<GpuId>& members) {
+      Engine tied_engine;  // a fresh census per collective: links_used accumulates
+      FlowNetwork tied(tied_engine, topo.links());
+      CollectiveContext tctx{tied_engine, tied, topo};
+      allreduce(tctx, members, 1.0, [] {});
+      tied_engine.run();
+      const auto& used = tied.links_used();
+      for (size_t l = 0; l < used.size(); ++l) {
+        if (!used[l]) continue;
+        if (owner[l] >= 0 && owner[l] != p) shared = true;
+        owner[l] = p;
+      }
+      return !shared;
+    });
+    if (shared) return mirror;
+  }
+  {
     // Census of the links the gradient collectives touch, one collective at a time so that the first
     // collision ends it (the common Megatron layouts collide at once: rings and sends share NICs).
     Engine census_engine;

@@ -2,7 +2,9 @@
 // The bars: single-node MAPE <= 12 % out of sample (two-fold: constants fitted on one half, scored on the
 // other), multi-node MAPE <= 15 % with the catalog's constants (fitted on single-node runs only), and per
 // job the simulator must order the measured configurations like the measurements (mean Spearman >= 0.8).
-// vTrain reports 8.37 % and 14.73 % for itself (Bang et al., MICRO'24).
+// The targets (both MAPEs <= 8 % out of sample) are the disabled cross-validation test below: it
+// does not pass yet (README, "Calibration"). vTrain reports 8.37 % and 14.73 % for itself (Bang et al.,
+// MICRO'24).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -34,8 +36,8 @@ TEST(Calibration, SingleNodeTwoFoldOutOfSampleMape) {
     GpuSpec g = start;
     g.compute = fit.constants;
     held_out[k] = calibration_mape(fold[1 - k], g);
-    std::printf("[calibration] fold %d: fitted on %zu runs (MAPE %.2f %%), held-out MAPE %.2f %% on %zu runs\n", k,
-                fold[k].size(), 100 * fit.mape, 100 * held_out[k], fold[1 - k].size());
+    std::printf("[calibration] fold %d: fitted on %zu runs (MAPE %.2f %%), held-out MAPE %.2f %% on %zu runs\n",
+                k, fold[k].size(), 100 * fit.mape, 100 * held_out[k], fold[1 - k].size());
   }
   const double mape = (held_out[0] + held_out[1]) / 2;
   std::printf("[calibration] single-node two-fold MAPE: %.2f %%\n", 100 * mape);
@@ -51,6 +53,26 @@ TEST(Calibration, MultiNodeOutOfSampleMapeWithCatalogConstants) {
   const double mape = calibration_mape(runs, g);
   std::printf("[calibration] multi-node MAPE (constants fitted on single-node only): %.2f %%\n", 100 * mape);
   EXPECT_LE(mape, 0.15);
+}
+
+// The targets, out of sample, for the joint procedure (fit_joint). Runs K = 4 fits (tens of minutes
+// on a shared 2-core machine): build/arachne_tests --gtest_also_run_disabled_tests
+// --gtest_filter='Calibration.DISABLED_CrossValidated*'. Not met yet (README, "Calibration").
+TEST(Calibration, DISABLED_CrossValidatedSingleAndMultiNodeMapesMeetTheTargets) {
+  ARACHNE_REQUIRE_DATA(data);
+  const auto single = load_vtrain_csv(data + "/measured/vtrain_a100_single_node.csv");
+  const auto multi = load_vtrain_csv(data + "/measured/vtrain_a100_multi_node.csv");
+  GpuSpec start = GpuCatalog::load_default().at("A100-80");
+  start.compute = ComputeConstants{};
+  const CrossValidation cv = cross_validate_joint(single, multi, start);
+  ASSERT_EQ(cv.fold_jobs.size(), 4u);  // h3072, h6144, h8192, h12288
+  for (size_t k = 0; k < cv.fold_jobs.size(); ++k)
+    std::printf("[calibration] fold %zu holds out %s: single-node %.2f %%, multi-node %.2f %%\n", k,
+                cv.fold_jobs[k].c_str(), 100 * cv.fold_single[k], 100 * cv.fold_multi[k]);
+  std::printf("[calibration] cross-validated: single-node %.2f %%, multi-node %.2f %%\n", 100 * cv.single_mape,
+              100 * cv.multi_mape);
+  EXPECT_LE(cv.single_mape, 0.08);
+  EXPECT_LE(cv.multi_mape, 0.08);
 }
 
 TEST(Calibration, SimulatorOrdersEachJobsConfigurationsLikeTheMeasurements) {

@@ -210,5 +210,21 @@ TEST(CollectivesTest, TrivialGroupsCompleteImmediately) {
   EXPECT_EQ(intra_node_collective_time(CollectiveKind::AllReduce, 1, kGB, 1e9, 1e-6), 0.0);
 }
 
+
+// NCCL's protocol choice (src/graph/tuning.cc): a tiny all-reduce is latency-bound and runs LL, whose
+// latency is baseLat 3.6 us + 2(n-1) steps of 0.47 us over NVLink; a large one is bandwidth-bound and runs
+// Simple (8.4 us + 2(n-1) steps of 3.4 us) at the full link bandwidth, 2(n-1)/n of the buffer per rank.
+TEST(CollectivesTest, NcclRingPaysLowLatencyOnSmallMessagesAndFullBandwidthOnLargeOnes) {
+  const double bw = 300e9;
+  const double tiny = nccl_intra_node_collective_time(CollectiveKind::AllReduce, 8, 8.0, bw, true);
+  EXPECT_NEAR(tiny, (3.6 + 14 * 0.47) * 1e-6, 0.01e-6);
+  const double big_bytes = 1e9;
+  const double big = nccl_intra_node_collective_time(CollectiveKind::AllReduce, 8, big_bytes, bw, true);
+  EXPECT_NEAR(big, (8.4 + 14 * 3.4) * 1e-6 + 2.0 * 7 / 8 * big_bytes / bw, 1e-9);  // Simple
+  // Without NVLink there is no LL128, and PCIe steps are slower.
+  EXPECT_GT(nccl_intra_node_collective_time(CollectiveKind::AllReduce, 8, 8.0, bw, false), tiny);
+  EXPECT_EQ(nccl_intra_node_collective_time(CollectiveKind::AllReduce, 1, 1e6, bw, true), 0.0);
+}
+
 }  // namespace
 }  // namespace arachne

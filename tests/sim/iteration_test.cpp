@@ -492,5 +492,35 @@ node_groups:
   }
 }
 
+
+// Megatron all-reduces the tied word embedding's gradient between the first and the last stage after the
+// data-parallel reduction (train_step, "backward-embedding-all-reduce"). With PP 2 and DP 1 it is the only
+// gradient collective: one 2-GPU all-reduce of V·h gradients (fp32 for bf16) over NVLink, i.e. a ring of two
+// moving V·h·4 bytes each way: overhead + 2 ring steps of latency + V·h·4 / (link bandwidth · link_eff).
+TEST(Iteration, TiedEmbeddingGradientIsAllReducedBetweenFirstAndLastStage) {
+  const Cluster c = parse_cluster_spec("A100-80:1x2", GpuCatalog::load_default());
+  ModelConfig m = test::small_gpt_model(8);
+  ASSERT_TRUE(m.tied_embeddings());
+  const SimResult r = run(c, m, shorthand(c, m, 1, 2, 1, 1, 8));
+  const GpuSpec& gpu = c.gpu_spec(0);
+  const double bytes = static_cast<double>(m.vocab) * static_cast<double>(m.hidden) * 4.0;
+  const double expected = gpu.compute.collective_overhead_s + 2 * Topology(c).latency_s(0, 1) +
+                          bytes / (c.groups[0].intra_bw * gpu.compute.link_eff);
+  int spans = 0;
+  for (const auto& s : r.timeline)
+    if (s.cat == "dp_comm" && s.dur_s > 0) {
+      ++spans;
+      EXPECT_NEAR(s.dur_s, expected, 0.05 * expected) << s.name << " on track " << s.track;
+    }
+  EXPECT_EQ(spans, 2);  // one span per stage (GPU 0 and GPU 1)
+
+  // Untied (Llama-style) or one stage: no such collective.
+  ModelConfig llama = m;
+  llama.ffn_kind = FfnKind::Swiglu;
+  ASSERT_FALSE(llama.tied_embeddings());
+  const SimResult u = run(c, llama, shorthand(c, llama, 1, 2, 1, 1, 8));
+  for (const auto& s : u.timeline) EXPECT_FALSE(s.cat == "dp_comm" && s.dur_s > 0);
+}
+
 }  // namespace
 }  // namespace arachne

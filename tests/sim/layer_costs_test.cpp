@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "sim/model/layer_costs.h"
+#include "tests/sim/test_support.h"
 
 namespace arachne {
 namespace {
@@ -184,6 +185,37 @@ TEST(ModelLayerCosts, MoeLayersCountActivatedExperts) {
   EXPECT_NEAR(moe_f - dense_f, 2 * b * s * h * 8, kRel * moe_f);
   const double ffn_params = 3.0 * h * m.ffn_hidden;
   EXPECT_NEAR(layer_params_per_rank(m, 0, 1) - layer_params_per_rank(llama(8), 0, 1), 7 * ffn_params + h * 8, 1.0);
+}
+
+
+// Megatron's TP collectives at the ends of the model: the vocab-parallel embedding all-reduces its b·s·h
+// output forward only; the head's cross-entropy all-reduces three b·s fp32 vectors forward and the head's
+// input gradient (b·s·h) backward. Backward of a layer: the QKV and fc1 input-gradient all-reduces, each
+// beside that linear's weight-gradient GEMM (2·b·s·h·3h/t and 2·b·s·h·4h/t FLOPs for GPT).
+TEST(ModelLayerCosts, EndsOfTheModelAndAsyncBackwardTensorParallelCollectives) {
+  ModelConfig m = test::small_gpt_model(8);
+  const ShardSpec sh{4, false, 2.0};
+  const double bsh2 = 2.0 * m.seq_len * m.hidden * 2;
+  const auto ef = embedding_tp_collectives(m, sh, true);
+  ASSERT_EQ(ef.size(), 1u);
+  EXPECT_EQ(ef[0].count, 1);
+  EXPECT_DOUBLE_EQ(ef[0].bytes, bsh2);
+  EXPECT_TRUE(embedding_tp_collectives(m, sh, false).empty());
+  const auto hf = head_tp_collectives(m, sh, true);
+  ASSERT_EQ(hf.size(), 1u);
+  EXPECT_EQ(hf[0].count, 3);
+  EXPECT_DOUBLE_EQ(hf[0].bytes, 2.0 * m.seq_len * 4);
+  const auto hb = head_tp_collectives(m, sh, false);
+  ASSERT_EQ(hb.size(), 1u);
+  EXPECT_DOUBLE_EQ(hb[0].bytes, bsh2);
+  EXPECT_TRUE(head_tp_collectives(m, ShardSpec{1, false, 2.0}, true).empty());
+
+  const auto lb = layer_tp_backward_collectives(m, 0, sh);
+  ASSERT_EQ(lb.size(), 2u);
+  const double bsh = 2.0 * m.seq_len * m.hidden;
+  EXPECT_DOUBLE_EQ(lb[0].overlaps.flops, 2.0 * bsh * 3.0 * m.hidden / 4);
+  EXPECT_DOUBLE_EQ(lb[1].overlaps.flops, 2.0 * bsh * 4.0 * m.hidden / 4);
+  EXPECT_DOUBLE_EQ(lb[0].bytes + lb[1].bytes, 2 * bsh2);  // the same volume as the blocking pair
 }
 
 }  // namespace
