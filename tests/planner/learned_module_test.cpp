@@ -1,5 +1,6 @@
 // LibTorch is loaded only when the learned planner's module is asked for: `arachne list gpus`, `simulate`
-// and `--version` never map a Torch library (the dynamic loader's own log says which libraries it loads);
+// and `--version` never map a Torch library, nor HDF5 when they write no results file (the dynamic
+// loader's own log says which libraries it loads);
 // learned_module() loads the module on first use in a process that had no Torch mapped, and the policy it
 // serves is seeded and deterministic; a missing module is a one-line bad-input error naming the fix.
 #include <gtest/gtest.h>
@@ -55,6 +56,8 @@ TEST(LearnedModule, CommandsWithoutThePolicyDoNotLoadTorch) {
     // The log is real: it names a library the CLI does need.
     ASSERT_NE(log.find("libyaml-cpp"), std::string::npos) << "LD_DEBUG produced no loader log for: " << args;
     EXPECT_FALSE(mentions_torch(log)) << "arachne " << args << " loaded LibTorch:\n" << log;
+    // Nor HDF5 (loaded by the commands that write a results file; sim/io/hdf5_writer.cpp).
+    EXPECT_EQ(log.find("libhdf5"), std::string::npos) << "arachne " << args << " loaded HDF5:\n" << log;
   }
 }
 
