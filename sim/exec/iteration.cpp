@@ -98,10 +98,10 @@ class IterationSim {
   std::vector<WorkerClock> clock_;
   std::vector<TimeNs> end_;  // per worker: end of its iteration
   // Exact shortcut (sim/exec/pipeline_mirror.h): mirrors_[w] lists the workers whose pipeline phase copies
-  // worker w's; they run no tasks of their own.
+  // worker w's; they run no tasks of their own, and w's sends carry theirs as bundles.
   std::vector<std::vector<int>> mirrors_;
   std::vector<bool> mirrored_;
-  std::array<double, kLinkClasses> mirror_link_bytes_{};  // per-link byte sums of the mirrors' sends
+  PipelineMirroring mirroring_;
   // Expert parallelism: workers waiting at each all-to-all (group, micro-batch, chunk, index, forward), the
   // routing drawn per (group, micro-batch, layer), and the token assignments dropped at capacity.
   std::map<std::tuple<int, int, int, int, int>, std::vector<std::pair<int, TimeNs>>> rendezvous_;
@@ -402,10 +402,6 @@ void IterationSim::finish_task(int w, const ScheduledTask& t) {
 void IterationSim::send_activation(int w, const ScheduledTask& t) {
   const Worker& wk = work_.workers[w];
   const auto& links = wk.chunks[t.chunk].sends[t.forward ? 0 : 1];
-  for (int m : mirrors_[w])  // the mirrors' identical transfers load only their own links: count their bytes
-    for (const StageLink& l : work_.workers[m].chunks[t.chunk].sends[t.forward ? 0 : 1])
-      for (const Hop& h : l.hops)
-        mirror_link_bytes_[static_cast<int>(topo_.links()[h.link].cls)] += l.bytes_per_member * h.mult;
   for (const StageLink& l : links) {
     const TimeNs start = engine_.now();
     const int dst = l.peer_worker, dchunk = l.peer_chunk, mb = t.micro_batch;
@@ -415,7 +411,7 @@ void IterationSim::send_activation(int w, const ScheduledTask& t) {
       for (size_t i = 0; i < mirrors_[w].size(); ++i)
         record_flow(mirrors_[w][i], mirrors_[dst][i], fwd ? "act" : "grad", "pp_comm", start, engine_.now());
       arrive(dst, dchunk, mb, fwd, start);
-    });
+    }, l.rate_bound);
   }
 }
 
@@ -528,9 +524,12 @@ SimResult IterationSim::run() {
   mirrors_.assign(nw, {});
   mirrored_.assign(nw, false);
   if (opt_.exact_shortcuts) {
-    const std::vector<int> rep = find_mirrored_workers(topo_, plan_, work_, *grads_);
+    mirroring_ = find_mirrored_workers(topo_, plan_, work_, *grads_);
+    const std::vector<int>& rep = mirroring_.mirror_of;
     for (int w = 0; w < nw; ++w)
       if (rep[w] != w) mirrors_[rep[w]].push_back(w), mirrored_[w] = true;
+    bundle_mirrored_sends(topo_, rep, work_);
+    if (!mirroring_.rotation.empty()) ctx_.symmetry = &mirroring_.rotation;
   }
   for (int w = 0; w < nw; ++w)
     if (!mirrored_[w]) try_start(w);
@@ -572,7 +571,7 @@ SimResult IterationSim::run() {
   res_.mfu_cluster = work_.model_flops / t / peak_all;
   const auto& nb = net_.bytes_by_class();
   for (int k = 0; k < kLinkClasses; ++k)
-    res_.bytes[k] = (nb[k] + mirror_link_bytes_[k]) / links_per_crossing(static_cast<LinkClass>(k)) + closed_form_bytes_[k];
+    res_.bytes[k] = nb[k] / links_per_crossing(static_cast<LinkClass>(k)) + closed_form_bytes_[k];
   res_.dropped_tokens = dropped_;
   res_.events = engine_.executed();
   res_.timeline_tracks = 2 * topo_.num_gpus() + kLinkClasses;

@@ -16,6 +16,12 @@ struct CollectiveContext {
   Engine& engine;
   FlowNetwork& net;
   const Topology& topo;
+  // Optional symmetry of the simulation (sim/exec/pipeline_mirror.h): a permutation of the GPUs that maps
+  // every transfer of every collective onto a transfer of the same collective and phase, with the same bytes
+  // and latency, along a route of the same capacities. The transfers of one orbit under it then have the
+  // same rate at every instant, so each orbit runs as one bundle (union of the routes, one transfer's rate
+  // bound), which loads every link exactly as the separate transfers would.
+  const std::vector<GpuId>* symmetry = nullptr;
 };
 
 enum class CollectiveKind { AllReduce, ReduceScatter, AllGather };
@@ -29,6 +35,20 @@ void ring_collective(CollectiveContext& ctx, CollectiveKind kind, const std::vec
 // otherwise. `done` runs at completion.
 void allreduce(CollectiveContext& ctx, const std::vector<GpuId>& members, double bytes,
                std::function<void()> done);
+
+// One flow of a collective: src -> dst carrying `bytes` after `latency`, in phase `phase` (a collective's
+// phases run one after another; the flows of one phase run together).
+struct CollectiveTransfer {
+  GpuId src = 0, dst = 0;
+  int phase = 0;
+  double bytes = 0;
+  TimeNs latency = 0;
+};
+
+// The flows ring_collective (kind != AllReduce, one ring) or allreduce (kind == AllReduce) starts over
+// `members` for a buffer of `bytes`: the single definition both use.
+std::vector<CollectiveTransfer> collective_transfers(const Topology& topo, CollectiveKind kind,
+                                                     const std::vector<GpuId>& members, double bytes);
 
 // Point-to-point transfer src -> dst.
 void send(CollectiveContext& ctx, GpuId src, GpuId dst, double bytes, std::function<void()> done);

@@ -3,12 +3,13 @@
 // its fair share; repeat. With bundles a link's fair share is remaining capacity / sum of multiplicities.
 //
 // Exactness and determinism:
-//  * The saturating link of each round is the minimum of (share, link id) in a heap of lazy keys (see
-//    fill()); flows are frozen in id order. Links that can never saturate ("slack", see is_slack()) are
-//    left out. Restricted to one component of the relation "flows share a non-slack link", the sequence of
-//    floating-point operations is the same whether other components are filled in the same run or not, so
-//    recomputing only the components touched by a change is bit-identical to recomputing every active
-//    flow (FlowNetworkTest.ComponentRecomputeMatchesGlobalBitForBit checks it).
+//  * Filling proceeds by levels (see fill()): all links at the smallest share saturate together and each
+//    link's remaining capacity drops by (integer sum of multiplicities) x share once per level, so rates
+//    depend on the flow-link incidence, multiplicities and capacities only, never on ids or visiting order.
+//    Links that can never saturate ("slack", see is_slack()) are left out. Restricted to one component of
+//    the relation "flows share a non-slack link", the floating-point operations are the same whether other
+//    components are filled in the same run or not, so recomputing only the components touched by a change
+//    is bit-identical to recomputing every active flow (FlowNetworkTest.ComponentRecomputeMatchesGlobalBitForBit).
 //  * A flow's remaining bytes are rebased (remaining -= old rate x elapsed) only when its rate changes
 //    bitwise, so its completion time is a function of its own rate history, not of how often it was revisited.
 //  * All changes at one instant (activations, completions) are applied by one reallocation event at that
@@ -56,7 +57,7 @@ struct FlowNetwork::State {
     FlowId id;
     std::uint32_t slot;
     int mult;
-    double demand;  // mult x the flow's rate bound
+    double bound;  // the flow's rate bound
   };
   struct Key {  // candidate saturating link (see fill())
     double share;
@@ -78,6 +79,8 @@ struct FlowNetwork::State {
     slack_stale.assign(n, 0);
     cap_left.assign(n, 0.0);
     weight.assign(n, 0);
+    freed.assign(n, 0);
+    link_level.assign(n, 0);
     slot_of_id.push_back(kNoSlot);  // FlowId 0 is never issued
   }
 
@@ -98,6 +101,12 @@ struct FlowNetwork::State {
   std::vector<std::uint64_t> link_mark;
   std::vector<double> cap_left;
   std::vector<std::int64_t> weight;  // sum of multiplicities of unfrozen flows
+  std::vector<std::int64_t> freed;   // multiplicities frozen on the link in the current level
+  std::vector<std::uint64_t> link_level;  // last level the link joined (a link joins a level once)
+  std::vector<Key> level;
+  std::vector<LinkId> touched;
+  std::vector<std::pair<double, std::int64_t>> by_bound;  // scratch of demand()
+  std::uint64_t level_no = 0;
   std::vector<LinkId> comp_links, stack;
   std::vector<std::uint32_t> comp_flows;
   std::vector<Key> pq;
@@ -145,7 +154,7 @@ struct FlowNetwork::State {
       auto& lf = link_flows[h.link];
       const auto pos = std::lower_bound(lf.begin(), lf.end(), f.id,
                                         [](const LinkEntry& e, FlowId id) { return e.id < id; });
-      lf.insert(pos, LinkEntry{f.id, slot, h.mult, h.mult * f.bound});
+      lf.insert(pos, LinkEntry{f.id, slot, h.mult, f.bound});
       link_weight[h.link] += h.mult;
       slack_stale[h.link] = 1;
       dirty_links.push_back(h.link);
@@ -176,12 +185,37 @@ struct FlowNetwork::State {
   // a link whose demand equals its capacity (a flow's own bottleneck) in the filling.
   bool is_slack(LinkId l) {
     if (slack_stale[l]) {
-      double demand = 0;
-      for (const LinkEntry& e : link_flows[l]) demand += e.demand;  // id order: deterministic sum
-      slack[l] = links[l].capacity > demand * (1 + 1e-9) ? 1 : 0;
+      slack[l] = links[l].capacity > demand(l) * (1 + 1e-9) ? 1 : 0;
       slack_stale[l] = 0;
     }
     return slack[l] != 0;
+  }
+
+  // Sum over the link's flows of mult x rate bound, as sum over distinct bounds (increasing) of bound x the
+  // integer sum of their multiplicities: a function of the multiset of (bound, mult) alone, so it does not
+  // depend on flow ids, and k copies of a flow weigh exactly what one bundle of multiplicity k does.
+  double demand(LinkId l) {
+    const auto& lf = link_flows[l];
+    if (lf.empty()) return 0;
+    std::int64_t m = 0;
+    bool one_bound = true;
+    for (const LinkEntry& e : lf) {
+      m += e.mult;
+      one_bound = one_bound && e.bound == lf.front().bound;
+    }
+    if (one_bound) return lf.front().bound * static_cast<double>(m);
+    by_bound.clear();
+    for (const LinkEntry& e : lf) by_bound.emplace_back(e.bound, e.mult);
+    std::sort(by_bound.begin(), by_bound.end());
+    double d = 0;
+    for (std::size_t i = 0; i < by_bound.size();) {
+      std::int64_t mb = 0;
+      std::size_t j = i;
+      for (; j < by_bound.size() && by_bound[j].first == by_bound[i].first; ++j) mb += by_bound[j].second;
+      d += by_bound[i].first * static_cast<double>(mb);
+      i = j;
+    }
+    return d;
   }
 
   void add_flow(std::uint32_t slot) {
@@ -243,15 +277,21 @@ struct FlowNetwork::State {
     }
   }
 
-  // Progressive filling over comp_links / comp_flows; leaves each flow's result in new_rate.
+  // Progressive filling over comp_links / comp_flows, level by level; leaves each flow's result in new_rate.
   //
-  // Heap entries are (share, link). A link used by several flows ("shared") has a lazy key: its share only
-  // grows as flows elsewhere freeze (remaining capacity shrinks by at most the current fair share per unit
-  // of weight removed), so a stored key is a lower bound; a popped link whose share has moved is pushed
-  // back with its current share, one whose key is current is the minimum. A link used by one flow only
-  // ("private") keeps share = capacity / mult until that flow freezes, so only the smallest (share, link)
-  // of each flow's private links enters the heap, as an entry that freezes that flow - the same pops in the
-  // same order as if every private link were in the heap (the others would find their flow frozen).
+  // A level is the smallest current share s among the links that still carry unfrozen flows (a link used
+  // by several flows: "shared", share = cap_left / weight) and the flows' tightest private links (used by
+  // that flow alone: share = capacity / mult, fixed). Every link whose share equals s, and every flow whose
+  // private share equals s, freezes at s together; then each shared link it crossed loses, in one step,
+  // (sum of the multiplicities frozen on it) x s. Because the level is a set and the sum of multiplicities
+  // an integer, the rates do not depend on link or flow ids: two links related by a symmetry of the flows
+  // (same capacities, same multiplicities) get bit-identical shares at every level, and a bundle of k
+  // identical copies frozen on a link removes exactly what k separate copies remove. The mirrored
+  // simulation of symmetric pipelines (sim/exec/pipeline_mirror.h) rests on that.
+  //
+  // Heap entries are (share, link); every live shared link always has an entry whose key is its current
+  // share (pushed at the start and whenever a level changes its share); an entry whose key differs from
+  // the link's current share, or whose link is dead (weight 0), is stale and dropped.
   void fill() {
     pq.clear();
     for (const std::uint32_t s : comp_flows) {
@@ -266,6 +306,7 @@ struct FlowNetwork::State {
       if (lf.empty() || is_slack(l)) continue;
       cap_left[l] = links[l].capacity;
       weight[l] = link_weight[l];
+      freed[l] = 0;
       const double share = cap_left[l] / static_cast<double>(weight[l]);
       if (lf.size() > 1) {
         pq.push_back(Key{share, l, kNoSlot});
@@ -283,24 +324,52 @@ struct FlowNetwork::State {
     }
     std::make_heap(pq.begin(), pq.end(), KeyAfter{});
     while (!pq.empty()) {
-      std::pop_heap(pq.begin(), pq.end(), KeyAfter{});
-      const Key k = pq.back();
-      pq.pop_back();
-      if (k.slot != kNoSlot) {  // the flow's tightest private link
-        if (!flows[k.slot].frozen) freeze(k.slot, std::max(k.share, 0.0));
+      const Key top = pop_key();
+      if (!live(top)) continue;
+      const double s = top.share;
+      level.clear();
+      level.push_back(top);
+      ++level_no;
+      if (top.slot == kNoSlot) link_level[top.link] = level_no;
+      while (!pq.empty() && pq.front().share == s) {
+        const Key k = pop_key();
+        if (!live(k) || (k.slot == kNoSlot && link_level[k.link] == level_no)) continue;
+        if (k.slot == kNoSlot) link_level[k.link] = level_no;
+        level.push_back(k);
+      }
+      freeze_level(std::max(s, 0.0));
+    }
+  }
+
+  Key pop_key() {
+    std::pop_heap(pq.begin(), pq.end(), KeyAfter{});
+    const Key k = pq.back();
+    pq.pop_back();
+    return k;
+  }
+
+  bool live(const Key& k) const {
+    if (k.slot != kNoSlot) return !flows[k.slot].frozen;
+    return weight[k.link] > 0 && cap_left[k.link] / static_cast<double>(weight[k.link]) == k.share;
+  }
+
+  void freeze_level(double r) {
+    touched.clear();
+    for (const Key& k : level) {
+      if (k.slot != kNoSlot) {
+        if (!flows[k.slot].frozen) freeze(k.slot, r);
         continue;
       }
-      const LinkId l = k.link;
-      if (weight[l] <= 0) continue;  // every flow on it already frozen elsewhere
-      const double share = cap_left[l] / static_cast<double>(weight[l]);
-      if (share != k.share) {
-        pq.push_back(Key{share, l, kNoSlot});
-        std::push_heap(pq.begin(), pq.end(), KeyAfter{});
-        continue;
-      }
-      const double r = std::max(share, 0.0);
-      for (const LinkEntry& e : link_flows[l]) {  // in id order
+      for (const LinkEntry& e : link_flows[k.link])
         if (!flows[e.slot].frozen) freeze(e.slot, r);
+    }
+    for (const LinkId l : touched) {
+      weight[l] -= freed[l];
+      cap_left[l] = std::max(cap_left[l] - static_cast<double>(freed[l]) * r, 0.0);
+      freed[l] = 0;
+      if (weight[l] > 0) {
+        pq.push_back(Key{cap_left[l] / static_cast<double>(weight[l]), l, kNoSlot});
+        std::push_heap(pq.begin(), pq.end(), KeyAfter{});
       }
     }
   }
@@ -311,8 +380,8 @@ struct FlowNetwork::State {
     f.new_rate = r;
     for (const Hop& h : f.hops) {
       if (link_flows[h.link].size() < 2 || slack[h.link]) continue;  // private or slack: not read again
-      weight[h.link] -= h.mult;
-      cap_left[h.link] = std::max(cap_left[h.link] - static_cast<double>(h.mult) * r, 0.0);
+      if (freed[h.link] == 0) touched.push_back(h.link);
+      freed[h.link] += h.mult;
     }
   }
 
@@ -431,7 +500,8 @@ FlowNetwork::FlowNetwork(Engine& engine, const std::vector<Link>& links, Recompu
 FlowNetwork::~FlowNetwork() = default;
 FlowNetwork::FlowNetwork(FlowNetwork&&) noexcept = default;
 
-FlowId FlowNetwork::start(std::vector<Hop> hops, double bytes, TimeNs latency, std::function<void()> done) {
+FlowId FlowNetwork::start(std::vector<Hop> hops, double bytes, TimeNs latency, std::function<void()> done,
+                          double rate_bound) {
   State& st = *st_;
   const FlowId id = st.slot_of_id.size();
   st.slot_of_id.push_back(kNoSlot);
@@ -476,6 +546,7 @@ FlowId FlowNetwork::start(std::vector<Hop> hops, double bytes, TimeNs latency, s
   f.bytes = bytes;
   f.bound = std::numeric_limits<double>::infinity();
   for (const Hop& h : f.hops) f.bound = std::min(f.bound, st.links[h.link].capacity / static_cast<double>(h.mult));
+  f.bound = std::max(f.bound, rate_bound);
   f.remaining = bytes;
   f.rate = 0;
   f.finish = kNever;

@@ -43,7 +43,11 @@ class FlowNetwork {
   // completes after the latency alone. Rates change at the instant a flow activates or ends; all changes at
   // one instant are applied together by one reallocation event at that instant (so rate() read from the
   // same instant, before that event, may still show the old rates).
-  FlowId start(std::vector<Hop> hops, double bytes, TimeNs latency, std::function<void()> done);
+  // `rate_bound` (optional) is an upper bound on the member rate known to the caller, used when it exceeds
+  // the computed one (min over hops of capacity / mult): a bundle of k identical copies of a transfer passes
+  // the bound of one copy, so that links are judged slack exactly as with k separate copies.
+  FlowId start(std::vector<Hop> hops, double bytes, TimeNs latency, std::function<void()> done,
+               double rate_bound = 0);
   // Convenience: a single transfer along a route.
   FlowId start_route(const std::vector<LinkId>& route, double bytes, TimeNs latency,
                      std::function<void()> done);
