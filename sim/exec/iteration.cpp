@@ -528,8 +528,11 @@ SimResult IterationSim::run() {
     const std::vector<int>& rep = mirroring_.mirror_of;
     for (int w = 0; w < nw; ++w)
       if (rep[w] != w) mirrors_[rep[w]].push_back(w), mirrored_[w] = true;
-    bundle_mirrored_sends(topo_, rep, work_);
-    if (!mirroring_.rotation.empty()) ctx_.symmetry = &mirroring_.rotation;
+    bundle_mirrored_sends(topo_, mirroring_, work_);
+    if (!mirroring_.symmetry.gpu_image.empty()) {
+      ctx_.symmetry = &mirroring_.symmetry;
+      net_.set_link_copies(mirroring_.symmetry.link_orbit_size);
+    }
   }
   for (int w = 0; w < nw; ++w)
     if (!mirrored_[w]) try_start(w);

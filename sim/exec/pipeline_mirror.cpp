@@ -57,6 +57,27 @@ class LinkMap {
   }
   const std::vector<Link>& links_;
   std::vector<LinkId> to_, from_;
+
+ public:
+  // The orbits of the mapped links, as representative (smallest id) and size per link; unmapped links are
+  // their own orbit. False when the map is not a permutation of the links it touches.
+  bool orbits(std::vector<LinkId>& rep, std::vector<int>& size) const {
+    const int n = static_cast<int>(to_.size());
+    rep.assign(n, -1);
+    size.assign(n, 1);
+    for (int l = 0; l < n; ++l) {
+      if (rep[l] >= 0) continue;
+      std::vector<LinkId> orbit{l};
+      if (to_[l] >= 0)
+        for (LinkId k = to_[l]; k != l; k = to_[k]) {
+          if (k < 0 || rep[k] >= 0) return false;
+          orbit.push_back(k);
+        }
+      const LinkId r = *std::min_element(orbit.begin(), orbit.end());
+      for (LinkId k : orbit) rep[k] = r, size[k] = static_cast<int>(orbit.size());
+    }
+    return true;
+  }
 };
 
 // Corresponding sends (same chunk, direction and index) of workers `a` -> `b`: same bytes, latency and peer
@@ -162,8 +183,7 @@ void rotate_classes(const StageWork& work, const std::vector<std::vector<int>>& 
 
 // (b) The rotation maps every transfer onto one of the same kind.
 bool rotation_is_symmetry(const Topology& topo, const StageWork& work, const GradSync& grads,
-                          const std::vector<int>& next_worker, const std::vector<GpuId>& gpu_map) {
-  LinkMap links(topo);
+                          const std::vector<int>& next_worker, const std::vector<GpuId>& gpu_map, LinkMap& links) {
   for (size_t w = 0; w < work.workers.size(); ++w) {
     const Worker &a = work.workers[w], &b = work.workers[next_worker[w]];
     for (size_t c = 0; c < a.chunks.size(); ++c)
@@ -207,15 +227,21 @@ PipelineMirroring find_mirrored_workers(const Topology& topo, const Plan& plan, 
   std::vector<int> next_worker(work.workers.size());
   std::vector<GpuId> rotation(topo.num_gpus());
   rotate_classes(work, of, rep_of, next_worker, rotation);
-  if (rotation_is_symmetry(topo, work, grads, next_worker, rotation)) m.rotation = std::move(rotation);
-  else if (!pipelines_isolated(topo, work, grads, of)) return m;
+  LinkMap links(topo);
+  NetworkSymmetry& sym = m.symmetry;
+  if (rotation_is_symmetry(topo, work, grads, next_worker, rotation, links) &&
+      links.orbits(sym.link_rep, sym.link_orbit_size))
+    sym.gpu_image = std::move(rotation);
+  else if (!pipelines_isolated(topo, work, grads, of))
+    return m;
   for (size_t q = 0; q < of.size(); ++q)
     if (rep_of[q] >= 0)
       for (size_t i = 0; i < of[q].size(); ++i) m.mirror_of[of[q][i]] = of[rep_of[q]][i];
   return m;
 }
 
-void bundle_mirrored_sends(const Topology& topo, const std::vector<int>& mirror_of, StageWork& work) {
+void bundle_mirrored_sends(const Topology& topo, const PipelineMirroring& mirroring, StageWork& work) {
+  const std::vector<int>& mirror_of = mirroring.mirror_of;
   for (size_t m = 0; m < mirror_of.size(); ++m) {
     if (mirror_of[m] == static_cast<int>(m)) continue;
     Worker& rep = work.workers[mirror_of[m]];
@@ -240,6 +266,11 @@ void bundle_mirrored_sends(const Topology& topo, const std::vector<int>& mirror_
           }
         }
   }
+  if (mirroring.symmetry.gpu_image.empty()) return;
+  for (Worker& w : work.workers)
+    for (ChunkCost& c : w.chunks)
+      for (auto& dir : c.sends)
+        for (StageLink& l : dir) l.hops = mirroring.symmetry.quotient(l.hops);
 }
 
 }  // namespace arachne

@@ -17,8 +17,9 @@
 // In both cases the mirrors run no tasks of their own: each representative send carries the mirrors'
 // copies as one bundle (members of all copies, with multiplicities, and the rate bound of one copy), so
 // every link sees the load it has in the full simulation; the gradient reduction and optimizer, which couple
-// pipelines, are simulated for every worker (under (b) with the rotation's orbits of ring transfers
-// bundled). No TP group may cross nodes and no expert all-to-all may run.
+// pipelines, are simulated for every worker. Under (b) the whole network is reduced by the rotation: each
+// orbit of ring transfers is one bundle, and only one link of each orbit of links is simulated
+// (sim/net/network_symmetry.h). No TP group may cross nodes and no expert all-to-all may run.
 // Tests compare the result with the full simulation.
 #pragma once
 #include <vector>
@@ -30,16 +31,18 @@ namespace arachne {
 
 struct PipelineMirroring {
   std::vector<int> mirror_of;  // per worker: the worker whose pipeline phase it copies (itself: simulated)
-  // Under (b): the rotation, as a permutation of GPUs, that is a symmetry of every transfer; the gradient
-  // collectives then run each orbit of their transfers as one bundle (sim/net/collectives.h). Empty otherwise.
-  std::vector<GpuId> rotation;
+  // Under (b): the rotation as a symmetry of every transfer (sim/net/network_symmetry.h), so that the
+  // simulation runs on the quotient network: each orbit of transfers as one bundle on representative links.
+  // Empty gpu_image otherwise.
+  NetworkSymmetry symmetry;
 };
 
 PipelineMirroring find_mirrored_workers(const Topology& topo, const Plan& plan, const StageWork& work,
                                         const GradSync& grads);
 
 // Folds each mirror's pipeline sends into its representative's corresponding send: one bundle over the
-// union of their member routes (multiplicities add up), bounded per member by one copy's rate bound.
-void bundle_mirrored_sends(const Topology& topo, const std::vector<int>& mirror_of, StageWork& work);
+// union of their member routes (multiplicities add up), bounded per member by one copy's rate bound, and
+// restricted to representative links under a symmetry.
+void bundle_mirrored_sends(const Topology& topo, const PipelineMirroring& mirroring, StageWork& work);
 
 }  // namespace arachne

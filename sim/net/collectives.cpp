@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 #include <memory>
+#include <stdexcept>
 #include <utility>
 
 namespace arachne {
@@ -98,8 +99,8 @@ AllreducePlan plan_allreduce(const Topology& topo, const std::vector<GpuId>& mem
 }
 
 // The orbits of `transfers` under the GPU permutation `symmetry` (each a list of indices, in order of first
-// appearance). A transfer whose image is not among them (the permutation is no symmetry of this collective)
-// stays alone; the caller's check (sim/exec/pipeline_mirror.cpp) makes that case not arise.
+// appearance). The symmetry was checked on every collective (sim/exec/pipeline_mirror.cpp): an image that is
+// not among the transfers is a logic error.
 std::vector<std::vector<int>> transfer_orbits(const std::vector<CollectiveTransfer>& transfers,
                                               const std::vector<GpuId>& symmetry) {
   const int n = static_cast<int>(transfers.size());
@@ -113,17 +114,13 @@ std::vector<std::vector<int>> transfer_orbits(const std::vector<CollectiveTransf
   for (int i = 0; i < n; ++i) {
     if (orbit_of[i] >= 0) continue;
     std::vector<int> orbit{i};
-    bool closed = true;
     for (int j = find(symmetry[transfers[i].src], symmetry[transfers[i].dst]); j != i;
          j = find(symmetry[transfers[j].src], symmetry[transfers[j].dst])) {
       if (j < 0 || orbit_of[j] >= 0 || transfers[j].bytes != transfers[i].bytes ||
-          transfers[j].latency != transfers[i].latency) {
-        closed = false;
-        break;
-      }
+          transfers[j].latency != transfers[i].latency)
+        throw std::logic_error("collective: the network symmetry does not map a transfer onto another");
       orbit.push_back(j);
     }
-    if (!closed) orbit.resize(1);
     for (int j : orbit) orbit_of[j] = static_cast<int>(orbits.size());
     orbits.push_back(std::move(orbit));
   }
@@ -148,7 +145,7 @@ void ring_collective(CollectiveContext& ctx, CollectiveKind kind, const std::vec
       ctx.net.start_route(ctx.topo.route(t.src, t.dst), t.bytes, t.latency, [join] { join->arrive(); });
     return;
   }
-  const std::vector<std::vector<int>> orbits = transfer_orbits(transfers, *ctx.symmetry);
+  const std::vector<std::vector<int>> orbits = transfer_orbits(transfers, ctx.symmetry->gpu_image);
   join->left = static_cast<int>(orbits.size());
   for (const std::vector<int>& orbit : orbits) {
     const CollectiveTransfer& t = transfers[orbit.front()];
@@ -157,7 +154,7 @@ void ring_collective(CollectiveContext& ctx, CollectiveKind kind, const std::vec
     for (LinkId l : ctx.topo.route(t.src, t.dst)) bound = std::min(bound, ctx.topo.links()[l].capacity);
     for (int i : orbit)
       for (LinkId l : ctx.topo.route(transfers[i].src, transfers[i].dst)) hops.push_back(Hop{l, 1});
-    ctx.net.start(std::move(hops), t.bytes, t.latency, [join] { join->arrive(); }, bound);
+    ctx.net.start(ctx.symmetry->quotient(hops), t.bytes, t.latency, [join] { join->arrive(); }, bound);
   }
 }
 

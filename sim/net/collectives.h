@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sim/net/flow_network.h"
+#include "sim/net/network_symmetry.h"
 
 namespace arachne {
 
@@ -16,12 +17,9 @@ struct CollectiveContext {
   Engine& engine;
   FlowNetwork& net;
   const Topology& topo;
-  // Optional symmetry of the simulation (sim/exec/pipeline_mirror.h): a permutation of the GPUs that maps
-  // every transfer of every collective onto a transfer of the same collective and phase, with the same bytes
-  // and latency, along a route of the same capacities. The transfers of one orbit under it then have the
-  // same rate at every instant, so each orbit runs as one bundle (union of the routes, one transfer's rate
-  // bound), which loads every link exactly as the separate transfers would.
-  const std::vector<GpuId>* symmetry = nullptr;
+  // Optional symmetry of every transfer of the simulation (sim/net/network_symmetry.h): collectives then run
+  // each orbit of their transfers as one bundle on the quotient network.
+  const NetworkSymmetry* symmetry = nullptr;
 };
 
 enum class CollectiveKind { AllReduce, ReduceScatter, AllGather };

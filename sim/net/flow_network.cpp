@@ -528,7 +528,8 @@ FlowId FlowNetwork::start(std::vector<Hop> hops, double bytes, TimeNs latency, s
   for (const Hop& h : hops) links_used_[h.link] = true;
   if (bytes > 0) {
     for (const Hop& h : hops) {
-      bytes_by_class_[static_cast<int>(st.links[h.link].cls)] += bytes * static_cast<double>(h.mult);
+      const double copies = link_copies_.empty() ? 1.0 : static_cast<double>(link_copies_[h.link]);
+      bytes_by_class_[static_cast<int>(st.links[h.link].cls)] += bytes * static_cast<double>(h.mult) * copies;
     }
   }
 

@@ -52,6 +52,10 @@ class FlowNetwork {
   FlowId start_route(const std::vector<LinkId>& route, double bytes, TimeNs latency,
                      std::function<void()> done);
 
+  // Each link stands for `copies[l]` symmetric links in bytes_by_class() (the representative of an orbit in a
+  // quotient network, sim/net/network_symmetry.h); 1 for every link unless set.
+  void set_link_copies(std::vector<int> copies) { link_copies_ = std::move(copies); }
+
   // Current member rate of an active flow (bytes/s), 0 if not (yet) active.
   double rate(FlowId id) const;
   std::size_t active_flows() const;
@@ -70,6 +74,7 @@ class FlowNetwork {
   std::array<double, kLinkClasses> bytes_by_class_{};
   std::uint64_t flows_started_ = 0;
   std::vector<bool> links_used_;
+  std::vector<int> link_copies_;
   std::unique_ptr<State> st_;  // stable address: engine events refer to it
 };
 
