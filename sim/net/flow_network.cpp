@@ -112,6 +112,15 @@ struct FlowNetwork::State {
   std::vector<Key> pq;
   std::uint64_t epoch = 0;
 
+  struct ActivationBatch {
+    TimeNs now = 0, at = 0;  // started at `now`, activate at `at`
+    std::vector<std::uint32_t> slots;
+  };
+  std::vector<ActivationBatch> batches;
+  std::vector<int> free_batches;
+  int open_batch = -1;  // the batch that flows started now with the same activation time join
+  std::vector<std::uint32_t> finished_scratch;  // of on_due()
+
   std::vector<LinkId> dirty_links;           // links whose flows changed since the last reallocation
   std::vector<std::uint32_t> new_flows;      // flows activated since the last reallocation
   bool realloc_pending = false;
@@ -162,6 +171,36 @@ struct FlowNetwork::State {
     ++active;
     new_flows.push_back(slot);
     request_realloc();
+  }
+
+  // Flows started at one instant with the same activation time activate in one event, in start order.
+  // Activations at one instant commute with every other event there (they change no rate until the
+  // reallocation, which runs after all of them), so this saves one event per flow and changes nothing else.
+  void activate_later(std::uint32_t slot, TimeNs at) {
+    if (open_batch >= 0 && batches[open_batch].now == engine.now() && batches[open_batch].at == at) {
+      batches[open_batch].slots.push_back(slot);
+      return;
+    }
+    int b;
+    if (!free_batches.empty()) {
+      b = free_batches.back();
+      free_batches.pop_back();
+    } else {
+      b = static_cast<int>(batches.size());
+      batches.emplace_back();
+    }
+    batches[b].now = engine.now();
+    batches[b].at = at;
+    batches[b].slots.assign(1, slot);
+    open_batch = b;
+    engine.schedule_at(at, [this, b] { activate_batch(b); });
+  }
+
+  void activate_batch(int b) {
+    if (open_batch == b) open_batch = -1;
+    for (const std::uint32_t slot : batches[b].slots) activate(slot);
+    batches[b].slots.clear();
+    free_batches.push_back(b);
   }
 
   void detach(std::uint32_t slot) {
@@ -437,7 +476,8 @@ struct FlowNetwork::State {
     next_event = 0;
     next_event_time = kNever;
     const TimeNs now = engine.now();
-    std::vector<std::uint32_t> finished;
+    std::vector<std::uint32_t>& finished = finished_scratch;
+    finished.clear();
     while (!due.empty() && due.front().finish <= now) {
       std::pop_heap(due.begin(), due.end(), DueAfter{});
       const Due d = due.back();
@@ -555,12 +595,8 @@ FlowId FlowNetwork::start(std::vector<Hop> hops, double bytes, TimeNs latency, s
   f.in_use = true;
   f.active = false;
   st.slot_of_id[id] = slot;
-  if (latency == 0) {
-    st.activate(slot);
-  } else {
-    State* s = st_.get();
-    st.engine.schedule_at(at, [s, slot] { s->activate(slot); });
-  }
+  if (latency == 0) st.activate(slot);
+  else st.activate_later(slot, at);
   return id;
 }
 
