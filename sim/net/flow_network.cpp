@@ -120,6 +120,8 @@ struct FlowNetwork::State {
   std::vector<int> free_batches;
   int open_batch = -1;  // the batch that flows started now with the same activation time join
   std::vector<std::uint32_t> finished_scratch;  // of on_due()
+  std::vector<std::function<void()>> callbacks_scratch;
+  std::vector<Hop> route_scratch;  // of start_route()
 
   std::vector<LinkId> dirty_links;           // links whose flows changed since the last reallocation
   std::vector<std::uint32_t> new_flows;      // flows activated since the last reallocation
@@ -493,8 +495,8 @@ struct FlowNetwork::State {
     // A flow whose finish time was recomputed to the same instant has two valid heap entries: complete it
     // once (detaching or releasing it twice would corrupt the active count and the free-slot list).
     finished.erase(std::unique(finished.begin(), finished.end()), finished.end());
-    std::vector<std::function<void()>> callbacks;
-    callbacks.reserve(finished.size());
+    std::vector<std::function<void()>>& callbacks = callbacks_scratch;
+    callbacks.clear();
     for (const std::uint32_t s : finished) {
       detach(s);
       Flow& f = flows[s];
@@ -502,9 +504,10 @@ struct FlowNetwork::State {
       release(s);
     }
     request_realloc();  // also reschedules the next completion
-    for (auto& cb : callbacks) {
+    for (auto& cb : callbacks) {  // they may start flows, never complete one: the scratch is not reused here
       if (cb) cb();
     }
+    callbacks.clear();
   }
 
   void release(std::uint32_t slot) {
@@ -542,6 +545,11 @@ FlowNetwork::FlowNetwork(FlowNetwork&&) noexcept = default;
 
 FlowId FlowNetwork::start(std::vector<Hop> hops, double bytes, TimeNs latency, std::function<void()> done,
                           double rate_bound) {
+  return start_hops(hops, bytes, latency, std::move(done), rate_bound);
+}
+
+FlowId FlowNetwork::start_hops(std::vector<Hop>& hops, double bytes, TimeNs latency, std::function<void()> done,
+                               double rate_bound) {
   State& st = *st_;
   const FlowId id = st.slot_of_id.size();
   st.slot_of_id.push_back(kNoSlot);
@@ -583,7 +591,7 @@ FlowId FlowNetwork::start(std::vector<Hop> hops, double bytes, TimeNs latency, s
   const std::uint32_t slot = st.allocate();
   State::Flow& f = st.flows[slot];
   f.id = id;
-  f.hops = std::move(hops);
+  f.hops.assign(hops.begin(), hops.end());  // into the slot's storage, reused from flow to flow
   f.bytes = bytes;
   f.bound = std::numeric_limits<double>::infinity();
   for (const Hop& h : f.hops) f.bound = std::min(f.bound, st.links[h.link].capacity / static_cast<double>(h.mult));
@@ -602,10 +610,10 @@ FlowId FlowNetwork::start(std::vector<Hop> hops, double bytes, TimeNs latency, s
 
 FlowId FlowNetwork::start_route(const std::vector<LinkId>& route, double bytes, TimeNs latency,
                                 std::function<void()> done) {
-  std::vector<Hop> hops;
-  hops.reserve(route.size());
+  std::vector<Hop>& hops = st_->route_scratch;
+  hops.clear();
   for (const LinkId l : route) hops.push_back(Hop{l, 1});
-  return start(std::move(hops), bytes, latency, std::move(done));
+  return start_hops(hops, bytes, latency, std::move(done), 0);
 }
 
 double FlowNetwork::rate(FlowId id) const {

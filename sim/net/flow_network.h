@@ -70,6 +70,9 @@ class FlowNetwork {
   std::uint64_t flows_recomputed() const;
 
  private:
+  // start() on `hops`, which it normalises in place (sorted by link, repeated links merged).
+  FlowId start_hops(std::vector<Hop>& hops, double bytes, TimeNs latency, std::function<void()> done,
+                    double rate_bound);
   struct State;  // flows, per-link adjacency, scratch of the progressive filling (flow_network.cpp)
   std::array<double, kLinkClasses> bytes_by_class_{};
   std::uint64_t flows_started_ = 0;
