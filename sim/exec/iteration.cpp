@@ -2,9 +2,10 @@
 //
 // Lowering: every TP group of every stage of every pipeline is a *worker* (its TP ranks run in lockstep,
 // synchronised by their per-layer all-reduces, so one timeline stands for all of them). A worker runs its
-// forward/backward micro-batch tasks in its schedule's order (sim/exec/pipeline_schedule.h); a task starts
-// when the worker is free and the activations (forward) or gradients (backward) it needs have arrived from
-// the neighbouring stage's groups. Pipeline sends are flows on the real links. Gradients are reduced per
+// schedule's program (sim/exec/pipeline_schedule.h): forward/backward micro-batch tasks and, between them,
+// Megatron's blocking point-to-point exchanges with the neighbouring stages' groups. A transfer is a flow on
+// the real links that starts once both its sender and its receiver have posted it (NCCL send/recv pair up
+// in posting order on each pair of ranks); an exchange ends when all its transfers have. Gradients are reduced per
 // layer segment over every group holding those layers, across pipelines of any structure, in Megatron's
 // buckets (launched during the last backward when overlap_grad_reduce), as collectives on the real links;
 // then each worker runs its optimizer step (and, with ZeRO-1, the parameter all-gather).
@@ -40,9 +41,23 @@ struct WorkerClock {
   Breakdown spent;     // seconds
 };
 
-struct TaskState {
-  int deps = 0;                    // transfers still to arrive
-  TimeNs last_arrival_start = -1;  // start time of the transfer that arrived last
+// One pipeline transfer: link `link` of sends[dir] of chunk `chunk` of worker `src`, for micro-batch `mb`.
+struct Transfer {
+  int src = 0, chunk = 0, dir = 0, link = 0, mb = 0;
+  bool sender_waits = true;  // false for eager sends
+  int receiver = -1;         // the worker whose posted receive it was paired with, once paired
+  TimeNs start = -1, end = -1;
+};
+
+// Sends and receives posted on one (sender, receiver, direction) pair and not yet paired, in posting order.
+struct Channel {
+  struct Recv {
+    int worker;
+    ScheduledTask expected;  // the task whose input the receive is for
+  };
+  std::vector<int> sends;  // transfer ids
+  std::vector<Recv> recvs;
+  size_t send_head = 0, recv_head = 0;
 };
 
 class IterationSim {
@@ -55,12 +70,19 @@ class IterationSim {
   SimResult run();
 
  private:
-  int task_index(int w, int chunk, int mb, bool fwd) const {
-    return task_base_[w] + ((chunk * micro_batches_of(w) + mb) * 2 + (fwd ? 0 : 1));
-  }
   int micro_batches_of(int w) const { return plan_.pipelines[work_.workers[w].pipeline].micro_batches; }
 
-  void try_start(int w);
+  void build_channels();
+  void advance(int w);
+  bool post_exchange(int w, const ScheduleStep& s);
+  void post_send(int w, const ScheduledTask& t, bool eager);
+  void post_recv(int w, const ScheduledTask& t);
+  void pair(int id, const Channel::Recv& r);
+  void start_transfer(int id);
+  void transfer_done(int id);
+  void exchange_progress(int w);
+  void close_exchange(int w);
+  void start_task(int w, const ScheduledTask& t);
   void finish_task(int w, const ScheduledTask& t);
   void after_compute(int w, const ScheduledTask& t);
   void run_phase(int w, const ScheduledTask& t, int k);
@@ -69,13 +91,10 @@ class IterationSim {
   std::vector<long> rank_tokens(const ChunkCost& cc, const RoutingDraw& d, int r) const;
   double expert_time_s(int w, const ScheduledTask& t, int layer);
   void run_alltoall(int w, const ScheduledTask& t, int layer, bool to_experts, std::function<void()> done);
-  void send_activation(int w, const ScheduledTask& t);
-  void arrive(int w, int chunk, int mb, bool fwd, TimeNs flow_start);
-  void account_gap(int w, TimeNs start, TimeNs last_arrival_start);
   void record(int w, const std::string& name, const char* cat, TimeNs start, TimeNs end, int track_offset = 0);
   void record_task(int w, const std::string& name, const char* cat, TimeNs start, TimeNs end);
   void record_flow(int src_worker, int dst_worker, const char* name, const char* cat, TimeNs start, TimeNs end);
-  void worker_backward_done(int w);
+  void program_done(int w);
   void on_worker_grads_reduced(int w);
   void on_worker_finished(int w);
 
@@ -90,11 +109,17 @@ class IterationSim {
   StageWork work_;
   std::unique_ptr<GradSync> grads_;
 
-  std::vector<std::vector<ScheduledTask>> order_;  // per worker
-  std::vector<size_t> next_;                       // per worker: index of its next task
-  std::vector<bool> busy_;
-  std::vector<int> task_base_;
-  std::vector<TaskState> tasks_;
+  std::vector<std::vector<ScheduleStep>> program_;  // per worker
+  std::vector<size_t> pc_;                          // per worker: index of its current step
+  std::vector<bool> busy_;                          // per worker: a task is running
+  std::vector<int> waiting_;                        // per worker: transfers its current exchange waits for
+  std::vector<std::vector<int>> exchange_transfers_;  // per worker: those transfers (for the breakdown)
+  std::vector<Transfer> transfers_;
+  std::vector<Channel> channels_;
+  std::vector<std::pair<TimeNs, TimeNs>> wire_scratch_;
+  // send_channel_[w][chunk][dir][i]: channel of link i of that chunk's sends; recv_channels_[w][chunk][dir]:
+  // the channels bringing that chunk its inputs (dir 0 activations, 1 gradients).
+  std::vector<std::vector<std::array<std::vector<int>, 2>>> send_channel_, recv_channels_;
   std::vector<WorkerClock> clock_;
   std::vector<TimeNs> end_;  // per worker: end of its iteration
   // Exact shortcut (sim/exec/pipeline_mirror.h): mirrors_[w] lists the workers whose pipeline phase copies
@@ -135,25 +160,156 @@ void IterationSim::record_flow(int src_worker, int dst_worker, const char* name,
       {topo_.num_gpus() + cls, name, cat, ns_to_seconds(start), ns_to_seconds(end - start), true});
 }
 
-// Idle time before a task: waiting for a transfer that was already in flight counts as pipeline
-// communication, waiting before it was even sent counts as bubble.
-void IterationSim::account_gap(int w, TimeNs start, TimeNs last_arrival_start) {
-  WorkerClock& c = clock_[w];
-  if (start <= c.free_at) return;
-  const TimeNs comm_from = std::clamp(last_arrival_start < 0 ? start : last_arrival_start, c.free_at, start);
-  c.spent.bubble += ns_to_seconds(comm_from - c.free_at);
-  c.spent.pp_comm += ns_to_seconds(start - comm_from);
+// Pipeline channels: one per (sender, receiver, direction) pair of workers that exchange tensors.
+void IterationSim::build_channels() {
+  const int nw = static_cast<int>(work_.workers.size());
+  std::map<std::tuple<int, int, int>, int> ids;
+  send_channel_.assign(nw, {});
+  recv_channels_.assign(nw, {});
+  for (int w = 0; w < nw; ++w) {
+    send_channel_[w].resize(work_.workers[w].chunks.size());
+    recv_channels_[w].resize(work_.workers[w].chunks.size());
+  }
+  for (int w = 0; w < nw; ++w)
+    for (size_t c = 0; c < work_.workers[w].chunks.size(); ++c)
+      for (int d = 0; d < 2; ++d)
+        for (const StageLink& l : work_.workers[w].chunks[c].sends[d]) {
+          const auto [it, fresh] = ids.emplace(std::make_tuple(w, l.peer_worker, d), static_cast<int>(ids.size()));
+          send_channel_[w][c][d].push_back(it->second);
+          auto& in = recv_channels_[l.peer_worker][l.peer_chunk][d];
+          if (std::find(in.begin(), in.end(), it->second) == in.end()) in.push_back(it->second);
+        }
+  channels_.assign(ids.size(), Channel{});
 }
 
-void IterationSim::try_start(int w) {
-  if (busy_[w] || next_[w] >= order_[w].size()) return;
-  const ScheduledTask t = order_[w][next_[w]];
-  TaskState& ts = tasks_[task_index(w, t.chunk, t.micro_batch, t.forward)];
-  if (ts.deps > 0) return;
-  busy_[w] = true;
-  ++next_[w];
+// Runs worker w's program from its current step until a task starts or an exchange has to wait.
+void IterationSim::advance(int w) {
+  const std::vector<ScheduleStep>& prog = program_[w];
+  while (pc_[w] < prog.size()) {
+    const ScheduleStep& s = prog[pc_[w]];
+    if (!s.exchange) {
+      start_task(w, s.task);
+      return;
+    }
+    if (!post_exchange(w, s)) return;
+    ++pc_[w];
+  }
+  program_done(w);
+}
+
+// Posts an exchange's sends and receives; true when it completes at once (nothing to wait for).
+bool IterationSim::post_exchange(int w, const ScheduleStep& s) {
+  waiting_[w] = 0;
+  exchange_transfers_[w].clear();
+  for (int i = 0; i < s.num_sends; ++i) post_send(w, s.sends[i], s.eager);
+  for (int i = 0; i < s.num_recvs; ++i) post_recv(w, s.recvs[i]);
+  if (waiting_[w] > 0) return false;
+  close_exchange(w);
+  return true;
+}
+
+// Task t's output goes to the next virtual stage (activations) or the previous one (gradients): one transfer
+// to each group of that stage whose share of the micro-batch overlaps w's, as a bundle of TP-rank flows.
+void IterationSim::post_send(int w, const ScheduledTask& t, bool eager) {
+  const int d = t.forward ? 0 : 1;
+  const auto& links = work_.workers[w].chunks[t.chunk].sends[d];
+  for (size_t i = 0; i < links.size(); ++i) {
+    const int id = static_cast<int>(transfers_.size());
+    transfers_.push_back({w, t.chunk, d, static_cast<int>(i), t.micro_batch, !eager});
+    if (!eager) {
+      ++waiting_[w];
+      exchange_transfers_[w].push_back(id);
+    }
+    if (eager) start_transfer(id);
+    Channel& ch = channels_[send_channel_[w][t.chunk][d][i]];
+    if (ch.recv_head < ch.recvs.size()) pair(id, ch.recvs[ch.recv_head++]);
+    else ch.sends.push_back(id);
+  }
+}
+
+// The input of task t (activations for a forward, gradients for a backward): one transfer from each group
+// that sends it.
+void IterationSim::post_recv(int w, const ScheduledTask& t) {
+  for (int c : recv_channels_[w][t.chunk][t.forward ? 0 : 1]) {
+    Channel& ch = channels_[c];
+    ++waiting_[w];
+    if (ch.send_head < ch.sends.size()) pair(ch.sends[ch.send_head++], {w, t});
+    else ch.recvs.push_back({w, t});
+  }
+}
+
+// A posted send meets its posted receive: the transfer starts (eager sends already have) or, if it already
+// arrived, the receive is satisfied at once. The pairing must give the receiver the tensor the schedule
+// expects, or the programs do not match.
+void IterationSim::pair(int id, const Channel::Recv& r) {
+  Transfer& x = transfers_[id];
+  const StageLink& l = work_.workers[x.src].chunks[x.chunk].sends[x.dir][x.link];
+  if (l.peer_chunk != r.expected.chunk || x.mb != r.expected.micro_batch || (x.dir == 0) != r.expected.forward)
+    throw std::logic_error("pipeline schedule mismatch: worker " + std::to_string(r.worker) + " expects the input of " +
+                           (r.expected.forward ? "F" : "B") + std::to_string(r.expected.micro_batch) + " chunk " +
+                           std::to_string(r.expected.chunk) + " but worker " + std::to_string(x.src) + " sends " +
+                           (x.dir == 0 ? "activations" : "gradients") + " of micro-batch " + std::to_string(x.mb) +
+                           " for chunk " + std::to_string(l.peer_chunk));
+  if (x.end >= 0) {
+    --waiting_[r.worker];
+    return;
+  }
+  x.receiver = r.worker;
+  exchange_transfers_[r.worker].push_back(id);
+  if (x.start < 0) start_transfer(id);
+}
+
+void IterationSim::start_transfer(int id) {
+  Transfer& x = transfers_[id];
+  x.start = engine_.now();
+  const StageLink& l = work_.workers[x.src].chunks[x.chunk].sends[x.dir][x.link];
+  net_.start(l.hops, l.bytes_per_member, seconds_to_ns(l.latency_s), [this, id]() { transfer_done(id); },
+             l.rate_bound);
+}
+
+void IterationSim::transfer_done(int id) {
+  Transfer& x = transfers_[id];
+  x.end = engine_.now();
+  if (opt_.record_timeline) {
+    const int dst = work_.workers[x.src].chunks[x.chunk].sends[x.dir][x.link].peer_worker;
+    const char* name = x.dir == 0 ? "act" : "grad";
+    record_flow(x.src, dst, name, "pp_comm", x.start, x.end);
+    for (size_t i = 0; i < mirrors_[x.src].size(); ++i)
+      record_flow(mirrors_[x.src][i], mirrors_[dst][i], name, "pp_comm", x.start, x.end);
+  }
+  if (x.sender_waits) exchange_progress(x.src);
+  if (x.receiver >= 0) exchange_progress(x.receiver);
+}
+
+void IterationSim::exchange_progress(int w) {
+  if (--waiting_[w] > 0) return;
+  close_exchange(w);
+  ++pc_[w];
+  advance(w);
+}
+
+// Time blocked in an exchange: while one of its transfers is on the wire it is pipeline communication; while
+// none is (a neighbour has not reached the matching exchange yet) it is pipeline bubble.
+void IterationSim::close_exchange(int w) {
+  WorkerClock& c = clock_[w];
   const TimeNs now = engine_.now();
-  account_gap(w, now, ts.last_arrival_start);
+  std::vector<std::pair<TimeNs, TimeNs>>& on_wire = wire_scratch_;
+  on_wire.clear();
+  for (int id : exchange_transfers_[w]) on_wire.push_back({std::max(transfers_[id].start, c.free_at), transfers_[id].end});
+  std::sort(on_wire.begin(), on_wire.end());
+  TimeNs comm = 0, covered = c.free_at;
+  for (const auto& [a, b] : on_wire) {
+    comm += std::max<TimeNs>(0, b - std::max(a, covered));
+    covered = std::max(covered, b);
+  }
+  c.spent.pp_comm += ns_to_seconds(comm);
+  c.spent.bubble += ns_to_seconds(now - c.free_at - comm);
+  c.free_at = now;
+}
+
+void IterationSim::start_task(int w, const ScheduledTask& t) {
+  busy_[w] = true;
+  const TimeNs now = engine_.now();
   const Worker& wk = work_.workers[w];
   const ChunkCost& cc = wk.chunks[t.chunk];
   const PassCost& pc = t.forward ? cc.forward : cc.backward;
@@ -388,41 +544,15 @@ void IterationSim::run_alltoall(int w, const ScheduledTask& t, int layer, bool t
   }
 }
 
-void IterationSim::finish_task(int w, const ScheduledTask& t) {
-  const TimeNs now = engine_.now();
+void IterationSim::finish_task(int w, const ScheduledTask&) {
   busy_[w] = false;
-  clock_[w].free_at = now;
-  send_activation(w, t);
-  if (!t.forward && next_[w] == order_[w].size()) worker_backward_done(w);
-  try_start(w);
+  clock_[w].free_at = engine_.now();
+  ++pc_[w];
+  advance(w);
 }
 
-// Activations go to the next virtual stage, gradients to the previous one; each group sends to every group
-// of the neighbouring stage whose share of the micro-batch overlaps its own, as a bundle of TP-rank flows.
-void IterationSim::send_activation(int w, const ScheduledTask& t) {
-  const Worker& wk = work_.workers[w];
-  const auto& links = wk.chunks[t.chunk].sends[t.forward ? 0 : 1];
-  for (const StageLink& l : links) {
-    const TimeNs start = engine_.now();
-    const int dst = l.peer_worker, dchunk = l.peer_chunk, mb = t.micro_batch;
-    const bool fwd = t.forward;
-    net_.start(l.hops, l.bytes_per_member, seconds_to_ns(l.latency_s), [this, w, dst, dchunk, mb, fwd, start]() {
-      record_flow(w, dst, fwd ? "act" : "grad", "pp_comm", start, engine_.now());
-      for (size_t i = 0; i < mirrors_[w].size(); ++i)
-        record_flow(mirrors_[w][i], mirrors_[dst][i], fwd ? "act" : "grad", "pp_comm", start, engine_.now());
-      arrive(dst, dchunk, mb, fwd, start);
-    }, l.rate_bound);
-  }
-}
-
-void IterationSim::arrive(int w, int chunk, int mb, bool fwd, TimeNs flow_start) {
-  TaskState& ts = tasks_[task_index(w, chunk, mb, fwd)];
-  --ts.deps;
-  ts.last_arrival_start = std::max(ts.last_arrival_start, flow_start);
-  try_start(w);
-}
-
-void IterationSim::worker_backward_done(int w) {
+// The worker's program is done (its last backward and the exchange after it): its gradients are complete.
+void IterationSim::program_done(int w) {
   grads_->on_backward_done(w, engine_.now());
   for (int m : mirrors_[w]) {
     clock_[m] = clock_[w];
@@ -487,31 +617,15 @@ SimResult IterationSim::run() {
     return res_;
   }
 
-  // Task bookkeeping.
-  order_.resize(nw);
-  next_.assign(nw, 0);
+  // Programs and channels (only the simulated workers run theirs; mirrors copy their representative's).
+  program_.assign(nw, {});
+  pc_.assign(nw, 0);
   busy_.assign(nw, false);
+  waiting_.assign(nw, 0);
+  exchange_transfers_.assign(nw, {});
   clock_.assign(nw, WorkerClock{});
   end_.assign(nw, -1);
-  task_base_.assign(nw, 0);
-  int total = 0;
-  for (int w = 0; w < nw; ++w) {
-    const Worker& wk = work_.workers[w];
-    const int m = micro_batches_of(w);
-    const int chunks = static_cast<int>(wk.chunks.size());
-    order_[w] = rank_task_order(plan_.schedule, work_.physical_depth[wk.pipeline], wk.rank, chunks, m);
-    task_base_[w] = total;
-    total += 2 * m * chunks;
-  }
-  tasks_.assign(total, TaskState{});
-  for (int w = 0; w < nw; ++w) {
-    const Worker& wk = work_.workers[w];
-    for (int c = 0; c < static_cast<int>(wk.chunks.size()); ++c)
-      for (int mb = 0; mb < micro_batches_of(w); ++mb) {
-        tasks_[task_index(w, c, mb, true)].deps = wk.chunks[c].receives[0];
-        tasks_[task_index(w, c, mb, false)].deps = wk.chunks[c].receives[1];
-      }
-  }
+  build_channels();
   GradSync::Callbacks cb;
   cb.grads_reduced = [this](int w) { on_worker_grads_reduced(w); };
   cb.finished = [this](int w) { on_worker_finished(w); };
@@ -534,8 +648,17 @@ SimResult IterationSim::run() {
       net_.set_link_copies(mirroring_.symmetry.link_orbit_size);
     }
   }
+  size_t steps = 0;
+  for (int w = 0; w < nw; ++w) {
+    if (mirrored_[w]) continue;
+    const Worker& wk = work_.workers[w];
+    program_[w] = rank_program(plan_.schedule, work_.physical_depth[wk.pipeline], wk.rank,
+                               static_cast<int>(wk.chunks.size()), micro_batches_of(w));
+    steps += program_[w].size();
+  }
+  transfers_.reserve(steps);
   for (int w = 0; w < nw; ++w)
-    if (!mirrored_[w]) try_start(w);
+    if (!mirrored_[w]) advance(w);
   engine_.run();
 
   // Result.
@@ -545,14 +668,11 @@ SimResult IterationSim::run() {
     if (end_[w] < 0) {
       std::string why = "simulation deadlock: worker " + std::to_string(w) + " (pipeline " +
                         std::to_string(work_.workers[w].pipeline) + ", rank " + std::to_string(work_.workers[w].rank) +
-                        ") did not finish: " + std::to_string(next_[w]) + " of " + std::to_string(order_[w].size()) +
-                        " tasks started" + (busy_[w] ? ", one running" : "") + "; " +
+                        ") did not finish: at step " + std::to_string(pc_[w]) + " of " +
+                        std::to_string(program_[w].size()) + (busy_[w] ? ", a task running" : "") + "; " +
                         std::to_string(net_.active_flows()) + " flows still in the network";
-      if (next_[w] < order_[w].size()) {
-        const ScheduledTask& t = order_[w][next_[w]];
-        why += "; next " + std::string(t.forward ? "F" : "B") + std::to_string(t.micro_batch) + " waits for " +
-               std::to_string(tasks_[task_index(w, t.chunk, t.micro_batch, t.forward)].deps) + " transfers";
-      }
+      if (pc_[w] < program_[w].size() && program_[w][pc_[w]].exchange)
+        why += "; its exchange waits for " + std::to_string(waiting_[w]) + " transfers";
       throw std::logic_error(why);
     }
     if (end_[w] > iter) iter = end_[w], critical = w;

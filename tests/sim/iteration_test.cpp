@@ -202,6 +202,41 @@ TEST(Iteration, GPipeHoldsMoreActivationsThan1F1B) {
   EXPECT_GT(b.memory.activations, 2 * a.memory.activations);  // 16 micro-batches in flight vs at most 4
 }
 
+// Megatron's 1F1B blocks in every point-to-point exchange until its sends have completed and its receives
+// have arrived (schedules.py, forward_backward_pipelining_without_interleaving; p2p_communication.py), so a
+// slow inter-stage link is exposed on every exchange of the critical path. Two stages on two single-GPU
+// nodes joined by a 10 Gbit/s NIC, m micro-batches, forward f, backward b, transfer c (activation and
+// gradient are the same size). Rank 0 sends F0 (c); then each of the m-1 steady exchanges pairs rank 0's
+// send_forward_recv_backward with rank 1's send_backward_recv_forward (both directions at once: c); then
+// rank 1 sends the last gradient (c). Rank 0, which finishes last, is exposed to (m+1)·c of transfers and
+// waits f+b for its neighbour: T = (m+1)(f+b+c) for equal stages. Fire-and-forget sends would expose only 2c.
+TEST(Iteration, SlowPipelineLinkIsExposedOnEveryMegatronExchange) {
+  Cluster c = parse_cluster_spec("A100-80:2x1", GpuCatalog::load_default());
+  const double nic_bw = 10e9 / 8;  // 10 Gbit/s in bytes/s
+  for (auto& g : c.groups) g.nic_bw = nic_bw, g.nic_count = 1;
+  const ModelConfig m = toy_model(16);
+  const Topology topo(c);
+  for (int micro : {4, 8}) {
+    const Plan plan = shorthand(c, m, 1, 2, 1, 1, micro);
+    const StageWork sw = build_stage_work(c, topo, m, plan);
+    // Activation of one micro-batch at the stage boundary: b·s·h elements of 2 bytes (bf16).
+    const double bytes = 1.0 * m.seq_len * m.hidden * 2;
+    // The NIC's achieved bandwidth: nominal x the GPU type's link efficiency (sim/hw/topology.cpp); the
+    // transfer's latency and call overhead (tens of microseconds) are under 1 % of c and left out.
+    const double transfer = bytes / (nic_bw * c.gpu_spec(0).compute.link_eff);
+    const SimResult r = run(c, m, plan, false);
+    EXPECT_NEAR(r.breakdown.pp_comm, (micro + 1) * transfer, 0.05 * (micro + 1) * transfer) << "m=" << micro;
+    // Rank 0 waits for its neighbour: f1+b1-f0 before the first steady exchange, (f1+b1)-(f0+b0) before
+    // each of the m-2 others (stage 1 holds the head, stage 0 the smaller embedding), f1+b1-b0 in the
+    // cool-down; for equal stages the usual (p-1)(f+b).
+    auto pass = [&](int w) { return sw.workers[w].chunks[0].forward.compute_s + sw.workers[w].chunks[0].backward.compute_s; };
+    ASSERT_GE(pass(1), pass(0));
+    const double bubble = 2 * pass(1) - pass(0) + (micro - 2) * (pass(1) - pass(0));
+    EXPECT_NEAR(r.breakdown.bubble, bubble, 0.01 * bubble) << "m=" << micro;
+    EXPECT_NEAR(r.breakdown.sum(), r.iteration_time_s, 1e-9 * r.iteration_time_s);
+  }
+}
+
 TEST(Iteration, OverlappedGradientReductionHidesCommunication) {
   // Slow inter-node links make the DP all-reduce significant.
   Cluster c = parse_cluster_spec("A100-80:2x4", GpuCatalog::load_default());

@@ -50,5 +50,103 @@ TEST(PipelineSchedule, OneFOneBHoldsAtMostPipelineDepthMinusRank) {
   for (size_t i = 0; i < last.size(); ++i) EXPECT_EQ(last[i].forward, i % 2 == 0);  // the last rank alternates
 }
 
+// Runs the p ranks' programs against each other without time: an exchange posts its sends and receives on
+// (sender, receiver, direction) channels and blocks until each has met its counterpart in posting order (as
+// NCCL pairs send/recv); tasks take no time. The programs transcribe Megatron's schedules, so they must run
+// to completion (no deadlock), every receive must get the tensor it was posted for, and every task must
+// have its input before it runs.
+void check_exchanges(Schedule s, int pp, int v, int m) {
+  struct Post {
+    int rank;
+    ScheduledTask task;  // sender: whose output; receiver: whose input
+    bool eager;          // a send the sender does not wait for
+  };
+  // Virtual stage of chunk c on rank r is c*pp + r; activations go to the next one, gradients back.
+  auto vstage = [&](int r, const ScheduledTask& t) { return t.chunk * pp + r; };
+  auto consumer = [&](int r, const ScheduledTask& t) { return vstage(r, t) + (t.forward ? 1 : -1); };
+  auto producer = [&](int r, const ScheduledTask& t) { return vstage(r, t) + (t.forward ? -1 : 1); };
+  const int stages = pp * v;
+  std::vector<std::vector<ScheduleStep>> prog;
+  for (int r = 0; r < pp; ++r) prog.push_back(rank_program(s, pp, r, v, m));
+  std::map<std::tuple<int, int, bool>, std::vector<Post>> sends, recvs;  // unpaired, per channel
+  std::vector<size_t> pc(pp, 0);
+  std::vector<int> pending(pp, 0);
+  std::vector<std::set<std::tuple<int, int, bool>>> inputs(pp);  // inputs received, per rank
+  int paired = 0;
+  auto try_pair = [&](const std::tuple<int, int, bool>& ch) {
+    auto& a = sends[ch];
+    auto& b = recvs[ch];
+    while (!a.empty() && !b.empty()) {
+      const Post snd = a.front(), rcv = b.front();
+      a.erase(a.begin());
+      b.erase(b.begin());
+      // The receiver's task is the one the sender's output feeds: same micro-batch, next virtual stage.
+      EXPECT_EQ(snd.task.micro_batch, rcv.task.micro_batch);
+      EXPECT_EQ(snd.task.forward, rcv.task.forward);
+      EXPECT_EQ(consumer(snd.rank, snd.task), vstage(rcv.rank, rcv.task));
+      inputs[rcv.rank].insert({rcv.task.chunk, rcv.task.micro_batch, rcv.task.forward});
+      if (!snd.eager) --pending[snd.rank];
+      --pending[rcv.rank];
+      ++paired;
+    }
+  };
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int r = 0; r < pp; ++r) {
+      while (pc[r] < prog[r].size() && pending[r] == 0) {
+        const ScheduleStep& st = prog[r][pc[r]];
+        if (!st.exchange) {
+          const ScheduledTask& t = st.task;
+          const int from = producer(r, t);
+          if (from >= 0 && from < stages)
+            EXPECT_TRUE(inputs[r].count({t.chunk, t.micro_batch, t.forward}))
+                << "rank " << r << " runs " << (t.forward ? "F" : "B") << t.micro_batch << " c" << t.chunk
+                << " without its input";
+          ++pc[r];
+          progress = true;
+          continue;
+        }
+        std::vector<std::tuple<int, int, bool>> touched;
+        for (int i = 0; i < st.num_sends; ++i) {
+          const int to = consumer(r, st.sends[i]);
+          if (to < 0 || to >= stages) continue;
+          const std::tuple<int, int, bool> ch{r, to % pp, st.sends[i].forward};
+          sends[ch].push_back({r, st.sends[i], st.eager});
+          if (!st.eager) ++pending[r];
+          touched.push_back(ch);
+        }
+        for (int i = 0; i < st.num_recvs; ++i) {
+          const int from = producer(r, st.recvs[i]);
+          if (from < 0 || from >= stages) continue;
+          const std::tuple<int, int, bool> ch{from % pp, r, st.recvs[i].forward};
+          recvs[ch].push_back({r, st.recvs[i], false});
+          ++pending[r];
+          touched.push_back(ch);
+        }
+        ++pc[r];  // the exchange is posted; the rank proceeds once pending is back to 0
+        for (const auto& ch : touched) try_pair(ch);
+        progress = true;
+      }
+    }
+  }
+  for (int r = 0; r < pp; ++r) {
+    EXPECT_EQ(pc[r], prog[r].size()) << "rank " << r << " deadlocks";
+    EXPECT_EQ(pending[r], 0) << "rank " << r << " waits for an exchange";
+  }
+  // Every boundary crossing of every micro-batch, both directions.
+  EXPECT_EQ(paired, 2 * m * (stages - 1));
+}
+
+TEST(PipelineSchedule, MegatronExchangesPairUpAndDeliverEveryInput) {
+  check_exchanges(Schedule::OneFOneB, 4, 1, 8);
+  check_exchanges(Schedule::OneFOneB, 4, 1, 2);  // fewer micro-batches than stages
+  check_exchanges(Schedule::OneFOneB, 2, 1, 1);
+  check_exchanges(Schedule::GPipe, 4, 1, 8);
+  check_exchanges(Schedule::Interleaved, 4, 2, 8);
+  check_exchanges(Schedule::Interleaved, 4, 3, 4);
+  check_exchanges(Schedule::Interleaved, 3, 2, 3);   // all of rank 0's chunk-forwards are warm-up
+  check_exchanges(Schedule::Interleaved, 8, 4, 16);
+}
+
 }  // namespace
 }  // namespace arachne
