@@ -123,10 +123,10 @@ class IterationSim {
   std::vector<WorkerClock> clock_;
   std::vector<TimeNs> end_;  // per worker: end of its iteration
   // Exact shortcut (sim/exec/pipeline_mirror.h): mirrors_[w] lists the workers whose pipeline phase copies
-  // worker w's; they run no tasks of their own.
+  // worker w's; they run no tasks of their own, and w's sends carry theirs as bundles.
   std::vector<std::vector<int>> mirrors_;
   std::vector<bool> mirrored_;
-  std::array<double, kLinkClasses> mirror_link_bytes_{};  // per-link byte sums of the mirrors' sends
+  PipelineMirroring mirroring_;
   // Expert parallelism: workers waiting at each all-to-all (group, micro-batch, chunk, index, forward), the
   // routing drawn per (group, micro-batch, layer), and the token assignments dropped at capacity.
   std::map<std::tuple<int, int, int, int, int>, std::vector<std::pair<int, TimeNs>>> rendezvous_;
@@ -263,10 +263,8 @@ void IterationSim::start_transfer(int id) {
   Transfer& x = transfers_[id];
   x.start = engine_.now();
   const StageLink& l = work_.workers[x.src].chunks[x.chunk].sends[x.dir][x.link];
-  for (int m : mirrors_[x.src])  // the mirrors' identical transfers load only their own links: count their bytes
-    for (const Hop& h : work_.workers[m].chunks[x.chunk].sends[x.dir][x.link].hops)
-      mirror_link_bytes_[static_cast<int>(topo_.links()[h.link].cls)] += l.bytes_per_member * h.mult;
-  net_.start(l.hops, l.bytes_per_member, seconds_to_ns(l.latency_s), [this, id]() { transfer_done(id); });
+  net_.start(l.hops, l.bytes_per_member, seconds_to_ns(l.latency_s), [this, id]() { transfer_done(id); },
+             l.rate_bound);
 }
 
 void IterationSim::transfer_done(int id) {
@@ -640,9 +638,15 @@ SimResult IterationSim::run() {
   mirrors_.assign(nw, {});
   mirrored_.assign(nw, false);
   if (opt_.exact_shortcuts) {
-    const std::vector<int> rep = find_mirrored_workers(topo_, plan_, work_, *grads_);
+    mirroring_ = find_mirrored_workers(topo_, plan_, work_, *grads_);
+    const std::vector<int>& rep = mirroring_.mirror_of;
     for (int w = 0; w < nw; ++w)
       if (rep[w] != w) mirrors_[rep[w]].push_back(w), mirrored_[w] = true;
+    bundle_mirrored_sends(topo_, mirroring_, work_);
+    if (!mirroring_.symmetry.gpu_image.empty()) {
+      ctx_.symmetry = &mirroring_.symmetry;
+      net_.set_link_copies(mirroring_.symmetry.link_orbit_size);
+    }
   }
   size_t steps = 0;
   for (int w = 0; w < nw; ++w) {
@@ -690,7 +694,7 @@ SimResult IterationSim::run() {
   res_.mfu_cluster = work_.model_flops / t / peak_all;
   const auto& nb = net_.bytes_by_class();
   for (int k = 0; k < kLinkClasses; ++k)
-    res_.bytes[k] = (nb[k] + mirror_link_bytes_[k]) / links_per_crossing(static_cast<LinkClass>(k)) + closed_form_bytes_[k];
+    res_.bytes[k] = nb[k] / links_per_crossing(static_cast<LinkClass>(k)) + closed_form_bytes_[k];
   res_.dropped_tokens = dropped_;
   res_.events = engine_.executed();
   res_.timeline_tracks = 2 * topo_.num_gpus() + kLinkClasses;

@@ -3,12 +3,13 @@
 // its fair share; repeat. With bundles a link's fair share is remaining capacity / sum of multiplicities.
 //
 // Exactness and determinism:
-//  * The saturating link of each round is the minimum of (share, link id) in a heap of lazy keys (see
-//    fill()); flows are frozen in id order. Links that can never saturate ("slack", see is_slack()) are
-//    left out. Restricted to one component of the relation "flows share a non-slack link", the sequence of
-//    floating-point operations is the same whether other components are filled in the same run or not, so
-//    recomputing only the components touched by a change is bit-identical to recomputing every active
-//    flow (FlowNetworkTest.ComponentRecomputeMatchesGlobalBitForBit checks it).
+//  * Filling proceeds by levels (see fill()): all links at the smallest share saturate together and each
+//    link's remaining capacity drops by (integer sum of multiplicities) x share once per level, so rates
+//    depend on the flow-link incidence, multiplicities and capacities only, never on ids or visiting order.
+//    Links that can never saturate ("slack", see is_slack()) are left out. Restricted to one component of
+//    the relation "flows share a non-slack link", the floating-point operations are the same whether other
+//    components are filled in the same run or not, so recomputing only the components touched by a change
+//    is bit-identical to recomputing every active flow (FlowNetworkTest.ComponentRecomputeMatchesGlobalBitForBit).
 //  * A flow's remaining bytes are rebased (remaining -= old rate x elapsed) only when its rate changes
 //    bitwise, so its completion time is a function of its own rate history, not of how often it was revisited.
 //  * All changes at one instant (activations, completions) are applied by one reallocation event at that
@@ -56,7 +57,7 @@ struct FlowNetwork::State {
     FlowId id;
     std::uint32_t slot;
     int mult;
-    double demand;  // mult x the flow's rate bound
+    double bound;  // the flow's rate bound
   };
   struct Key {  // candidate saturating link (see fill())
     double share;
@@ -78,6 +79,8 @@ struct FlowNetwork::State {
     slack_stale.assign(n, 0);
     cap_left.assign(n, 0.0);
     weight.assign(n, 0);
+    freed.assign(n, 0);
+    link_level.assign(n, 0);
     slot_of_id.push_back(kNoSlot);  // FlowId 0 is never issued
   }
 
@@ -98,10 +101,27 @@ struct FlowNetwork::State {
   std::vector<std::uint64_t> link_mark;
   std::vector<double> cap_left;
   std::vector<std::int64_t> weight;  // sum of multiplicities of unfrozen flows
+  std::vector<std::int64_t> freed;   // multiplicities frozen on the link in the current level
+  std::vector<std::uint64_t> link_level;  // last level the link joined (a link joins a level once)
+  std::vector<Key> level;
+  std::vector<LinkId> touched;
+  std::vector<std::pair<double, std::int64_t>> by_bound;  // scratch of demand()
+  std::uint64_t level_no = 0;
   std::vector<LinkId> comp_links, stack;
   std::vector<std::uint32_t> comp_flows;
   std::vector<Key> pq;
   std::uint64_t epoch = 0;
+
+  struct ActivationBatch {
+    TimeNs now = 0, at = 0;  // started at `now`, activate at `at`
+    std::vector<std::uint32_t> slots;
+  };
+  std::vector<ActivationBatch> batches;
+  std::vector<int> free_batches;
+  int open_batch = -1;  // the batch that flows started now with the same activation time join
+  std::vector<std::uint32_t> finished_scratch;  // of on_due()
+  std::vector<std::function<void()>> callbacks_scratch;
+  std::vector<Hop> route_scratch;  // of start_route()
 
   std::vector<LinkId> dirty_links;           // links whose flows changed since the last reallocation
   std::vector<std::uint32_t> new_flows;      // flows activated since the last reallocation
@@ -145,7 +165,7 @@ struct FlowNetwork::State {
       auto& lf = link_flows[h.link];
       const auto pos = std::lower_bound(lf.begin(), lf.end(), f.id,
                                         [](const LinkEntry& e, FlowId id) { return e.id < id; });
-      lf.insert(pos, LinkEntry{f.id, slot, h.mult, h.mult * f.bound});
+      lf.insert(pos, LinkEntry{f.id, slot, h.mult, f.bound});
       link_weight[h.link] += h.mult;
       slack_stale[h.link] = 1;
       dirty_links.push_back(h.link);
@@ -153,6 +173,36 @@ struct FlowNetwork::State {
     ++active;
     new_flows.push_back(slot);
     request_realloc();
+  }
+
+  // Flows started at one instant with the same activation time activate in one event, in start order.
+  // Activations at one instant commute with every other event there (they change no rate until the
+  // reallocation, which runs after all of them), so this saves one event per flow and changes nothing else.
+  void activate_later(std::uint32_t slot, TimeNs at) {
+    if (open_batch >= 0 && batches[open_batch].now == engine.now() && batches[open_batch].at == at) {
+      batches[open_batch].slots.push_back(slot);
+      return;
+    }
+    int b;
+    if (!free_batches.empty()) {
+      b = free_batches.back();
+      free_batches.pop_back();
+    } else {
+      b = static_cast<int>(batches.size());
+      batches.emplace_back();
+    }
+    batches[b].now = engine.now();
+    batches[b].at = at;
+    batches[b].slots.assign(1, slot);
+    open_batch = b;
+    engine.schedule_at(at, [this, b] { activate_batch(b); });
+  }
+
+  void activate_batch(int b) {
+    if (open_batch == b) open_batch = -1;
+    for (const std::uint32_t slot : batches[b].slots) activate(slot);
+    batches[b].slots.clear();
+    free_batches.push_back(b);
   }
 
   void detach(std::uint32_t slot) {
@@ -176,12 +226,37 @@ struct FlowNetwork::State {
   // a link whose demand equals its capacity (a flow's own bottleneck) in the filling.
   bool is_slack(LinkId l) {
     if (slack_stale[l]) {
-      double demand = 0;
-      for (const LinkEntry& e : link_flows[l]) demand += e.demand;  // id order: deterministic sum
-      slack[l] = links[l].capacity > demand * (1 + 1e-9) ? 1 : 0;
+      slack[l] = links[l].capacity > demand(l) * (1 + 1e-9) ? 1 : 0;
       slack_stale[l] = 0;
     }
     return slack[l] != 0;
+  }
+
+  // Sum over the link's flows of mult x rate bound, as sum over distinct bounds (increasing) of bound x the
+  // integer sum of their multiplicities: a function of the multiset of (bound, mult) alone, so it does not
+  // depend on flow ids, and k copies of a flow weigh exactly what one bundle of multiplicity k does.
+  double demand(LinkId l) {
+    const auto& lf = link_flows[l];
+    if (lf.empty()) return 0;
+    std::int64_t m = 0;
+    bool one_bound = true;
+    for (const LinkEntry& e : lf) {
+      m += e.mult;
+      one_bound = one_bound && e.bound == lf.front().bound;
+    }
+    if (one_bound) return lf.front().bound * static_cast<double>(m);
+    by_bound.clear();
+    for (const LinkEntry& e : lf) by_bound.emplace_back(e.bound, e.mult);
+    std::sort(by_bound.begin(), by_bound.end());
+    double d = 0;
+    for (std::size_t i = 0; i < by_bound.size();) {
+      std::int64_t mb = 0;
+      std::size_t j = i;
+      for (; j < by_bound.size() && by_bound[j].first == by_bound[i].first; ++j) mb += by_bound[j].second;
+      d += by_bound[i].first * static_cast<double>(mb);
+      i = j;
+    }
+    return d;
   }
 
   void add_flow(std::uint32_t slot) {
@@ -243,15 +318,21 @@ struct FlowNetwork::State {
     }
   }
 
-  // Progressive filling over comp_links / comp_flows; leaves each flow's result in new_rate.
+  // Progressive filling over comp_links / comp_flows, level by level; leaves each flow's result in new_rate.
   //
-  // Heap entries are (share, link). A link used by several flows ("shared") has a lazy key: its share only
-  // grows as flows elsewhere freeze (remaining capacity shrinks by at most the current fair share per unit
-  // of weight removed), so a stored key is a lower bound; a popped link whose share has moved is pushed
-  // back with its current share, one whose key is current is the minimum. A link used by one flow only
-  // ("private") keeps share = capacity / mult until that flow freezes, so only the smallest (share, link)
-  // of each flow's private links enters the heap, as an entry that freezes that flow - the same pops in the
-  // same order as if every private link were in the heap (the others would find their flow frozen).
+  // A level is the smallest current share s among the links that still carry unfrozen flows (a link used
+  // by several flows: "shared", share = cap_left / weight) and the flows' tightest private links (used by
+  // that flow alone: share = capacity / mult, fixed). Every link whose share equals s, and every flow whose
+  // private share equals s, freezes at s together; then each shared link it crossed loses, in one step,
+  // (sum of the multiplicities frozen on it) x s. Because the level is a set and the sum of multiplicities
+  // an integer, the rates do not depend on link or flow ids: two links related by a symmetry of the flows
+  // (same capacities, same multiplicities) get bit-identical shares at every level, and a bundle of k
+  // identical copies frozen on a link removes exactly what k separate copies remove. The mirrored
+  // simulation of symmetric pipelines (sim/exec/pipeline_mirror.h) rests on that.
+  //
+  // Heap entries are (share, link); every live shared link always has an entry whose key is its current
+  // share (pushed at the start and whenever a level changes its share); an entry whose key differs from
+  // the link's current share, or whose link is dead (weight 0), is stale and dropped.
   void fill() {
     pq.clear();
     for (const std::uint32_t s : comp_flows) {
@@ -266,6 +347,7 @@ struct FlowNetwork::State {
       if (lf.empty() || is_slack(l)) continue;
       cap_left[l] = links[l].capacity;
       weight[l] = link_weight[l];
+      freed[l] = 0;
       const double share = cap_left[l] / static_cast<double>(weight[l]);
       if (lf.size() > 1) {
         pq.push_back(Key{share, l, kNoSlot});
@@ -283,24 +365,52 @@ struct FlowNetwork::State {
     }
     std::make_heap(pq.begin(), pq.end(), KeyAfter{});
     while (!pq.empty()) {
-      std::pop_heap(pq.begin(), pq.end(), KeyAfter{});
-      const Key k = pq.back();
-      pq.pop_back();
-      if (k.slot != kNoSlot) {  // the flow's tightest private link
-        if (!flows[k.slot].frozen) freeze(k.slot, std::max(k.share, 0.0));
+      const Key top = pop_key();
+      if (!live(top)) continue;
+      const double s = top.share;
+      level.clear();
+      level.push_back(top);
+      ++level_no;
+      if (top.slot == kNoSlot) link_level[top.link] = level_no;
+      while (!pq.empty() && pq.front().share == s) {
+        const Key k = pop_key();
+        if (!live(k) || (k.slot == kNoSlot && link_level[k.link] == level_no)) continue;
+        if (k.slot == kNoSlot) link_level[k.link] = level_no;
+        level.push_back(k);
+      }
+      freeze_level(std::max(s, 0.0));
+    }
+  }
+
+  Key pop_key() {
+    std::pop_heap(pq.begin(), pq.end(), KeyAfter{});
+    const Key k = pq.back();
+    pq.pop_back();
+    return k;
+  }
+
+  bool live(const Key& k) const {
+    if (k.slot != kNoSlot) return !flows[k.slot].frozen;
+    return weight[k.link] > 0 && cap_left[k.link] / static_cast<double>(weight[k.link]) == k.share;
+  }
+
+  void freeze_level(double r) {
+    touched.clear();
+    for (const Key& k : level) {
+      if (k.slot != kNoSlot) {
+        if (!flows[k.slot].frozen) freeze(k.slot, r);
         continue;
       }
-      const LinkId l = k.link;
-      if (weight[l] <= 0) continue;  // every flow on it already frozen elsewhere
-      const double share = cap_left[l] / static_cast<double>(weight[l]);
-      if (share != k.share) {
-        pq.push_back(Key{share, l, kNoSlot});
-        std::push_heap(pq.begin(), pq.end(), KeyAfter{});
-        continue;
-      }
-      const double r = std::max(share, 0.0);
-      for (const LinkEntry& e : link_flows[l]) {  // in id order
+      for (const LinkEntry& e : link_flows[k.link])
         if (!flows[e.slot].frozen) freeze(e.slot, r);
+    }
+    for (const LinkId l : touched) {
+      weight[l] -= freed[l];
+      cap_left[l] = std::max(cap_left[l] - static_cast<double>(freed[l]) * r, 0.0);
+      freed[l] = 0;
+      if (weight[l] > 0) {
+        pq.push_back(Key{cap_left[l] / static_cast<double>(weight[l]), l, kNoSlot});
+        std::push_heap(pq.begin(), pq.end(), KeyAfter{});
       }
     }
   }
@@ -311,8 +421,8 @@ struct FlowNetwork::State {
     f.new_rate = r;
     for (const Hop& h : f.hops) {
       if (link_flows[h.link].size() < 2 || slack[h.link]) continue;  // private or slack: not read again
-      weight[h.link] -= h.mult;
-      cap_left[h.link] = std::max(cap_left[h.link] - static_cast<double>(h.mult) * r, 0.0);
+      if (freed[h.link] == 0) touched.push_back(h.link);
+      freed[h.link] += h.mult;
     }
   }
 
@@ -368,7 +478,8 @@ struct FlowNetwork::State {
     next_event = 0;
     next_event_time = kNever;
     const TimeNs now = engine.now();
-    std::vector<std::uint32_t> finished;
+    std::vector<std::uint32_t>& finished = finished_scratch;
+    finished.clear();
     while (!due.empty() && due.front().finish <= now) {
       std::pop_heap(due.begin(), due.end(), DueAfter{});
       const Due d = due.back();
@@ -384,8 +495,8 @@ struct FlowNetwork::State {
     // A flow whose finish time was recomputed to the same instant has two valid heap entries: complete it
     // once (detaching or releasing it twice would corrupt the active count and the free-slot list).
     finished.erase(std::unique(finished.begin(), finished.end()), finished.end());
-    std::vector<std::function<void()>> callbacks;
-    callbacks.reserve(finished.size());
+    std::vector<std::function<void()>>& callbacks = callbacks_scratch;
+    callbacks.clear();
     for (const std::uint32_t s : finished) {
       detach(s);
       Flow& f = flows[s];
@@ -393,9 +504,10 @@ struct FlowNetwork::State {
       release(s);
     }
     request_realloc();  // also reschedules the next completion
-    for (auto& cb : callbacks) {
+    for (auto& cb : callbacks) {  // they may start flows, never complete one: the scratch is not reused here
       if (cb) cb();
     }
+    callbacks.clear();
   }
 
   void release(std::uint32_t slot) {
@@ -431,7 +543,13 @@ FlowNetwork::FlowNetwork(Engine& engine, const std::vector<Link>& links, Recompu
 FlowNetwork::~FlowNetwork() = default;
 FlowNetwork::FlowNetwork(FlowNetwork&&) noexcept = default;
 
-FlowId FlowNetwork::start(std::vector<Hop> hops, double bytes, TimeNs latency, std::function<void()> done) {
+FlowId FlowNetwork::start(std::vector<Hop> hops, double bytes, TimeNs latency, std::function<void()> done,
+                          double rate_bound) {
+  return start_hops(hops, bytes, latency, std::move(done), rate_bound);
+}
+
+FlowId FlowNetwork::start_hops(std::vector<Hop>& hops, double bytes, TimeNs latency, std::function<void()> done,
+                               double rate_bound) {
   State& st = *st_;
   const FlowId id = st.slot_of_id.size();
   st.slot_of_id.push_back(kNoSlot);
@@ -458,7 +576,8 @@ FlowId FlowNetwork::start(std::vector<Hop> hops, double bytes, TimeNs latency, s
   for (const Hop& h : hops) links_used_[h.link] = true;
   if (bytes > 0) {
     for (const Hop& h : hops) {
-      bytes_by_class_[static_cast<int>(st.links[h.link].cls)] += bytes * static_cast<double>(h.mult);
+      const double copies = link_copies_.empty() ? 1.0 : static_cast<double>(link_copies_[h.link]);
+      bytes_by_class_[static_cast<int>(st.links[h.link].cls)] += bytes * static_cast<double>(h.mult) * copies;
     }
   }
 
@@ -472,10 +591,11 @@ FlowId FlowNetwork::start(std::vector<Hop> hops, double bytes, TimeNs latency, s
   const std::uint32_t slot = st.allocate();
   State::Flow& f = st.flows[slot];
   f.id = id;
-  f.hops = std::move(hops);
+  f.hops.assign(hops.begin(), hops.end());  // into the slot's storage, reused from flow to flow
   f.bytes = bytes;
   f.bound = std::numeric_limits<double>::infinity();
   for (const Hop& h : f.hops) f.bound = std::min(f.bound, st.links[h.link].capacity / static_cast<double>(h.mult));
+  f.bound = std::max(f.bound, rate_bound);
   f.remaining = bytes;
   f.rate = 0;
   f.finish = kNever;
@@ -483,21 +603,17 @@ FlowId FlowNetwork::start(std::vector<Hop> hops, double bytes, TimeNs latency, s
   f.in_use = true;
   f.active = false;
   st.slot_of_id[id] = slot;
-  if (latency == 0) {
-    st.activate(slot);
-  } else {
-    State* s = st_.get();
-    st.engine.schedule_at(at, [s, slot] { s->activate(slot); });
-  }
+  if (latency == 0) st.activate(slot);
+  else st.activate_later(slot, at);
   return id;
 }
 
 FlowId FlowNetwork::start_route(const std::vector<LinkId>& route, double bytes, TimeNs latency,
                                 std::function<void()> done) {
-  std::vector<Hop> hops;
-  hops.reserve(route.size());
+  std::vector<Hop>& hops = st_->route_scratch;
+  hops.clear();
   for (const LinkId l : route) hops.push_back(Hop{l, 1});
-  return start(std::move(hops), bytes, latency, std::move(done));
+  return start_hops(hops, bytes, latency, std::move(done), 0);
 }
 
 double FlowNetwork::rate(FlowId id) const {

@@ -447,9 +447,10 @@ TEST(IterationShortcuts, IdenticalIsolatedPipelinesSimulatedOnceMatchFullSimulat
   }
 }
 
-// With one NIC per node every pipeline's sends share it: the pipelines interact, so no pipeline may be
-// skipped — the shortcut must not apply (same event count) and the result is the full simulation's.
-TEST(IterationShortcuts, PipelinesSharingANicAreNotMirrored) {
+// With one NIC per node every pipeline's sends share it: the pipelines interact, but symmetrically (rotating
+// them maps every transfer onto another), so they are still simulated once, and the result must be the full
+// simulation's (tests/sim/pipeline_mirror_test.cpp has the cases where the symmetry breaks).
+TEST(IterationShortcuts, PipelinesSharingANicSymmetricallyAreMirrored) {
   Cluster c = parse_cluster_spec("A100-80:4x8", GpuCatalog::load_default());
   for (auto& g : c.groups) g.nic_count = 1;
   const ModelConfig m = toy_model(8);
@@ -457,7 +458,7 @@ TEST(IterationShortcuts, PipelinesSharingANicAreNotMirrored) {
   const SimResult fast = simulate_with(c, m, p, true);
   const SimResult full = simulate_with(c, m, p, false);
   expect_same_iteration(fast, full);
-  EXPECT_EQ(fast.events, full.events);
+  EXPECT_LT(fast.events, full.events);
 }
 
 }  // namespace
