@@ -52,6 +52,9 @@ struct FlowNetwork::State {
     double new_rate = 0;
     double private_share = 0;
     LinkId private_link = -1;
+    // The rate s of every flow of the last filling that computed this flow's rate, when that filling froze
+    // all its flows at one level s; 0 otherwise (see unchanged_by_removals()).
+    double uniform_share = 0;
   };
   struct LinkEntry {
     FlowId id;
@@ -453,12 +456,67 @@ struct FlowNetwork::State {
   void reallocate() {
     realloc_pending = false;
     ++reallocs;
+    if (unchanged_by_removals()) {
+      schedule_next();
+      return;
+    }
     collect_component();
     fill();
     recomputed += comp_flows.size();
+    mark_uniform();
     const TimeNs now = engine.now();
     for (const std::uint32_t s : comp_flows) apply_rate(s, now);
     schedule_next();
+  }
+
+  // Records on every flow just filled whether the filling froze them all at one level (their common rate).
+  void mark_uniform() {
+    double s = comp_flows.empty() ? 0 : flows[comp_flows.front()].new_rate;
+    for (const std::uint32_t f : comp_flows) {
+      if (flows[f].new_rate != s) {
+        s = 0;
+        break;
+      }
+    }
+    for (const std::uint32_t f : comp_flows) flows[f].uniform_share = s;
+  }
+
+  // Whether the changes since the last reallocation are removals only that leave every rate as it is, so
+  // that filling again is not needed. Filled components are whole components of the "share a non-slack
+  // link" relation, and removals only split them, so every flow on a changed link belongs to a component
+  // whose last filling froze all its flows at one level s when its uniform_share is s > 0. For such a
+  // component after removals: no link's share cap/weight went below s (weights only dropped), and links
+  // only turned slack; if every flow on a changed link still crosses a non-slack link whose share is
+  // exactly s (flows on unchanged links keep theirs), filling again starts with a level at s (the smallest
+  // share, the same division capacity / weight as fill()) that contains a link of every flow: it freezes
+  // them all at s, bit for bit their current rates. Not used in Global mode (the reference it is checked
+  // against in tests/sim/flow_network_test.cpp).
+  bool unchanged_by_removals() {
+    if (mode != Recompute::Component || !new_flows.empty()) return false;
+    for (const LinkId l : dirty_links) {
+      if (slack[l] && slack_now(l)) continue;  // as collect_component(): it couples nothing
+      for (const LinkEntry& e : link_flows[l]) {
+        const Flow& f = flows[e.slot];
+        if (!(f.uniform_share > 0) || !covered_at(f, f.uniform_share)) return false;
+      }
+    }
+    for (const LinkId l : dirty_links) is_slack(l);  // the status the kept rates stand for (collect_component)
+    dirty_links.clear();
+    return true;
+  }
+
+  // Whether the flow crosses a non-slack link whose share capacity / weight is exactly s.
+  bool covered_at(const Flow& f, double s) {
+    for (const Hop& h : f.hops) {
+      if (links[h.link].capacity / static_cast<double>(link_weight[h.link]) == s && !slack_now(h.link)) return true;
+    }
+    return false;
+  }
+
+  // is_slack() without recording the result (the old status must survive until the changes are applied).
+  bool slack_now(LinkId l) {
+    if (!slack_stale[l]) return slack[l] != 0;
+    return links[l].capacity > demand(l) * (1 + 1e-9);
   }
 
   void schedule_next() {

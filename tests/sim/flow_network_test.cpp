@@ -468,5 +468,53 @@ TEST(FlowNetworkTest, SymmetricCopiesFinishWithTheirBundleOnTheQuotientBitForBit
   }
 }
 
+// Runs `flows` (hops, bytes; all started at 0 without latency) and returns their completion times and the
+// number of flow rates the network recomputed.
+std::pair<std::vector<TimeNs>, std::uint64_t> run_batch(const std::vector<Link>& links,
+                                                        const std::vector<std::pair<std::vector<Hop>, double>>& flows,
+                                                        FlowNetwork::Recompute mode) {
+  Engine e;
+  FlowNetwork net(e, links, mode);
+  std::vector<TimeNs> done(flows.size(), -1);
+  for (std::size_t i = 0; i < flows.size(); ++i) net.start(flows[i].first, flows[i].second, 0, [&, i] { done[i] = e.now(); });
+  e.run();
+  return {done, net.flows_recomputed()};
+}
+
+TEST(FlowNetworkTest, RemovalsThatLeaveEveryRateAsItIsAreNotRefilled) {
+  // Flat all-to-all among 8 GPUs behind one switch (out-link i, in-link 8 + j, equal capacities), every
+  // destination receiving a different amount, in both directions (dispatch: bytes set by the receiver;
+  // combine: by the sender). Every link carries 7 flows, so all run at c/7 until they end; each group of
+  // completions leaves every remaining flow on a link still at c/7, so nothing is refilled after the first
+  // filling, and the completion times are those of the full recompute, bit for bit.
+  const double c = 400 * kGB;
+  const std::vector<Link> links = make_links(std::vector<double>(16, c), LinkClass::NvLink);
+  for (const bool by_receiver : {true, false}) {
+    std::vector<std::pair<std::vector<Hop>, double>> flows;
+    for (int i = 0; i < 8; ++i)
+      for (int j = 0; j < 8; ++j)
+        if (i != j) flows.push_back({{Hop{i, 1}, Hop{8 + j, 1}}, 1e6 * (1 + (by_receiver ? j : i))});
+    const auto [comp, recomputed] = run_batch(links, flows, FlowNetwork::Recompute::Component);
+    const auto [glob, unused] = run_batch(links, flows, FlowNetwork::Recompute::Global);
+    EXPECT_EQ(comp, glob);
+    EXPECT_EQ(recomputed, flows.size()) << "only the first filling";
+    for (std::size_t k = 0; k < flows.size(); ++k) EXPECT_NEAR(comp[k], std::ceil(flows[k].second / (c / 7) * 1e9), kRoundNs);
+  }
+}
+
+TEST(FlowNetworkTest, RemovalThatFreesABottleneckIsRefilled) {
+  // A and B share link 0 (2 GB/s): 1 GB/s each; A's own link 1 (1 GB/s) also holds it at 1 GB/s. When A
+  // (1 GB) ends at 1 s, B is alone on link 0 and speeds up to 2 GB/s: its 3 GB take 1 s + 2 GB / 2 GB/s = 2 s.
+  const std::vector<Link> links = make_links({2 * kGB, 1 * kGB, 10 * kGB});
+  const std::vector<std::pair<std::vector<Hop>, double>> flows = {{{Hop{0, 1}, Hop{1, 1}}, 1 * kGB},
+                                                                  {{Hop{0, 1}, Hop{2, 1}}, 3 * kGB}};
+  const auto [comp, recomputed] = run_batch(links, flows, FlowNetwork::Recompute::Component);
+  const auto [glob, unused] = run_batch(links, flows, FlowNetwork::Recompute::Global);
+  EXPECT_EQ(comp, glob);
+  EXPECT_EQ(recomputed, 3u) << "B refilled after A ended";
+  EXPECT_NEAR(comp[0], seconds_to_ns(1), kRoundNs);
+  EXPECT_NEAR(comp[1], seconds_to_ns(2), kRoundNs);
+}
+
 }  // namespace
 }  // namespace arachne
