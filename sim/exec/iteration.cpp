@@ -95,6 +95,7 @@ class IterationSim {
   void record_task(int w, const std::string& name, const char* cat, TimeNs start, TimeNs end);
   void record_flow(int src_worker, int dst_worker, const char* name, const char* cat, TimeNs start, TimeNs end);
   void program_done(int w);
+  void account_dp_idle(int w);
   void on_worker_grads_reduced(int w);
   void on_worker_finished(int w);
 
@@ -417,11 +418,16 @@ void IterationSim::run_phase(int w, const ScheduledTask& t, int k) {
       rendezvous_.erase({cc.ep_group, t.micro_batch, t.chunk, i * 2 + phase, t.forward ? 1 : 0});
       // Tokens go owner -> expert in the dispatch and in the combine's gradient; back in the other two.
       const bool to_experts = phase == 0;
-      run_alltoall(w, t, layer, to_experts, [this, arrived, t, k, layer]() {
+      // The last peer to arrive starts the all-to-all; until then the others wait.
+      run_alltoall(w, t, layer, to_experts, [this, arrived, t, k, layer, start = now]() {
         const TimeNs end = engine_.now();
         for (const auto& [peer, since] : arrived) {
-          clock_[peer].spent.ep_comm += ns_to_seconds(end - since);
-          if (opt_.record_timeline) record(peer, "A2A L" + std::to_string(layer), "ep_comm", since, end);
+          clock_[peer].spent.wait += ns_to_seconds(start - since);
+          clock_[peer].spent.ep_comm += ns_to_seconds(end - start);
+          if (opt_.record_timeline) {
+            record(peer, "wait", "wait", since, start);
+            record(peer, "A2A L" + std::to_string(layer), "ep_comm", start, end);
+          }
           run_phase(peer, t, k + 1);
         }
       });
@@ -562,12 +568,22 @@ void IterationSim::program_done(int w) {
   }
 }
 
-// All of this worker's gradient buckets are reduced: run the optimizer step. Waiting for the reduction after
-// the last backward is exposed data-parallel communication.
+// Idle time of worker w since it last worked, at a collective over peers of other pipelines: while one of
+// its gradient collectives runs it is data-parallel communication, otherwise waiting for a peer.
+void IterationSim::account_dp_idle(int w) {
+  WorkerClock& c = clock_[w];
+  const TimeNs now = engine_.now();
+  const TimeNs comm = grads_->collective_time(w, c.free_at, now);
+  c.spent.dp_comm += ns_to_seconds(comm);
+  c.spent.wait += ns_to_seconds(now - c.free_at - comm);
+  c.free_at = now;
+}
+
+// All of this worker's gradient buckets are reduced: run the optimizer step.
 void IterationSim::on_worker_grads_reduced(int w) {
   const TimeNs now = engine_.now();
   WorkerClock& c = clock_[w];
-  c.spent.dp_comm += ns_to_seconds(now - c.free_at);
+  account_dp_idle(w);
   const TimeNs d = seconds_to_ns(work_.workers[w].optimizer_s);
   record(w, "optimizer", "optimizer", now, now + d);
   c.spent.optimizer += ns_to_seconds(d);
@@ -576,10 +592,8 @@ void IterationSim::on_worker_grads_reduced(int w) {
 }
 
 void IterationSim::on_worker_finished(int w) {
-  const TimeNs now = engine_.now();
-  clock_[w].spent.dp_comm += ns_to_seconds(now - clock_[w].free_at);  // ZeRO-1 parameter all-gather
-  clock_[w].free_at = now;
-  end_[w] = now;
+  account_dp_idle(w);  // ZeRO-1 parameter all-gather
+  end_[w] = engine_.now();
 }
 
 SimResult IterationSim::run() {
