@@ -110,7 +110,9 @@ class IterationSim {
   StageWork work_;
   std::unique_ptr<GradSync> grads_;
 
-  std::vector<std::vector<ScheduleStep>> program_;  // per worker
+  // Programs, one per distinct (depth, rank, chunks, micro-batches); program_[w] points at worker w's.
+  std::map<std::tuple<int, int, int, int>, std::vector<ScheduleStep>> programs_;
+  std::vector<const std::vector<ScheduleStep>*> program_;
   std::vector<size_t> pc_;                          // per worker: index of its current step
   std::vector<bool> busy_;                          // per worker: a task is running
   std::vector<int> waiting_;                        // per worker: transfers its current exchange waits for
@@ -185,7 +187,7 @@ void IterationSim::build_channels() {
 
 // Runs worker w's program from its current step until a task starts or an exchange has to wait.
 void IterationSim::advance(int w) {
-  const std::vector<ScheduleStep>& prog = program_[w];
+  const std::vector<ScheduleStep>& prog = *program_[w];
   while (pc_[w] < prog.size()) {
     const ScheduleStep& s = prog[pc_[w]];
     if (!s.exchange) {
@@ -634,7 +636,7 @@ SimResult IterationSim::run() {
   }
 
   // Programs and channels (only the simulated workers run theirs; mirrors copy their representative's).
-  program_.assign(nw, {});
+  program_.assign(nw, nullptr);
   pc_.assign(nw, 0);
   busy_.assign(nw, false);
   waiting_.assign(nw, 0);
@@ -662,9 +664,14 @@ SimResult IterationSim::run() {
   for (int w = 0; w < nw; ++w) {
     if (mirrored_[w]) continue;
     const Worker& wk = work_.workers[w];
-    program_[w] = rank_program(plan_.schedule, work_.physical_depth[wk.pipeline], wk.rank,
-                               static_cast<int>(wk.chunks.size()), micro_batches_of(w));
-    steps += program_[w].size();
+    const auto key = std::make_tuple(work_.physical_depth[wk.pipeline], wk.rank, static_cast<int>(wk.chunks.size()),
+                                     micro_batches_of(w));
+    auto it = programs_.find(key);
+    if (it == programs_.end())
+      it = programs_.emplace(key, rank_program(plan_.schedule, std::get<0>(key), std::get<1>(key), std::get<2>(key),
+                                               std::get<3>(key))).first;
+    program_[w] = &it->second;
+    steps += it->second.size();
   }
   transfers_.reserve(steps);
   for (int w = 0; w < nw; ++w)
@@ -679,9 +686,9 @@ SimResult IterationSim::run() {
       std::string why = "simulation deadlock: worker " + std::to_string(w) + " (pipeline " +
                         std::to_string(work_.workers[w].pipeline) + ", rank " + std::to_string(work_.workers[w].rank) +
                         ") did not finish: at step " + std::to_string(pc_[w]) + " of " +
-                        std::to_string(program_[w].size()) + (busy_[w] ? ", a task running" : "") + "; " +
+                        std::to_string(program_[w] ? program_[w]->size() : 0) + (busy_[w] ? ", a task running" : "") + "; " +
                         std::to_string(net_.active_flows()) + " flows still in the network";
-      if (pc_[w] < program_[w].size() && program_[w][pc_[w]].exchange)
+      if (program_[w] && pc_[w] < program_[w]->size() && (*program_[w])[pc_[w]].exchange)
         why += "; its exchange waits for " + std::to_string(waiting_[w]) + " transfers";
       throw std::logic_error(why);
     }
