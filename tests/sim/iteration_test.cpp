@@ -234,6 +234,17 @@ TEST(Iteration, SlowPipelineLinkIsExposedOnEveryMegatronExchange) {
     const double bubble = 2 * pass(1) - pass(0) + (micro - 2) * (pass(1) - pass(0));
     EXPECT_NEAR(r.breakdown.bubble, bubble, 0.01 * bubble) << "m=" << micro;
     EXPECT_NEAR(r.breakdown.sum(), r.iteration_time_s, 1e-9 * r.iteration_time_s);
+
+    // GPipe is not a Megatron schedule; its sends stay eager (a task waits only for its inputs). Rank 0's
+    // forwards stream out while it computes (c < f), so on its critical path only the first gradient's
+    // transfer is on the wire (c); after that each gradient is already in flight when rank 0 finishes the
+    // previous backward and arrives b1 - b0 later (rank 1's backward includes the head's).
+    const SimResult g = run(c, m, shorthand(c, m, 1, 2, 1, 1, micro, Schedule::GPipe), false);
+    auto bwd = [&](int w) { return sw.workers[w].chunks[0].backward.compute_s; };
+    ASSERT_LT(transfer, sw.workers[0].chunks[0].forward.compute_s);
+    ASSERT_GE(bwd(1), bwd(0));
+    const double gpipe = transfer + (micro - 1) * (bwd(1) - bwd(0));
+    EXPECT_NEAR(g.breakdown.pp_comm, gpipe, 0.05 * gpipe) << "m=" << micro;
   }
 }
 
