@@ -66,7 +66,7 @@ int list_gpus() {
                              fixed(n.nic_bw * 8 / 1e9, 0) + " Gbit/s NIC";
     rows.push_back({name, g.has_bf16() ? fixed(g.peak_bf16 / 1e12, 1) : "- (fp16 rate)", fixed(g.peak_fp16 / 1e12, 1),
                     fixed(g.memory_bytes / 1e9, 0), fixed(g.hbm_bw / 1e9, 0), node,
-                    g.calibrated_from.empty() ? "calibrated" : "extrapolated from " + g.calibrated_from});
+                    compute_provenance(g)});
   }
   print_table(rows);
   std::cout << "\n(catalog: " << catalog.source_path() << ")\n";

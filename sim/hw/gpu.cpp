@@ -110,7 +110,7 @@ GpuSpec parse_gpu_entry(const YAML::Node& entry, const std::string& file, const 
   const std::string p = g.name + ".";
   check_keys(entry,
              {"name", "peak_bf16", "peak_fp16", "memory", "hbm_bandwidth", "default_node", "compute",
-              "calibrated_from", "notes"},
+              "calibrated_from", "fitted_on", "notes"},
              file, p);
   if (entry["peak_bf16"].IsDefined()) g.peak_bf16 = dimensioned(entry, "peak_bf16", units::parse_flops_rate, file, p);
   g.peak_fp16 = dimensioned(entry, "peak_fp16", units::parse_flops_rate, file, p);
@@ -122,6 +122,16 @@ GpuSpec parse_gpu_entry(const YAML::Node& entry, const std::string& file, const 
   g.node = parse_default_node(require_map(entry, "default_node", file, p), file, p + "default_node.");
   if (entry["calibrated_from"].IsDefined()) g.calibrated_from = require_scalar(entry, "calibrated_from", file, p);
   if (g.calibrated_from == g.name) g.calibrated_from.clear();  // "calibrated from itself" = measured
+  if (const YAML::Node f = entry["fitted_on"]; f.IsDefined()) {
+    if (!f.IsSequence() || f.size() == 0)
+      fail(file, f, p + "fitted_on", "expected a non-empty list of source ids, e.g. [LAMBDA_V1, DLE_TXL]");
+    if (g.calibrated_from.empty())
+      fail(file, f, p + "fitted_on", "needs `calibrated_from:` (the GPU the other constants come from)");
+    for (const YAML::Node& s : f) {
+      if (!s.IsScalar() || s.Scalar().empty()) fail(file, s, p + "fitted_on", "each entry must be a source id");
+      g.fitted_on.push_back(s.Scalar());
+    }
+  }
   if (entry["compute"].IsDefined()) {
     g.compute = parse_compute(require_map(entry, "compute", file, p), file, p + "compute.");
   } else if (!g.calibrated_from.empty() && known.contains(g.calibrated_from)) {
@@ -159,6 +169,11 @@ void emit_gpu_entry(YAML::Emitter& out, const GpuSpec& g) {
   out << YAML::Key << "collective_overhead" << YAML::Value << units::format_duration(g.compute.collective_overhead_s);
   out << YAML::EndMap;
   if (!g.calibrated_from.empty()) out << YAML::Key << "calibrated_from" << YAML::Value << g.calibrated_from;
+  if (!g.fitted_on.empty()) {
+    out << YAML::Key << "fitted_on" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const std::string& s : g.fitted_on) out << s;
+    out << YAML::EndSeq;
+  }
   out << YAML::EndMap;
 }
 
@@ -199,6 +214,14 @@ GpuCatalog GpuCatalog::load(const std::string& path) {
            "unknown GPU '" + g.calibrated_from + "' (known: " + join(cat.order_) + ")");
   }
   return cat;
+}
+
+std::string compute_provenance(const GpuSpec& g) {
+  if (g.calibrated_from.empty()) return "calibrated on its own measurements";
+  if (!g.fitted_on.empty())
+    return "fitted on " + join(g.fitted_on) + " (tensor-core efficiency; rest from " + g.calibrated_from + ")";
+  // The rule of extrapolate_constants (sim/exec/calibration.h).
+  return "extrapolated from " + g.calibrated_from + " (same efficiencies, GEMM half-size x peak ratio)";
 }
 
 std::string configs_dir() {

@@ -44,6 +44,10 @@ struct GpuSpec {
   double hbm_bw = 0;     // bytes/s
   ComputeConstants compute;
   std::string calibrated_from;  // empty: fitted on its own measurements; else the GPU it is scaled from
+  // Non-empty: the tensor-core efficiencies (gemm_eff_max, attn_eff) are this type's own, fitted on these
+  // sources of shared/data/measured/published_gpu_types.csv relative to `calibrated_from`
+  // (sim/exec/gpu_type_fit.h); the other constants are `calibrated_from`'s, extrapolated.
+  std::vector<std::string> fitted_on;
   NodeDefaults node;
   bool has_bf16() const { return peak_bf16 > 0; }
   // Dense peak for the model's dtype ("bf16"|"fp16"); bf16 on a GPU without it uses the fp16 rate.
@@ -69,6 +73,10 @@ class GpuCatalog {
   std::vector<std::string> order_;
   std::string path_;
 };
+
+// Where a GPU's compute constants come from, for `arachne list gpus`: "calibrated on its own measurements",
+// "fitted on SRC, ... (tensor-core efficiency; rest from X)" or "extrapolated from X (rule)".
+std::string compute_provenance(const GpuSpec& g);
 
 // One GPU entry in the catalog format (a YAML mapping; see configs/gpus.yaml), as found in gpus.yaml and
 // in a cluster file's `gpus:`. Without `compute:`, the constants are copied from the `calibrated_from`

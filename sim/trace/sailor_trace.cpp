@@ -44,13 +44,13 @@ std::string sailor_gpu_to_catalog(const std::string& name) {
   // Sailor writes catalog-like names ("A100-40", "V100-16"); bare family names take the smaller-memory
   // variant (a guess, stated in traces/README.md).
   static const char* const kCatalog[] = {"P100", "V100-16", "V100-32", "T4",   "A10",       "A10G", "L4",    "L40S",
-                                         "A100-40", "A100-80", "H100", "H100-PCIe", "H200", "MI250X", "MI300X"};
+                                         "A100-40", "A100-80", "H100", "H100-PCIe", "H200", "GH200", "MI250X", "MI300X"};
   for (const char* c : kCatalog)
     if (name == c) return c;
   if (name == "A100") return "A100-40";
   if (name == "V100") return "V100-16";
   if (name == "H100-80") return "H100";
-  if (name == "GH-96" || name == "GH200") return "H200";  // nearest catalog entry; see README (guess)
+  if (name == "GH-96") return "GH200";  // Sailor's name for the 96 GB Grace Hopper superchip
   return "";
 }
 

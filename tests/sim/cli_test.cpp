@@ -8,11 +8,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "sim/hw/gpu.h"
 #include "tests/sim/test_support.h"
 
 namespace arachne {
@@ -119,6 +122,46 @@ TEST(CliBinary, ListGpusAndModels) {
   EXPECT_EQ(dir.run("list planners").exit_code, 0);
   EXPECT_EQ(dir.run("list formats").exit_code, 0);
   expect_one_error_line(dir.run("list nonsense"));
+}
+
+TEST(CliBinary, ListGpusSaysWhereEveryGpusConstantsComeFrom) {
+  // Every catalog GPU's row names its provenance: calibrated on its own runs (A100-80), fitted on named
+  // published sources, or extrapolated from a named GPU by the stated rule.
+  CliTempDir dir;
+  const RunResult g = dir.run("list gpus");
+  ASSERT_EQ(g.exit_code, 0);
+  const GpuCatalog cat = GpuCatalog::load_default();
+  std::istringstream lines(g.out);
+  std::string line;
+  std::set<std::string> seen;
+  while (std::getline(lines, line)) {
+    const std::string name = line.substr(0, line.find(' '));
+    if (!cat.contains(name)) continue;
+    seen.insert(name);
+    const GpuSpec& spec = cat.at(name);
+    if (spec.calibrated_from.empty()) {
+      EXPECT_NE(line.find("calibrated on its own measurements"), std::string::npos) << line;
+    } else if (!spec.fitted_on.empty()) {
+      EXPECT_NE(line.find("fitted on " + spec.fitted_on.front()), std::string::npos) << line;
+      EXPECT_NE(line.find("rest from " + spec.calibrated_from), std::string::npos) << line;
+    } else {
+      EXPECT_NE(line.find("extrapolated from " + spec.calibrated_from + " (same efficiencies"), std::string::npos)
+          << line;
+    }
+  }
+  EXPECT_EQ(seen.size(), cat.names().size());
+}
+
+TEST(CliBinary, CalibratePublishedBadInputIsOneErrorLineAndLeavesTheCatalogAlone) {
+  CliTempDir dir;
+  const std::string catalog = dir.write("gpus.yaml", "unchanged\n");
+  const std::string csv = dir.write("published.csv", "source_id,gpu\nX,Y\n");
+  const RunResult r = dir.run("calibrate --published '" + csv + "' --write '" + catalog + "'");
+  expect_one_error_line(r);
+  EXPECT_NE(r.err.find("published.csv:1: gpus_total: missing column"), std::string::npos) << r.err;
+  std::ifstream in(catalog);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()), "unchanged\n");
+  expect_one_error_line(dir.run("calibrate --published '" + csv + "' --data '" + csv + "'"));
 }
 
 TEST(CliBinary, UnknownModelIsBadInputAndWritesNothing) {

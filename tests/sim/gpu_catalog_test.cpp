@@ -142,14 +142,32 @@ TEST_F(GpuCatalogTest, DefaultNodesMatchTheReferenceSystems) {
 }
 
 TEST_F(GpuCatalogTest, OnlyA100_80IsMeasuredTheRestSayWhereTheyComeFrom) {
+  // A100-80 is calibrated on its own runs; every other GPU names the GPU its constants come from, and
+  // following those links always ends at A100-80 (no cycle, no dangling name).
   const GpuCatalog cat = GpuCatalog::load(catalog_path());
   for (const std::string& name : cat.names()) {
     const GpuSpec& g = cat.at(name);
     if (name == "A100-80") {
       EXPECT_TRUE(g.calibrated_from.empty());
-    } else {
-      EXPECT_EQ(g.calibrated_from, "A100-80") << name;
+      continue;
     }
+    std::string at = name;
+    for (int hops = 0; at != "A100-80" && hops < 10; ++hops) {
+      ASSERT_FALSE(cat.at(at).calibrated_from.empty()) << name << " via " << at;
+      at = cat.at(at).calibrated_from;
+    }
+    EXPECT_EQ(at, "A100-80") << name;
+  }
+  // The GPUs with published within-source ratios are fitted, not extrapolated.
+  for (const char* fitted : {"H100", "V100-32", "A10"}) EXPECT_FALSE(cat.at(fitted).fitted_on.empty()) << fitted;
+}
+
+TEST_F(GpuCatalogTest, FittedOnNeedsAListAndTheGpuItIsRelativeTo) {
+  const std::string base = std::string("gpus:\n") + kGoodEntry;
+  for (const char* bad : {"    calibrated_from: G1\n    fitted_on: LAMBDA_V1\n", "    calibrated_from: G1\n    fitted_on: []\n",
+                          "    fitted_on: [LAMBDA_V1]\n"}) {
+    const InputError e = load_error(write_temp(base + bad));
+    EXPECT_NE(e.where().find(": G1.fitted_on"), std::string::npos) << bad << e.where();
   }
 }
 
