@@ -525,6 +525,7 @@ void write_simulate_h5(const std::string& path, const SimResult& r, const h5::Ru
       breakdown.append({Row{std::string("compute"), t(b.compute)}, Row{std::string("tp_comm"), t(b.tp_comm)},
                         Row{std::string("pp_comm"), t(b.pp_comm)}, Row{std::string("dp_comm"), t(b.dp_comm)},
                         Row{std::string("ep_comm"), t(b.ep_comm)}, Row{std::string("bubble"), t(b.bubble)},
+                        Row{std::string("wait"), t(b.wait)},
                         Row{std::string("optimizer"), t(b.optimizer)}});
     }
     {

@@ -2,7 +2,10 @@
 // gating each layer, dropped tokens, and expert placement on mixed GPUs.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "sim/exec/simulate.h"
+#include "sim/exec/stage_work.h"
 #include "sim/plan/plan_yaml.h"
 
 namespace arachne {
@@ -94,6 +97,50 @@ TEST(MoeIteration, ExpertsPlacedInProportionToSpeedBeatEvenPlacement) {
   validate_plan(proportional, c, m, std::nullopt, "proportional");
   EXPECT_LT(simulate_iteration(c, topo, m, proportional, o).iteration_time_s,
             simulate_iteration(c, topo, m, even, o).iteration_time_s);
+}
+
+// An A100 and a V100 as the two EP ranks of an expert-parallel group: the A100 reaches every all-to-all
+// first and waits for the V100. That idle time is `wait`; `ep_comm` is the all-to-all itself, the same span
+// for both peers. Each single-stage pipeline starts its first forward at t = 0, so the A100's first wait is
+// the difference of the two GPUs' dense kernels before the first dispatch.
+TEST(MoeIteration, WaitingForASlowerPeerAtTheAllToAllIsWait) {
+  const Cluster c = parse_cluster_spec("A100-80:1x1,V100-32:1x1", GpuCatalog::load_default());
+  const ModelConfig m = mixtral();
+  const std::string yaml =
+      "pipelines:\n"
+      "  - micro_batch: 1\n    micro_batches: 2\n    stages:\n"
+      "      - {layers: [0, 8], groups: [{gpus: \"n0\", tp: 1}], ep: 2, ep_scope: pipelines}\n"
+      "  - micro_batch: 1\n    micro_batches: 2\n    stages:\n"
+      "      - {layers: [0, 8], groups: [{gpus: \"n1\", tp: 1}], ep: 2, ep_scope: pipelines}\n";
+  const Plan p = parse_plan_yaml_text(yaml, "ep-wait.yaml", c);
+  const Topology topo(c);
+  SimOptions o;
+  o.ignore_memory = true;
+  o.record_timeline = true;
+  const SimResult r = simulate_iteration(c, topo, m, p, o);
+  const StageWork sw = build_stage_work(c, topo, m, p);
+  ASSERT_EQ(sw.workers[0].gpus.front(), 0);  // the A100
+  std::map<int, std::vector<std::pair<double, double>>> a2a;  // per GPU: (start, duration) of its all-to-alls
+  std::map<int, std::vector<double>> waits;
+  for (const auto& s : r.timeline) {
+    if (s.track > 1) continue;
+    if (s.cat == "ep_comm") a2a[s.track].push_back({s.start_s, s.dur_s});
+    if (s.cat == "wait") waits[s.track].push_back(s.dur_s);
+  }
+  ASSERT_FALSE(a2a[0].empty());
+  ASSERT_EQ(a2a[0].size(), a2a[1].size());
+  for (size_t i = 0; i < a2a[0].size(); ++i) {  // one collective, one span on both peers
+    EXPECT_EQ(a2a[0][i].first, a2a[1][i].first) << i;
+    EXPECT_EQ(a2a[0][i].second, a2a[1][i].second) << i;
+  }
+  const double first = sw.workers[1].chunks[0].forward_segments_s[0] - sw.workers[0].chunks[0].forward_segments_s[0];
+  ASSERT_GT(first, 0);
+  ASSERT_FALSE(waits[0].empty());
+  EXPECT_NEAR(waits[0].front(), first, 1e-8);  // integer-nanosecond event times
+  double a100_wait = 0;
+  for (double w : waits[0]) a100_wait += w;
+  for (double w : waits[1]) EXPECT_LT(w, 0.01 * a100_wait);  // the V100 is the slower at every step
+  EXPECT_NEAR(r.breakdown.sum(), r.iteration_time_s, 1e-9 * r.iteration_time_s);
 }
 
 TEST(MoeIteration, SameSeedSameIterationOtherSeedOtherRouting) {
