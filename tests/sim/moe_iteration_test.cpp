@@ -262,13 +262,16 @@ TEST(MoeIteration, ExactShortcutsMatchFullSimulation) {
       EXPECT_EQ(a.breakdown.compute, b.breakdown.compute);
       EXPECT_EQ(a.breakdown.pp_comm, b.breakdown.pp_comm);
       EXPECT_EQ(a.breakdown.dp_comm, b.breakdown.dp_comm);
+      EXPECT_EQ(a.breakdown.ep_comm, b.breakdown.ep_comm);
       EXPECT_EQ(a.breakdown.bubble, b.breakdown.bubble);
+      EXPECT_EQ(a.breakdown.wait, b.breakdown.wait);
       EXPECT_EQ(a.dropped_tokens, b.dropped_tokens);
       for (int k = 0; k < kLinkClasses; ++k) EXPECT_DOUBLE_EQ(a.bytes[k], b.bytes[k]) << k;
       ASSERT_EQ(a.timeline.size(), b.timeline.size());
       for (std::size_t i = 0; i < a.timeline.size(); ++i) {
         EXPECT_EQ(a.timeline[i].start_s, b.timeline[i].start_s) << i;
         EXPECT_EQ(a.timeline[i].dur_s, b.timeline[i].dur_s) << i;
+        EXPECT_EQ(a.timeline[i].name, b.timeline[i].name) << i;
       }
     }
   }
