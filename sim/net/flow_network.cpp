@@ -166,9 +166,13 @@ struct FlowNetwork::State {
     f.finish = kNever;
     for (const Hop& h : f.hops) {
       auto& lf = link_flows[h.link];
-      const auto pos = std::lower_bound(lf.begin(), lf.end(), f.id,
-                                        [](const LinkEntry& e, FlowId id) { return e.id < id; });
-      lf.insert(pos, LinkEntry{f.id, slot, h.mult, f.bound});
+      if (lf.empty() || lf.back().id < f.id) {  // the usual case: flows activate in start order
+        lf.push_back(LinkEntry{f.id, slot, h.mult, f.bound});
+      } else {
+        const auto pos = std::lower_bound(lf.begin(), lf.end(), f.id,
+                                          [](const LinkEntry& e, FlowId id) { return e.id < id; });
+        lf.insert(pos, LinkEntry{f.id, slot, h.mult, f.bound});
+      }
       link_weight[h.link] += h.mult;
       slack_stale[h.link] = 1;
       dirty_links.push_back(h.link);
@@ -606,23 +610,22 @@ FlowId FlowNetwork::start(std::vector<Hop> hops, double bytes, TimeNs latency, s
   return start_hops(hops, bytes, latency, std::move(done), rate_bound);
 }
 
-FlowId FlowNetwork::start_hops(std::vector<Hop>& hops, double bytes, TimeNs latency, std::function<void()> done,
-                               double rate_bound) {
-  State& st = *st_;
-  const FlowId id = st.slot_of_id.size();
-  st.slot_of_id.push_back(kNoSlot);
-  ++flows_started_;
-  if (latency < 0) latency = 0;
-
-  const auto nlinks = static_cast<LinkId>(st.links.size());
-  std::erase_if(hops, [](const Hop& h) { return h.mult <= 0; });
-  for (const Hop& h : hops) {
-    if (h.link < 0 || h.link >= nlinks) {
+namespace {
+// Sorts hops by link and merges repeated links (their multiplicities add up), after dropping hops of no
+// multiplicity; throws on a link id outside [0, nlinks) with a positive multiplicity. Hops already in that form are left as they are.
+void normalise(std::vector<Hop>& hops, LinkId nlinks) {
+  bool canonical = true;
+  for (std::size_t i = 0; i < hops.size(); ++i) {
+    const Hop& h = hops[i];
+    if (h.mult > 0 && (h.link < 0 || h.link >= nlinks)) {
       throw std::out_of_range("FlowNetwork::start: link id " + std::to_string(h.link) + " out of range");
     }
+    canonical = canonical && h.mult > 0 && (i == 0 || hops[i - 1].link < h.link);
   }
+  if (canonical) return;
+  std::erase_if(hops, [](const Hop& h) { return h.mult <= 0; });
   std::sort(hops.begin(), hops.end(), [](const Hop& a, const Hop& b) { return a.link < b.link; });
-  std::size_t out = 0;  // merge repeated links (their multiplicities add up)
+  std::size_t out = 0;
   for (std::size_t i = 0; i < hops.size(); ++i) {
     if (out > 0 && hops[out - 1].link == hops[i].link) {
       hops[out - 1].mult += hops[i].mult;
@@ -631,6 +634,18 @@ FlowId FlowNetwork::start_hops(std::vector<Hop>& hops, double bytes, TimeNs late
     }
   }
   hops.resize(out);
+}
+}  // namespace
+
+FlowId FlowNetwork::start_hops(std::vector<Hop>& hops, double bytes, TimeNs latency, std::function<void()> done,
+                               double rate_bound) {
+  State& st = *st_;
+  const FlowId id = st.slot_of_id.size();
+  st.slot_of_id.push_back(kNoSlot);
+  ++flows_started_;
+  if (latency < 0) latency = 0;
+
+  normalise(hops, static_cast<LinkId>(st.links.size()));
   for (const Hop& h : hops) links_used_[h.link] = true;
   if (bytes > 0) {
     for (const Hop& h : hops) {
