@@ -466,27 +466,6 @@ TEST(IterationTimeline, GpuStreamsDoNotOverlapAndCommunicationHasItsOwnTracks) {
 namespace arachne {
 namespace {
 
-std::vector<std::tuple<int, double, double, std::string>> sorted_spans(const SimResult& r) {
-  std::vector<std::tuple<int, double, double, std::string>> v;
-  for (const auto& s : r.timeline) v.emplace_back(s.track, s.start_s, s.dur_s, s.name);
-  std::sort(v.begin(), v.end());
-  return v;
-}
-
-void expect_same_iteration(const SimResult& a, const SimResult& b) {
-  EXPECT_EQ(a.iteration_time_s, b.iteration_time_s);
-  EXPECT_EQ(a.breakdown.compute, b.breakdown.compute);
-  EXPECT_EQ(a.breakdown.tp_comm, b.breakdown.tp_comm);
-  EXPECT_EQ(a.breakdown.pp_comm, b.breakdown.pp_comm);
-  EXPECT_EQ(a.breakdown.dp_comm, b.breakdown.dp_comm);
-  EXPECT_EQ(a.breakdown.bubble, b.breakdown.bubble);
-  EXPECT_EQ(a.breakdown.optimizer, b.breakdown.optimizer);
-  for (int k = 0; k < kLinkClasses; ++k) EXPECT_DOUBLE_EQ(a.bytes[k], b.bytes[k]) << k;
-  EXPECT_EQ(a.peak_memory_gib, b.peak_memory_gib);
-  EXPECT_EQ(a.mfu, b.mfu);
-  EXPECT_EQ(sorted_spans(a), sorted_spans(b));
-}
-
 SimResult simulate_with(const Cluster& c, const ModelConfig& m, const Plan& p, bool shortcuts) {
   const Topology topo(c);
   SimOptions o;
@@ -506,7 +485,7 @@ TEST(IterationShortcuts, IdenticalIsolatedPipelinesSimulatedOnceMatchFullSimulat
     const Plan p = shorthand(c, m, 2, 4, 4, 1, 32, s, s == Schedule::Interleaved ? 2 : 1);
     const SimResult fast = simulate_with(c, m, p, true);
     const SimResult full = simulate_with(c, m, p, false);
-    expect_same_iteration(fast, full);
+    test::expect_same_result(fast, full);
     EXPECT_LT(fast.events, full.events);  // the shortcut did apply
   }
 }
@@ -521,7 +500,7 @@ TEST(IterationShortcuts, PipelinesSharingANicSymmetricallyAreMirrored) {
   const Plan p = shorthand(c, m, 2, 4, 4, 1, 32);
   const SimResult fast = simulate_with(c, m, p, true);
   const SimResult full = simulate_with(c, m, p, false);
-  expect_same_iteration(fast, full);
+  test::expect_same_result(fast, full);
   EXPECT_LT(fast.events, full.events);
 }
 

@@ -50,29 +50,6 @@ SimResult simulate(const Cluster& c, const ModelConfig& m, const Plan& p, bool s
   return simulate_iteration(c, topo, m, p, o);
 }
 
-std::vector<std::tuple<int, double, double, std::string>> sorted_spans(const SimResult& r) {
-  std::vector<std::tuple<int, double, double, std::string>> v;
-  for (const auto& s : r.timeline) v.emplace_back(s.track, s.start_s, s.dur_s, s.name);
-  std::sort(v.begin(), v.end());
-  return v;
-}
-
-// Timing, breakdown and timeline bit for bit; bytes to the last few bits (the shortcut sums the same
-// per-link volumes in another order).
-void expect_same(const SimResult& a, const SimResult& b) {
-  EXPECT_EQ(a.iteration_time_s, b.iteration_time_s);
-  EXPECT_EQ(a.breakdown.compute, b.breakdown.compute);
-  EXPECT_EQ(a.breakdown.tp_comm, b.breakdown.tp_comm);
-  EXPECT_EQ(a.breakdown.pp_comm, b.breakdown.pp_comm);
-  EXPECT_EQ(a.breakdown.dp_comm, b.breakdown.dp_comm);
-  EXPECT_EQ(a.breakdown.bubble, b.breakdown.bubble);
-  EXPECT_EQ(a.breakdown.optimizer, b.breakdown.optimizer);
-  for (int k = 0; k < kLinkClasses; ++k) EXPECT_DOUBLE_EQ(a.bytes[k], b.bytes[k]) << k;
-  EXPECT_EQ(a.peak_memory_gib, b.peak_memory_gib);
-  EXPECT_EQ(a.mfu, b.mfu);
-  EXPECT_EQ(sorted_spans(a), sorted_spans(b));
-}
-
 // Some gradient reduction runs while a backward pipeline send is in flight: with every GPU's traffic on its
 // own NIC, they share it.
 bool rings_overlap_sends(const SimResult& r) {
@@ -98,7 +75,7 @@ TEST(PipelineMirror, SymmetricPipelinesSharingNicsWithGradientRingsMatchFullSimu
       const SimResult fast = simulate(c, m, p, true);
       const SimResult full = simulate(c, m, p, false);
       SCOPED_TRACE(::testing::Message() << "schedule " << static_cast<int>(s) << " zero1 " << zero1);
-      expect_same(fast, full);
+      test::expect_same_result(fast, full);
       EXPECT_LT(fast.events, full.events);  // the shortcut did apply
       EXPECT_TRUE(rings_overlap_sends(full));
     }
@@ -115,7 +92,7 @@ TEST(PipelineMirror, OneSlowerNodeBreaksTheSymmetry) {
   const Plan p = megatron_plan(c, m, 8, 2, 4, Schedule::OneFOneB, false);
   const SimResult fast = simulate(c, m, p, true);
   const SimResult full = simulate(c, m, p, false);
-  expect_same(fast, full);
+  test::expect_same_result(fast, full);
   EXPECT_EQ(fast.events, full.events);
 }
 
@@ -129,7 +106,7 @@ TEST(PipelineMirror, RingsCrossingLeavesUnevenlyAreNotMirrored) {
   const Plan p = megatron_plan(c, m, 8, 2, 4, Schedule::OneFOneB, false);
   const SimResult fast = simulate(c, m, p, true);
   const SimResult full = simulate(c, m, p, false);
-  expect_same(fast, full);
+  test::expect_same_result(fast, full);
   EXPECT_EQ(fast.events, full.events);
 }
 
@@ -138,7 +115,7 @@ TEST(PipelineMirror, MirroredSimulationIsDeterministic) {
   c.network.nodes_per_leaf = 4;
   const ModelConfig m = wide_model();
   const Plan p = megatron_plan(c, m, 8, 2, 4, Schedule::OneFOneB, true);
-  expect_same(simulate(c, m, p, true), simulate(c, m, p, true));
+  test::expect_same_result(simulate(c, m, p, true), simulate(c, m, p, true));
 }
 
 }  // namespace
