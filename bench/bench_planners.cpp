@@ -1,4 +1,4 @@
-// Planning time of every registered planner (issue 5 item 12): gpt3-13b (global batch 1024) on a 256-GPU
+// Planning time of every registered planner: gpt3-13b (global batch 1024) on a 256-GPU
 // cluster of three GPU types (8 H100 + 12 A100-80 + 12 V100-32 nodes of 8), and on 1,024 GPUs of the same
 // mix (32 + 48 + 48 nodes), with the default budget of 2,000 evaluations. Counters: evaluations used,
 // whether the search finished inside the budget, the planner's own predicted iteration time, the simulated

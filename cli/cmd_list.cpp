@@ -82,7 +82,7 @@ int list_models() {
   if (ec) return input_error(dir.string(), "cannot read the bundled models directory: " + ec.message());
   std::sort(files.begin(), files.end());
   std::vector<std::vector<std::string>> rows = {
-      {"model", "layers", "hidden", "heads", "ffn", "seq", "params", "dtype", "global batch", "MoE"}};
+      {"model", "layers", "hidden", "heads", "ffn", "attention", "seq", "params", "dtype", "global batch", "MoE"}};
   for (const auto& f : files) {
     try {
       const ModelConfig m = load_model(f.string());
@@ -91,7 +91,7 @@ int list_models() {
       rows.push_back({m.name, std::to_string(m.layers), std::to_string(m.hidden),
                       std::to_string(m.heads) + (m.kv_heads != m.heads ? " (kv " + std::to_string(m.kv_heads) + ")" : ""),
                       std::to_string(m.ffn_hidden) + (m.ffn_kind == FfnKind::Swiglu ? " swiglu" : " gelu"),
-                      std::to_string(m.seq_len), fixed(m.parameters() / 1e9, 2) + " B", m.dtype,
+                      attention_name(m.attention), std::to_string(m.seq_len), fixed(m.parameters() / 1e9, 2) + " B", m.dtype,
                       std::to_string(m.global_batch), moe});
     } catch (const InputError& e) {
       std::cerr << "warning: " << e.where() << ": " << e.reason() << " (skipped)\n";

@@ -36,7 +36,7 @@ Runs one iteration (forward, backward, gradient reduction, optimizer step of eve
 under a parallel plan on a cluster, in a discrete-event simulator of its GPUs and network, and reports:
 iteration time, tokens/s and samples/s, TFLOP/s per GPU and MFU, the memory of the fullest GPU by
 category, where the time goes on the critical path (compute, TP/PP/DP/EP communication, pipeline bubble,
-optimizer), bytes moved per link class, and warnings. A plan that does not fit in memory is reported with
+waiting for a slower pipeline or DP/EP peer, optimizer), bytes moved per link class, and warnings. A plan that does not fit in memory is reported with
 its per-GPU memory and exit code 3, not simulated (unless --ignore-memory).
 
 Usage:
@@ -172,7 +172,7 @@ void print_report(std::ostream& os, const SimResult& r, const Cluster& cluster, 
     const std::pair<const char*, double> causes[] = {
         {"compute", b.compute}, {"TP communication", b.tp_comm}, {"PP communication", b.pp_comm},
         {"DP communication", b.dp_comm}, {"EP communication", b.ep_comm}, {"pipeline bubble", b.bubble},
-        {"optimizer step", b.optimizer}};
+        {"waiting for peers", b.wait}, {"optimizer step", b.optimizer}};
     for (const auto& [name, s] : causes) {
       const double share = r.iteration_time_s > 0 ? 100 * s / r.iteration_time_s : 0;
       os << "  " << pad(name, 18) << lpad(fixed(s, 4), 10) << " s " << lpad(fixed(share, 1), 6) << " %\n";

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Plot `arachne simulate --out` results: one stacked bar per HDF5 file, splitting the iteration time by
-cause (compute, TP/PP/DP/EP communication, pipeline bubble, optimizer), annotated with tokens/s.
+cause (compute, TP/PP/DP/EP communication, pipeline bubble, waiting for peers, optimizer), annotated with tokens/s.
 
 Usage: /usr/bin/python3 scripts/plot_simulate.py OUT.png A.h5 [B.h5 ...]
 
@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from plot_common import save_png_atomically
 
-CAUSES = ["compute", "tp_comm", "pp_comm", "dp_comm", "ep_comm", "bubble", "optimizer"]
+CAUSES = ["compute", "tp_comm", "pp_comm", "dp_comm", "ep_comm", "bubble", "wait", "optimizer"]
 LABELS = {
     "compute": "compute",
     "tp_comm": "TP comm",
@@ -28,6 +28,7 @@ LABELS = {
     "dp_comm": "DP comm",
     "ep_comm": "EP comm",
     "bubble": "pipeline bubble",
+    "wait": "waiting for peers",
     "optimizer": "optimizer",
 }
 

@@ -1,5 +1,5 @@
 // Turning a planner's decision into a Plan (sim/plan/plan.h), and the one EP rule every baseline without
-// expert parallelism gets (issue 5 item 6).
+// expert parallelism gets.
 #pragma once
 #include <string>
 #include <vector>

@@ -6,7 +6,7 @@
 // sim/model/memory.h (Korthikanti et al. 2022) and the catalog's link bandwidths. The numbers are what a
 // profiler would measure for one layer in isolation; the planners combine them with their own cost models.
 //
-// MoE models (issue 5 item 6): none of the baselines plans expert parallelism, so their profile of an MoE
+// MoE models: none of the baselines plans expert parallelism, so their profile of an MoE
 // layer is its activated dense FFN (top_k routed experts + shared experts as one dense FFN of that width,
 // see activated_dense_equivalent) for time; memory is profiled on the real model with every expert on
 // every rank (ep = 1), as their profilers would measure it running the model without EP.

@@ -2,7 +2,7 @@
 
 namespace arachne::learned {
 
-StructurePolicyImpl::StructurePolicyImpl(const StructurePolicyOptions& opt) {
+StructurePolicyImpl::StructurePolicyImpl(const StructurePolicyOptions& opt) : options_(opt) {
   torch::nn::Sequential seq;
   int64_t in = opt.features;
   for (int64_t i = 0; i < opt.layers; ++i) {

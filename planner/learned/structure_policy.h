@@ -19,8 +19,10 @@ class StructurePolicyImpl : public torch::nn::Module {
   explicit StructurePolicyImpl(const StructurePolicyOptions& opt);
   // x: [candidates, features] -> logits [candidates]
   torch::Tensor forward(const torch::Tensor& x);
+  const StructurePolicyOptions& options() const { return options_; }
 
  private:
+  StructurePolicyOptions options_;
   torch::nn::Sequential body_{nullptr};
 };
 TORCH_MODULE(StructurePolicy);

@@ -272,6 +272,7 @@ void GradSync::launch(int b, CollectiveKind kind, double bytes_per_param, std::f
 
 void GradSync::reduced(int b) {
   Bucket& bk = buckets_[b];
+  bk.reduced_at = ctx_.engine.now();
   segment_busy_[bk.communicator] = false;
   auto& queue = segment_queue_[bk.communicator];
   if (!queue.empty()) {
@@ -301,11 +302,34 @@ void GradSync::on_optimizer_done(int w, TimeNs now) {
   for (int bi : buckets_of_worker_[w]) {
     Bucket& bk = buckets_[bi];
     if (bk.tied_embedding || --bk.opt_waiting > 0) continue;
+    bk.gather_started = ctx_.engine.now();
     launch(bi, CollectiveKind::AllGather, param_bytes_, [this, bi]() {
+      buckets_[bi].gathered_at = ctx_.engine.now();
       for (const Holder& h : buckets_[bi].holders)
         if (--gather_pending_[h.worker] == 0) cb_.finished(h.worker);
     });
   }
+}
+
+TimeNs GradSync::collective_time(int w, TimeNs from, TimeNs to) const {
+  std::vector<std::pair<TimeNs, TimeNs>> spans;
+  auto add = [&](TimeNs a, TimeNs b) {
+    if (a < 0) return;
+    a = std::max(a, from);
+    b = std::min(b < 0 ? to : b, to);
+    if (b > a) spans.push_back({a, b});
+  };
+  for (int bi : buckets_of_worker_[w]) {
+    add(buckets_[bi].started, buckets_[bi].reduced_at);
+    add(buckets_[bi].gather_started, buckets_[bi].gathered_at);
+  }
+  std::sort(spans.begin(), spans.end());
+  TimeNs total = 0, covered = from;
+  for (const auto& [a, b] : spans) {
+    total += std::max<TimeNs>(0, b - std::max(a, covered));
+    covered = std::max(covered, b);
+  }
+  return total;
 }
 
 }  // namespace arachne

@@ -45,6 +45,9 @@ class GradSync {
   void on_optimizer_done(int w, TimeNs now);
 
   int buckets() const { return static_cast<int>(buckets_.size()); }
+  // Time within [from, to] during which a collective of one of worker w's buckets (its reduction or ZeRO-1
+  // all-gather) was running.
+  TimeNs collective_time(int w, TimeNs from, TimeNs to) const;
   // Every collective the reduction will run (kind, members), for a census of the links it touches; stops
   // when `f` returns false.
   void for_each_collective(const std::function<bool(CollectiveKind, const std::vector<GpuId>&)>& f) const;
@@ -67,7 +70,8 @@ class GradSync {
     int lcm_tp = 1;
     int phase_pending = 0;   // slices still running
     int opt_waiting = 0;     // ZeRO-1: holders whose optimizer has not finished
-    TimeNs started = 0;
+    TimeNs started = -1, reduced_at = -1;          // the reduction's collective
+    TimeNs gather_started = -1, gathered_at = -1;  // ZeRO-1's parameter all-gather
     int communicator = 0;    // buckets on one communicator run one at a time (NCCL issue order)
   };
   void ready(int b);

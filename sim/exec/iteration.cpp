@@ -95,6 +95,7 @@ class IterationSim {
   void record_task(int w, const std::string& name, const char* cat, TimeNs start, TimeNs end);
   void record_flow(int src_worker, int dst_worker, const char* name, const char* cat, TimeNs start, TimeNs end);
   void program_done(int w);
+  void account_dp_idle(int w);
   void on_worker_grads_reduced(int w);
   void on_worker_finished(int w);
 
@@ -109,7 +110,9 @@ class IterationSim {
   StageWork work_;
   std::unique_ptr<GradSync> grads_;
 
-  std::vector<std::vector<ScheduleStep>> program_;  // per worker
+  // Programs, one per distinct (depth, rank, chunks, micro-batches); program_[w] points at worker w's.
+  std::map<std::tuple<int, int, int, int>, std::vector<ScheduleStep>> programs_;
+  std::vector<const std::vector<ScheduleStep>*> program_;
   std::vector<size_t> pc_;                          // per worker: index of its current step
   std::vector<bool> busy_;                          // per worker: a task is running
   std::vector<int> waiting_;                        // per worker: transfers its current exchange waits for
@@ -123,10 +126,10 @@ class IterationSim {
   std::vector<WorkerClock> clock_;
   std::vector<TimeNs> end_;  // per worker: end of its iteration
   // Exact shortcut (sim/exec/pipeline_mirror.h): mirrors_[w] lists the workers whose pipeline phase copies
-  // worker w's; they run no tasks of their own.
+  // worker w's; they run no tasks of their own, and w's sends carry theirs as bundles.
   std::vector<std::vector<int>> mirrors_;
   std::vector<bool> mirrored_;
-  std::array<double, kLinkClasses> mirror_link_bytes_{};  // per-link byte sums of the mirrors' sends
+  PipelineMirroring mirroring_;
   // Expert parallelism: workers waiting at each all-to-all (group, micro-batch, chunk, index, forward), the
   // routing drawn per (group, micro-batch, layer), and the token assignments dropped at capacity.
   std::map<std::tuple<int, int, int, int, int>, std::vector<std::pair<int, TimeNs>>> rendezvous_;
@@ -184,7 +187,7 @@ void IterationSim::build_channels() {
 
 // Runs worker w's program from its current step until a task starts or an exchange has to wait.
 void IterationSim::advance(int w) {
-  const std::vector<ScheduleStep>& prog = program_[w];
+  const std::vector<ScheduleStep>& prog = *program_[w];
   while (pc_[w] < prog.size()) {
     const ScheduleStep& s = prog[pc_[w]];
     if (!s.exchange) {
@@ -263,10 +266,8 @@ void IterationSim::start_transfer(int id) {
   Transfer& x = transfers_[id];
   x.start = engine_.now();
   const StageLink& l = work_.workers[x.src].chunks[x.chunk].sends[x.dir][x.link];
-  for (int m : mirrors_[x.src])  // the mirrors' identical transfers load only their own links: count their bytes
-    for (const Hop& h : work_.workers[m].chunks[x.chunk].sends[x.dir][x.link].hops)
-      mirror_link_bytes_[static_cast<int>(topo_.links()[h.link].cls)] += l.bytes_per_member * h.mult;
-  net_.start(l.hops, l.bytes_per_member, seconds_to_ns(l.latency_s), [this, id]() { transfer_done(id); });
+  net_.start(l.hops, l.bytes_per_member, seconds_to_ns(l.latency_s), [this, id]() { transfer_done(id); },
+             l.rate_bound);
 }
 
 void IterationSim::transfer_done(int id) {
@@ -417,11 +418,16 @@ void IterationSim::run_phase(int w, const ScheduledTask& t, int k) {
       rendezvous_.erase({cc.ep_group, t.micro_batch, t.chunk, i * 2 + phase, t.forward ? 1 : 0});
       // Tokens go owner -> expert in the dispatch and in the combine's gradient; back in the other two.
       const bool to_experts = phase == 0;
-      run_alltoall(w, t, layer, to_experts, [this, arrived, t, k, layer]() {
+      // The last peer to arrive starts the all-to-all; until then the others wait.
+      run_alltoall(w, t, layer, to_experts, [this, arrived, t, k, layer, start = now]() {
         const TimeNs end = engine_.now();
         for (const auto& [peer, since] : arrived) {
-          clock_[peer].spent.ep_comm += ns_to_seconds(end - since);
-          if (opt_.record_timeline) record(peer, "A2A L" + std::to_string(layer), "ep_comm", since, end);
+          clock_[peer].spent.wait += ns_to_seconds(start - since);
+          clock_[peer].spent.ep_comm += ns_to_seconds(end - start);
+          if (opt_.record_timeline) {
+            record(peer, "wait", "wait", since, start);
+            record(peer, "A2A L" + std::to_string(layer), "ep_comm", start, end);
+          }
           run_phase(peer, t, k + 1);
         }
       });
@@ -562,12 +568,22 @@ void IterationSim::program_done(int w) {
   }
 }
 
-// All of this worker's gradient buckets are reduced: run the optimizer step. Waiting for the reduction after
-// the last backward is exposed data-parallel communication.
+// Idle time of worker w since it last worked, at a collective over peers of other pipelines: while one of
+// its gradient collectives runs it is data-parallel communication, otherwise waiting for a peer.
+void IterationSim::account_dp_idle(int w) {
+  WorkerClock& c = clock_[w];
+  const TimeNs now = engine_.now();
+  const TimeNs comm = grads_->collective_time(w, c.free_at, now);
+  c.spent.dp_comm += ns_to_seconds(comm);
+  c.spent.wait += ns_to_seconds(now - c.free_at - comm);
+  c.free_at = now;
+}
+
+// All of this worker's gradient buckets are reduced: run the optimizer step.
 void IterationSim::on_worker_grads_reduced(int w) {
   const TimeNs now = engine_.now();
   WorkerClock& c = clock_[w];
-  c.spent.dp_comm += ns_to_seconds(now - c.free_at);
+  account_dp_idle(w);
   const TimeNs d = seconds_to_ns(work_.workers[w].optimizer_s);
   record(w, "optimizer", "optimizer", now, now + d);
   c.spent.optimizer += ns_to_seconds(d);
@@ -576,10 +592,8 @@ void IterationSim::on_worker_grads_reduced(int w) {
 }
 
 void IterationSim::on_worker_finished(int w) {
-  const TimeNs now = engine_.now();
-  clock_[w].spent.dp_comm += ns_to_seconds(now - clock_[w].free_at);  // ZeRO-1 parameter all-gather
-  clock_[w].free_at = now;
-  end_[w] = now;
+  account_dp_idle(w);  // ZeRO-1 parameter all-gather
+  end_[w] = engine_.now();
 }
 
 SimResult IterationSim::run() {
@@ -620,7 +634,7 @@ SimResult IterationSim::run() {
   }
 
   // Programs and channels (only the simulated workers run theirs; mirrors copy their representative's).
-  program_.assign(nw, {});
+  program_.assign(nw, nullptr);
   pc_.assign(nw, 0);
   busy_.assign(nw, false);
   waiting_.assign(nw, 0);
@@ -640,17 +654,28 @@ SimResult IterationSim::run() {
   mirrors_.assign(nw, {});
   mirrored_.assign(nw, false);
   if (opt_.exact_shortcuts) {
-    const std::vector<int> rep = find_mirrored_workers(topo_, plan_, work_, *grads_);
+    mirroring_ = find_mirrored_workers(topo_, plan_, work_, *grads_);
+    const std::vector<int>& rep = mirroring_.mirror_of;
     for (int w = 0; w < nw; ++w)
       if (rep[w] != w) mirrors_[rep[w]].push_back(w), mirrored_[w] = true;
+    bundle_mirrored_sends(topo_, mirroring_, work_);
+    if (!mirroring_.symmetry.gpu_image.empty()) {
+      ctx_.symmetry = &mirroring_.symmetry;
+      net_.set_link_copies(mirroring_.symmetry.link_orbit_size);
+    }
   }
   size_t steps = 0;
   for (int w = 0; w < nw; ++w) {
     if (mirrored_[w]) continue;
     const Worker& wk = work_.workers[w];
-    program_[w] = rank_program(plan_.schedule, work_.physical_depth[wk.pipeline], wk.rank,
-                               static_cast<int>(wk.chunks.size()), micro_batches_of(w));
-    steps += program_[w].size();
+    const auto key = std::make_tuple(work_.physical_depth[wk.pipeline], wk.rank, static_cast<int>(wk.chunks.size()),
+                                     micro_batches_of(w));
+    auto it = programs_.find(key);
+    if (it == programs_.end())
+      it = programs_.emplace(key, rank_program(plan_.schedule, std::get<0>(key), std::get<1>(key), std::get<2>(key),
+                                               std::get<3>(key))).first;
+    program_[w] = &it->second;
+    steps += it->second.size();
   }
   transfers_.reserve(steps);
   for (int w = 0; w < nw; ++w)
@@ -665,9 +690,9 @@ SimResult IterationSim::run() {
       std::string why = "simulation deadlock: worker " + std::to_string(w) + " (pipeline " +
                         std::to_string(work_.workers[w].pipeline) + ", rank " + std::to_string(work_.workers[w].rank) +
                         ") did not finish: at step " + std::to_string(pc_[w]) + " of " +
-                        std::to_string(program_[w].size()) + (busy_[w] ? ", a task running" : "") + "; " +
+                        std::to_string(program_[w] ? program_[w]->size() : 0) + (busy_[w] ? ", a task running" : "") + "; " +
                         std::to_string(net_.active_flows()) + " flows still in the network";
-      if (pc_[w] < program_[w].size() && program_[w][pc_[w]].exchange)
+      if (program_[w] && pc_[w] < program_[w]->size() && (*program_[w])[pc_[w]].exchange)
         why += "; its exchange waits for " + std::to_string(waiting_[w]) + " transfers";
       throw std::logic_error(why);
     }
@@ -690,7 +715,7 @@ SimResult IterationSim::run() {
   res_.mfu_cluster = work_.model_flops / t / peak_all;
   const auto& nb = net_.bytes_by_class();
   for (int k = 0; k < kLinkClasses; ++k)
-    res_.bytes[k] = (nb[k] + mirror_link_bytes_[k]) / links_per_crossing(static_cast<LinkClass>(k)) + closed_form_bytes_[k];
+    res_.bytes[k] = nb[k] / links_per_crossing(static_cast<LinkClass>(k)) + closed_form_bytes_[k];
   res_.dropped_tokens = dropped_;
   res_.events = engine_.executed();
   res_.timeline_tracks = 2 * topo_.num_gpus() + kLinkClasses;

@@ -1,6 +1,11 @@
 #include "sim/exec/pipeline_mirror.h"
 
+#include <algorithm>
+#include <limits>
 #include <map>
+#include <numeric>
+#include <set>
+#include <tuple>
 
 namespace arachne {
 namespace {
@@ -13,7 +18,8 @@ bool same_pass(const PassCost& a, const PassCost& b) {
 // Same GPU types, costs and memory, worker for worker (the workers of a pipeline are listed rank-major).
 bool same_workers(const Worker& a, const Worker& b) {
   if (a.tp != b.tp || a.share != b.share || a.chunks.size() != b.chunks.size() || a.optimizer_s != b.optimizer_s ||
-      a.dp_degree != b.dp_degree || a.memory.total() != b.memory.total() || a.gpus.size() != b.gpus.size())
+      a.dp_degree != b.dp_degree || a.memory.total() != b.memory.total() || a.gpus.size() != b.gpus.size() ||
+      a.collective_overhead_s != b.collective_overhead_s)
     return false;
   for (size_t c = 0; c < a.chunks.size(); ++c) {
     const ChunkCost &x = a.chunks[c], &y = b.chunks[c];
@@ -27,116 +33,260 @@ bool same_workers(const Worker& a, const Worker& b) {
   return true;
 }
 
-}  // namespace
+// A one-to-one map between links, built route by route; refuses links of different capacity or class.
+class LinkMap {
+ public:
+  explicit LinkMap(const Topology& topo)
+      : links_(topo.links()), to_(links_.size(), -1), from_(links_.size(), -1) {}
+  bool map_route(const std::vector<LinkId>& a, const std::vector<LinkId>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t h = 0; h < a.size(); ++h)
+      if (!map(a[h], b[h])) return false;
+    return true;
+  }
 
-std::vector<int> find_mirrored_workers(const Topology& topo, const Plan& plan, const StageWork& work,
-                                       const GradSync& grads) {
-  const int nw = static_cast<int>(work.workers.size());
-  std::vector<int> mirror(nw);
-  for (int w = 0; w < nw; ++w) mirror[w] = w;
-  const int np = static_cast<int>(plan.pipelines.size());
-  if (np < 2) return mirror;
+ private:
+  bool map(LinkId a, LinkId b) {
+    if (links_[a].capacity != links_[b].capacity || links_[a].cls != links_[b].cls) return false;
+    if (to_[a] < 0 && from_[b] < 0) {
+      to_[a] = b;
+      from_[b] = a;
+      return true;
+    }
+    return to_[a] == b && from_[b] == a;
+  }
+  const std::vector<Link>& links_;
+  std::vector<LinkId> to_, from_;
 
-  // Workers of each pipeline in a canonical order (pipeline, rank, group).
-  std::vector<std::vector<int>> of(np);
-  for (int w = 0; w < nw; ++w) {
-    if (!work.workers[w].tp_closed_form) return mirror;  // cross-node TP collectives are not mirrored
+ public:
+  // The orbits of the mapped links, as representative (smallest id) and size per link; unmapped links are
+  // their own orbit. False when the map is not a permutation of the links it touches.
+  bool orbits(std::vector<LinkId>& rep, std::vector<int>& size) const {
+    const int n = static_cast<int>(to_.size());
+    rep.assign(n, -1);
+    size.assign(n, 1);
+    for (int l = 0; l < n; ++l) {
+      if (rep[l] >= 0) continue;
+      std::vector<LinkId> orbit{l};
+      if (to_[l] >= 0)
+        for (LinkId k = to_[l]; k != l; k = to_[k]) {
+          if (k < 0 || rep[k] >= 0) return false;
+          orbit.push_back(k);
+        }
+      const LinkId r = *std::min_element(orbit.begin(), orbit.end());
+      for (LinkId k : orbit) rep[k] = r, size[k] = static_cast<int>(orbit.size());
+    }
+    return true;
+  }
+};
+
+// Corresponding sends (same chunk, direction and index) of workers `a` -> `b`: same bytes, latency and peer
+// chunk, member routes mapped link for link.
+bool sends_correspond(const Topology& topo, const Worker& a, const Worker& b, LinkMap& links,
+                      const std::vector<GpuId>* gpu_map) {
+  for (size_t c = 0; c < a.chunks.size(); ++c)
+    for (int d = 0; d < 2; ++d)
+      for (size_t s = 0; s < a.chunks[c].sends[d].size(); ++s) {
+        const StageLink &la = a.chunks[c].sends[d][s], &lb = b.chunks[c].sends[d][s];
+        if (la.bytes_per_member != lb.bytes_per_member || la.latency_s != lb.latency_s ||
+            la.members.size() != lb.members.size() || la.peer_chunk != lb.peer_chunk)
+          return false;
+        for (size_t m = 0; m < la.members.size(); ++m) {
+          const auto [sa, da] = la.members[m];
+          const auto [sb, db] = lb.members[m];
+          if (gpu_map && ((*gpu_map)[sa] != sb || (*gpu_map)[da] != db)) return false;
+          if (!links.map_route(topo.route(sa, da), topo.route(sb, db))) return false;
+        }
+      }
+  return true;
+}
+
+// Workers of each pipeline in a canonical order (rank, group); empty when a precondition fails (a TP group
+// across nodes, or expert all-to-alls, couple pipelines outside this analysis).
+std::vector<std::vector<int>> workers_by_pipeline(const Plan& plan, const StageWork& work) {
+  std::vector<std::vector<int>> of(plan.pipelines.size());
+  for (int w = 0; w < static_cast<int>(work.workers.size()); ++w) {
+    if (!work.workers[w].tp_closed_form) return {};
     for (const ChunkCost& c : work.workers[w].chunks)
-      if (!c.ep_peers.empty()) return mirror;  // expert all-to-alls couple pipelines
+      if (!c.ep_peers.empty()) return {};
     of[work.workers[w].pipeline].push_back(w);
   }
+  return of;
+}
 
-  // (3) Which pipeline's sends use each link; a link shared by two pipelines, or touched by a DP collective,
-  // disqualifies the shortcut.
-  std::vector<int> owner(topo.links().size(), -1);
-  for (int p = 0; p < np; ++p)
-    for (int w : of[p])
-      for (const ChunkCost& c : work.workers[w].chunks)
-        for (const auto& dir : c.sends)
-          for (const StageLink& l : dir)
-            for (const Hop& h : l.hops) {
-              if (owner[h.link] >= 0 && owner[h.link] != p) return mirror;
-              owner[h.link] = p;
-            }
-  {
-    // A pipeline's tied-embedding all-reduce runs after its last transfer: its links count as the pipeline's
-    // own, like its sends.
-    bool shared = false;
-    grads.for_each_tied_embedding_collective([&](int p, const std::vector<GpuId>& members) {
-      Engine tied_engine;  // a fresh census per collective: links_used accumulates
-      FlowNetwork tied(tied_engine, topo.links());
-      CollectiveContext tctx{tied_engine, tied, topo};
-      allreduce(tctx, members, 1.0, [] {});
-      tied_engine.run();
-      const auto& used = tied.links_used();
-      for (size_t l = 0; l < used.size(); ++l) {
-        if (!used[l]) continue;
-        if (owner[l] >= 0 && owner[l] != p) shared = true;
-        owner[l] = p;
-      }
-      return !shared;
-    });
-    if (shared) return mirror;
-  }
-  {
-    // Census of the links the gradient collectives touch, one collective at a time so that the first
-    // collision ends it (the common Megatron layouts collide at once: rings and sends share NICs).
-    Engine census_engine;
-    FlowNetwork census(census_engine, topo.links());
-    CollectiveContext ctx{census_engine, census, topo};
-    std::vector<LinkId> owned;
-    for (size_t l = 0; l < owner.size(); ++l)
-      if (owner[l] >= 0) owned.push_back(static_cast<LinkId>(l));
-    bool collide = false;
-    grads.for_each_collective([&](CollectiveKind kind, const std::vector<GpuId>& members) {
-      if (kind == CollectiveKind::AllReduce) allreduce(ctx, members, 1.0, [] {});
-      else ring_collective(ctx, kind, {members}, 1.0, [] {});
-      census_engine.run();
-      const auto& used = census.links_used();
-      for (LinkId l : owned) collide = collide || used[l];
-      return !collide;
-    });
-    if (collide) return mirror;
-  }
-
-  // (1) + (2): each pipeline mirrors the first earlier pipeline it is isomorphic to.
+// For each pipeline, the first earlier pipeline with the same workers and isomorphic sends (-1: none).
+std::vector<int> identical_pipelines(const Topology& topo, const Plan& plan, const StageWork& work,
+                                     const std::vector<std::vector<int>>& of) {
+  const int np = static_cast<int>(of.size());
   std::vector<int> rep_of(np, -1);
-  for (int q = 0; q < np; ++q) {
+  for (int q = 0; q < np; ++q)
     for (int p = 0; p < q && rep_of[q] < 0; ++p) {
       if (rep_of[p] >= 0 || of[p].size() != of[q].size()) continue;
       const Pipeline &a = plan.pipelines[p], &b = plan.pipelines[q];
       if (a.micro_batch != b.micro_batch || a.micro_batches != b.micro_batches) continue;
       bool ok = true;
-      std::map<LinkId, LinkId> link_map, inverse;
+      LinkMap links(topo);
       for (size_t i = 0; ok && i < of[p].size(); ++i) {
         const Worker &x = work.workers[of[p][i]], &y = work.workers[of[q][i]];
-        ok = x.rank == y.rank && x.group == y.group && same_workers(x, y);
-        for (size_t c = 0; ok && c < x.chunks.size(); ++c)
-          for (int d = 0; ok && d < 2; ++d)
-            for (size_t s = 0; ok && s < x.chunks[c].sends[d].size(); ++s) {
-              const StageLink &lx = x.chunks[c].sends[d][s], &ly = y.chunks[c].sends[d][s];
-              ok = lx.bytes_per_member == ly.bytes_per_member && lx.latency_s == ly.latency_s &&
-                   lx.members.size() == ly.members.size() && lx.peer_chunk == ly.peer_chunk;
-              for (size_t m = 0; ok && m < lx.members.size(); ++m) {
-                const auto& rx = topo.route(lx.members[m].first, lx.members[m].second);
-                const auto& ry = topo.route(ly.members[m].first, ly.members[m].second);
-                ok = rx.size() == ry.size();
-                for (size_t h = 0; ok && h < rx.size(); ++h) {
-                  const Link &kx = topo.links()[rx[h]], &ky = topo.links()[ry[h]];
-                  auto [it, fresh] = link_map.emplace(rx[h], ry[h]);
-                  auto [jt, fresh2] = inverse.emplace(ry[h], rx[h]);
-                  ok = it->second == ry[h] && jt->second == rx[h] && kx.capacity == ky.capacity && kx.cls == ky.cls;
-                }
-              }
-            }
+        ok = x.rank == y.rank && x.group == y.group && same_workers(x, y) &&
+             sends_correspond(topo, x, y, links, nullptr);
       }
       if (ok) rep_of[q] = p;
     }
+  return rep_of;
+}
+
+// (a) No link carrying a pipeline's sends is used by another pipeline's sends or by a gradient collective.
+bool pipelines_isolated(const Topology& topo, const StageWork& work, const GradSync& grads,
+                        const std::vector<std::vector<int>>& of) {
+  std::vector<int> owner(topo.links().size(), -1);
+  for (size_t p = 0; p < of.size(); ++p)
+    for (int w : of[p])
+      for (const ChunkCost& c : work.workers[w].chunks)
+        for (const auto& dir : c.sends)
+          for (const StageLink& l : dir)
+            for (const Hop& h : l.hops) {
+              if (owner[h.link] >= 0 && owner[h.link] != static_cast<int>(p)) return false;
+              owner[h.link] = static_cast<int>(p);
+            }
+  // A pipeline's tied-embedding all-reduce runs after its own last transfer: its links count as its own.
+  bool shared = false;
+  grads.for_each_tied_embedding_collective([&](int p, const std::vector<GpuId>& members) {
+    for (const CollectiveTransfer& t : collective_transfers(topo, CollectiveKind::AllReduce, members, 1.0))
+      for (LinkId l : topo.route(t.src, t.dst)) {
+        shared = shared || (owner[l] >= 0 && owner[l] != p);
+        owner[l] = p;
+      }
+    return !shared;
+  });
+  if (shared) return false;
+  bool collide = false;
+  grads.for_each_collective([&](CollectiveKind kind, const std::vector<GpuId>& members) {
+    for (const CollectiveTransfer& t : collective_transfers(topo, kind, members, 1.0))
+      for (LinkId l : topo.route(t.src, t.dst)) collide = collide || owner[l] >= 0;
+    return !collide;
+  });
+  return !collide;
+}
+
+// The rotation of each class of identical pipelines (each to the next of its class in index order, the
+// last to the first), as a map of workers and of GPUs; everything else fixed.
+void rotate_classes(const StageWork& work, const std::vector<std::vector<int>>& of, const std::vector<int>& rep_of,
+                    std::vector<int>& next_worker, std::vector<GpuId>& gpu_map) {
+  const int np = static_cast<int>(of.size());
+  std::iota(next_worker.begin(), next_worker.end(), 0);
+  std::iota(gpu_map.begin(), gpu_map.end(), 0);
+  for (int p = 0; p < np; ++p) {
+    if (rep_of[p] >= 0) continue;
+    std::vector<int> cls{p};
+    for (int q = p + 1; q < np; ++q)
+      if (rep_of[q] == p) cls.push_back(q);
+    for (size_t i = 0; i < cls.size(); ++i) {
+      const std::vector<int>&a = of[cls[i]], &b = of[cls[(i + 1) % cls.size()]];
+      for (size_t j = 0; j < a.size(); ++j) {
+        next_worker[a[j]] = b[j];
+        for (size_t g = 0; g < work.workers[a[j]].gpus.size(); ++g)
+          gpu_map[work.workers[a[j]].gpus[g]] = work.workers[b[j]].gpus[g];
+      }
+    }
   }
-  for (int q = 0; q < np; ++q)
+}
+
+// (b) The rotation maps every transfer onto one of the same kind.
+bool rotation_is_symmetry(const Topology& topo, const StageWork& work, const GradSync& grads,
+                          const std::vector<int>& next_worker, const std::vector<GpuId>& gpu_map, LinkMap& links) {
+  for (size_t w = 0; w < work.workers.size(); ++w) {
+    const Worker &a = work.workers[w], &b = work.workers[next_worker[w]];
+    for (size_t c = 0; c < a.chunks.size(); ++c)
+      for (int d = 0; d < 2; ++d)
+        for (size_t s = 0; s < a.chunks[c].sends[d].size(); ++s)
+          if (next_worker[a.chunks[c].sends[d][s].peer_worker] != b.chunks[c].sends[d][s].peer_worker) return false;
+    if (!sends_correspond(topo, a, b, links, &gpu_map)) return false;
+  }
+  // Every distinct gradient collective: its transfers, keyed by (src, dst, phase), map onto its transfers.
+  std::set<std::pair<CollectiveKind, std::vector<GpuId>>> seen;
+  bool ok = true;
+  grads.for_each_collective([&](CollectiveKind kind, const std::vector<GpuId>& members) {
+    if (!seen.emplace(kind, members).second) return true;
+    std::map<std::tuple<GpuId, GpuId, int>, std::pair<double, TimeNs>> transfers;
+    for (const CollectiveTransfer& t : collective_transfers(topo, kind, members, 1.0))
+      transfers[{t.src, t.dst, t.phase}] = {t.bytes, t.latency};
+    for (const auto& [key, value] : transfers) {
+      const auto [src, dst, phase] = key;
+      const auto it = transfers.find({gpu_map[src], gpu_map[dst], phase});
+      ok = it != transfers.end() && it->second == value &&
+           links.map_route(topo.route(src, dst), topo.route(gpu_map[src], gpu_map[dst]));
+      if (!ok) return false;
+    }
+    return true;
+  });
+  if (!ok) return false;
+  // Each pipeline's tied-embedding all-reduce maps onto another pipeline's, not onto itself, which the
+  // symmetric network cannot run: no rotation then (the isolation test below may still apply).
+  bool tied = false;
+  grads.for_each_tied_embedding_collective([&](int, const std::vector<GpuId>&) { return !(tied = true); });
+  return !tied;
+}
+
+}  // namespace
+
+PipelineMirroring find_mirrored_workers(const Topology& topo, const Plan& plan, const StageWork& work,
+                                        const GradSync& grads) {
+  PipelineMirroring m;
+  m.mirror_of.resize(work.workers.size());
+  std::iota(m.mirror_of.begin(), m.mirror_of.end(), 0);
+  if (plan.pipelines.size() < 2) return m;
+  const std::vector<std::vector<int>> of = workers_by_pipeline(plan, work);
+  if (of.empty()) return m;
+  const std::vector<int> rep_of = identical_pipelines(topo, plan, work, of);
+  if (std::all_of(rep_of.begin(), rep_of.end(), [](int r) { return r < 0; })) return m;
+  std::vector<int> next_worker(work.workers.size());
+  std::vector<GpuId> rotation(topo.num_gpus());
+  rotate_classes(work, of, rep_of, next_worker, rotation);
+  LinkMap links(topo);
+  NetworkSymmetry& sym = m.symmetry;
+  if (rotation_is_symmetry(topo, work, grads, next_worker, rotation, links) &&
+      links.orbits(sym.link_rep, sym.link_orbit_size))
+    sym.gpu_image = std::move(rotation);
+  else if (!pipelines_isolated(topo, work, grads, of))
+    return m;
+  for (size_t q = 0; q < of.size(); ++q)
     if (rep_of[q] >= 0)
-      for (size_t i = 0; i < of[q].size(); ++i) mirror[of[q][i]] = of[rep_of[q]][i];
-  return mirror;
+      for (size_t i = 0; i < of[q].size(); ++i) m.mirror_of[of[q][i]] = of[rep_of[q]][i];
+  return m;
+}
+
+void bundle_mirrored_sends(const Topology& topo, const PipelineMirroring& mirroring, StageWork& work) {
+  const std::vector<int>& mirror_of = mirroring.mirror_of;
+  for (size_t m = 0; m < mirror_of.size(); ++m) {
+    if (mirror_of[m] == static_cast<int>(m)) continue;
+    Worker& rep = work.workers[mirror_of[m]];
+    const Worker& copy = work.workers[m];
+    for (size_t c = 0; c < rep.chunks.size(); ++c)
+      for (int d = 0; d < 2; ++d)
+        for (size_t s = 0; s < rep.chunks[c].sends[d].size(); ++s) {
+          StageLink& l = rep.chunks[c].sends[d][s];
+          if (l.rate_bound == 0) {  // one copy's bound, before the first mirror joins
+            l.rate_bound = std::numeric_limits<double>::infinity();
+            for (const Hop& h : l.hops)
+              l.rate_bound = std::min(l.rate_bound, topo.links()[h.link].capacity / static_cast<double>(h.mult));
+          }
+          std::vector<Hop> merged;
+          std::vector<Hop> other = copy.chunks[c].sends[d][s].hops;
+          std::merge(l.hops.begin(), l.hops.end(), other.begin(), other.end(), std::back_inserter(merged),
+                     [](const Hop& a, const Hop& b) { return a.link < b.link; });
+          l.hops.clear();
+          for (const Hop& h : merged) {
+            if (!l.hops.empty() && l.hops.back().link == h.link) l.hops.back().mult += h.mult;
+            else l.hops.push_back(h);
+          }
+        }
+  }
+  if (mirroring.symmetry.gpu_image.empty()) return;
+  for (Worker& w : work.workers)
+    for (ChunkCost& c : w.chunks)
+      for (auto& dir : c.sends)
+        for (StageLink& l : dir) l.hops = mirroring.symmetry.quotient(l.hops);
 }
 
 }  // namespace arachne

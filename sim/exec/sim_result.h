@@ -10,9 +10,13 @@
 
 namespace arachne {
 
-struct Breakdown {  // seconds on the critical path of the slowest pipeline; sums to iteration time
-  double compute = 0, tp_comm = 0, pp_comm = 0, dp_comm = 0, ep_comm = 0, bubble = 0, optimizer = 0;
-  double sum() const { return compute + tp_comm + pp_comm + dp_comm + ep_comm + bubble + optimizer; }
+// Seconds of the worker that finishes last, by cause; sums to the iteration time. Idle time is `bubble` while
+// a neighbouring stage of the same pipeline has not reached the matching exchange, and `wait` while a peer of
+// another pipeline (a holder of the same layers at the gradient reduction, an expert-parallel peer at an
+// all-to-all) has not reached the collective; the collectives' own running time is dp_comm / ep_comm.
+struct Breakdown {
+  double compute = 0, tp_comm = 0, pp_comm = 0, dp_comm = 0, ep_comm = 0, bubble = 0, wait = 0, optimizer = 0;
+  double sum() const { return compute + tp_comm + pp_comm + dp_comm + ep_comm + bubble + wait + optimizer; }
 };
 
 struct GpuMemoryReport {
@@ -30,7 +34,7 @@ struct GpuMemoryReport {
 struct TimelineSpan {
   int track = 0;
   std::string name;      // "F3 L0-11", "B3", "allreduce dp", "send 3->4", ...
-  std::string cat;       // compute | tp_comm | pp_comm | dp_comm | ep_comm | optimizer
+  std::string cat;       // compute | tp_comm | pp_comm | dp_comm | ep_comm | wait | optimizer
   double start_s = 0, dur_s = 0;
   bool overlaps = false;
 };

@@ -29,6 +29,7 @@ struct StageLink {
   std::vector<std::pair<GpuId, GpuId>> members;  // the TP-rank pairs whose routes make up the bundle
   double bytes_per_member = 0;
   double latency_s = 0;
+  double rate_bound = 0;  // member rate bound for FlowNetwork::start (0: computed from the hops)
 };
 
 struct ChunkCost {

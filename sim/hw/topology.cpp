@@ -1,4 +1,5 @@
-// The cluster's topology as a Boost.Graph and routes as BFS shortest paths in it.
+// The cluster's topology as a Boost.Graph and routes as BFS shortest paths in it (one search per source,
+// run only as far as the destinations asked for need).
 //
 // Vertices: every GPU (vertex id = GpuId), then per node its intra-node fabric (NVSwitch / PCIe switch)
 // and its NICs, then one leaf switch per `nodes_per_leaf` nodes (in listing order), then one aggregated
@@ -10,7 +11,6 @@
 #include "sim/hw/topology.h"
 
 #include <boost/graph/adjacency_list.hpp>
-#include <boost/graph/breadth_first_search.hpp>
 
 #include <mutex>
 #include <stdexcept>
@@ -24,20 +24,6 @@ struct EdgeProps {
 };
 using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, boost::no_property, EdgeProps>;
 using Vertex = boost::graph_traits<Graph>::vertex_descriptor;
-
-// Records, for every vertex reached, the link by which BFS first reached it. With vecS storage, out-edges
-// are visited in insertion order, so the tree (and every route) is deterministic.
-class PredecessorRecorder : public boost::default_bfs_visitor {
- public:
-  explicit PredecessorRecorder(std::vector<LinkId>& pred) : pred_(&pred) {}
-  template <class Edge, class G>
-  void tree_edge(Edge e, const G& g) const {
-    (*pred_)[boost::target(e, g)] = g[e].link;
-  }
-
- private:
-  std::vector<LinkId>* pred_;
-};
 
 }  // namespace
 
@@ -56,6 +42,11 @@ struct Topology::Impl {
     std::vector<LinkId> pred;                 // per vertex: link that reached it in the BFS tree (-1: none)
     std::vector<std::vector<LinkId>> routes;  // per destination GPU, filled on first request
     std::vector<char> done;
+    // The search, run only as far as the destinations asked for so far need: its FIFO queue, the next
+    // vertex to expand, and the vertices reached.
+    std::vector<int> queue;
+    std::size_t head = 0;
+    std::vector<char> seen;
   };
 
   Graph graph;
@@ -65,6 +56,41 @@ struct Topology::Impl {
   double inter_latency_s = 0;
   mutable std::mutex mutex;
   mutable std::vector<std::unique_ptr<SourceRoutes>> cache;  // per source GPU, built lazily
+  // The graph's out-edges as flat arrays (vertex v's are [out_begin[v], out_begin[v + 1]), in insertion
+  // order, as Boost's vecS lists them), built once for the searches.
+  std::vector<int> out_begin, out_target;
+  std::vector<LinkId> out_link;
+
+  void index_out_edges() {
+    const int nv = static_cast<int>(boost::num_vertices(graph));
+    out_begin.assign(nv + 1, 0);
+    out_target.clear();
+    out_link.clear();
+    for (int v = 0; v < nv; ++v) {
+      for (auto [e, end] = boost::out_edges(static_cast<Vertex>(v), graph); e != end; ++e) {
+        out_target.push_back(static_cast<int>(boost::target(*e, graph)));
+        out_link.push_back(graph[*e].link);
+      }
+      out_begin[v + 1] = static_cast<int>(out_target.size());
+    }
+  }
+
+  // Breadth-first search from the source of `sr` recording, for every vertex reached, the link by which it
+  // was first reached: the order of Boost's breadth_first_search (FIFO queue, out-edges in insertion
+  // order), so the same tree. It stops once `target` is reached and resumes from there on a later call:
+  // the tree does not depend on where it paused.
+  void breadth_first_until(SourceRoutes& sr, int target) const {
+    for (; !sr.seen[target] && sr.head < sr.queue.size(); ++sr.head) {
+      const int u = sr.queue[sr.head];
+      for (int i = out_begin[u]; i < out_begin[u + 1]; ++i) {
+        const int v = out_target[i];
+        if (sr.seen[v]) continue;
+        sr.seen[v] = 1;
+        sr.pred[v] = out_link[i];
+        sr.queue.push_back(v);
+      }
+    }
+  }
 };
 
 Topology::Topology(const Cluster& cluster) : impl_(std::make_unique<Impl>()), num_gpus_(cluster.total_gpus()) {
@@ -152,6 +178,7 @@ Topology::Topology(const Cluster& cluster) : impl_(std::make_unique<Impl>()), nu
     }
   }
   im.cache.resize(num_gpus_);
+  im.index_out_edges();
 }
 
 Topology::~Topology() = default;
@@ -170,12 +197,14 @@ const std::vector<LinkId>& Topology::route(GpuId src, GpuId dst) const {
     fresh->pred.assign(boost::num_vertices(im.graph), -1);
     fresh->routes.resize(num_gpus_);
     fresh->done.assign(num_gpus_, 0);
-    boost::breadth_first_search(im.graph, static_cast<Vertex>(src),
-                                boost::visitor(PredecessorRecorder(fresh->pred)));
+    fresh->seen.assign(fresh->pred.size(), 0);
+    fresh->queue.push_back(src);
+    fresh->seen[src] = 1;
     slot = std::move(fresh);
   }
   Impl::SourceRoutes& sr = *slot;
   if (!sr.done[dst]) {
+    im.breadth_first_until(sr, dst);
     std::vector<LinkId> path;
     for (Vertex v = static_cast<Vertex>(dst); v != static_cast<Vertex>(src);) {
       const LinkId l = sr.pred[v];

@@ -1,5 +1,6 @@
 #include "sim/io/hdf5_writer.h"
 
+#include <dlfcn.h>
 #include <hdf5.h>
 
 #include <algorithm>
@@ -14,15 +15,121 @@
 namespace arachne::h5 {
 namespace {
 
+// HDF5 is loaded with dlopen() when a results file is first written, not linked: Debian's libhdf5 brings
+// libcurl, GnuTLS and Kerberos with it (its read-only S3 driver), ~20 ms of dynamic loading and relocation
+// at the start of every command, which only the commands that write HDF5 should pay. Each HDF5 function
+// and predefined identifier this file uses is named once below and resolved by name. The header's macros
+// for predefined identifiers (H5T_NATIVE_DOUBLE, H5P_FILE_CREATE, ...) read library globals directly, so
+// the code reads their values from the loaded library instead (hdf5().H5T_NATIVE_DOUBLE_g, ...).
+#define ARACHNE_HDF5_FUNCTIONS(X) \
+  X(H5open) \
+  X(H5Acreate2) \
+  X(H5Adelete) \
+  X(H5Aexists) \
+  X(H5Awrite) \
+  X(H5Dcreate2) \
+  X(H5Dget_space) \
+  X(H5Dset_extent) \
+  X(H5Dwrite) \
+  X(H5Eget_auto2) \
+  X(H5Eset_auto2) \
+  X(H5Fclose) \
+  X(H5Fcreate) \
+  X(H5Gcreate2) \
+  X(H5Idec_ref) \
+  X(H5Iis_valid) \
+  X(H5Lexists) \
+  X(H5Oopen) \
+  X(H5Pcopy) \
+  X(H5Pcreate) \
+  X(H5Pset_chunk) \
+  X(H5Pset_fclose_degree) \
+  X(H5Pset_libver_bounds) \
+  X(H5Pset_obj_track_times) \
+  X(H5Screate) \
+  X(H5Screate_simple) \
+  X(H5Sselect_hyperslab) \
+  X(H5Tcopy) \
+  X(H5Tcreate) \
+  X(H5Tenum_create) \
+  X(H5Tenum_insert) \
+  X(H5Tinsert) \
+  X(H5Tset_cset) \
+  X(H5Tset_size) \
+  X(H5Tset_strpad)
+#define ARACHNE_HDF5_GLOBALS(X) \
+  X(H5T_NATIVE_DOUBLE_g) \
+  X(H5T_NATIVE_INT64_g) \
+  X(H5T_NATIVE_UINT64_g) \
+  X(H5T_NATIVE_SCHAR_g) \
+  X(H5T_STD_I64LE_g) \
+  X(H5T_STD_U64LE_g) \
+  X(H5T_STD_I8LE_g) \
+  X(H5T_IEEE_F64LE_g) \
+  X(H5T_C_S1_g) \
+  X(H5P_CLS_DATASET_CREATE_ID_g) \
+  X(H5P_CLS_FILE_CREATE_ID_g) \
+  X(H5P_CLS_FILE_ACCESS_ID_g) \
+  X(H5P_CLS_GROUP_CREATE_ID_g)
+
+struct Hdf5Library {
+#define ARACHNE_HDF5_FUNCTION_POINTER(name) decltype(&::name) name = nullptr;
+  ARACHNE_HDF5_FUNCTIONS(ARACHNE_HDF5_FUNCTION_POINTER)
+#undef ARACHNE_HDF5_FUNCTION_POINTER
+#define ARACHNE_HDF5_GLOBAL_ID(name) hid_t name = -1;
+  ARACHNE_HDF5_GLOBALS(ARACHNE_HDF5_GLOBAL_ID)
+#undef ARACHNE_HDF5_GLOBAL_ID
+};
+
+// H5F_ACC_TRUNC without the H5check()/H5open() calls its macro makes (H5Fpublic.h).
+constexpr unsigned kAccessTruncate = 0x0002u;
+
+Hdf5Library load_hdf5() {
+  // The library CMake found (ARACHNE_HDF5_LIBRARY); RTLD_LOCAL keeps its symbols out of the global scope.
+  void* handle = dlopen(ARACHNE_HDF5_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    throw std::runtime_error(std::string("cannot load the HDF5 library: ") + (why ? why : ARACHNE_HDF5_LIBRARY));
+  }
+  const auto resolve = [handle](const char* name) {
+    void* symbol = dlsym(handle, name);
+    if (symbol == nullptr) throw std::runtime_error(std::string("the HDF5 library has no symbol ") + name);
+    return symbol;
+  };
+  Hdf5Library lib;
+#define ARACHNE_HDF5_RESOLVE_FUNCTION(name) lib.name = reinterpret_cast<decltype(lib.name)>(resolve(#name));
+  ARACHNE_HDF5_FUNCTIONS(ARACHNE_HDF5_RESOLVE_FUNCTION)
+#undef ARACHNE_HDF5_RESOLVE_FUNCTION
+  // H5open() initialises the predefined identifiers, which are read after it.
+  if (lib.H5open() < 0) throw std::runtime_error("HDF5: cannot initialise the library");
+  // A program that links HDF5 itself (the tests do) holds copy-relocated copies of these globals, and
+  // those are the ones the library updates: look in the program's global scope first.
+  const auto live_global = [&resolve](const char* name) {
+    void* symbol = dlsym(RTLD_DEFAULT, name);
+    return *static_cast<const hid_t*>(symbol != nullptr ? symbol : resolve(name));
+  };
+#define ARACHNE_HDF5_READ_GLOBAL(name) lib.name = live_global(#name);
+  ARACHNE_HDF5_GLOBALS(ARACHNE_HDF5_READ_GLOBAL)
+#undef ARACHNE_HDF5_READ_GLOBAL
+  return lib;
+}
+
+// Loaded once, on first use (thread-safe initialisation of a function-local static).
+const Hdf5Library& hdf5() {
+  static const Hdf5Library lib = load_hdf5();
+  return lib;
+}
+
+
 // HDF5 prints its error stack to stderr by default; the writer reports errors as exceptions instead.
 // Saves and restores the caller's setting around each public operation.
 class QuietErrors {
  public:
   QuietErrors() {
-    H5Eget_auto2(H5E_DEFAULT, &func_, &data_);
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+    hdf5().H5Eget_auto2(H5E_DEFAULT, &func_, &data_);
+    hdf5().H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   }
-  ~QuietErrors() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
+  ~QuietErrors() { hdf5().H5Eset_auto2(H5E_DEFAULT, func_, data_); }
   QuietErrors(const QuietErrors&) = delete;
   QuietErrors& operator=(const QuietErrors&) = delete;
 
@@ -44,7 +151,7 @@ class Id {
  public:
   Id(hid_t id, const std::string& what) : id_(check(id, what)) {}
   ~Id() {
-    if (id_ >= 0 && H5Iis_valid(id_) > 0) H5Idec_ref(id_);
+    if (id_ >= 0 && hdf5().H5Iis_valid(id_) > 0) hdf5().H5Idec_ref(id_);
   }
   Id(const Id&) = delete;
   Id& operator=(const Id&) = delete;
@@ -55,31 +162,31 @@ class Id {
 };
 
 void close_id(Handle& h) {
-  if (h >= 0 && H5Iis_valid(static_cast<hid_t>(h)) > 0) H5Idec_ref(static_cast<hid_t>(h));
+  if (h >= 0 && hdf5().H5Iis_valid(static_cast<hid_t>(h)) > 0) hdf5().H5Idec_ref(static_cast<hid_t>(h));
   h = -1;
 }
 
 hid_t vlen_string_type() {
-  const hid_t t = check(H5Tcopy(H5T_C_S1), "copy string type");
-  H5Tset_size(t, H5T_VARIABLE);
-  H5Tset_cset(t, H5T_CSET_UTF8);
+  const hid_t t = check(hdf5().H5Tcopy(hdf5().H5T_C_S1_g), "copy string type");
+  hdf5().H5Tset_size(t, H5T_VARIABLE);
+  hdf5().H5Tset_cset(t, H5T_CSET_UTF8);
   return t;
 }
 
 hid_t fixed_string_type(int width) {
-  const hid_t t = check(H5Tcopy(H5T_C_S1), "copy string type");
-  H5Tset_size(t, static_cast<size_t>(width));
-  H5Tset_strpad(t, H5T_STR_NULLPAD);
-  H5Tset_cset(t, H5T_CSET_UTF8);
+  const hid_t t = check(hdf5().H5Tcopy(hdf5().H5T_C_S1_g), "copy string type");
+  hdf5().H5Tset_size(t, static_cast<size_t>(width));
+  hdf5().H5Tset_strpad(t, H5T_STR_NULLPAD);
+  hdf5().H5Tset_cset(t, H5T_CSET_UTF8);
   return t;
 }
 
 // h5py's boolean convention: an 8-bit enum {FALSE = 0, TRUE = 1}.
 hid_t bool_type(hid_t base) {
-  const hid_t t = check(H5Tenum_create(base), "create bool enum");
+  const hid_t t = check(hdf5().H5Tenum_create(base), "create bool enum");
   const signed char f = 0, tr = 1;
-  H5Tenum_insert(t, "FALSE", &f);
-  H5Tenum_insert(t, "TRUE", &tr);
+  hdf5().H5Tenum_insert(t, "FALSE", &f);
+  hdf5().H5Tenum_insert(t, "TRUE", &tr);
   return t;
 }
 
@@ -96,9 +203,9 @@ std::size_t mem_size(const Column& c) {
 // Element type of a column in memory (native) or in the file (fixed little-endian, packed).
 hid_t column_type(const Column& c, bool in_file) {
   switch (c.type) {
-    case ColumnType::Float64: return check(H5Tcopy(in_file ? H5T_IEEE_F64LE : H5T_NATIVE_DOUBLE), "copy type");
-    case ColumnType::Int64: return check(H5Tcopy(in_file ? H5T_STD_I64LE : H5T_NATIVE_INT64), "copy type");
-    case ColumnType::Bool: return bool_type(in_file ? H5T_STD_I8LE : H5T_NATIVE_SCHAR);
+    case ColumnType::Float64: return check(hdf5().H5Tcopy(in_file ? hdf5().H5T_IEEE_F64LE_g : hdf5().H5T_NATIVE_DOUBLE_g), "copy type");
+    case ColumnType::Int64: return check(hdf5().H5Tcopy(in_file ? hdf5().H5T_STD_I64LE_g : hdf5().H5T_NATIVE_INT64_g), "copy type");
+    case ColumnType::Bool: return bool_type(in_file ? hdf5().H5T_STD_I8LE_g : hdf5().H5T_NATIVE_SCHAR_g);
     case ColumnType::String: return c.string_width > 0 ? fixed_string_type(c.string_width) : vlen_string_type();
   }
   return -1;
@@ -116,27 +223,27 @@ std::string parent_of(const std::string& path) {
 File::File(const std::string& path) {
   const QuietErrors quiet;
   // Root group is created from the file creation list, which is also an object creation list.
-  const Id fcpl(H5Pcreate(H5P_FILE_CREATE), "create file creation list");
-  check_status(H5Pset_obj_track_times(fcpl.get(), 0), "disable time tracking");
-  const Id fapl(H5Pcreate(H5P_FILE_ACCESS), "create file access list");
+  const Id fcpl(hdf5().H5Pcreate(hdf5().H5P_CLS_FILE_CREATE_ID_g), "create file creation list");
+  check_status(hdf5().H5Pset_obj_track_times(fcpl.get(), 0), "disable time tracking");
+  const Id fapl(hdf5().H5Pcreate(hdf5().H5P_CLS_FILE_ACCESS_ID_g), "create file access list");
   // Pin the on-disk format (v1.8 object headers: no time stamps when tracking is off; dense attributes
   // for long config text), so the bytes do not depend on library defaults.
-  check_status(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18), "set format bounds");
+  check_status(hdf5().H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_V18), "set format bounds");
   // Closing the file closes every object still open in it, so the file is complete before the rename.
-  check_status(H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), "set close degree");
-  file_ = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl.get(), fapl.get());
+  check_status(hdf5().H5Pset_fclose_degree(fapl.get(), H5F_CLOSE_STRONG), "set close degree");
+  file_ = hdf5().H5Fcreate(path.c_str(), kAccessTruncate, fcpl.get(), fapl.get());
   if (file_ < 0) throw std::runtime_error("cannot create HDF5 file '" + path + "'");
-  gcpl_ = check(H5Pcreate(H5P_GROUP_CREATE), "create group creation list");
-  check_status(H5Pset_obj_track_times(static_cast<hid_t>(gcpl_), 0), "disable time tracking");
-  dcpl_ = check(H5Pcreate(H5P_DATASET_CREATE), "create dataset creation list");
-  check_status(H5Pset_obj_track_times(static_cast<hid_t>(dcpl_), 0), "disable time tracking");
+  gcpl_ = check(hdf5().H5Pcreate(hdf5().H5P_CLS_GROUP_CREATE_ID_g), "create group creation list");
+  check_status(hdf5().H5Pset_obj_track_times(static_cast<hid_t>(gcpl_), 0), "disable time tracking");
+  dcpl_ = check(hdf5().H5Pcreate(hdf5().H5P_CLS_DATASET_CREATE_ID_g), "create dataset creation list");
+  check_status(hdf5().H5Pset_obj_track_times(static_cast<hid_t>(dcpl_), 0), "disable time tracking");
 }
 
 File::~File() {
   const QuietErrors quiet;
   close_id(dcpl_);
   close_id(gcpl_);
-  if (file_ >= 0) H5Fclose(static_cast<hid_t>(file_));
+  if (file_ >= 0) hdf5().H5Fclose(static_cast<hid_t>(file_));
   file_ = -1;
 }
 
@@ -145,7 +252,7 @@ void File::close() {
   close_id(dcpl_);
   close_id(gcpl_);
   if (file_ >= 0) {
-    const herr_t st = H5Fclose(static_cast<hid_t>(file_));
+    const herr_t st = hdf5().H5Fclose(static_cast<hid_t>(file_));
     file_ = -1;
     check_status(st, "close file");
   }
@@ -160,8 +267,8 @@ void File::ensure_groups(const std::string& path) {
     const auto end = next == std::string::npos ? path.size() : next;
     if (end > pos) {
       prefix += "/" + path.substr(pos, end - pos);
-      if (H5Lexists(static_cast<hid_t>(file_), prefix.c_str(), H5P_DEFAULT) <= 0) {
-        const Id g(H5Gcreate2(static_cast<hid_t>(file_), prefix.c_str(), H5P_DEFAULT,
+      if (hdf5().H5Lexists(static_cast<hid_t>(file_), prefix.c_str(), H5P_DEFAULT) <= 0) {
+        const Id g(hdf5().H5Gcreate2(static_cast<hid_t>(file_), prefix.c_str(), H5P_DEFAULT,
                               static_cast<hid_t>(gcpl_), H5P_DEFAULT),
                    "create group " + prefix);
       }
@@ -174,11 +281,11 @@ namespace {
 
 void write_attribute(hid_t file, const std::string& object_path, const std::string& name, hid_t mem_type,
                      hid_t file_type, hid_t space, const void* data) {
-  const Id obj(H5Oopen(file, object_path.c_str(), H5P_DEFAULT), "open " + object_path);
-  if (H5Aexists(obj.get(), name.c_str()) > 0) check_status(H5Adelete(obj.get(), name.c_str()), "replace attribute " + name);
-  const Id attr(H5Acreate2(obj.get(), name.c_str(), file_type, space, H5P_DEFAULT, H5P_DEFAULT),
+  const Id obj(hdf5().H5Oopen(file, object_path.c_str(), H5P_DEFAULT), "open " + object_path);
+  if (hdf5().H5Aexists(obj.get(), name.c_str()) > 0) check_status(hdf5().H5Adelete(obj.get(), name.c_str()), "replace attribute " + name);
+  const Id attr(hdf5().H5Acreate2(obj.get(), name.c_str(), file_type, space, H5P_DEFAULT, H5P_DEFAULT),
                 "create attribute " + name);
-  check_status(H5Awrite(attr.get(), mem_type, data), "write attribute " + name);
+  check_status(hdf5().H5Awrite(attr.get(), mem_type, data), "write attribute " + name);
 }
 
 }  // namespace
@@ -186,27 +293,27 @@ void write_attribute(hid_t file, const std::string& object_path, const std::stri
 void File::set_attribute(const std::string& name, const std::string& value, const std::string& object_path) {
   const QuietErrors quiet;
   const Id type(vlen_string_type(), "string type");
-  const Id space(H5Screate(H5S_SCALAR), "create scalar space");
+  const Id space(hdf5().H5Screate(H5S_SCALAR), "create scalar space");
   const char* p = value.c_str();
   write_attribute(static_cast<hid_t>(file_), object_path, name, type.get(), type.get(), space.get(), &p);
 }
 
 void File::set_attribute(const std::string& name, std::int64_t value, const std::string& object_path) {
   const QuietErrors quiet;
-  const Id space(H5Screate(H5S_SCALAR), "create scalar space");
-  write_attribute(static_cast<hid_t>(file_), object_path, name, H5T_NATIVE_INT64, H5T_STD_I64LE, space.get(), &value);
+  const Id space(hdf5().H5Screate(H5S_SCALAR), "create scalar space");
+  write_attribute(static_cast<hid_t>(file_), object_path, name, hdf5().H5T_NATIVE_INT64_g, hdf5().H5T_STD_I64LE_g, space.get(), &value);
 }
 
 void File::set_attribute(const std::string& name, std::uint64_t value, const std::string& object_path) {
   const QuietErrors quiet;
-  const Id space(H5Screate(H5S_SCALAR), "create scalar space");
-  write_attribute(static_cast<hid_t>(file_), object_path, name, H5T_NATIVE_UINT64, H5T_STD_U64LE, space.get(), &value);
+  const Id space(hdf5().H5Screate(H5S_SCALAR), "create scalar space");
+  write_attribute(static_cast<hid_t>(file_), object_path, name, hdf5().H5T_NATIVE_UINT64_g, hdf5().H5T_STD_U64LE_g, space.get(), &value);
 }
 
 void File::set_attribute(const std::string& name, double value, const std::string& object_path) {
   const QuietErrors quiet;
-  const Id space(H5Screate(H5S_SCALAR), "create scalar space");
-  write_attribute(static_cast<hid_t>(file_), object_path, name, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, space.get(), &value);
+  const Id space(hdf5().H5Screate(H5S_SCALAR), "create scalar space");
+  write_attribute(static_cast<hid_t>(file_), object_path, name, hdf5().H5T_NATIVE_DOUBLE_g, hdf5().H5T_IEEE_F64LE_g, space.get(), &value);
 }
 
 void File::set_attribute(const std::string& name, const std::vector<std::string>& values,
@@ -214,7 +321,7 @@ void File::set_attribute(const std::string& name, const std::vector<std::string>
   const QuietErrors quiet;
   const Id type(vlen_string_type(), "string type");
   const hsize_t n = values.size();
-  const Id space(H5Screate_simple(1, &n, nullptr), "create attribute space");
+  const Id space(hdf5().H5Screate_simple(1, &n, nullptr), "create attribute space");
   std::vector<const char*> ptrs;
   ptrs.reserve(values.size());
   for (const auto& v : values) ptrs.push_back(v.c_str());
@@ -228,16 +335,16 @@ void File::write_strings(const std::string& path, const std::vector<std::string>
     ensure_groups(parent_of(path));
     const Id type(vlen_string_type(), "string type");
     const hsize_t n = values.size(), maxdim = H5S_UNLIMITED, chunk = 64;
-    const Id space(H5Screate_simple(1, &n, &maxdim), "create space");
-    const Id dcpl(H5Pcopy(static_cast<hid_t>(dcpl_)), "copy dataset creation list");
-    check_status(H5Pset_chunk(dcpl.get(), 1, &chunk), "set chunk");
-    const Id dset(H5Dcreate2(static_cast<hid_t>(file_), path.c_str(), type.get(), space.get(), H5P_DEFAULT,
+    const Id space(hdf5().H5Screate_simple(1, &n, &maxdim), "create space");
+    const Id dcpl(hdf5().H5Pcopy(static_cast<hid_t>(dcpl_)), "copy dataset creation list");
+    check_status(hdf5().H5Pset_chunk(dcpl.get(), 1, &chunk), "set chunk");
+    const Id dset(hdf5().H5Dcreate2(static_cast<hid_t>(file_), path.c_str(), type.get(), space.get(), H5P_DEFAULT,
                              dcpl.get(), H5P_DEFAULT),
                   "create dataset " + path);
     if (n > 0) {
       std::vector<const char*> ptrs;
       for (const auto& v : values) ptrs.push_back(v.c_str());
-      check_status(H5Dwrite(dset.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), "write " + path);
+      check_status(hdf5().H5Dwrite(dset.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), "write " + path);
     }
   }
   set_attribute("units", unit, path);
@@ -257,22 +364,22 @@ Table::Table(File& file, const std::string& path, std::vector<Column> columns, s
     row_size_ += (mem_size(c) + 7) / 8 * 8;
     file_size += mem_size(c);
   }
-  mem_type_ = check(H5Tcreate(H5T_COMPOUND, row_size_), "create compound type");
-  const Id ftype(H5Tcreate(H5T_COMPOUND, file_size), "create compound type");
+  mem_type_ = check(hdf5().H5Tcreate(H5T_COMPOUND, row_size_), "create compound type");
+  const Id ftype(hdf5().H5Tcreate(H5T_COMPOUND, file_size), "create compound type");
   std::size_t foff = 0;
   for (std::size_t i = 0; i < columns_.size(); ++i) {
     const Id mt(column_type(columns_[i], false), "column type");
     const Id ft(column_type(columns_[i], true), "column type");
-    check_status(H5Tinsert(static_cast<hid_t>(mem_type_), columns_[i].name.c_str(), offsets_[i], mt.get()),
+    check_status(hdf5().H5Tinsert(static_cast<hid_t>(mem_type_), columns_[i].name.c_str(), offsets_[i], mt.get()),
                  "add column " + columns_[i].name);
-    check_status(H5Tinsert(ftype.get(), columns_[i].name.c_str(), foff, ft.get()), "add column " + columns_[i].name);
+    check_status(hdf5().H5Tinsert(ftype.get(), columns_[i].name.c_str(), foff, ft.get()), "add column " + columns_[i].name);
     foff += mem_size(columns_[i]);
   }
   const hsize_t zero = 0, maxdim = H5S_UNLIMITED, chunk = std::max<hsize_t>(1, chunk_rows);
-  const Id space(H5Screate_simple(1, &zero, &maxdim), "create space");
-  const Id dcpl(H5Pcopy(static_cast<hid_t>(file.dataset_creation_plist())), "copy dataset creation list");
-  check_status(H5Pset_chunk(dcpl.get(), 1, &chunk), "set chunk");
-  dset_ = check(H5Dcreate2(static_cast<hid_t>(file.id()), path.c_str(), ftype.get(), space.get(), H5P_DEFAULT,
+  const Id space(hdf5().H5Screate_simple(1, &zero, &maxdim), "create space");
+  const Id dcpl(hdf5().H5Pcopy(static_cast<hid_t>(file.dataset_creation_plist())), "copy dataset creation list");
+  check_status(hdf5().H5Pset_chunk(dcpl.get(), 1, &chunk), "set chunk");
+  dset_ = check(hdf5().H5Dcreate2(static_cast<hid_t>(file.id()), path.c_str(), ftype.get(), space.get(), H5P_DEFAULT,
                            dcpl.get(), H5P_DEFAULT),
                 "create dataset " + path);
   std::vector<std::string> units;
@@ -349,11 +456,11 @@ void Table::append(const std::vector<Row>& rows) {
   const QuietErrors quiet;
   const hid_t dset = static_cast<hid_t>(dset_);
   const hsize_t start = rows_, count = rows.size(), total = rows_ + rows.size();
-  check_status(H5Dset_extent(dset, &total), "extend table");
-  const Id fspace(H5Dget_space(dset), "get table space");
-  check_status(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, &start, nullptr, &count, nullptr), "select rows");
-  const Id mspace(H5Screate_simple(1, &count, nullptr), "create memory space");
-  check_status(H5Dwrite(dset, static_cast<hid_t>(mem_type_), mspace.get(), fspace.get(), H5P_DEFAULT, buf.data()),
+  check_status(hdf5().H5Dset_extent(dset, &total), "extend table");
+  const Id fspace(hdf5().H5Dget_space(dset), "get table space");
+  check_status(hdf5().H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, &start, nullptr, &count, nullptr), "select rows");
+  const Id mspace(hdf5().H5Screate_simple(1, &count, nullptr), "create memory space");
+  check_status(hdf5().H5Dwrite(dset, static_cast<hid_t>(mem_type_), mspace.get(), fspace.get(), H5P_DEFAULT, buf.data()),
                "write rows");
   rows_ = total;
 }
@@ -418,6 +525,7 @@ void write_simulate_h5(const std::string& path, const SimResult& r, const h5::Ru
       breakdown.append({Row{std::string("compute"), t(b.compute)}, Row{std::string("tp_comm"), t(b.tp_comm)},
                         Row{std::string("pp_comm"), t(b.pp_comm)}, Row{std::string("dp_comm"), t(b.dp_comm)},
                         Row{std::string("ep_comm"), t(b.ep_comm)}, Row{std::string("bubble"), t(b.bubble)},
+                        Row{std::string("wait"), t(b.wait)},
                         Row{std::string("optimizer"), t(b.optimizer)}});
     }
     {

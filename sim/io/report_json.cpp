@@ -32,7 +32,7 @@ nlohmann::json simulate_report_json(const SimResult& r) {
   if (timed) {
     const Breakdown& b = r.breakdown;
     j["breakdown_s"] = {{"compute", b.compute}, {"tp_comm", b.tp_comm},   {"pp_comm", b.pp_comm},
-                        {"dp_comm", b.dp_comm}, {"ep_comm", b.ep_comm},   {"bubble", b.bubble},
+                        {"dp_comm", b.dp_comm}, {"ep_comm", b.ep_comm},   {"bubble", b.bubble}, {"wait", b.wait},
                         {"optimizer", b.optimizer}};
   } else {
     j["breakdown_s"] = nullptr;

@@ -12,7 +12,7 @@ inline bool has_timing(const SimResult& r) { return !r.oom || r.iteration_time_s
 
 // Keys: iteration_time_s, tokens_per_s, samples_per_s, tflops_per_gpu, mfu, mfu_cluster, oom,
 // peak_memory_gib, peak_memory_gpu, memory_gib {weights, gradients, optimizer, activations, other},
-// breakdown_s {compute, tp_comm, pp_comm, dp_comm, ep_comm, bubble, optimizer}, bytes {nvlink, pcie, nic,
+// breakdown_s {compute, tp_comm, pp_comm, dp_comm, ep_comm, bubble, wait, optimizer}, bytes {nvlink, pcie, nic,
 // spine}, dropped_tokens, events, sim_wall_s, warnings [], gpus_used, global_batch.
 // Without timing (out of memory) the timing fields and breakdown_s are null, and per_gpu_memory_gib lists
 // every GPU the plan uses: [{gpu, type, capacity, weights, gradients, optimizer, activations, other,

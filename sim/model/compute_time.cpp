@@ -2,6 +2,8 @@
 // sources). Constants per GPU type come from configs/gpus.yaml (GpuSpec::compute).
 #include "sim/model/compute_time.h"
 
+#include "sim/model/flash_attention.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -26,8 +28,12 @@ double op_time_s(const OpCost& op, const GpuSpec& gpu, const std::string& dtype)
   if (op.flops > 0 && op.cls != OpClass::Memory) {
     // bf16 on a GPU without bf16 runs at its fp16 rate (GpuSpec::peak_for).
     const double peak = gpu.peak_for(dtype);
-    const double eff = op.cls == OpClass::Gemm ? gemm_efficiency(op.flops, c) : c.attn_eff;
-    compute_s = op.flops / (peak * eff);
+    if (is_flash_attention(op.cls)) {
+      compute_s = flash_attention_compute_s(op, peak);
+    } else {
+      const double eff = op.cls == OpClass::Gemm ? gemm_efficiency(op.flops, c) : c.attn_eff;
+      compute_s = op.flops / (peak * eff);
+    }
   }
   // Memory-bound kernels are priced on bandwidth alone (their FLOPs are ignored).
   return c.kernel_overhead_s + std::max(compute_s, memory_s);

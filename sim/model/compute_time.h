@@ -2,7 +2,8 @@
 // and vTrain, Bang et al. MICRO'24, which price kernels by profiled efficiency):
 //   t = kernel_overhead + max(flops / (peak · eff(op)), bytes / (hbm_bw · mem_eff))
 //   eff(GEMM) = gemm_eff_max · f / (f + gemm_half_flops)   (small GEMMs under-fill the SMs)
-//   eff(attention) = attn_eff, memory-bound kernels are priced on bandwidth alone.
+//   eff(attention) = attn_eff, memory-bound kernels are priced on bandwidth alone; FlashAttention kernels
+//   at FlashAttention-2's published fraction of peak (flash_attention.h).
 // The constants are per GPU type in configs/gpus.yaml, fitted by scripts/calibrate.sh.
 #pragma once
 #include <string>

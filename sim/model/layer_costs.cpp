@@ -14,14 +14,17 @@
 // output; memory-bound kernels (class Memory) read and write the tensors listed next to each. Bias adds
 // are fused as in Megatron: the QKV/fc1 biases into the GEMM epilogue and the bias-GeLU kernel, the
 // row-parallel biases into bias-dropout-add (megatron/model/fused_bias_gelu.py, bias_dropout_add_fused_train).
-// Attention is the unfused (non-flash) Megatron path that materialises the b·a·s²/t score matrix, as in
-// Korthikanti et al. 2022. Llama-style models train without dropout: no dropout kernels or masks.
+// Attention (`attention: unfused`) is Megatron's unfused path that materialises the b·a·s²/t score matrix,
+// as in Korthikanti et al. 2022; `attention: flash` replaces the whole core by one FlashAttention-2 kernel
+// per direction (flash_attention.h). Llama-style models train without dropout: no dropout kernels or masks.
 // With sequence parallelism the layernorm and dropout/residual kernels work on s/t of the sequence
 // (Korthikanti et al. 2022 §4.2.2); without it every TP rank repeats them on the full sequence.
 //
 // MoE layers (priced in detail by a later issue) count the activated FFN: top_k routed experts plus the
 // shared experts, each expert_ffn_hidden wide, and the router GEMM; capacity and imbalance are ignored here.
 #include "sim/model/layer_costs.h"
+
+#include "sim/model/flash_attention.h"
 
 namespace arachne {
 
@@ -68,8 +71,9 @@ OpCost residual(const Dims& d) {
   return memory(d.b * d.s * d.h * (3.0 * d.e + (d.gpt ? 1.0 : 0.0)) / d.sp_div);
 }
 
-// The attention core: scores, softmax, dropout, attention over values (what selective recompute redoes).
-void attention_core(const Dims& d, std::vector<OpCost>& ops) {
+// The unfused attention core: scores, softmax, dropout, attention over values (what selective recompute
+// redoes).
+void unfused_attention_core(const Dims& d, std::vector<OpCost>& ops) {
   const double scores = d.b * d.a * d.s * d.s / d.t;  // elements of the score matrix on this rank
   // Q·Kᵀ: 2·b·s²·h/t FLOPs; reads Q (b·s·h/t) and K (b·s·k·d/t), writes the scores.
   ops.push_back(OpCost{OpClass::Attention, 2.0 * d.b * d.s * d.s * d.h / d.t,
@@ -84,6 +88,14 @@ void attention_core(const Dims& d, std::vector<OpCost>& ops) {
   // The context comes out as [b·a/t, s, d] and is made contiguous as [s, b, h/t] for the output
   // projection: read and write b·s·h/t (Megatron CoreAttention, context_layer.permute(...).contiguous()).
   ops.push_back(memory(2.0 * d.e * d.b * d.s * d.h / d.t));
+}
+
+void attention_core(const ModelConfig& m, const ShardSpec& sh, std::vector<OpCost>& ops) {
+  if (m.attention == Attention::Flash) {
+    ops.push_back(flash_attention_forward_op(m, sh));
+  } else {
+    unfused_attention_core(dims(m, sh), ops);
+  }
 }
 
 }  // namespace
@@ -102,6 +114,8 @@ std::vector<OpCost> backward_of(std::vector<OpCost> ops) {
   for (const OpCost& op : ops) {
     if (op.cls == OpClass::Memory) {
       out.push_back(OpCost{OpClass::Memory, 2.0 * op.flops, 2.0 * op.bytes});
+    } else if (op.cls == OpClass::FlashAttentionForward) {
+      out.push_back(flash_attention_backward_op(op));  // one fused kernel for dQ, dK and dV
     } else {
       out.push_back(op);
       out.push_back(op);
@@ -118,7 +132,7 @@ std::vector<OpCost> layer_forward_ops(const ModelConfig& m, int layer, const Sha
   std::vector<OpCost> ops;
   ops.push_back(norm(d));                                     // input layernorm
   ops.push_back(gemm(tokens, d.h, (d.h + 2.0 * d.kd) / d.t, d.e));  // QKV projection (column parallel)
-  attention_core(d, ops);
+  attention_core(m, sh, ops);
   ops.push_back(gemm(tokens, d.h / d.t, d.h, d.e));           // output projection (row parallel)
   ops.push_back(residual(d));                                 // bias-dropout-add
   ops.push_back(norm(d));                                     // post-attention layernorm
@@ -149,7 +163,7 @@ std::vector<OpCost> layer_recompute_ops(const ModelConfig& m, int layer, const S
       return layer_forward_ops(m, layer, s);
     case Recompute::Selective: {
       std::vector<OpCost> ops;
-      attention_core(dims(m, s), ops);
+      if (m.attention == Attention::Unfused) unfused_attention_core(dims(m, s), ops);
       return ops;
     }
   }

@@ -9,7 +9,12 @@
 
 namespace arachne {
 
-enum class OpClass { Gemm, Attention, Memory };
+// Attention: the unfused score and context batched matmuls; FlashAttention*: the fused kernels
+// (sim/model/flash_attention.h).
+enum class OpClass { Gemm, Attention, Memory, FlashAttentionForward, FlashAttentionBackward };
+inline bool is_flash_attention(OpClass c) {
+  return c == OpClass::FlashAttentionForward || c == OpClass::FlashAttentionBackward;
+}
 
 struct OpCost {
   OpClass cls = OpClass::Gemm;
@@ -31,7 +36,8 @@ std::vector<OpCost> layer_forward_ops(const ModelConfig& m, int layer, const Sha
 // Kernels of one transformer layer, backward (input and weight gradients), on one TP rank.
 std::vector<OpCost> layer_backward_ops(const ModelConfig& m, int layer, const ShardSpec& s);
 // Kernels re-executed before backward under the recompute policy (full: the whole forward;
-// selective: the attention core only, Korthikanti et al. 2022 §4; none: nothing).
+// selective: the unfused attention core only, Korthikanti et al. 2022 §4, nothing with flash attention;
+// none: nothing).
 std::vector<OpCost> layer_recompute_ops(const ModelConfig& m, int layer, const ShardSpec& s, Recompute r);
 // Embedding lookup (first stage) and output head + cross-entropy loss (last stage).
 std::vector<OpCost> embedding_forward_ops(const ModelConfig& m, const ShardSpec& s);

@@ -12,6 +12,7 @@
 // §4 and Table 2, per layer and micro-batch, e = 2 bytes, generalised to GQA and SwiGLU as derived below.
 #include "sim/model/memory.h"
 
+#include "sim/model/flash_attention.h"
 #include "sim/model/moe_costs.h"
 
 #include <algorithm>
@@ -33,14 +34,25 @@ constexpr double kFrameworkOverhead = 1.5 * kGiB;
 struct ActivationParts {
   double replicated;  // held whole on every TP rank without sequence parallelism
   double split;       // divided by t by tensor parallelism
-  double core;        // attention core (softmax, dropout): divided by t, dropped by selective recompute
+  double core;        // attention core: divided by t, dropped by selective recompute when recomputable
+  bool core_recomputable;  // unfused attention: selective recompute rebuilds the core instead of storing it
 };
+
+// What the attention core keeps for backward beyond Q, K, V and its output (counted in `split`).
+// Unfused (Korthikanti §4.1): softmax output 2as²b, dropout mask as²b and dropout output 2as²b = 5as²b
+// (GPT); without attention dropout (Llama) only the softmax output 2as²b. Flash: no score matrix, only
+// FlashAttention's fp32 log-sum-exp, 4·a·s·b bytes (flash_attention.h).
+double attention_core_bytes(const ModelConfig& m, const ShardSpec& sh) {
+  if (m.attention == Attention::Flash) return flash_attention_saved_bytes(m, ShardSpec{1, false, sh.samples});
+  const double as2b = static_cast<double>(m.heads) * static_cast<double>(m.seq_len) *
+                      static_cast<double>(m.seq_len) * sh.samples;
+  return (m.gpt_style() ? 5.0 : 2.0) * as2b;
+}
 
 ActivationParts activation_parts(const ModelConfig& m, int layer, const ShardSpec& sh) {
   const double sbh = sh.samples * static_cast<double>(m.seq_len) * static_cast<double>(m.hidden);
   const double sb = sh.samples * static_cast<double>(m.seq_len);
   const double kd = static_cast<double>(m.kv_heads) * static_cast<double>(m.head_dim());
-  const double as2b = static_cast<double>(m.heads) * static_cast<double>(m.seq_len) * sb;
   double f = static_cast<double>(m.ffn_hidden);
   if (m.is_moe_layer(layer)) {
     // Activated experts (later issue refines MoE memory: capacity, imbalance, dispatch buffers).
@@ -55,15 +67,14 @@ ActivationParts activation_parts(const ModelConfig& m, int layer, const ShardSpe
   // MLP intermediates: GeLU input + fc2 input 2·2sbf (16sbh for f = 4h); SwiGLU gate + up + fc2 input
   // 3·2sbf. For GPT-3 this is 24sbh.
   p.split = 4.0 * sbh + 4.0 * sb * kd + (m.ffn_kind == FfnKind::Swiglu ? 6.0 : 4.0) * sb * f;
-  // Softmax output 2as²b, dropout mask as²b and dropout output 2as²b = 5as²b (GPT); without attention
-  // dropout (Llama) only the softmax output 2as²b is kept.
-  p.core = (gpt ? 5.0 : 2.0) * as2b;
+  p.core = attention_core_bytes(m, sh);
+  p.core_recomputable = m.attention == Attention::Unfused;
   return p;
 }
 
 double stored(const ActivationParts& p, const ShardSpec& sh, Recompute r) {
   const double t = static_cast<double>(sh.tp);
-  const double core = r == Recompute::Selective ? 0.0 : p.core;
+  const double core = r == Recompute::Selective && p.core_recomputable ? 0.0 : p.core;
   // Table 2: TP without SP keeps the replicated part whole; with SP everything is divided by t.
   return sh.sequence_parallel ? (p.replicated + p.split + core) / t : p.replicated + (p.split + core) / t;
 }

@@ -33,7 +33,9 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const StageMemoryInput& in);
 
 // Activation bytes one micro-batch leaves stored for one layer on one TP rank (Korthikanti et al. 2022
 // Table 2: sbh(34 + 5as/h) without parallelism; /t with TP+SP; attention core dropped by selective;
-// only the layer input (2sbh/t) under full recompute).
+// only the layer input (2sbh/t) under full recompute). With flash attention the 5as/h term (2as/h without
+// attention dropout) becomes FlashAttention's log-sum-exp, 4as bytes per sb, under every recompute policy
+// but full.
 double layer_activation_bytes(const ModelConfig& m, int layer, const ShardSpec& s, Recompute r);
 
 }  // namespace arachne

@@ -17,6 +17,14 @@
 
 namespace arachne {
 
+const char* attention_name(Attention a) { return a == Attention::Flash ? "flash" : "unfused"; }
+
+std::optional<Attention> parse_attention(const std::string& text) {
+  for (const Attention a : {Attention::Unfused, Attention::Flash})
+    if (text == attention_name(a)) return a;
+  return std::nullopt;
+}
+
 bool ModelConfig::is_moe_layer(int layer) const {
   if (!moe) return false;
   if (layer < moe->first_dense) return false;
@@ -47,6 +55,7 @@ std::string ModelConfig::to_yaml() const {
   out << YAML::Key << "kv_heads" << YAML::Value << kv_heads;
   out << YAML::Key << "ffn_hidden" << YAML::Value << ffn_hidden;
   out << YAML::Key << "ffn_kind" << YAML::Value << (ffn_kind == FfnKind::Gelu ? "gelu" : "swiglu");
+  out << YAML::Key << "attention" << YAML::Value << attention_name(attention);
   out << YAML::Key << "seq_len" << YAML::Value << seq_len;
   out << YAML::Key << "vocab" << YAML::Value << vocab;
   out << YAML::Key << "dtype" << YAML::Value << dtype;
@@ -212,7 +221,7 @@ ModelConfig parse_model_yaml(const std::string& path) {
 
   const MapReader r(path, root, "",
                     {"version", "name", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_kind",
-                     "seq_len", "vocab", "dtype", "global_batch", "moe"});
+                     "attention", "seq_len", "vocab", "dtype", "global_batch", "moe"});
   if (r.has("version")) {
     const long v = r.integer("version", 1);
     if (v != 1) throw InputError(r.where(r.value("version"), "version"), "unsupported version " + std::to_string(v));
@@ -239,6 +248,11 @@ ModelConfig parse_model_yaml(const std::string& path) {
   } else {
     throw InputError(r.where(r.value("ffn_kind"), "ffn_kind"), "unknown ffn_kind '" + kind + "' (gelu|swiglu)");
   }
+  const std::string attention = r.string_or("attention", attention_name(Attention::Unfused));
+  const std::optional<Attention> parsed = parse_attention(attention);
+  if (!parsed)
+    throw InputError(r.where(r.value("attention"), "attention"), "unknown attention '" + attention + "' (flash|unfused)");
+  m.attention = *parsed;
   m.seq_len = r.integer("seq_len", 1);
   m.vocab = r.integer("vocab", 1);
   m.dtype = r.string_or("dtype", "bf16");

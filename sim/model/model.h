@@ -7,6 +7,11 @@ namespace arachne {
 
 enum class FfnKind { Gelu, Swiglu };
 
+// How the attention core runs. Unfused: Megatron's kernels materialise the b·a·s² score matrix (softmax,
+// dropout), as in the GPT-3-era papers and Korthikanti et al. 2022. Flash: one fused FlashAttention-2
+// kernel that keeps no score matrix in memory (sim/model/flash_attention.h).
+enum class Attention { Unfused, Flash };
+
 struct MoeConfig {
   int experts = 0;
   int top_k = 1;
@@ -27,6 +32,7 @@ struct ModelConfig {
   int kv_heads = 0;      // default heads
   long ffn_hidden = 0;   // default 4*hidden
   FfnKind ffn_kind = FfnKind::Gelu;
+  Attention attention = Attention::Unfused;
   long seq_len = 0;
   long vocab = 0;
   std::string dtype = "bf16";  // bf16 | fp16
@@ -46,6 +52,10 @@ struct ModelConfig {
   double parameters() const;  // total parameter count
   std::string to_yaml() const;
 };
+
+// "flash" | "unfused" (the YAML spelling) and back; nullopt for any other text.
+const char* attention_name(Attention a);
+std::optional<Attention> parse_attention(const std::string& text);
 
 // By path, or by bundled name (configs/models/<name>.yaml). Throws InputError (file:line: field).
 ModelConfig load_model(const std::string& name_or_path);

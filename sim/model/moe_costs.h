@@ -1,7 +1,7 @@
 // Costs of an MoE layer split the way expert parallelism executes it (Megatron-Core MoE; Lepikhin et al.
 // 2021, GShard §2): the dense part every TP rank runs (attention, norms, router, shared experts), the
 // routed experts each EP rank runs for the tokens its local experts received, and the token dispatch and
-// combine between EP ranks. Groundwork for issue 3 (the execution of MoE layers uses these).
+// combine between EP ranks. The execution of MoE layers (sim/exec) uses these.
 #pragma once
 #include <vector>
 

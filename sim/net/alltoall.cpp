@@ -76,19 +76,22 @@ struct PhaseRunner : std::enable_shared_from_this<PhaseRunner> {
       ctx.engine.schedule_after(0, [d = std::move(done)] {
         if (d) d();
       });
+      const auto release = std::move(self);  // the runner ends with this call
       return;
     }
-    auto self = shared_from_this();
+    if (!self) self = shared_from_this();
     for (const auto& t : phases[k]) {
       if (!moves(members, t.src, t.dst, t.bytes)) continue;
       const GpuId a = members[static_cast<std::size_t>(t.src)];
       const GpuId b = members[static_cast<std::size_t>(t.dst)];
+      // A callback of two words fits std::function's inline storage (no allocation per flow).
       ctx.net.start_route(ctx.topo.route(a, b), t.bytes, seconds_to_ns(ctx.topo.latency_s(a, b)),
-                          [self, k] {
-                            if (--self->left == 0) self->start(k + 1);
+                          [runner = this, k] {
+                            if (--runner->left == 0) runner->start(k + 1);
                           });
     }
   }
+  std::shared_ptr<PhaseRunner> self;  // keeps the runner alive while its flows run
 };
 
 }  // namespace

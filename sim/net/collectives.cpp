@@ -2,7 +2,9 @@
 #include "sim/net/collectives.h"
 
 #include <algorithm>
+#include <limits>
 #include <memory>
+#include <stdexcept>
 #include <utility>
 
 namespace arachne {
@@ -54,30 +56,105 @@ std::vector<std::vector<GpuId>> by_node(const Topology& topo, const std::vector<
   return groups;
 }
 
+// The flows of `kind` over each ring of `rings`: one per ring edge with the volume that edge carries, after
+// the ring's per-step latencies (the ring advances at the pace of its slowest edge).
+void add_ring_transfers(const Topology& topo, CollectiveKind kind, const std::vector<std::vector<GpuId>>& rings,
+                        double bytes, int phase, std::vector<CollectiveTransfer>& out) {
+  for (const auto& ring : rings) {
+    const int n = static_cast<int>(ring.size());
+    if (n < 2) continue;
+    double hop_latency = 0;
+    for (int i = 0; i < n; ++i) hop_latency = std::max(hop_latency, topo.latency_s(ring[i], ring[(i + 1) % n]));
+    const TimeNs latency = seconds_to_ns(ring_steps(kind, n) * hop_latency);
+    const double edge_bytes = edge_fraction(kind, n) * bytes;
+    for (int i = 0; i < n; ++i) out.push_back({ring[i], ring[(i + 1) % n], phase, edge_bytes, latency});
+  }
+}
+
+// How allreduce runs over `members`: flat ring when at most one member per node or all in one node;
+// otherwise hierarchical (NCCL-style 2D ring; Megatron/ZeRO reduce-scatter + all-gather): reduce-scatter
+// inside each node, all-reduce each shard across nodes among the members with the same local position,
+// all-gather inside each node. With unequal member counts per node, the inter-node phase runs over the
+// first g_min positions with shards of S/g_min (nodes with more members are modelled as if their extra
+// shards were folded into those positions inside the node, at no extra cost).
+struct AllreducePlan {
+  bool flat = true;
+  std::vector<std::vector<GpuId>> nodes, cross;  // hierarchical: per-node rings, cross-node rings
+  int shards = 1;                                // the cross-node phase carries buffer / shards
+};
+
+AllreducePlan plan_allreduce(const Topology& topo, const std::vector<GpuId>& members) {
+  AllreducePlan p;
+  p.nodes = by_node(topo, members);
+  p.flat = p.nodes.size() == 1 ||
+           std::all_of(p.nodes.begin(), p.nodes.end(), [](const auto& g) { return g.size() == 1; });
+  if (p.flat) return p;
+  std::size_t g_min = p.nodes.front().size();
+  for (const auto& g : p.nodes) g_min = std::min(g_min, g.size());
+  p.cross.assign(g_min, {});
+  for (std::size_t k = 0; k < g_min; ++k)
+    for (const auto& g : p.nodes) p.cross[k].push_back(g[k]);
+  p.shards = static_cast<int>(g_min);
+  return p;
+}
+
+// The orbits of `transfers` under the GPU permutation `symmetry` (each a list of indices, in order of first
+// appearance). The symmetry was checked on every collective (sim/exec/pipeline_mirror.cpp): an image that is
+// not among the transfers is a logic error.
+std::vector<std::vector<int>> transfer_orbits(const std::vector<CollectiveTransfer>& transfers,
+                                              const std::vector<GpuId>& symmetry) {
+  const int n = static_cast<int>(transfers.size());
+  auto find = [&](GpuId src, GpuId dst) {
+    for (int j = 0; j < n; ++j)
+      if (transfers[j].src == src && transfers[j].dst == dst) return j;
+    return -1;
+  };
+  std::vector<int> orbit_of(n, -1);
+  std::vector<std::vector<int>> orbits;
+  for (int i = 0; i < n; ++i) {
+    if (orbit_of[i] >= 0) continue;
+    std::vector<int> orbit{i};
+    for (int j = find(symmetry[transfers[i].src], symmetry[transfers[i].dst]); j != i;
+         j = find(symmetry[transfers[j].src], symmetry[transfers[j].dst])) {
+      if (j < 0 || orbit_of[j] >= 0 || transfers[j].bytes != transfers[i].bytes ||
+          transfers[j].latency != transfers[i].latency)
+        throw std::logic_error("collective: the network symmetry does not map a transfer onto another");
+      orbit.push_back(j);
+    }
+    for (int j : orbit) orbit_of[j] = static_cast<int>(orbits.size());
+    orbits.push_back(std::move(orbit));
+  }
+  return orbits;
+}
+
 }  // namespace
 
 void ring_collective(CollectiveContext& ctx, CollectiveKind kind, const std::vector<std::vector<GpuId>>& rings,
                      double bytes, std::function<void()> done) {
-  int flows = 0;
-  for (const auto& r : rings) flows += r.size() >= 2 ? static_cast<int>(r.size()) : 0;
-  if (flows == 0) {
+  std::vector<CollectiveTransfer> transfers;
+  add_ring_transfers(ctx.topo, kind, rings, bytes, 0, transfers);
+  if (transfers.empty()) {
     finish_now(ctx, std::move(done));
     return;
   }
   auto join = std::make_shared<Join>();
-  join->left = flows;
   join->done = std::move(done);
-  for (const auto& ring : rings) {
-    const int n = static_cast<int>(ring.size());
-    if (n < 2) continue;
-    double hop_latency = 0;  // the ring advances at the pace of its slowest edge
-    for (int i = 0; i < n; ++i) hop_latency = std::max(hop_latency, ctx.topo.latency_s(ring[i], ring[(i + 1) % n]));
-    const TimeNs latency = seconds_to_ns(ring_steps(kind, n) * hop_latency);
-    const double edge_bytes = edge_fraction(kind, n) * bytes;
-    for (int i = 0; i < n; ++i) {
-      ctx.net.start_route(ctx.topo.route(ring[i], ring[(i + 1) % n]), edge_bytes, latency,
-                          [join] { join->arrive(); });
-    }
+  if (!ctx.symmetry) {
+    join->left = static_cast<int>(transfers.size());
+    for (const CollectiveTransfer& t : transfers)
+      ctx.net.start_route(ctx.topo.route(t.src, t.dst), t.bytes, t.latency, [join] { join->arrive(); });
+    return;
+  }
+  const std::vector<std::vector<int>> orbits = transfer_orbits(transfers, ctx.symmetry->gpu_image);
+  join->left = static_cast<int>(orbits.size());
+  for (const std::vector<int>& orbit : orbits) {
+    const CollectiveTransfer& t = transfers[orbit.front()];
+    std::vector<Hop> hops;
+    double bound = std::numeric_limits<double>::infinity();
+    for (LinkId l : ctx.topo.route(t.src, t.dst)) bound = std::min(bound, ctx.topo.links()[l].capacity);
+    for (int i : orbit)
+      for (LinkId l : ctx.topo.route(transfers[i].src, transfers[i].dst)) hops.push_back(Hop{l, 1});
+    ctx.net.start(ctx.symmetry->quotient(hops), t.bytes, t.latency, [join] { join->arrive(); }, bound);
   }
 }
 
@@ -87,32 +164,40 @@ void allreduce(CollectiveContext& ctx, const std::vector<GpuId>& members, double
     finish_now(ctx, std::move(done));
     return;
   }
-  const auto nodes = by_node(ctx.topo, members);
-  const bool flat = nodes.size() == 1 ||
-                    std::all_of(nodes.begin(), nodes.end(), [](const auto& g) { return g.size() == 1; });
-  if (flat) {
+  AllreducePlan p = plan_allreduce(ctx.topo, members);
+  if (p.flat) {
     ring_collective(ctx, CollectiveKind::AllReduce, {members}, bytes, std::move(done));
     return;
   }
-  // Hierarchical (NCCL-style 2D ring; Megatron/ZeRO reduce-scatter + all-gather): reduce-scatter inside each
-  // node, all-reduce each shard across nodes among the members with the same local position, all-gather
-  // inside each node. With unequal member counts per node, the inter-node phase runs over the first g_min
-  // positions with shards of S/g_min (nodes with more members are modelled as if their extra shards were
-  // folded into those positions inside the node, at no extra cost).
-  std::size_t g_min = nodes.front().size();
-  for (const auto& g : nodes) g_min = std::min(g_min, g.size());
-  std::vector<std::vector<GpuId>> cross(g_min);
-  for (std::size_t p = 0; p < g_min; ++p) {
-    for (const auto& g : nodes) cross[p].push_back(g[p]);
-  }
-  const double shard = bytes / static_cast<double>(g_min);
+  const double shard = bytes / static_cast<double>(p.shards);
   CollectiveContext c = ctx;
   auto final_done = std::make_shared<std::function<void()>>(std::move(done));
-  ring_collective(ctx, CollectiveKind::ReduceScatter, nodes, bytes, [c, nodes, cross, shard, bytes, final_done]() mutable {
-    ring_collective(c, CollectiveKind::AllReduce, cross, shard, [c, nodes, bytes, final_done]() mutable {
-      ring_collective(c, CollectiveKind::AllGather, nodes, bytes, std::move(*final_done));
-    });
-  });
+  auto nodes = std::make_shared<std::vector<std::vector<GpuId>>>(std::move(p.nodes));
+  ring_collective(ctx, CollectiveKind::ReduceScatter, *nodes, bytes,
+                  [c, nodes, cross = std::move(p.cross), shard, bytes, final_done]() mutable {
+                    ring_collective(c, CollectiveKind::AllReduce, cross, shard, [c, nodes, bytes, final_done]() mutable {
+                      ring_collective(c, CollectiveKind::AllGather, *nodes, bytes, std::move(*final_done));
+                    });
+                  });
+}
+
+std::vector<CollectiveTransfer> collective_transfers(const Topology& topo, CollectiveKind kind,
+                                                     const std::vector<GpuId>& members, double bytes) {
+  std::vector<CollectiveTransfer> out;
+  if (members.size() < 2) return out;
+  if (kind != CollectiveKind::AllReduce) {
+    add_ring_transfers(topo, kind, {members}, bytes, 0, out);
+    return out;
+  }
+  const AllreducePlan p = plan_allreduce(topo, members);
+  if (p.flat) {
+    add_ring_transfers(topo, kind, {members}, bytes, 0, out);
+    return out;
+  }
+  add_ring_transfers(topo, CollectiveKind::ReduceScatter, p.nodes, bytes, 0, out);
+  add_ring_transfers(topo, CollectiveKind::AllReduce, p.cross, bytes / static_cast<double>(p.shards), 1, out);
+  add_ring_transfers(topo, CollectiveKind::AllGather, p.nodes, bytes, 2, out);
+  return out;
 }
 
 void send(CollectiveContext& ctx, GpuId src, GpuId dst, double bytes, std::function<void()> done) {

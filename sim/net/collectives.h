@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "sim/net/flow_network.h"
+#include "sim/net/network_symmetry.h"
 
 namespace arachne {
 
@@ -16,6 +17,9 @@ struct CollectiveContext {
   Engine& engine;
   FlowNetwork& net;
   const Topology& topo;
+  // Optional symmetry of every transfer of the simulation (sim/net/network_symmetry.h): collectives then run
+  // each orbit of their transfers as one bundle on the quotient network.
+  const NetworkSymmetry* symmetry = nullptr;
 };
 
 enum class CollectiveKind { AllReduce, ReduceScatter, AllGather };
@@ -29,6 +33,20 @@ void ring_collective(CollectiveContext& ctx, CollectiveKind kind, const std::vec
 // otherwise. `done` runs at completion.
 void allreduce(CollectiveContext& ctx, const std::vector<GpuId>& members, double bytes,
                std::function<void()> done);
+
+// One flow of a collective: src -> dst carrying `bytes` after `latency`, in phase `phase` (a collective's
+// phases run one after another; the flows of one phase run together).
+struct CollectiveTransfer {
+  GpuId src = 0, dst = 0;
+  int phase = 0;
+  double bytes = 0;
+  TimeNs latency = 0;
+};
+
+// The flows ring_collective (kind != AllReduce, one ring) or allreduce (kind == AllReduce) starts over
+// `members` for a buffer of `bytes`: the single definition both use.
+std::vector<CollectiveTransfer> collective_transfers(const Topology& topo, CollectiveKind kind,
+                                                     const std::vector<GpuId>& members, double bytes);
 
 // Point-to-point transfer src -> dst.
 void send(CollectiveContext& ctx, GpuId src, GpuId dst, double bytes, std::function<void()> done);

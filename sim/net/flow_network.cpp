@@ -3,12 +3,13 @@
 // its fair share; repeat. With bundles a link's fair share is remaining capacity / sum of multiplicities.
 //
 // Exactness and determinism:
-//  * The saturating link of each round is the minimum of (share, link id) in a heap of lazy keys (see
-//    fill()); flows are frozen in id order. Links that can never saturate ("slack", see is_slack()) are
-//    left out. Restricted to one component of the relation "flows share a non-slack link", the sequence of
-//    floating-point operations is the same whether other components are filled in the same run or not, so
-//    recomputing only the components touched by a change is bit-identical to recomputing every active
-//    flow (FlowNetworkTest.ComponentRecomputeMatchesGlobalBitForBit checks it).
+//  * Filling proceeds by levels (see fill()): all links at the smallest share saturate together and each
+//    link's remaining capacity drops by (integer sum of multiplicities) x share once per level, so rates
+//    depend on the flow-link incidence, multiplicities and capacities only, never on ids or visiting order.
+//    Links that can never saturate ("slack", see is_slack()) are left out. Restricted to one component of
+//    the relation "flows share a non-slack link", the floating-point operations are the same whether other
+//    components are filled in the same run or not, so recomputing only the components touched by a change
+//    is bit-identical to recomputing every active flow (FlowNetworkTest.ComponentRecomputeMatchesGlobalBitForBit).
 //  * A flow's remaining bytes are rebased (remaining -= old rate x elapsed) only when its rate changes
 //    bitwise, so its completion time is a function of its own rate history, not of how often it was revisited.
 //  * All changes at one instant (activations, completions) are applied by one reallocation event at that
@@ -51,12 +52,15 @@ struct FlowNetwork::State {
     double new_rate = 0;
     double private_share = 0;
     LinkId private_link = -1;
+    // The rate s of every flow of the last filling that computed this flow's rate, when that filling froze
+    // all its flows at one level s; 0 otherwise (see unchanged_by_removals()).
+    double uniform_share = 0;
   };
   struct LinkEntry {
     FlowId id;
     std::uint32_t slot;
     int mult;
-    double demand;  // mult x the flow's rate bound
+    double bound;  // the flow's rate bound
   };
   struct Key {  // candidate saturating link (see fill())
     double share;
@@ -78,6 +82,8 @@ struct FlowNetwork::State {
     slack_stale.assign(n, 0);
     cap_left.assign(n, 0.0);
     weight.assign(n, 0);
+    freed.assign(n, 0);
+    link_level.assign(n, 0);
     slot_of_id.push_back(kNoSlot);  // FlowId 0 is never issued
   }
 
@@ -98,10 +104,27 @@ struct FlowNetwork::State {
   std::vector<std::uint64_t> link_mark;
   std::vector<double> cap_left;
   std::vector<std::int64_t> weight;  // sum of multiplicities of unfrozen flows
+  std::vector<std::int64_t> freed;   // multiplicities frozen on the link in the current level
+  std::vector<std::uint64_t> link_level;  // last level the link joined (a link joins a level once)
+  std::vector<Key> level;
+  std::vector<LinkId> touched;
+  std::vector<std::pair<double, std::int64_t>> by_bound;  // scratch of demand()
+  std::uint64_t level_no = 0;
   std::vector<LinkId> comp_links, stack;
   std::vector<std::uint32_t> comp_flows;
   std::vector<Key> pq;
   std::uint64_t epoch = 0;
+
+  struct ActivationBatch {
+    TimeNs now = 0, at = 0;  // started at `now`, activate at `at`
+    std::vector<std::uint32_t> slots;
+  };
+  std::vector<ActivationBatch> batches;
+  std::vector<int> free_batches;
+  int open_batch = -1;  // the batch that flows started now with the same activation time join
+  std::vector<std::uint32_t> finished_scratch;  // of on_due()
+  std::vector<std::function<void()>> callbacks_scratch;
+  std::vector<Hop> route_scratch;  // of start_route()
 
   std::vector<LinkId> dirty_links;           // links whose flows changed since the last reallocation
   std::vector<std::uint32_t> new_flows;      // flows activated since the last reallocation
@@ -143,9 +166,13 @@ struct FlowNetwork::State {
     f.finish = kNever;
     for (const Hop& h : f.hops) {
       auto& lf = link_flows[h.link];
-      const auto pos = std::lower_bound(lf.begin(), lf.end(), f.id,
-                                        [](const LinkEntry& e, FlowId id) { return e.id < id; });
-      lf.insert(pos, LinkEntry{f.id, slot, h.mult, h.mult * f.bound});
+      if (lf.empty() || lf.back().id < f.id) {  // the usual case: flows activate in start order
+        lf.push_back(LinkEntry{f.id, slot, h.mult, f.bound});
+      } else {
+        const auto pos = std::lower_bound(lf.begin(), lf.end(), f.id,
+                                          [](const LinkEntry& e, FlowId id) { return e.id < id; });
+        lf.insert(pos, LinkEntry{f.id, slot, h.mult, f.bound});
+      }
       link_weight[h.link] += h.mult;
       slack_stale[h.link] = 1;
       dirty_links.push_back(h.link);
@@ -153,6 +180,36 @@ struct FlowNetwork::State {
     ++active;
     new_flows.push_back(slot);
     request_realloc();
+  }
+
+  // Flows started at one instant with the same activation time activate in one event, in start order.
+  // Activations at one instant commute with every other event there (they change no rate until the
+  // reallocation, which runs after all of them), so this saves one event per flow and changes nothing else.
+  void activate_later(std::uint32_t slot, TimeNs at) {
+    if (open_batch >= 0 && batches[open_batch].now == engine.now() && batches[open_batch].at == at) {
+      batches[open_batch].slots.push_back(slot);
+      return;
+    }
+    int b;
+    if (!free_batches.empty()) {
+      b = free_batches.back();
+      free_batches.pop_back();
+    } else {
+      b = static_cast<int>(batches.size());
+      batches.emplace_back();
+    }
+    batches[b].now = engine.now();
+    batches[b].at = at;
+    batches[b].slots.assign(1, slot);
+    open_batch = b;
+    engine.schedule_at(at, [this, b] { activate_batch(b); });
+  }
+
+  void activate_batch(int b) {
+    if (open_batch == b) open_batch = -1;
+    for (const std::uint32_t slot : batches[b].slots) activate(slot);
+    batches[b].slots.clear();
+    free_batches.push_back(b);
   }
 
   void detach(std::uint32_t slot) {
@@ -176,12 +233,37 @@ struct FlowNetwork::State {
   // a link whose demand equals its capacity (a flow's own bottleneck) in the filling.
   bool is_slack(LinkId l) {
     if (slack_stale[l]) {
-      double demand = 0;
-      for (const LinkEntry& e : link_flows[l]) demand += e.demand;  // id order: deterministic sum
-      slack[l] = links[l].capacity > demand * (1 + 1e-9) ? 1 : 0;
+      slack[l] = links[l].capacity > demand(l) * (1 + 1e-9) ? 1 : 0;
       slack_stale[l] = 0;
     }
     return slack[l] != 0;
+  }
+
+  // Sum over the link's flows of mult x rate bound, as sum over distinct bounds (increasing) of bound x the
+  // integer sum of their multiplicities: a function of the multiset of (bound, mult) alone, so it does not
+  // depend on flow ids, and k copies of a flow weigh exactly what one bundle of multiplicity k does.
+  double demand(LinkId l) {
+    const auto& lf = link_flows[l];
+    if (lf.empty()) return 0;
+    std::int64_t m = 0;
+    bool one_bound = true;
+    for (const LinkEntry& e : lf) {
+      m += e.mult;
+      one_bound = one_bound && e.bound == lf.front().bound;
+    }
+    if (one_bound) return lf.front().bound * static_cast<double>(m);
+    by_bound.clear();
+    for (const LinkEntry& e : lf) by_bound.emplace_back(e.bound, e.mult);
+    std::sort(by_bound.begin(), by_bound.end());
+    double d = 0;
+    for (std::size_t i = 0; i < by_bound.size();) {
+      std::int64_t mb = 0;
+      std::size_t j = i;
+      for (; j < by_bound.size() && by_bound[j].first == by_bound[i].first; ++j) mb += by_bound[j].second;
+      d += by_bound[i].first * static_cast<double>(mb);
+      i = j;
+    }
+    return d;
   }
 
   void add_flow(std::uint32_t slot) {
@@ -243,15 +325,21 @@ struct FlowNetwork::State {
     }
   }
 
-  // Progressive filling over comp_links / comp_flows; leaves each flow's result in new_rate.
+  // Progressive filling over comp_links / comp_flows, level by level; leaves each flow's result in new_rate.
   //
-  // Heap entries are (share, link). A link used by several flows ("shared") has a lazy key: its share only
-  // grows as flows elsewhere freeze (remaining capacity shrinks by at most the current fair share per unit
-  // of weight removed), so a stored key is a lower bound; a popped link whose share has moved is pushed
-  // back with its current share, one whose key is current is the minimum. A link used by one flow only
-  // ("private") keeps share = capacity / mult until that flow freezes, so only the smallest (share, link)
-  // of each flow's private links enters the heap, as an entry that freezes that flow - the same pops in the
-  // same order as if every private link were in the heap (the others would find their flow frozen).
+  // A level is the smallest current share s among the links that still carry unfrozen flows (a link used
+  // by several flows: "shared", share = cap_left / weight) and the flows' tightest private links (used by
+  // that flow alone: share = capacity / mult, fixed). Every link whose share equals s, and every flow whose
+  // private share equals s, freezes at s together; then each shared link it crossed loses, in one step,
+  // (sum of the multiplicities frozen on it) x s. Because the level is a set and the sum of multiplicities
+  // an integer, the rates do not depend on link or flow ids: two links related by a symmetry of the flows
+  // (same capacities, same multiplicities) get bit-identical shares at every level, and a bundle of k
+  // identical copies frozen on a link removes exactly what k separate copies remove. The mirrored
+  // simulation of symmetric pipelines (sim/exec/pipeline_mirror.h) rests on that.
+  //
+  // Heap entries are (share, link); every live shared link always has an entry whose key is its current
+  // share (pushed at the start and whenever a level changes its share); an entry whose key differs from
+  // the link's current share, or whose link is dead (weight 0), is stale and dropped.
   void fill() {
     pq.clear();
     for (const std::uint32_t s : comp_flows) {
@@ -266,6 +354,7 @@ struct FlowNetwork::State {
       if (lf.empty() || is_slack(l)) continue;
       cap_left[l] = links[l].capacity;
       weight[l] = link_weight[l];
+      freed[l] = 0;
       const double share = cap_left[l] / static_cast<double>(weight[l]);
       if (lf.size() > 1) {
         pq.push_back(Key{share, l, kNoSlot});
@@ -283,24 +372,52 @@ struct FlowNetwork::State {
     }
     std::make_heap(pq.begin(), pq.end(), KeyAfter{});
     while (!pq.empty()) {
-      std::pop_heap(pq.begin(), pq.end(), KeyAfter{});
-      const Key k = pq.back();
-      pq.pop_back();
-      if (k.slot != kNoSlot) {  // the flow's tightest private link
-        if (!flows[k.slot].frozen) freeze(k.slot, std::max(k.share, 0.0));
+      const Key top = pop_key();
+      if (!live(top)) continue;
+      const double s = top.share;
+      level.clear();
+      level.push_back(top);
+      ++level_no;
+      if (top.slot == kNoSlot) link_level[top.link] = level_no;
+      while (!pq.empty() && pq.front().share == s) {
+        const Key k = pop_key();
+        if (!live(k) || (k.slot == kNoSlot && link_level[k.link] == level_no)) continue;
+        if (k.slot == kNoSlot) link_level[k.link] = level_no;
+        level.push_back(k);
+      }
+      freeze_level(std::max(s, 0.0));
+    }
+  }
+
+  Key pop_key() {
+    std::pop_heap(pq.begin(), pq.end(), KeyAfter{});
+    const Key k = pq.back();
+    pq.pop_back();
+    return k;
+  }
+
+  bool live(const Key& k) const {
+    if (k.slot != kNoSlot) return !flows[k.slot].frozen;
+    return weight[k.link] > 0 && cap_left[k.link] / static_cast<double>(weight[k.link]) == k.share;
+  }
+
+  void freeze_level(double r) {
+    touched.clear();
+    for (const Key& k : level) {
+      if (k.slot != kNoSlot) {
+        if (!flows[k.slot].frozen) freeze(k.slot, r);
         continue;
       }
-      const LinkId l = k.link;
-      if (weight[l] <= 0) continue;  // every flow on it already frozen elsewhere
-      const double share = cap_left[l] / static_cast<double>(weight[l]);
-      if (share != k.share) {
-        pq.push_back(Key{share, l, kNoSlot});
-        std::push_heap(pq.begin(), pq.end(), KeyAfter{});
-        continue;
-      }
-      const double r = std::max(share, 0.0);
-      for (const LinkEntry& e : link_flows[l]) {  // in id order
+      for (const LinkEntry& e : link_flows[k.link])
         if (!flows[e.slot].frozen) freeze(e.slot, r);
+    }
+    for (const LinkId l : touched) {
+      weight[l] -= freed[l];
+      cap_left[l] = std::max(cap_left[l] - static_cast<double>(freed[l]) * r, 0.0);
+      freed[l] = 0;
+      if (weight[l] > 0) {
+        pq.push_back(Key{cap_left[l] / static_cast<double>(weight[l]), l, kNoSlot});
+        std::push_heap(pq.begin(), pq.end(), KeyAfter{});
       }
     }
   }
@@ -311,8 +428,8 @@ struct FlowNetwork::State {
     f.new_rate = r;
     for (const Hop& h : f.hops) {
       if (link_flows[h.link].size() < 2 || slack[h.link]) continue;  // private or slack: not read again
-      weight[h.link] -= h.mult;
-      cap_left[h.link] = std::max(cap_left[h.link] - static_cast<double>(h.mult) * r, 0.0);
+      if (freed[h.link] == 0) touched.push_back(h.link);
+      freed[h.link] += h.mult;
     }
   }
 
@@ -343,12 +460,67 @@ struct FlowNetwork::State {
   void reallocate() {
     realloc_pending = false;
     ++reallocs;
+    if (unchanged_by_removals()) {
+      schedule_next();
+      return;
+    }
     collect_component();
     fill();
     recomputed += comp_flows.size();
+    mark_uniform();
     const TimeNs now = engine.now();
     for (const std::uint32_t s : comp_flows) apply_rate(s, now);
     schedule_next();
+  }
+
+  // Records on every flow just filled whether the filling froze them all at one level (their common rate).
+  void mark_uniform() {
+    double s = comp_flows.empty() ? 0 : flows[comp_flows.front()].new_rate;
+    for (const std::uint32_t f : comp_flows) {
+      if (flows[f].new_rate != s) {
+        s = 0;
+        break;
+      }
+    }
+    for (const std::uint32_t f : comp_flows) flows[f].uniform_share = s;
+  }
+
+  // Whether the changes since the last reallocation are removals only that leave every rate as it is, so
+  // that filling again is not needed. Filled components are whole components of the "share a non-slack
+  // link" relation, and removals only split them, so every flow on a changed link belongs to a component
+  // whose last filling froze all its flows at one level s when its uniform_share is s > 0. For such a
+  // component after removals: no link's share cap/weight went below s (weights only dropped), and links
+  // only turned slack; if every flow on a changed link still crosses a non-slack link whose share is
+  // exactly s (flows on unchanged links keep theirs), filling again starts with a level at s (the smallest
+  // share, the same division capacity / weight as fill()) that contains a link of every flow: it freezes
+  // them all at s, bit for bit their current rates. Not used in Global mode (the reference it is checked
+  // against in tests/sim/flow_network_test.cpp).
+  bool unchanged_by_removals() {
+    if (mode != Recompute::Component || !new_flows.empty()) return false;
+    for (const LinkId l : dirty_links) {
+      if (slack[l] && slack_now(l)) continue;  // as collect_component(): it couples nothing
+      for (const LinkEntry& e : link_flows[l]) {
+        const Flow& f = flows[e.slot];
+        if (!(f.uniform_share > 0) || !covered_at(f, f.uniform_share)) return false;
+      }
+    }
+    for (const LinkId l : dirty_links) is_slack(l);  // the status the kept rates stand for (collect_component)
+    dirty_links.clear();
+    return true;
+  }
+
+  // Whether the flow crosses a non-slack link whose share capacity / weight is exactly s.
+  bool covered_at(const Flow& f, double s) {
+    for (const Hop& h : f.hops) {
+      if (links[h.link].capacity / static_cast<double>(link_weight[h.link]) == s && !slack_now(h.link)) return true;
+    }
+    return false;
+  }
+
+  // is_slack() without recording the result (the old status must survive until the changes are applied).
+  bool slack_now(LinkId l) {
+    if (!slack_stale[l]) return slack[l] != 0;
+    return links[l].capacity > demand(l) * (1 + 1e-9);
   }
 
   void schedule_next() {
@@ -368,7 +540,8 @@ struct FlowNetwork::State {
     next_event = 0;
     next_event_time = kNever;
     const TimeNs now = engine.now();
-    std::vector<std::uint32_t> finished;
+    std::vector<std::uint32_t>& finished = finished_scratch;
+    finished.clear();
     while (!due.empty() && due.front().finish <= now) {
       std::pop_heap(due.begin(), due.end(), DueAfter{});
       const Due d = due.back();
@@ -384,8 +557,8 @@ struct FlowNetwork::State {
     // A flow whose finish time was recomputed to the same instant has two valid heap entries: complete it
     // once (detaching or releasing it twice would corrupt the active count and the free-slot list).
     finished.erase(std::unique(finished.begin(), finished.end()), finished.end());
-    std::vector<std::function<void()>> callbacks;
-    callbacks.reserve(finished.size());
+    std::vector<std::function<void()>>& callbacks = callbacks_scratch;
+    callbacks.clear();
     for (const std::uint32_t s : finished) {
       detach(s);
       Flow& f = flows[s];
@@ -393,9 +566,10 @@ struct FlowNetwork::State {
       release(s);
     }
     request_realloc();  // also reschedules the next completion
-    for (auto& cb : callbacks) {
+    for (auto& cb : callbacks) {  // they may start flows, never complete one: the scratch is not reused here
       if (cb) cb();
     }
+    callbacks.clear();
   }
 
   void release(std::uint32_t slot) {
@@ -431,22 +605,27 @@ FlowNetwork::FlowNetwork(Engine& engine, const std::vector<Link>& links, Recompu
 FlowNetwork::~FlowNetwork() = default;
 FlowNetwork::FlowNetwork(FlowNetwork&&) noexcept = default;
 
-FlowId FlowNetwork::start(std::vector<Hop> hops, double bytes, TimeNs latency, std::function<void()> done) {
-  State& st = *st_;
-  const FlowId id = st.slot_of_id.size();
-  st.slot_of_id.push_back(kNoSlot);
-  ++flows_started_;
-  if (latency < 0) latency = 0;
+FlowId FlowNetwork::start(std::vector<Hop> hops, double bytes, TimeNs latency, std::function<void()> done,
+                          double rate_bound) {
+  return start_hops(hops, bytes, latency, std::move(done), rate_bound);
+}
 
-  const auto nlinks = static_cast<LinkId>(st.links.size());
-  std::erase_if(hops, [](const Hop& h) { return h.mult <= 0; });
-  for (const Hop& h : hops) {
-    if (h.link < 0 || h.link >= nlinks) {
+namespace {
+// Sorts hops by link and merges repeated links (their multiplicities add up), after dropping hops of no
+// multiplicity; throws on a link id outside [0, nlinks) with a positive multiplicity. Hops already in that form are left as they are.
+void normalise(std::vector<Hop>& hops, LinkId nlinks) {
+  bool canonical = true;
+  for (std::size_t i = 0; i < hops.size(); ++i) {
+    const Hop& h = hops[i];
+    if (h.mult > 0 && (h.link < 0 || h.link >= nlinks)) {
       throw std::out_of_range("FlowNetwork::start: link id " + std::to_string(h.link) + " out of range");
     }
+    canonical = canonical && h.mult > 0 && (i == 0 || hops[i - 1].link < h.link);
   }
+  if (canonical) return;
+  std::erase_if(hops, [](const Hop& h) { return h.mult <= 0; });
   std::sort(hops.begin(), hops.end(), [](const Hop& a, const Hop& b) { return a.link < b.link; });
-  std::size_t out = 0;  // merge repeated links (their multiplicities add up)
+  std::size_t out = 0;
   for (std::size_t i = 0; i < hops.size(); ++i) {
     if (out > 0 && hops[out - 1].link == hops[i].link) {
       hops[out - 1].mult += hops[i].mult;
@@ -455,10 +634,23 @@ FlowId FlowNetwork::start(std::vector<Hop> hops, double bytes, TimeNs latency, s
     }
   }
   hops.resize(out);
+}
+}  // namespace
+
+FlowId FlowNetwork::start_hops(std::vector<Hop>& hops, double bytes, TimeNs latency, std::function<void()> done,
+                               double rate_bound) {
+  State& st = *st_;
+  const FlowId id = st.slot_of_id.size();
+  st.slot_of_id.push_back(kNoSlot);
+  ++flows_started_;
+  if (latency < 0) latency = 0;
+
+  normalise(hops, static_cast<LinkId>(st.links.size()));
   for (const Hop& h : hops) links_used_[h.link] = true;
   if (bytes > 0) {
     for (const Hop& h : hops) {
-      bytes_by_class_[static_cast<int>(st.links[h.link].cls)] += bytes * static_cast<double>(h.mult);
+      const double copies = link_copies_.empty() ? 1.0 : static_cast<double>(link_copies_[h.link]);
+      bytes_by_class_[static_cast<int>(st.links[h.link].cls)] += bytes * static_cast<double>(h.mult) * copies;
     }
   }
 
@@ -472,10 +664,11 @@ FlowId FlowNetwork::start(std::vector<Hop> hops, double bytes, TimeNs latency, s
   const std::uint32_t slot = st.allocate();
   State::Flow& f = st.flows[slot];
   f.id = id;
-  f.hops = std::move(hops);
+  f.hops.assign(hops.begin(), hops.end());  // into the slot's storage, reused from flow to flow
   f.bytes = bytes;
   f.bound = std::numeric_limits<double>::infinity();
   for (const Hop& h : f.hops) f.bound = std::min(f.bound, st.links[h.link].capacity / static_cast<double>(h.mult));
+  f.bound = std::max(f.bound, rate_bound);
   f.remaining = bytes;
   f.rate = 0;
   f.finish = kNever;
@@ -483,21 +676,17 @@ FlowId FlowNetwork::start(std::vector<Hop> hops, double bytes, TimeNs latency, s
   f.in_use = true;
   f.active = false;
   st.slot_of_id[id] = slot;
-  if (latency == 0) {
-    st.activate(slot);
-  } else {
-    State* s = st_.get();
-    st.engine.schedule_at(at, [s, slot] { s->activate(slot); });
-  }
+  if (latency == 0) st.activate(slot);
+  else st.activate_later(slot, at);
   return id;
 }
 
 FlowId FlowNetwork::start_route(const std::vector<LinkId>& route, double bytes, TimeNs latency,
                                 std::function<void()> done) {
-  std::vector<Hop> hops;
-  hops.reserve(route.size());
+  std::vector<Hop>& hops = st_->route_scratch;
+  hops.clear();
   for (const LinkId l : route) hops.push_back(Hop{l, 1});
-  return start(std::move(hops), bytes, latency, std::move(done));
+  return start_hops(hops, bytes, latency, std::move(done), 0);
 }
 
 double FlowNetwork::rate(FlowId id) const {

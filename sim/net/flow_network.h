@@ -43,10 +43,18 @@ class FlowNetwork {
   // completes after the latency alone. Rates change at the instant a flow activates or ends; all changes at
   // one instant are applied together by one reallocation event at that instant (so rate() read from the
   // same instant, before that event, may still show the old rates).
-  FlowId start(std::vector<Hop> hops, double bytes, TimeNs latency, std::function<void()> done);
+  // `rate_bound` (optional) is an upper bound on the member rate known to the caller, used when it exceeds
+  // the computed one (min over hops of capacity / mult): a bundle of k identical copies of a transfer passes
+  // the bound of one copy, so that links are judged slack exactly as with k separate copies.
+  FlowId start(std::vector<Hop> hops, double bytes, TimeNs latency, std::function<void()> done,
+               double rate_bound = 0);
   // Convenience: a single transfer along a route.
   FlowId start_route(const std::vector<LinkId>& route, double bytes, TimeNs latency,
                      std::function<void()> done);
+
+  // Each link stands for `copies[l]` symmetric links in bytes_by_class() (the representative of an orbit in a
+  // quotient network, sim/net/network_symmetry.h); 1 for every link unless set.
+  void set_link_copies(std::vector<int> copies) { link_copies_ = std::move(copies); }
 
   // Current member rate of an active flow (bytes/s), 0 if not (yet) active.
   double rate(FlowId id) const;
@@ -62,10 +70,14 @@ class FlowNetwork {
   std::uint64_t flows_recomputed() const;
 
  private:
+  // start() on `hops`, which it normalises in place (sorted by link, repeated links merged).
+  FlowId start_hops(std::vector<Hop>& hops, double bytes, TimeNs latency, std::function<void()> done,
+                    double rate_bound);
   struct State;  // flows, per-link adjacency, scratch of the progressive filling (flow_network.cpp)
   std::array<double, kLinkClasses> bytes_by_class_{};
   std::uint64_t flows_started_ = 0;
   std::vector<bool> links_used_;
+  std::vector<int> link_copies_;
   std::unique_ptr<State> st_;  // stable address: engine events refer to it
 };
 

@@ -285,7 +285,7 @@ TEST(CliBinary, SimulateJsonHasDesignKeysAndConsistentNumbers) {
   // The breakdown partitions the critical path: its causes sum to the iteration time (up to rounding of
   // integer-nanosecond event times converted to seconds: 1e-6 relative is generous).
   double sum = 0;
-  for (const char* k : {"compute", "tp_comm", "pp_comm", "dp_comm", "ep_comm", "bubble", "optimizer"}) {
+  for (const char* k : {"compute", "tp_comm", "pp_comm", "dp_comm", "ep_comm", "bubble", "wait", "optimizer"}) {
     const double s = j["breakdown_s"].at(k).get<double>();
     EXPECT_GE(s, 0) << k;
     sum += s;

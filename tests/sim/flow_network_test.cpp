@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -376,6 +378,142 @@ TEST(FlowNetworkTest, TinyAndAwkwardFlowsTerminate) {
   e.run();
   EXPECT_EQ(done, 100);
   EXPECT_LT(e.executed(), 1000u);
+}
+
+}  // namespace
+}  // namespace arachne
+
+namespace arachne {
+namespace {
+
+// k copies of a random set of flows, rotated onto each other (copy i's flow uses per-copy link j of copy
+// i + d_j, plus links shared by all copies), started in shuffled order, must finish exactly when one bundle
+// per set of copies finishes on the quotient network (one link per orbit of links, multiplicity = how many
+// copies cross it; sim/net/network_symmetry.h): max-min filling by levels does not depend on flow or link
+// ids, and a bundle of k copies on a shared link weighs what k separate copies weigh.
+TEST(FlowNetworkTest, SymmetricCopiesFinishWithTheirBundleOnTheQuotientBitForBit) {
+  for (unsigned seed = 1; seed <= 8; ++seed) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<double> u(0, 1);
+    const int k = 2 + static_cast<int>(seed % 3), per_copy = 6, shared = 2, nflows = 14;
+    std::vector<double> caps;
+    for (int j = 0; j < per_copy; ++j) {
+      const double c = (1 + 9 * u(rng)) * kGB;
+      for (int i = 0; i < k; ++i) caps.push_back(c);  // link (j, copy i) has id j*k + i
+    }
+    for (int j = 0; j < shared; ++j) caps.push_back((2 + 18 * u(rng)) * k * kGB);
+    struct Template {
+      std::vector<std::pair<int, int>> links;  // (per-copy link, copy offset)
+      std::vector<int> shared;
+      double bytes;
+      TimeNs latency;
+    };
+    std::vector<Template> ts(nflows);
+    for (Template& t : ts) {
+      std::vector<int> js(per_copy);
+      std::iota(js.begin(), js.end(), 0);
+      std::shuffle(js.begin(), js.end(), rng);
+      const int n = 1 + static_cast<int>(rng() % 3);
+      for (int a = 0; a < n; ++a) t.links.push_back({js[a], static_cast<int>(rng() % k)});
+      for (int s = 0; s < shared; ++s)
+        if (u(rng) < 0.4) t.shared.push_back(per_copy * k + s);
+      t.bytes = (0.1 + 3 * u(rng)) * kGB;
+      t.latency = static_cast<TimeNs>(2e6 * u(rng));
+    }
+    const std::vector<Link> links = make_links(caps);
+
+    Engine e;
+    FlowNetwork full(e, links);
+    std::vector<std::vector<TimeNs>> full_done(nflows, std::vector<TimeNs>(k, -1));
+    for (int f = 0; f < nflows; ++f) {
+      std::vector<int> copies(k);
+      std::iota(copies.begin(), copies.end(), 0);
+      std::shuffle(copies.begin(), copies.end(), rng);
+      for (int i : copies) {
+        std::vector<LinkId> route;
+        for (auto [j, d] : ts[f].links) route.push_back(j * k + (i + d) % k);
+        for (int s : ts[f].shared) route.push_back(s);
+        full.start_route(route, ts[f].bytes, ts[f].latency, [&, f, i] { full_done[f][i] = e.now(); });
+      }
+    }
+    e.run();
+
+    Engine eq;
+    FlowNetwork quotient(eq, links);
+    std::vector<int> orbit_size(caps.size(), k);
+    for (int s = 0; s < shared; ++s) orbit_size[per_copy * k + s] = 1;
+    quotient.set_link_copies(orbit_size);
+    std::vector<TimeNs> bundle_done(nflows, -1);
+    for (int f = 0; f < nflows; ++f) {
+      std::vector<Hop> hops;
+      double member_bound = std::numeric_limits<double>::infinity();
+      for (auto [j, d] : ts[f].links) {
+        hops.push_back({j * k, 1});  // the representative (copy 0) of the orbit, crossed by one copy
+        member_bound = std::min(member_bound, caps[j * k]);
+      }
+      for (int s : ts[f].shared) {
+        hops.push_back({s, k});  // every copy crosses it
+        member_bound = std::min(member_bound, caps[s]);
+      }
+      quotient.start(hops, ts[f].bytes, ts[f].latency, [&, f] { bundle_done[f] = eq.now(); }, member_bound);
+    }
+    eq.run();
+
+    for (int f = 0; f < nflows; ++f)
+      for (int i = 0; i < k; ++i) ASSERT_EQ(full_done[f][i], bundle_done[f]) << "seed " << seed << " flow " << f;
+    // The same volumes summed in another order (k x hops additions against one product per hop): equal up
+    // to one rounding per addition, far below 1e-12 relative for these ~100 terms.
+    const double nic = full.bytes_by_class()[static_cast<int>(LinkClass::Nic)];
+    EXPECT_NEAR(quotient.bytes_by_class()[static_cast<int>(LinkClass::Nic)], nic, 1e-12 * nic);
+  }
+}
+
+// Runs `flows` (hops, bytes; all started at 0 without latency) and returns their completion times and the
+// number of flow rates the network recomputed.
+std::pair<std::vector<TimeNs>, std::uint64_t> run_batch(const std::vector<Link>& links,
+                                                        const std::vector<std::pair<std::vector<Hop>, double>>& flows,
+                                                        FlowNetwork::Recompute mode) {
+  Engine e;
+  FlowNetwork net(e, links, mode);
+  std::vector<TimeNs> done(flows.size(), -1);
+  for (std::size_t i = 0; i < flows.size(); ++i) net.start(flows[i].first, flows[i].second, 0, [&, i] { done[i] = e.now(); });
+  e.run();
+  return {done, net.flows_recomputed()};
+}
+
+TEST(FlowNetworkTest, RemovalsThatLeaveEveryRateAsItIsAreNotRefilled) {
+  // Flat all-to-all among 8 GPUs behind one switch (out-link i, in-link 8 + j, equal capacities), every
+  // destination receiving a different amount, in both directions (dispatch: bytes set by the receiver;
+  // combine: by the sender). Every link carries 7 flows, so all run at c/7 until they end; each group of
+  // completions leaves every remaining flow on a link still at c/7, so nothing is refilled after the first
+  // filling, and the completion times are those of the full recompute, bit for bit.
+  const double c = 400 * kGB;
+  const std::vector<Link> links = make_links(std::vector<double>(16, c), LinkClass::NvLink);
+  for (const bool by_receiver : {true, false}) {
+    std::vector<std::pair<std::vector<Hop>, double>> flows;
+    for (int i = 0; i < 8; ++i)
+      for (int j = 0; j < 8; ++j)
+        if (i != j) flows.push_back({{Hop{i, 1}, Hop{8 + j, 1}}, 1e6 * (1 + (by_receiver ? j : i))});
+    const auto [comp, recomputed] = run_batch(links, flows, FlowNetwork::Recompute::Component);
+    const auto [glob, unused] = run_batch(links, flows, FlowNetwork::Recompute::Global);
+    EXPECT_EQ(comp, glob);
+    EXPECT_EQ(recomputed, flows.size()) << "only the first filling";
+    for (std::size_t k = 0; k < flows.size(); ++k) EXPECT_NEAR(comp[k], std::ceil(flows[k].second / (c / 7) * 1e9), kRoundNs);
+  }
+}
+
+TEST(FlowNetworkTest, RemovalThatFreesABottleneckIsRefilled) {
+  // A and B share link 0 (2 GB/s): 1 GB/s each; A's own link 1 (1 GB/s) also holds it at 1 GB/s. When A
+  // (1 GB) ends at 1 s, B is alone on link 0 and speeds up to 2 GB/s: its 3 GB take 1 s + 2 GB / 2 GB/s = 2 s.
+  const std::vector<Link> links = make_links({2 * kGB, 1 * kGB, 10 * kGB});
+  const std::vector<std::pair<std::vector<Hop>, double>> flows = {{{Hop{0, 1}, Hop{1, 1}}, 1 * kGB},
+                                                                  {{Hop{0, 1}, Hop{2, 1}}, 3 * kGB}};
+  const auto [comp, recomputed] = run_batch(links, flows, FlowNetwork::Recompute::Component);
+  const auto [glob, unused] = run_batch(links, flows, FlowNetwork::Recompute::Global);
+  EXPECT_EQ(comp, glob);
+  EXPECT_EQ(recomputed, 3u) << "B refilled after A ended";
+  EXPECT_NEAR(comp[0], seconds_to_ns(1), kRoundNs);
+  EXPECT_NEAR(comp[1], seconds_to_ns(2), kRoundNs);
 }
 
 }  // namespace

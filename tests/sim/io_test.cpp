@@ -56,7 +56,7 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 SimResult sample_result() {
   SimResult r;
-  r.breakdown = {0.5, 0.1, 0.05, 0.02, 0.0, 0.2, 0.03};
+  r.breakdown = {0.5, 0.1, 0.05, 0.02, 0.0, 0.2, 0.04, 0.03};
   r.iteration_time_s = r.breakdown.sum();
   r.global_batch = 64;
   r.samples_per_s = 64 / r.iteration_time_s;
@@ -207,7 +207,7 @@ TEST(IoHdf5, SimulateFileIsSelfDescribing) {
   const hid_t b = H5Dopen2(f, "/breakdown", H5P_DEFAULT);
   const hid_t bt = H5Tcreate(H5T_COMPOUND, sizeof(double));
   H5Tinsert(bt, "seconds", 0, H5T_NATIVE_DOUBLE);
-  std::vector<double> secs(7);
+  std::vector<double> secs(8);
   ASSERT_GE(H5Dread(b, bt, H5S_ALL, H5S_ALL, H5P_DEFAULT, secs.data()), 0);
   double sum = 0;
   for (const double x : secs) sum += x;
@@ -332,7 +332,7 @@ TEST(IoReportJson, HasEveryDesignKeyAndBreakdownSumsToIterationTime) {
     EXPECT_TRUE(j["memory_gib"].contains(k)) << k;
   for (const char* k : {"nvlink", "pcie", "nic", "spine"}) EXPECT_TRUE(j["bytes"].contains(k)) << k;
   double sum = 0;
-  for (const char* k : {"compute", "tp_comm", "pp_comm", "dp_comm", "ep_comm", "bubble", "optimizer"})
+  for (const char* k : {"compute", "tp_comm", "pp_comm", "dp_comm", "ep_comm", "bubble", "wait", "optimizer"})
     sum += j["breakdown_s"].at(k).get<double>();
   EXPECT_NEAR(sum, j["iteration_time_s"].get<double>(), 1e-12);
   // memory_gib is the peak GPU's breakdown in GiB (2^30 bytes): activations of n0:1 = 11 GiB.

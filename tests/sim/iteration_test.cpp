@@ -234,6 +234,17 @@ TEST(Iteration, SlowPipelineLinkIsExposedOnEveryMegatronExchange) {
     const double bubble = 2 * pass(1) - pass(0) + (micro - 2) * (pass(1) - pass(0));
     EXPECT_NEAR(r.breakdown.bubble, bubble, 0.01 * bubble) << "m=" << micro;
     EXPECT_NEAR(r.breakdown.sum(), r.iteration_time_s, 1e-9 * r.iteration_time_s);
+
+    // GPipe is not a Megatron schedule; its sends stay eager (a task waits only for its inputs). Rank 0's
+    // forwards stream out while it computes (c < f), so on its critical path only the first gradient's
+    // transfer is on the wire (c); after that each gradient is already in flight when rank 0 finishes the
+    // previous backward and arrives b1 - b0 later (rank 1's backward includes the head's).
+    const SimResult g = run(c, m, shorthand(c, m, 1, 2, 1, 1, micro, Schedule::GPipe), false);
+    auto bwd = [&](int w) { return sw.workers[w].chunks[0].backward.compute_s; };
+    ASSERT_LT(transfer, sw.workers[0].chunks[0].forward.compute_s);
+    ASSERT_GE(bwd(1), bwd(0));
+    const double gpipe = transfer + (micro - 1) * (bwd(1) - bwd(0));
+    EXPECT_NEAR(g.breakdown.pp_comm, gpipe, 0.05 * gpipe) << "m=" << micro;
   }
 }
 
@@ -296,6 +307,63 @@ pipelines:
   EXPECT_GT(r.bytes[static_cast<int>(LinkClass::Nic)], 0);  // gradients cross nodes
   EXPECT_NEAR(r.breakdown.sum(), r.iteration_time_s, 1e-9 * r.iteration_time_s);
   EXPECT_FALSE(r.warnings.empty());  // V100 runs bf16 at its fp16 rate
+}
+
+// The bundled two-pipeline plan: the V100 pipeline finishes its backward long before the A100 pipeline has
+// the gradients of the same layers, and waits. That idle time is `wait`; dp_comm keeps only the reduction
+// itself. The V100 worker that finishes last reduces its 6 layers (and an end of the model: word and
+// position embeddings on the first stage, the tied output matrix's copy and final LayerNorm on the last) with
+// the A100 stage holding them, in TP slices of rings of two GPUs. The V100 node's single 100 Gbit/s NIC
+// carries the whole segment once each way (a 2-GPU ring all-reduce sends 2(n-1)/n = 1 buffer per GPU,
+// Patarasuk & Yuan 2009), while each A100 GPU has its own 200 Gbit/s NIC for 1/8 of two segments; so
+// dp_comm = gradient bytes / 12.5 GB/s.
+TEST(Iteration, WaitingForTheSlowerPipelineIsWaitNotDataParallelCommunication) {
+  const GpuCatalog catalog = GpuCatalog::load_default();
+  const Cluster c = load_cluster(test::configs() + "/clusters/hetero-a100-v100.yaml", catalog);
+  const ModelConfig m = load_model("gpt3-1.3b");
+  const Plan plan = parse_plan_yaml(test::configs() + "/plans/gpt3-1.3b-hetero-two-pipelines.yaml", c);
+  const SimResult r = run(c, m, plan);
+  ASSERT_FALSE(r.oom);
+  // The worker that finishes last: the GPU whose optimizer step ends last.
+  GpuId last = -1;
+  double last_end = -1;
+  for (const auto& s : r.timeline)
+    if (s.cat == "optimizer" && s.start_s + s.dur_s > last_end) last_end = s.start_s + s.dur_s, last = s.track;
+  ASSERT_GE(last, 0);
+  ASSERT_EQ(c.gpu_spec(last).name, "V100-32");
+  const Stage* st = nullptr;
+  for (const Stage& s : plan.pipelines[1].stages)
+    for (GpuId g : s.groups[0].gpus)
+      if (g == last) st = &s;
+  ASSERT_NE(st, nullptr);
+  // Parameters by hand (GPT, gelu FFN of 4h): per layer QKV 3h²+3h, projection h²+h, FFN 8h²+5h, two
+  // LayerNorms 4h; word embedding V·h and position embedding s·h; tied output copy V·h and final LayerNorm 2h.
+  const double h = m.hidden, layer = 12 * h * h + 13 * h;
+  double params = (st->layer_end - st->layer_begin) * layer;
+  if (st->layer_begin == 0) params += m.vocab * h + m.seq_len * h;
+  if (st->layer_end == m.layers) params += m.vocab * h + 2 * h;
+  const double bytes = params * 4;  // fp32 gradients for a bf16 model (Megatron reduces main grads in fp32)
+  const double nic = 100e9 / 8;
+  // Then the tied word embedding's all-reduce with the pipeline's other end (a ring of two across nodes:
+  // V·h fp32 gradients each way) when this stage holds the head or the embedding.
+  double expected = bytes / nic;
+  if (st->layer_begin == 0 || st->layer_end == m.layers) expected += m.vocab * h * 4 / nic;
+  // 2 % covers the collective call overhead (31 us) and link latencies (5 us per hop) against ~0.1 s.
+  EXPECT_NEAR(r.breakdown.dp_comm, expected, 0.02 * expected);
+  // The wait is the time from this worker's last backward (with its TP all-reduces) to the moment the A100
+  // stage holding its first layer has finished its last backward pass (when its last bucket becomes ready).
+  // 1 % covers a final gradient send to the previous stage (about 1 ms), which a non-first stage makes.
+  double v100_free = 0, a100_ready = 0;
+  GpuId a100 = -1;
+  for (const Stage& s : plan.pipelines[0].stages)
+    if (s.layer_begin <= st->layer_begin && st->layer_begin < s.layer_end) a100 = s.groups[0].gpus.front();
+  for (const auto& s : r.timeline) {
+    if (s.track == last && (s.cat == "compute" || s.cat == "tp_comm")) v100_free = std::max(v100_free, s.start_s + s.dur_s);
+    if (s.track == a100 && s.cat == "compute") a100_ready = std::max(a100_ready, s.start_s + s.dur_s);
+  }
+  EXPECT_GT(r.breakdown.wait, 1.0);  // most of the old "DP communication"
+  EXPECT_NEAR(r.breakdown.wait, a100_ready - v100_free, 0.01 * r.breakdown.wait);
+  EXPECT_NEAR(r.breakdown.sum(), r.iteration_time_s, 1e-9 * r.iteration_time_s);
 }
 
 TEST(Iteration, SameInputsSameResult) {
@@ -402,27 +470,6 @@ TEST(IterationTimeline, GpuStreamsDoNotOverlapAndCommunicationHasItsOwnTracks) {
 namespace arachne {
 namespace {
 
-std::vector<std::tuple<int, double, double, std::string>> sorted_spans(const SimResult& r) {
-  std::vector<std::tuple<int, double, double, std::string>> v;
-  for (const auto& s : r.timeline) v.emplace_back(s.track, s.start_s, s.dur_s, s.name);
-  std::sort(v.begin(), v.end());
-  return v;
-}
-
-void expect_same_iteration(const SimResult& a, const SimResult& b) {
-  EXPECT_EQ(a.iteration_time_s, b.iteration_time_s);
-  EXPECT_EQ(a.breakdown.compute, b.breakdown.compute);
-  EXPECT_EQ(a.breakdown.tp_comm, b.breakdown.tp_comm);
-  EXPECT_EQ(a.breakdown.pp_comm, b.breakdown.pp_comm);
-  EXPECT_EQ(a.breakdown.dp_comm, b.breakdown.dp_comm);
-  EXPECT_EQ(a.breakdown.bubble, b.breakdown.bubble);
-  EXPECT_EQ(a.breakdown.optimizer, b.breakdown.optimizer);
-  for (int k = 0; k < kLinkClasses; ++k) EXPECT_DOUBLE_EQ(a.bytes[k], b.bytes[k]) << k;
-  EXPECT_EQ(a.peak_memory_gib, b.peak_memory_gib);
-  EXPECT_EQ(a.mfu, b.mfu);
-  EXPECT_EQ(sorted_spans(a), sorted_spans(b));
-}
-
 SimResult simulate_with(const Cluster& c, const ModelConfig& m, const Plan& p, bool shortcuts) {
   const Topology topo(c);
   SimOptions o;
@@ -442,22 +489,25 @@ TEST(IterationShortcuts, IdenticalIsolatedPipelinesSimulatedOnceMatchFullSimulat
     const Plan p = shorthand(c, m, 2, 4, 4, 1, 32, s, s == Schedule::Interleaved ? 2 : 1);
     const SimResult fast = simulate_with(c, m, p, true);
     const SimResult full = simulate_with(c, m, p, false);
-    expect_same_iteration(fast, full);
+    test::expect_same_result(fast, full);
     EXPECT_LT(fast.events, full.events);  // the shortcut did apply
   }
 }
 
-// With one NIC per node every pipeline's sends share it: the pipelines interact, so no pipeline may be
-// skipped — the shortcut must not apply (same event count) and the result is the full simulation's.
-TEST(IterationShortcuts, PipelinesSharingANicAreNotMirrored) {
+// With one NIC per node every pipeline's sends share it: the pipelines interact, but symmetrically (rotating
+// them maps every transfer onto another), so they are still simulated once, and the result must be the full
+// simulation's (tests/sim/pipeline_mirror_test.cpp has the cases where the symmetry breaks).
+TEST(IterationShortcuts, PipelinesSharingANicSymmetricallyAreMirrored) {
   Cluster c = parse_cluster_spec("A100-80:4x8", GpuCatalog::load_default());
   for (auto& g : c.groups) g.nic_count = 1;
-  const ModelConfig m = toy_model(8);
+  // Untied (Llama-style) FFN: a tied model's per-pipeline embedding all-reduce disables the rotation.
+  ModelConfig m = toy_model(8);
+  m.ffn_kind = FfnKind::Swiglu;
   const Plan p = shorthand(c, m, 2, 4, 4, 1, 32);
   const SimResult fast = simulate_with(c, m, p, true);
   const SimResult full = simulate_with(c, m, p, false);
-  expect_same_iteration(fast, full);
-  EXPECT_EQ(fast.events, full.events);
+  test::expect_same_result(fast, full);
+  EXPECT_LT(fast.events, full.events);
 }
 
 }  // namespace

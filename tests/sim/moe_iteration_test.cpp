@@ -2,8 +2,12 @@
 // gating each layer, dropped tokens, and expert placement on mixed GPUs.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "sim/exec/simulate.h"
+#include "sim/exec/stage_work.h"
 #include "sim/plan/plan_yaml.h"
+#include "tests/sim/test_support.h"
 
 namespace arachne {
 namespace {
@@ -96,6 +100,50 @@ TEST(MoeIteration, ExpertsPlacedInProportionToSpeedBeatEvenPlacement) {
             simulate_iteration(c, topo, m, even, o).iteration_time_s);
 }
 
+// An A100 and a V100 as the two EP ranks of an expert-parallel group: the A100 reaches every all-to-all
+// first and waits for the V100. That idle time is `wait`; `ep_comm` is the all-to-all itself, the same span
+// for both peers. Each single-stage pipeline starts its first forward at t = 0, so the A100's first wait is
+// the difference of the two GPUs' dense kernels before the first dispatch.
+TEST(MoeIteration, WaitingForASlowerPeerAtTheAllToAllIsWait) {
+  const Cluster c = parse_cluster_spec("A100-80:1x1,V100-32:1x1", GpuCatalog::load_default());
+  const ModelConfig m = mixtral();
+  const std::string yaml =
+      "pipelines:\n"
+      "  - micro_batch: 1\n    micro_batches: 2\n    stages:\n"
+      "      - {layers: [0, 8], groups: [{gpus: \"n0\", tp: 1}], ep: 2, ep_scope: pipelines}\n"
+      "  - micro_batch: 1\n    micro_batches: 2\n    stages:\n"
+      "      - {layers: [0, 8], groups: [{gpus: \"n1\", tp: 1}], ep: 2, ep_scope: pipelines}\n";
+  const Plan p = parse_plan_yaml_text(yaml, "ep-wait.yaml", c);
+  const Topology topo(c);
+  SimOptions o;
+  o.ignore_memory = true;
+  o.record_timeline = true;
+  const SimResult r = simulate_iteration(c, topo, m, p, o);
+  const StageWork sw = build_stage_work(c, topo, m, p);
+  ASSERT_EQ(sw.workers[0].gpus.front(), 0);  // the A100
+  std::map<int, std::vector<std::pair<double, double>>> a2a;  // per GPU: (start, duration) of its all-to-alls
+  std::map<int, std::vector<double>> waits;
+  for (const auto& s : r.timeline) {
+    if (s.track > 1) continue;
+    if (s.cat == "ep_comm") a2a[s.track].push_back({s.start_s, s.dur_s});
+    if (s.cat == "wait") waits[s.track].push_back(s.dur_s);
+  }
+  ASSERT_FALSE(a2a[0].empty());
+  ASSERT_EQ(a2a[0].size(), a2a[1].size());
+  for (size_t i = 0; i < a2a[0].size(); ++i) {  // one collective, one span on both peers
+    EXPECT_EQ(a2a[0][i].first, a2a[1][i].first) << i;
+    EXPECT_EQ(a2a[0][i].second, a2a[1][i].second) << i;
+  }
+  const double first = sw.workers[1].chunks[0].forward_segments_s[0] - sw.workers[0].chunks[0].forward_segments_s[0];
+  ASSERT_GT(first, 0);
+  ASSERT_FALSE(waits[0].empty());
+  EXPECT_NEAR(waits[0].front(), first, 1e-8);  // integer-nanosecond event times
+  double a100_wait = 0;
+  for (double w : waits[0]) a100_wait += w;
+  for (double w : waits[1]) EXPECT_LT(w, 0.01 * a100_wait);  // the V100 is the slower at every step
+  EXPECT_NEAR(r.breakdown.sum(), r.iteration_time_s, 1e-9 * r.iteration_time_s);
+}
+
 TEST(MoeIteration, SameSeedSameIterationOtherSeedOtherRouting) {
   // No capacity cut (factor 8): the most loaded rank, and so the layer time, depends on the drawn routing.
   const Cluster c = parse_cluster_spec("A100-80:1x8", GpuCatalog::load_default());
@@ -177,6 +225,48 @@ TEST(MoeIteration, ExpertParallelismInsideOneTpGroup) {
   EXPECT_EQ(a.bytes[static_cast<int>(LinkClass::Nic)], 0);
   EXPECT_NEAR(a.memory.weights, b.memory.weights, 0.01 * b.memory.weights);
   EXPECT_NEAR(a.breakdown.sum(), a.iteration_time_s, 1e-9 * a.iteration_time_s);
+}
+
+}  // namespace
+}  // namespace arachne
+
+namespace arachne {
+namespace {
+
+// The exact shortcuts (component recompute, skipped refills after completions that change no rate) give the
+// full simulation's output bit for bit: skewed routing so that every EP rank receives a different amount, EP
+// groups inside one node (every all-to-all's refills skipped) and spanning two nodes over shared NICs (flows
+// at different rates: refilled), flat and hierarchical.
+TEST(MoeIteration, ExactShortcutsMatchFullSimulation) {
+  const ModelConfig m = mixtral(1.0, 1.25, 4);
+  for (const auto& [spec, gpus] : {std::pair{"H100:4x8", 32}, std::pair{"H100:4x4", 16}}) {
+    for (const bool hierarchical : {false, true}) {
+      const Cluster c = parse_cluster_spec(spec, GpuCatalog::load_default());
+      Shorthand s;
+      s.pp = 2;
+      s.dp = gpus / 2;
+      s.ep = 8;
+      s.micro_batch = 1;
+      s.global_batch = 4L * s.dp;
+      s.recompute = Recompute::Full;
+      const Plan p = plan_from_shorthand(s, c, m);
+      const Topology topo(c);
+      SimOptions fast;
+      fast.ignore_memory = true;
+      fast.record_timeline = true;
+      fast.hierarchical_alltoall = hierarchical;
+      SimOptions full = fast;
+      full.exact_shortcuts = false;
+      const SimResult a = simulate_iteration(c, topo, m, p, fast), b = simulate_iteration(c, topo, m, p, full);
+      SCOPED_TRACE(std::string(spec) + (hierarchical ? " hierarchical" : " flat"));
+      test::expect_same_result(a, b);
+      ASSERT_EQ(a.timeline.size(), b.timeline.size());  // and in the same order
+      for (std::size_t i = 0; i < a.timeline.size(); ++i) {
+        EXPECT_EQ(a.timeline[i].start_s, b.timeline[i].start_s) << i;
+        EXPECT_EQ(a.timeline[i].name, b.timeline[i].name) << i;
+      }
+    }
+  }
 }
 
 }  // namespace

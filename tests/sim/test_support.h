@@ -2,10 +2,14 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <tuple>
+#include <vector>
 
+#include "sim/exec/sim_result.h"
 #include "sim/model/model.h"
 
 namespace arachne::test {
@@ -52,6 +56,35 @@ inline ModelConfig small_moe_model(long global_batch) {
   e.capacity_factor = 1.25;
   m.moe = e;
   return m;
+}
+
+// The timeline as (track, start, duration, name, category), sorted: equal outcomes may record spans in
+// another order.
+inline std::vector<std::tuple<int, double, double, std::string, std::string>> sorted_spans(const SimResult& r) {
+  std::vector<std::tuple<int, double, double, std::string, std::string>> v;
+  for (const auto& s : r.timeline) v.emplace_back(s.track, s.start_s, s.dur_s, s.name, s.cat);
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// The same simulated outcome, as an exact shortcut must give against the full simulation: iteration time,
+// every breakdown category, peak memory, MFU, dropped tokens and the timeline bit for bit; bytes per link
+// class to the last bits (a shortcut may sum the same volumes in another order).
+inline void expect_same_result(const SimResult& a, const SimResult& b) {
+  EXPECT_EQ(a.iteration_time_s, b.iteration_time_s);
+  EXPECT_EQ(a.breakdown.compute, b.breakdown.compute);
+  EXPECT_EQ(a.breakdown.tp_comm, b.breakdown.tp_comm);
+  EXPECT_EQ(a.breakdown.pp_comm, b.breakdown.pp_comm);
+  EXPECT_EQ(a.breakdown.dp_comm, b.breakdown.dp_comm);
+  EXPECT_EQ(a.breakdown.ep_comm, b.breakdown.ep_comm);
+  EXPECT_EQ(a.breakdown.bubble, b.breakdown.bubble);
+  EXPECT_EQ(a.breakdown.wait, b.breakdown.wait);
+  EXPECT_EQ(a.breakdown.optimizer, b.breakdown.optimizer);
+  for (int k = 0; k < kLinkClasses; ++k) EXPECT_DOUBLE_EQ(a.bytes[k], b.bytes[k]) << "link class " << k;
+  EXPECT_EQ(a.peak_memory_gib, b.peak_memory_gib);
+  EXPECT_EQ(a.mfu, b.mfu);
+  EXPECT_EQ(a.dropped_tokens, b.dropped_tokens);
+  EXPECT_EQ(sorted_spans(a), sorted_spans(b));
 }
 
 }  // namespace arachne::test

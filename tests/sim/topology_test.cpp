@@ -214,3 +214,27 @@ TEST(Topology, ThousandGpuClusterRoutesAreCachedAndStable) {
 
 }  // namespace
 }  // namespace arachne
+
+namespace arachne {
+namespace {
+
+// Routes come from a breadth-first search per source that runs only as far as the destinations asked for
+// need and resumes later: the route to a GPU must not depend on which routes were asked for before it.
+TEST(TopologyTest, RoutesDoNotDependOnTheOrderTheyAreAskedFor) {
+  Cluster c = parse_cluster_spec("A100-80:10x8,V100-32:3x4", GpuCatalog::load_default());
+  c.network.nodes_per_leaf = 3;
+  c.groups[0].nic_count = 2;  // GPUs sharing a NIC: equal-length alternatives inside a node
+  const Topology ascending(c), scrambled(c);
+  const int n = ascending.num_gpus();
+  std::vector<std::vector<std::vector<LinkId>>> first(n, std::vector<std::vector<LinkId>>(n));
+  for (int a = 0; a < n; ++a)
+    for (int b = 0; b < n; ++b) first[a][b] = ascending.route(a, b);
+  for (int a = n - 1; a >= 0; --a)
+    for (int k = 0; k < n; ++k) {
+      const int b = (k * 7919 + a) % n;
+      ASSERT_EQ(scrambled.route(a, b), first[a][b]) << a << " -> " << b;
+    }
+}
+
+}  // namespace
+}  // namespace arachne

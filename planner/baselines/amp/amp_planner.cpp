@@ -293,7 +293,7 @@ PlanResult AmpPlanner::plan(const PlanRequest& request) {
   }
 
   Plan plan = best_plan ? std::move(*best_plan) : cost.to_plan(*best);
-  if (!best_plan) apply_megatron_core_ep(plan, model);  // issue 5 item 6: the Megatron-Core EP rule
+  if (!best_plan) apply_megatron_core_ep(plan, model);  // the Megatron-Core EP rule
   validate_plan(plan, cluster, model, global, "amp");
   result.plan = std::move(plan);
   result.predicted_iteration_time_s = best_time;
