@@ -69,7 +69,7 @@ bool rings_overlap_sends(const SimResult& r) {
 TEST(PipelineMirror, SymmetricPipelinesSharingNicsWithGradientRingsMatchFullSimulation) {
   Cluster c = parse_cluster_spec("A100-80:8x8", GpuCatalog::load_default());
   c.network.nodes_per_leaf = 4;
-  // Untied (Llama-style) FFN: a tied model's per-pipeline embedding all-reduce disables the rotation.
+  // Untied (Llama-style FFN): no tied-embedding all-reduce (the tied case is the next test).
   ModelConfig m = wide_model();
   m.ffn_kind = FfnKind::Swiglu;
   for (Schedule s : {Schedule::OneFOneB, Schedule::GPipe, Schedule::Interleaved})
