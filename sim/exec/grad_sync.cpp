@@ -6,6 +6,8 @@
 #include <numeric>
 #include <map>
 #include <set>
+#include <stdexcept>
+#include <utility>
 
 namespace arachne {
 namespace {
@@ -236,6 +238,43 @@ void GradSync::for_each_tied_embedding_collective(
   }
 }
 
+void GradSync::fold_symmetric_embedding_buckets() {
+  const std::vector<GpuId>& image = ctx_.symmetry->gpu_image;
+  std::map<std::vector<GpuId>, int> by_members;  // slice 0's members -> tied bucket
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    if (buckets_[b].tied_embedding) by_members[slice_members(buckets_[b], 0)] = static_cast<int>(b);
+  auto image_of = [&](int b) {
+    std::vector<GpuId> m = slice_members(buckets_[b], 0);
+    for (GpuId& g : m) g = image[g];
+    std::sort(m.begin(), m.end());
+    const auto it = by_members.find(m);
+    if (it == by_members.end() || buckets_[it->second].lcm_tp != buckets_[b].lcm_tp)
+      throw std::logic_error("gradient sync: the symmetry does not map a tied-embedding all-reduce onto another");
+    return it->second;
+  };
+  orbit_first_.assign(buckets_.size(), -1);
+  orbit_sets_.assign(buckets_.size(), {});
+  orbit_waiting_.assign(buckets_.size(), {});
+  for (const auto& [members, first] : by_members) {
+    if (orbit_first_[first] >= 0) continue;
+    const int slices = buckets_[first].lcm_tp;
+    orbit_sets_[first].assign(slices, {});
+    int b = first;
+    do {
+      if (orbit_first_[b] >= 0)
+        throw std::logic_error("gradient sync: the symmetry does not permute the tied-embedding all-reduces");
+      orbit_first_[b] = first;
+      for (int k = 0; k < slices; ++k) orbit_sets_[first][k].push_back(slice_members(buckets_[b], k));
+      b = image_of(b);
+    } while (b != first);
+  }
+}
+
+std::vector<std::vector<GpuId>> GradSync::slice_sets(int b, int k) const {
+  if (!orbit_first_.empty() && orbit_first_[b] == b) return orbit_sets_[b][k];
+  return {slice_members(buckets_[b], k)};
+}
+
 std::vector<GpuId> GradSync::slice_members(const Bucket& bk, int k) const {
   std::vector<GpuId> members;
   for (const Holder& h : bk.holders) {
@@ -254,18 +293,25 @@ void GradSync::launch(int b, CollectiveKind kind, double bytes_per_param, std::f
     ctx_.engine.schedule_after(0, std::move(done));
     return;
   }
+  if (!orbit_first_.empty() && orbit_first_[b] >= 0 && orbit_first_[b] != b) {  // runs in its orbit's collective
+    const Bucket& first = buckets_[orbit_first_[b]];
+    if (first.reduced_at < 0) orbit_waiting_[orbit_first_[b]].push_back(std::move(done));
+    else if (first.reduced_at == ctx_.engine.now()) ctx_.engine.schedule_after(0, std::move(done));
+    else throw std::logic_error("gradient sync: a tied-embedding all-reduce started after its orbit's finished");
+    return;
+  }
   bk.phase_pending = bk.lcm_tp;
   auto one_done = [this, b, done]() {
     if (--buckets_[b].phase_pending == 0) done();
   };
   for (int k = 0; k < bk.lcm_tp; ++k) {
-    const std::vector<GpuId> members = slice_members(bk, k);
+    std::vector<std::vector<GpuId>> sets = slice_sets(b, k);
     // The call's software overhead (the slowest holder's) precedes the transfer.
     double ovh = 0;
     for (const Holder& h : bk.holders) ovh = std::max(ovh, work_.workers[h.worker].collective_overhead_s);
-    ctx_.engine.schedule_after(seconds_to_ns(ovh), [this, kind, members, slice_bytes, one_done]() {
-      if (kind == CollectiveKind::AllReduce) allreduce(ctx_, members, slice_bytes, one_done);
-      else ring_collective(ctx_, kind, {members}, slice_bytes, one_done);
+    ctx_.engine.schedule_after(seconds_to_ns(ovh), [this, kind, sets = std::move(sets), slice_bytes, one_done]() {
+      if (kind == CollectiveKind::AllReduce) allreduce_each(ctx_, sets, slice_bytes, one_done);
+      else ring_collective(ctx_, kind, sets, slice_bytes, one_done);
     });
   }
 }
@@ -287,6 +333,8 @@ void GradSync::reduced(int b) {
     if (--pending_[h.worker] == 0 && backward_done_[h.worker]) cb_.grads_reduced(h.worker);
     else maybe_sync_embedding(h.worker);
   }
+  if (!orbit_waiting_.empty())
+    for (std::function<void()>& f : std::exchange(orbit_waiting_[b], {})) f();
 }
 
 void GradSync::on_optimizer_done(int w, TimeNs now) {

@@ -54,6 +54,12 @@ class GradSync {
   // The tied-embedding all-reduces (not in for_each_collective): pipeline and members of each. Each runs after
   // its own pipeline's last transfer, so it couples only pipelines that share its links.
   void for_each_tied_embedding_collective(const std::function<bool(int, const std::vector<GpuId>&)>& f) const;
+  // Under ctx.symmetry (set after construction; sim/exec/pipeline_mirror.h checked that it maps each
+  // pipeline's tied-embedding all-reduce onto another's, slice for slice): each orbit of these all-reduces
+  // runs as one collective, launched by its first bucket with the others' slices as images of its own
+  // (allreduce_each); the other buckets of the orbit finish when it does, at the same time as in the full
+  // simulation since the symmetry makes them start and progress together.
+  void fold_symmetric_embedding_buckets();
 
  private:
   struct Holder {
@@ -82,6 +88,8 @@ class GradSync {
   // Starts the tied-embedding all-reduce of worker w once only it is left (DP buckets reduced, backward done).
   void maybe_sync_embedding(int w);
   std::vector<GpuId> slice_members(const Bucket& bk, int k) const;
+  // The member sets one collective of slice k of bucket b runs over: its own, or its orbit's.
+  std::vector<std::vector<GpuId>> slice_sets(int b, int k) const;
 
   const Plan& plan_;
   const StageWork& work_;
@@ -100,6 +108,11 @@ class GradSync {
   // the ready ones queued behind it.
   std::vector<bool> segment_busy_;
   std::vector<std::vector<int>> segment_queue_;
+  // Folded tied-embedding orbits: per bucket, the orbit's first bucket (-1: not folded); per first bucket,
+  // per slice, the member sets of the whole orbit, and the completions of the other buckets that wait for it.
+  std::vector<int> orbit_first_;
+  std::vector<std::vector<std::vector<std::vector<GpuId>>>> orbit_sets_;
+  std::vector<std::vector<std::function<void()>>> orbit_waiting_;
 };
 
 }  // namespace arachne

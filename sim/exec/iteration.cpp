@@ -662,6 +662,7 @@ SimResult IterationSim::run() {
     if (!mirroring_.symmetry.gpu_image.empty()) {
       ctx_.symmetry = &mirroring_.symmetry;
       net_.set_link_copies(mirroring_.symmetry.link_orbit_size);
+      grads_->fold_symmetric_embedding_buckets();
     }
   }
   size_t steps = 0;

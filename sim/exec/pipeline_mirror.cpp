@@ -192,6 +192,30 @@ void rotate_classes(const StageWork& work, const std::vector<std::vector<int>>& 
   }
 }
 
+// The transfers of the collective over `members`, keyed by (src, dst, phase), map onto those of the
+// collective over `image` (the members' images): same bytes and latency, routes mapped link for link.
+bool collective_maps_onto(const Topology& topo, CollectiveKind kind, const std::vector<GpuId>& members,
+                          const std::vector<GpuId>& image, const std::vector<GpuId>& gpu_map, LinkMap& links) {
+  using Key = std::tuple<GpuId, GpuId, int>;
+  auto keyed = [&](const std::vector<GpuId>& m) {
+    std::map<Key, std::pair<double, TimeNs>> out;
+    for (const CollectiveTransfer& t : collective_transfers(topo, kind, m, 1.0))
+      out[{t.src, t.dst, t.phase}] = {t.bytes, t.latency};
+    return out;
+  };
+  const auto from = keyed(members);
+  const auto onto = &image == &members ? from : keyed(image);
+  if (from.size() != onto.size()) return false;
+  for (const auto& [key, value] : from) {
+    const auto [src, dst, phase] = key;
+    const auto it = onto.find({gpu_map[src], gpu_map[dst], phase});
+    if (it == onto.end() || it->second != value ||
+        !links.map_route(topo.route(src, dst), topo.route(gpu_map[src], gpu_map[dst])))
+      return false;
+  }
+  return true;
+}
+
 // (b) The rotation maps every transfer onto one of the same kind.
 bool rotation_is_symmetry(const Topology& topo, const StageWork& work, const GradSync& grads,
                           const std::vector<int>& next_worker, const std::vector<GpuId>& gpu_map, LinkMap& links) {
@@ -203,29 +227,34 @@ bool rotation_is_symmetry(const Topology& topo, const StageWork& work, const Gra
           if (next_worker[a.chunks[c].sends[d][s].peer_worker] != b.chunks[c].sends[d][s].peer_worker) return false;
     if (!sends_correspond(topo, a, b, links, &gpu_map)) return false;
   }
-  // Every distinct gradient collective: its transfers, keyed by (src, dst, phase), map onto its transfers.
+  // Every distinct gradient collective maps onto itself.
   std::set<std::pair<CollectiveKind, std::vector<GpuId>>> seen;
   bool ok = true;
   grads.for_each_collective([&](CollectiveKind kind, const std::vector<GpuId>& members) {
     if (!seen.emplace(kind, members).second) return true;
-    std::map<std::tuple<GpuId, GpuId, int>, std::pair<double, TimeNs>> transfers;
-    for (const CollectiveTransfer& t : collective_transfers(topo, kind, members, 1.0))
-      transfers[{t.src, t.dst, t.phase}] = {t.bytes, t.latency};
-    for (const auto& [key, value] : transfers) {
-      const auto [src, dst, phase] = key;
-      const auto it = transfers.find({gpu_map[src], gpu_map[dst], phase});
-      ok = it != transfers.end() && it->second == value &&
-           links.map_route(topo.route(src, dst), topo.route(gpu_map[src], gpu_map[dst]));
-      if (!ok) return false;
-    }
-    return true;
+    return ok = collective_maps_onto(topo, kind, members, members, gpu_map, links);
   });
   if (!ok) return false;
-  // Each pipeline's tied-embedding all-reduce maps onto another pipeline's, not onto itself, which the
-  // symmetric network cannot run: no rotation then (the isolation test below may still apply).
-  bool tied = false;
-  grads.for_each_tied_embedding_collective([&](int, const std::vector<GpuId>&) { return !(tied = true); });
-  return !tied;
+  // Each pipeline's tied-embedding all-reduce maps onto one, slice for slice (onto the next pipeline's of its
+  // class): GradSync runs each orbit of them as one collective.
+  std::map<std::vector<GpuId>, std::pair<int, int>> tied;  // members -> (pipeline, slice)
+  int slice = 0, last = -1;
+  grads.for_each_tied_embedding_collective([&](int p, const std::vector<GpuId>& members) {
+    slice = p == last ? slice + 1 : 0;
+    last = p;
+    tied[members] = {p, slice};
+    return true;
+  });
+  for (const auto& [members, where] : tied) {
+    std::vector<GpuId> image = members;
+    for (GpuId& g : image) g = gpu_map[g];
+    std::sort(image.begin(), image.end());
+    const auto it = tied.find(image);
+    if (it == tied.end() || it->second.second != where.second ||
+        !collective_maps_onto(topo, CollectiveKind::AllReduce, members, image, gpu_map, links))
+      return false;
+  }
+  return true;
 }
 
 }  // namespace

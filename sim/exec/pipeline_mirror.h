@@ -10,7 +10,8 @@
 //  (b) symmetry: rotating the pipelines of every class of identical pipelines (each to the next one of its
 //      class, the last to the first; GPU for GPU) maps every transfer of the iteration - every pipeline
 //      send and every flow of every gradient collective - onto a transfer with the same bytes, latency and
-//      phase, along routes whose links map one-to-one with equal capacities. The rotation is then a
+//      phase, along routes whose links map one-to-one with equal capacities. A data-parallel collective maps
+//      onto itself; a pipeline's tied-embedding all-reduce onto the next pipeline's, slice for slice. The rotation is then a
 //      symmetry of the whole simulation, so the pipelines of a class run the same events at the same
 //      times; their sends share NICs with the gradient rings, but symmetrically, and the max-min rates of
 //      symmetric flows are bit-identical (sim/net/flow_network.cpp fills by levels, independently of ids).
@@ -18,7 +19,8 @@
 // copies as one bundle (members of all copies, with multiplicities, and the rate bound of one copy), so
 // every link sees the load it has in the full simulation; the gradient reduction and optimizer, which couple
 // pipelines, are simulated for every worker. Under (b) the whole network is reduced by the rotation: each
-// orbit of ring transfers is one bundle, and only one link of each orbit of links is simulated
+// orbit of ring transfers is one bundle (for the tied-embedding all-reduces, whose orbits span pipelines,
+// GradSync::fold_symmetric_embedding_buckets), and only one link of each orbit of links is simulated
 // (sim/net/network_symmetry.h). No TP group may cross nodes and no expert all-to-all may run.
 // Tests compare the result with the full simulation.
 #pragma once

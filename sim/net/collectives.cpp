@@ -160,13 +160,28 @@ void ring_collective(CollectiveContext& ctx, CollectiveKind kind, const std::vec
 
 void allreduce(CollectiveContext& ctx, const std::vector<GpuId>& members, double bytes,
                std::function<void()> done) {
-  if (members.size() < 2) {
+  allreduce_each(ctx, {members}, bytes, std::move(done));
+}
+
+void allreduce_each(CollectiveContext& ctx, const std::vector<std::vector<GpuId>>& member_sets, double bytes,
+                    std::function<void()> done) {
+  std::vector<std::vector<GpuId>> sets;
+  for (const std::vector<GpuId>& s : member_sets)
+    if (s.size() >= 2) sets.push_back(s);
+  if (sets.empty()) {
     finish_now(ctx, std::move(done));
     return;
   }
-  AllreducePlan p = plan_allreduce(ctx.topo, members);
+  AllreducePlan p = plan_allreduce(ctx.topo, sets.front());
+  for (size_t i = 1; i < sets.size(); ++i) {
+    AllreducePlan q = plan_allreduce(ctx.topo, sets[i]);
+    if (q.flat != p.flat || q.shards != p.shards)
+      throw std::logic_error("allreduce_each: member sets of different shapes");
+    p.nodes.insert(p.nodes.end(), q.nodes.begin(), q.nodes.end());
+    p.cross.insert(p.cross.end(), q.cross.begin(), q.cross.end());
+  }
   if (p.flat) {
-    ring_collective(ctx, CollectiveKind::AllReduce, {members}, bytes, std::move(done));
+    ring_collective(ctx, CollectiveKind::AllReduce, sets, bytes, std::move(done));
     return;
   }
   const double shard = bytes / static_cast<double>(p.shards);

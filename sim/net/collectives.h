@@ -34,6 +34,14 @@ void ring_collective(CollectiveContext& ctx, CollectiveKind kind, const std::vec
 void allreduce(CollectiveContext& ctx, const std::vector<GpuId>& members, double bytes,
                std::function<void()> done);
 
+// All-reduces over each of `member_sets` at once (each as `allreduce` runs it), as one collective whose
+// phases wait for every set; `done` runs when all have finished. Used for sets that a symmetry of the
+// simulation maps onto one another (they progress together, so joining their phases changes no time): under
+// ctx.symmetry each orbit of their transfers is then one bundle. The sets must share one shape (flat, or the
+// same number of members per node); a logic error otherwise.
+void allreduce_each(CollectiveContext& ctx, const std::vector<std::vector<GpuId>>& member_sets, double bytes,
+                    std::function<void()> done);
+
 // One flow of a collective: src -> dst carrying `bytes` after `latency`, in phase `phase` (a collective's
 // phases run one after another; the flows of one phase run together).
 struct CollectiveTransfer {

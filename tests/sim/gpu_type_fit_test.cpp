@@ -123,8 +123,9 @@ TEST_F(GpuTypeFitTest, RowsTheSimulatorCannotReproduceAreExcludedWithAReason) {
       continue;
     }
     // FP8 and FP32 rows are never simulated as fp16.
-    if (c.row.precision.find("FP8") != std::string::npos)
+    if (c.row.precision.find("FP8") != std::string::npos) {
       EXPECT_NE(c.excluded.find("FP8"), std::string::npos) << c.row.line;
+    }
   }
   for (const char* fp32 : {"SAILOR_PROFILE", "SAILOR_CLARIDEN", "GAVEL", "SIA_BERT", "NEMO_2407_H100"})
     EXPECT_EQ(simulated_sources.count(fp32), 0u) << fp32;

@@ -500,14 +500,19 @@ TEST(IterationShortcuts, IdenticalIsolatedPipelinesSimulatedOnceMatchFullSimulat
 TEST(IterationShortcuts, PipelinesSharingANicSymmetricallyAreMirrored) {
   Cluster c = parse_cluster_spec("A100-80:4x8", GpuCatalog::load_default());
   for (auto& g : c.groups) g.nic_count = 1;
-  // Untied (Llama-style) FFN: a tied model's per-pipeline embedding all-reduce disables the rotation.
-  ModelConfig m = toy_model(8);
-  m.ffn_kind = FfnKind::Swiglu;
-  const Plan p = shorthand(c, m, 2, 4, 4, 1, 32);
-  const SimResult fast = simulate_with(c, m, p, true);
-  const SimResult full = simulate_with(c, m, p, false);
-  test::expect_same_result(fast, full);
-  EXPECT_LT(fast.events, full.events);
+  // Tied (GPT) and untied (Llama-style FFN) embeddings: a tied model's per-pipeline embedding all-reduce maps
+  // onto the next pipeline's.
+  for (bool tied : {true, false}) {
+    ModelConfig m = toy_model(8);
+    if (!tied) m.ffn_kind = FfnKind::Swiglu;
+    ASSERT_EQ(m.tied_embeddings(), tied);
+    const Plan p = shorthand(c, m, 2, 4, 4, 1, 32);
+    const SimResult fast = simulate_with(c, m, p, true);
+    const SimResult full = simulate_with(c, m, p, false);
+    SCOPED_TRACE(::testing::Message() << "tied " << tied);
+    test::expect_same_result(fast, full);
+    EXPECT_LT(fast.events, full.events);
+  }
 }
 
 }  // namespace

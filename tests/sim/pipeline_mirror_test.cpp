@@ -1,6 +1,7 @@
 // The exact shortcut of sim/exec/pipeline_mirror.h: identical pipelines simulated once must give the full
 // simulation's result bit for bit - when they are isolated, and when their sends share NICs with the
-// gradient rings symmetrically - and must not apply when a slower node breaks the symmetry.
+// gradient rings symmetrically, tied-embedding all-reduces included - and must not apply when a slower node
+// breaks the symmetry.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -68,7 +69,7 @@ bool rings_overlap_sends(const SimResult& r) {
 TEST(PipelineMirror, SymmetricPipelinesSharingNicsWithGradientRingsMatchFullSimulation) {
   Cluster c = parse_cluster_spec("A100-80:8x8", GpuCatalog::load_default());
   c.network.nodes_per_leaf = 4;
-  // Untied (Llama-style) FFN: a tied model's per-pipeline embedding all-reduce disables the rotation.
+  // Untied (Llama-style FFN): no tied-embedding all-reduce (the tied case is the next test).
   ModelConfig m = wide_model();
   m.ffn_kind = FfnKind::Swiglu;
   for (Schedule s : {Schedule::OneFOneB, Schedule::GPipe, Schedule::Interleaved})
@@ -81,6 +82,42 @@ TEST(PipelineMirror, SymmetricPipelinesSharingNicsWithGradientRingsMatchFullSimu
       EXPECT_LT(fast.events, full.events);  // the shortcut did apply
       EXPECT_TRUE(rings_overlap_sends(full));
     }
+}
+
+// The same layout with a tied-embedding GPT: after its data-parallel buckets, each pipeline all-reduces the
+// word-embedding gradient between its first- and last-stage nodes, over the NICs its sends and the gradient
+// rings use. The rotation maps each pipeline's all-reduce onto the next one's; the mirrored simulation runs
+// each orbit as one collective and must still give the full simulation's result bit for bit.
+TEST(PipelineMirror, SymmetricTiedEmbeddingPipelinesMatchFullSimulation) {
+  Cluster c = parse_cluster_spec("A100-80:8x8", GpuCatalog::load_default());
+  c.network.nodes_per_leaf = 4;
+  const ModelConfig m = wide_model();
+  ASSERT_TRUE(m.tied_embeddings());
+  for (Schedule s : {Schedule::OneFOneB, Schedule::GPipe, Schedule::Interleaved})
+    for (bool zero1 : {false, true}) {
+      const Plan p = megatron_plan(c, m, 8, 2, 4, s, zero1);
+      const SimResult fast = simulate(c, m, p, true);
+      const SimResult full = simulate(c, m, p, false);
+      SCOPED_TRACE(::testing::Message() << "schedule " << static_cast<int>(s) << " zero1 " << zero1);
+      test::expect_same_result(fast, full);
+      EXPECT_LT(fast.events, full.events);  // the shortcut did apply
+      EXPECT_TRUE(rings_overlap_sends(full));
+    }
+}
+
+// Four pipelines of depth 4 on 16 nodes, two leaves: each pipeline's first and last stage sit in different
+// leaves, so the tied-embedding all-reduces cross the spine while the rotation still maps every one onto the
+// next pipeline's. Deeper pipelines put the all-reduce between nodes that carry no send of each other.
+TEST(PipelineMirror, SymmetricTiedEmbeddingAcrossLeavesMatchesFullSimulation) {
+  Cluster c = parse_cluster_spec("A100-80:16x8", GpuCatalog::load_default());
+  c.network.nodes_per_leaf = 8;
+  c.network.oversubscription = 2;
+  const ModelConfig m = wide_model();
+  const Plan p = megatron_plan(c, m, 8, 4, 4, Schedule::OneFOneB, false);
+  const SimResult fast = simulate(c, m, p, true);
+  const SimResult full = simulate(c, m, p, false);
+  test::expect_same_result(fast, full);
+  EXPECT_LT(fast.events, full.events);
 }
 
 // One node with half the NIC bandwidth: its pipeline is no longer a copy of the others, and rotating the
