@@ -470,15 +470,6 @@ TEST(IterationTimeline, GpuStreamsDoNotOverlapAndCommunicationHasItsOwnTracks) {
 namespace arachne {
 namespace {
 
-SimResult simulate_with(const Cluster& c, const ModelConfig& m, const Plan& p, bool shortcuts) {
-  const Topology topo(c);
-  SimOptions o;
-  o.ignore_memory = true;
-  o.record_timeline = true;
-  o.exact_shortcuts = shortcuts;
-  return simulate_iteration(c, topo, m, p, o);
-}
-
 // Megatron order with TP2 x DP4 fills a node per stage: each pipeline's sends leave through its own GPUs'
 // NICs and the gradient rings stay inside the nodes, so the four pipelines are isolated copies and three of
 // them need not be simulated. The result must be the full simulation's, bit for bit, with fewer events.
@@ -487,8 +478,8 @@ TEST(IterationShortcuts, IdenticalIsolatedPipelinesSimulatedOnceMatchFullSimulat
   const ModelConfig m = toy_model(8);
   for (Schedule s : {Schedule::OneFOneB, Schedule::GPipe, Schedule::Interleaved}) {
     const Plan p = shorthand(c, m, 2, 4, 4, 1, 32, s, s == Schedule::Interleaved ? 2 : 1);
-    const SimResult fast = simulate_with(c, m, p, true);
-    const SimResult full = simulate_with(c, m, p, false);
+    const SimResult fast = test::simulate_with_shortcuts(c, m, p, true);
+    const SimResult full = test::simulate_with_shortcuts(c, m, p, false);
     test::expect_same_result(fast, full);
     EXPECT_LT(fast.events, full.events);  // the shortcut did apply
   }
@@ -507,8 +498,8 @@ TEST(IterationShortcuts, PipelinesSharingANicSymmetricallyAreMirrored) {
     if (!tied) m.ffn_kind = FfnKind::Swiglu;
     ASSERT_EQ(m.tied_embeddings(), tied);
     const Plan p = shorthand(c, m, 2, 4, 4, 1, 32);
-    const SimResult fast = simulate_with(c, m, p, true);
-    const SimResult full = simulate_with(c, m, p, false);
+    const SimResult fast = test::simulate_with_shortcuts(c, m, p, true);
+    const SimResult full = test::simulate_with_shortcuts(c, m, p, false);
     SCOPED_TRACE(::testing::Message() << "tied " << tied);
     test::expect_same_result(fast, full);
     EXPECT_LT(fast.events, full.events);

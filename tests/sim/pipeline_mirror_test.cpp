@@ -42,15 +42,6 @@ Plan megatron_plan(const Cluster& c, const ModelConfig& m, int tp, int pp, int d
   return p;
 }
 
-SimResult simulate(const Cluster& c, const ModelConfig& m, const Plan& p, bool shortcuts) {
-  const Topology topo(c);
-  SimOptions o;
-  o.ignore_memory = true;
-  o.record_timeline = true;
-  o.exact_shortcuts = shortcuts;
-  return simulate_iteration(c, topo, m, p, o);
-}
-
 // Some gradient reduction runs while a backward pipeline send is in flight: with every GPU's traffic on its
 // own NIC, they share it.
 bool rings_overlap_sends(const SimResult& r) {
@@ -67,8 +58,8 @@ void expect_mirrored_like_full_simulation(const Cluster& c, const ModelConfig& m
   for (Schedule s : {Schedule::OneFOneB, Schedule::GPipe, Schedule::Interleaved})
     for (bool zero1 : {false, true}) {
       const Plan p = megatron_plan(c, m, 8, 2, 4, s, zero1);
-      const SimResult fast = simulate(c, m, p, true);
-      const SimResult full = simulate(c, m, p, false);
+      const SimResult fast = test::simulate_with_shortcuts(c, m, p, true);
+      const SimResult full = test::simulate_with_shortcuts(c, m, p, false);
       SCOPED_TRACE(::testing::Message() << "schedule " << static_cast<int>(s) << " zero1 " << zero1);
       test::expect_same_result(fast, full);
       EXPECT_LT(fast.events, full.events);  // the shortcut did apply
@@ -111,8 +102,8 @@ TEST(PipelineMirror, SymmetricTiedEmbeddingAcrossLeavesMatchesFullSimulation) {
   c.network.oversubscription = 2;
   const ModelConfig m = wide_model();
   const Plan p = megatron_plan(c, m, 8, 4, 4, Schedule::OneFOneB, false);
-  const SimResult fast = simulate(c, m, p, true);
-  const SimResult full = simulate(c, m, p, false);
+  const SimResult fast = test::simulate_with_shortcuts(c, m, p, true);
+  const SimResult full = test::simulate_with_shortcuts(c, m, p, false);
   test::expect_same_result(fast, full);
   EXPECT_LT(fast.events, full.events);
 }
@@ -126,8 +117,8 @@ TEST(PipelineMirror, OneSlowerNodeBreaksTheSymmetry) {
   c.groups[1].nic_bw /= 2;
   const ModelConfig m = wide_model();
   const Plan p = megatron_plan(c, m, 8, 2, 4, Schedule::OneFOneB, false);
-  const SimResult fast = simulate(c, m, p, true);
-  const SimResult full = simulate(c, m, p, false);
+  const SimResult fast = test::simulate_with_shortcuts(c, m, p, true);
+  const SimResult full = test::simulate_with_shortcuts(c, m, p, false);
   test::expect_same_result(fast, full);
   EXPECT_EQ(fast.events, full.events);
 }
@@ -140,8 +131,8 @@ TEST(PipelineMirror, RingsCrossingLeavesUnevenlyAreNotMirrored) {
   c.network.oversubscription = 4;
   const ModelConfig m = wide_model();
   const Plan p = megatron_plan(c, m, 8, 2, 4, Schedule::OneFOneB, false);
-  const SimResult fast = simulate(c, m, p, true);
-  const SimResult full = simulate(c, m, p, false);
+  const SimResult fast = test::simulate_with_shortcuts(c, m, p, true);
+  const SimResult full = test::simulate_with_shortcuts(c, m, p, false);
   test::expect_same_result(fast, full);
   EXPECT_EQ(fast.events, full.events);
 }
@@ -151,7 +142,7 @@ TEST(PipelineMirror, MirroredSimulationIsDeterministic) {
   c.network.nodes_per_leaf = 4;
   const ModelConfig m = wide_model();
   const Plan p = megatron_plan(c, m, 8, 2, 4, Schedule::OneFOneB, true);
-  test::expect_same_result(simulate(c, m, p, true), simulate(c, m, p, true));
+  test::expect_same_result(test::simulate_with_shortcuts(c, m, p, true), test::simulate_with_shortcuts(c, m, p, true));
 }
 
 }  // namespace

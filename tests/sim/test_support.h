@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sim/exec/sim_result.h"
+#include "sim/exec/simulate.h"
 #include "sim/model/model.h"
 
 namespace arachne::test {
@@ -56,6 +57,17 @@ inline ModelConfig small_moe_model(long global_batch) {
   e.capacity_factor = 1.25;
   m.moe = e;
   return m;
+}
+
+// One iteration without the memory check, with its timeline, with or without the exact shortcuts: the two
+// runs a shortcut test compares.
+inline SimResult simulate_with_shortcuts(const Cluster& c, const ModelConfig& m, const Plan& p, bool shortcuts) {
+  const Topology topo(c);
+  SimOptions o;
+  o.ignore_memory = true;
+  o.record_timeline = true;
+  o.exact_shortcuts = shortcuts;
+  return simulate_iteration(c, topo, m, p, o);
 }
 
 // The timeline as (track, start, duration, name, category), sorted: equal outcomes may record spans in
