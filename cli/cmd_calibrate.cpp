@@ -49,7 +49,8 @@ Usage:
 
 Example (what scripts/calibrate.sh runs):
   arachne calibrate --data ../shared/data/measured/vtrain_a100_single_node.csv \
-      --multi ../shared/data/measured/vtrain_a100_multi_node.csv --cross-validate --write configs/gpus.yaml
+      --validate ../shared/data/measured/vtrain_a100_multi_node.csv --write configs/gpus.yaml
+  arachne calibrate --published ../shared/data/measured/published_gpu_types.csv --write configs/gpus.yaml
 
 Options)";
 
