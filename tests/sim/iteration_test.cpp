@@ -291,9 +291,9 @@ pipelines:
 // GPUs, one per node, each ring with the V100 GPU: [0,3) in two TP slices (A100 GPU 0 and GPU 1 each with
 // the V100), [3,8) whole. A 2-GPU ring all-reduce of s bytes sends 2(n-1)/n·s = s each way per member
 // (Patarasuk & Yuan 2009, the ring volume sim/net/collectives.h cites), so the V100 node's single NIC
-// carries every gradient byte S once in each direction, as does the A100 node's: with the NIC the only
-// bottleneck (the GPU-NIC paths are ≥ 10x faster) and max-min sharing keeping it busy while any ring runs,
-// the reduction takes S / NIC bandwidth. Without overlap every bucket is ready when the V100 GPU, which has
+// carries every gradient byte S once in each direction, as does the A100 node's: with that NIC port (nic_bw x
+// link_eff, sim/hw/topology.h) the bottleneck of every route and max-min sharing keeping it busy while any
+// ring runs, the reduction takes S / NIC bandwidth. Without overlap every bucket is ready when the V100 GPU, which has
 // 48 layer passes to the A100 stages' at most 10 (plus a 1-pass bubble), ends its backward; it also steps
 // the most parameters, so it finishes last and the breakdown is its own.
 TEST(Iteration, HeterogeneousPipelinesReduceGradientsTogether) {
