@@ -6,6 +6,7 @@
 #include <numeric>
 #include <optional>
 #include <set>
+#include <stdexcept>
 
 #include "sim/exec/simulate.h"
 #include "sim/plan/plan_yaml.h"
@@ -292,6 +293,10 @@ std::vector<Pipeline> single_gpu_pipeline(const Cluster& cluster, const ModelCon
 
 Plan draw_random_plan(const Cluster& cluster, const ModelConfig& model, long global_batch, std::mt19937_64& rng,
                       const RandomPlanSpace& space) {
+  if (global_batch < 1 || model.layers < 1 || cluster.total_gpus() < 1 || space.schedules.empty())
+    throw std::invalid_argument("random plan: needs a global batch, layers, GPUs and a schedule to draw from");
+  for (const Schedule s : space.schedules)
+    if (s == Schedule::Interleaved) throw std::invalid_argument("random plan: the interleaved schedule is not drawn");
   Plan plan;
   plan.schedule = pick(rng, space.schedules);
   plan.recompute = pick(rng, std::vector<Recompute>{Recompute::None, Recompute::Selective, Recompute::Full});

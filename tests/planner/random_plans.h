@@ -49,8 +49,9 @@ struct RandomPlanSpace {
   bool uneven_experts = false;  // MoE: may give EP ranks uneven expert counts (`experts:` lists)
 };
 
-// One random valid plan for `global_batch` samples per iteration. Consumes draws from `rng`.
-// Requires global_batch >= 1 and a cluster with at least one GPU; the plan is not checked for memory.
+// One random valid plan for `global_batch` samples per iteration. Consumes draws from `rng`. Throws
+// std::invalid_argument without a batch, layers, GPUs or a schedule, or when asked for Interleaved. The plan
+// is not checked for memory.
 Plan draw_random_plan(const Cluster& cluster, const ModelConfig& model, long global_batch, std::mt19937_64& rng,
                       const RandomPlanSpace& space = {});
 

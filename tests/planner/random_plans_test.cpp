@@ -7,6 +7,7 @@
 
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <string>
 
 #include "sim/exec/simulate.h"
@@ -147,6 +148,14 @@ TEST(RandomPlans, SameSeedSamePlansOtherSeedOtherPlans) {
   };
   EXPECT_EQ(yaml_of_draws(11), yaml_of_draws(11));
   EXPECT_NE(yaml_of_draws(11), yaml_of_draws(12));
+}
+
+TEST(RandomPlans, RejectsWhatItCannotDraw) {
+  const Cluster c = load_cluster("A100-80:1x2", GpuCatalog::load_default());
+  std::mt19937_64 rng(1);
+  EXPECT_THROW(draw_random_plan(c, small_gpt_model(8), 0, rng), std::invalid_argument);
+  EXPECT_THROW(draw_random_plan(c, small_gpt_model(8), 8, rng, RandomPlanSpace{{Schedule::Interleaved}}), std::invalid_argument);
+  EXPECT_THROW(draw_random_plan(c, small_gpt_model(8), 8, rng, RandomPlanSpace{{}}), std::invalid_argument);
 }
 
 // The simulator accepts every drawn form (mixed TP degrees in a stage, EP inside stages of mixed groups,
