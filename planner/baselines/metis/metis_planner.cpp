@@ -464,14 +464,16 @@ PlanResult MetisPlanner::plan(const PlanRequest& request) {
   std::optional<Evaluator> evaluator;
   if (use_sim) evaluator.emplace(request);
 
-  long evaluations = 0, examined = 0, candidates = 0, sim_oom = 0;
-  const long inter_cap = std::max<long>(1000, opt.inter_plan_cap_factor * std::max<long>(1, request.budget_evaluations));
+  long own_evaluations = 0, candidates = 0, sim_oom = 0;
   bool out_of_budget = false;
   std::optional<Plan> best_plan;
   double best_cost = std::numeric_limits<double>::infinity();
 
+  // The simulator budget (only simulations count), --budget-wall, and the port's time cap (checked where the
+  // port checks it: before each inter-stage and each intra-stage plan).
   auto budget_spent = [&] {
-    if (use_sim ? evaluator->exhausted() : evaluations >= request.budget_evaluations) return true;
+    if (use_sim && evaluator->exhausted()) return true;
+    if (opt.time_cap_s > 0 && timer.elapsed_s() >= opt.time_cap_s) return true;
     return timer.wall_budget_spent(request);
   };
 
@@ -551,14 +553,13 @@ PlanResult MetisPlanner::plan(const PlanRequest& request) {
       apply_megatron_core_ep(plan, model);
       std::string why;
       const std::optional<double> t = evaluator->iteration_time(plan, &why);
-      evaluations = evaluator->evaluations();
       if (!t) {
         ++sim_oom;
         return;
       }
       cost = *t;
     } else {
-      ++evaluations;
+      ++own_evaluations;
       cost = own_cost(c);
     }
     if (cost < best_cost) {
@@ -586,10 +587,6 @@ PlanResult MetisPlanner::plan(const PlanRequest& request) {
     // One inter-stage plan: device groups x micro-batch count. Returns false to stop the search.
     auto inter_stage = [&](const std::vector<int>& dg, int batches) -> bool {
       if (budget_spent()) {
-        out_of_budget = true;
-        return false;
-      }
-      if (++examined > inter_cap) {
         out_of_budget = true;
         return false;
       }
@@ -723,7 +720,8 @@ PlanResult MetisPlanner::plan(const PlanRequest& request) {
     }
   }
 
-  result.evaluations = evaluations;
+  result.evaluations = use_sim ? evaluator->evaluations() : 0;
+  result.own_model_evaluations = own_evaluations;
   result.search_complete = !out_of_budget;
   if (!best_plan) {
     const std::string what = std::to_string(N) + " GPUs";
