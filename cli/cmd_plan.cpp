@@ -37,7 +37,8 @@ const char* kPlanHelp = R"(arachne plan - find a parallel plan with one or more 
 Each planner searches for a plan (data, tensor, pipeline and expert parallelism over the available GPUs)
 with its own algorithm and cost model; every plan it returns is then simulated on the cluster, so the
 planners are compared on the same ground. Prints a table: tokens/s, ratio to the best, peak memory,
-planning time, evaluations, and the planner's own predicted iteration time against the simulated one.
+planning time, simulator and own-model evaluations, and the planner's own predicted iteration time against
+the simulated one.
 
 Usage:
   arachne plan --cluster C --model M --planner NAME[,NAME...]|all [--global-batch N] [--budget N]
