@@ -37,17 +37,24 @@ const char* kPlanHelp = R"(arachne plan - find a parallel plan with one or more 
 Each planner searches for a plan (data, tensor, pipeline and expert parallelism over the available GPUs)
 with its own algorithm and cost model; every plan it returns is then simulated on the cluster, so the
 planners are compared on the same ground. Prints a table: tokens/s, ratio to the best, peak memory,
-planning time, evaluations, and the planner's own predicted iteration time against the simulated one.
+planning time, simulator and own-model evaluations, and the planner's own predicted iteration time against
+the simulated one.
 
 Usage:
   arachne plan --cluster C --model M --planner NAME[,NAME...]|all [--global-batch N] [--budget N]
-               [--budget-wall S] [--cost-model own|simulator] [--out plan.yaml] [--json] [--seed N]
+               [--budget-wall S] [--cost-model own|simulator] [--flashflex-refine] [--out plan.yaml]
+               [--json] [--seed N]
 
 Planners ('arachne list planners'): megatron, amp, metis, flashflex, sailor (baselines reimplemented
 from their papers and public code; planner/baselines/README.md), oracle (exhaustive, simulator-priced).
 --cost-model simulator makes every baseline price its candidates with the simulator instead of its own
 analytic model, to tell a better search space from a better cost model.
-The budget counts cost-model evaluations (deterministic); --budget-wall adds a wall-clock cap.
+With their own cost model, amp, metis, flashflex and sailor search their whole space, as their public
+code does (own-model pricing is free; Metis keeps its public port's 300 s cap). The budget counts
+simulator evaluations (deterministic): AMP's trials of its top 10 predictions, every candidate under
+--cost-model simulator, and the megatron and oracle searches. --budget-wall adds a wall-clock cap.
+--flashflex-refine adds our hill-climbing refinement to FlashFlex (not in its public code); its row is
+labelled flashflex+refine.
 
 Examples:
   arachne plan --cluster configs/clusters/tiny-hetero.yaml --model gpt3-1.3b --planner all
@@ -155,9 +162,10 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
       ("model", po::value<std::string>()->value_name("M"), "model YAML file or bundled name")
       ("planner", po::value<std::string>()->value_name("NAMES"), "planner(s), comma-separated, or 'all'")
       ("global-batch", po::value<std::string>()->value_name("N"), "global batch in samples (default: the model's)")
-      ("budget", po::value<std::string>()->value_name("N")->default_value("2000"), "cost-model evaluations per planner")
+      ("budget", po::value<std::string>()->value_name("N")->default_value("2000"), "simulator evaluations per planner")
       ("budget-wall", po::value<std::string>()->value_name("S"), "wall-clock cap per planner, seconds (optional)")
       ("cost-model", po::value<std::string>()->value_name("own|simulator")->default_value("own"), "what the baselines price candidates with")
+      ("flashflex-refine", po::bool_switch(), "FlashFlex: add our hill-climbing refinement (row flashflex+refine)")
       ("out", po::value<std::string>()->value_name("plan.yaml"), "write the best plan as YAML (reads back with simulate --plan)")
       ("json", po::bool_switch(), "print exactly one JSON object on stdout")
       ("seed", po::value<std::string>()->value_name("N")->default_value("0"), "seed of every random choice")
@@ -181,6 +189,7 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
     if (t.empty() || *end != '\0' || !(req.budget_wall_s > 0))
       throw InputError("--budget-wall", "expected a positive number of seconds, got '" + t + "'");
   }
+  req.flashflex_refine = vm["flashflex-refine"].as<bool>();
   const std::string cm = str("cost-model");
   if (cm == "own") req.cost_model = planner::CostModel::Own;
   else if (cm == "simulator") req.cost_model = planner::CostModel::Simulator;
@@ -225,8 +234,9 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
     std::fprintf(stderr, "plan: %s on %s (%d GPUs), %s, global batch %ld ...\n", p->name().c_str(), cluster.name.c_str(),
                  cluster.total_gpus(), model.name.c_str(), global);
     Row row;
-    row.planner = p->name();
     row.result = p->plan(req);
+    // An extension of ours beyond the public code gets its own label, so it is never taken for the original.
+    row.planner = p->name() + (row.result.extension.empty() ? "" : "+" + row.result.extension);
     if (row.result.plan) {
       try {
         validate_plan(*row.result.plan, cluster, model, global, p->name());
@@ -236,8 +246,9 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
       }
       row.sim = simulate_iteration(cluster, topo, model, *row.result.plan, sim_opt);
     }
-    std::fprintf(stderr, "plan: %s done in %.3f s, %ld evaluations%s\n", p->name().c_str(), row.result.planning_time_s,
-                 row.result.evaluations, row.result.plan ? "" : " (no feasible plan)");
+    std::fprintf(stderr, "plan: %s done in %.3f s, %ld simulator + %ld own-model evaluations%s%s\n", row.planner.c_str(),
+                 row.result.planning_time_s, row.result.evaluations, row.result.own_model_evaluations,
+                 row.result.search_complete ? "" : ", search cut short", row.result.plan ? "" : " (no feasible plan)");
     rows.push_back(std::move(row));
   }
 
@@ -276,34 +287,37 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
       o["peak_memory_gib"] = r.sim ? nlohmann::json(r.sim->peak_memory_gib) : nlohmann::json(nullptr);
       o["planning_time_s"] = r.result.planning_time_s;
       o["evaluations"] = r.result.evaluations;
+      o["own_model_evaluations"] = r.result.own_model_evaluations;
       o["search_complete"] = r.result.search_complete;
       results.push_back(std::move(o));
     }
     std::cout << nlohmann::json{{"results", results}}.dump() << "\n";
   } else {
-    std::printf("arachne plan: %s (%.2f B parameters) on %s, %d GPUs, global batch %ld, budget %ld evaluations%s\n\n",
+    std::printf("arachne plan: %s (%.2f B parameters) on %s, %d GPUs, global batch %ld, budget %ld simulator evaluations%s\n\n",
                 model.name.c_str(), model.parameters() / 1e9, cluster.name.c_str(), cluster.total_gpus(), global,
                 req.budget_evaluations, req.cost_model == planner::CostModel::Simulator ? ", simulator cost model" : "");
-    std::printf("| planner | tokens/s | x best | peak GiB | planning s | evals | predicted s | simulated s | pred. error | plan |\n");
-    std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    std::printf("| planner | tokens/s | x best | peak GiB | planning s | sim evals | own evals | predicted s | simulated s | pred. error | plan |\n");
+    std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     for (const Row& r : rows) {
       if (!r.result.plan) {
-        std::printf("| %s | - | - | - | %.3f | %ld | - | - | - | no feasible plan: %s |\n", r.planner.c_str(),
-                    r.result.planning_time_s, r.result.evaluations, r.result.reason.c_str());
+        std::printf("| %s | - | - | - | %.3f | %ld | %ld | - | - | - | no feasible plan: %s |\n", r.planner.c_str(),
+                    r.result.planning_time_s, r.result.evaluations, r.result.own_model_evaluations,
+                    r.result.reason.c_str());
         continue;
       }
       const SimResult& s = *r.sim;
-      const std::string summary = plan_summary(*r.result.plan) + (r.result.search_complete ? "" : " (budget cut the search)");
+      const std::string summary = plan_summary(*r.result.plan) + (r.result.search_complete ? "" : " (a budget or time cap cut the search)");
       if (s.oom) {
-        std::printf("| %s | OOM | - | %.2f | %.3f | %ld | %.4f | - | - | %s |\n", r.planner.c_str(), s.peak_memory_gib,
-                    r.result.planning_time_s, r.result.evaluations, r.result.predicted_iteration_time_s, summary.c_str());
+        std::printf("| %s | OOM | - | %.2f | %.3f | %ld | %ld | %.4f | - | - | %s |\n", r.planner.c_str(),
+                  s.peak_memory_gib, r.result.planning_time_s, r.result.evaluations, r.result.own_model_evaluations,
+                  r.result.predicted_iteration_time_s, summary.c_str());
         continue;
       }
       const double err = 100.0 * (r.result.predicted_iteration_time_s - s.iteration_time_s) / s.iteration_time_s;
-      std::printf("| %s | %.0f | %.3f | %.2f | %.3f | %ld | %.4f | %.4f | %+.1f %% | %s |\n", r.planner.c_str(),
+      std::printf("| %s | %.0f | %.3f | %.2f | %.3f | %ld | %ld | %.4f | %.4f | %+.1f %% | %s |\n", r.planner.c_str(),
                   s.tokens_per_s, best_tps > 0 ? s.tokens_per_s / best_tps : 0.0, s.peak_memory_gib,
-                  r.result.planning_time_s, r.result.evaluations, r.result.predicted_iteration_time_s,
-                  s.iteration_time_s, err, summary.c_str());
+                  r.result.planning_time_s, r.result.evaluations, r.result.own_model_evaluations,
+                  r.result.predicted_iteration_time_s, s.iteration_time_s, err, summary.c_str());
     }
     if (best) std::printf("\nbest: %s%s\n", best->planner.c_str(), out_path.empty() ? "" : (" (plan written to " + out_path + ")").c_str());
   }

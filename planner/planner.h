@@ -22,10 +22,15 @@ struct PlanRequest {
   const Topology* topo = nullptr;
   const ModelConfig* model = nullptr;
   long global_batch = 0;
-  long budget_evaluations = 2000;  // simulator (or cost-model) evaluations; deterministic
+  // Simulator evaluations (deterministic). Pricing a candidate with a planner's own analytic model is free:
+  // the baselines search their whole own-model space, as their public code does, under their own time caps.
+  long budget_evaluations = 2000;
   double budget_wall_s = 0;        // optional wall-clock cap (0: none)
   std::uint64_t seed = 0;
   CostModel cost_model = CostModel::Own;
+  // FlashFlex: our hill-climbing refinement after the public code's search (`--flashflex-refine`; off = the
+  // public code, whose refinement branch is dead).
+  bool flashflex_refine = false;
 };
 
 struct PlanResult {
@@ -33,8 +38,14 @@ struct PlanResult {
   std::string reason;            // why there is no plan
   double predicted_iteration_time_s = 0;  // the planner's own cost model
   double planning_time_s = 0;    // wall time (measured)
-  long evaluations = 0;
-  bool search_complete = true;   // false when a budget cut the search short
+  long evaluations = 0;          // simulator evaluations (what the budget counts)
+  long own_model_evaluations = 0;  // candidates priced by the planner's own analytic model (not budgeted)
+  // false when a budget or time cap cut the search short: for a baseline under its own cost model, whether
+  // its whole own-model space (and, for AMP, its top-k trials) was covered.
+  bool search_complete = true;
+  // An extension of ours beyond the public code that produced the plan ("refine": FlashFlex's hill climbing);
+  // empty for the planner as its authors run it. Output labels the row `<planner>+<extension>`.
+  std::string extension;
 };
 
 class Planner {

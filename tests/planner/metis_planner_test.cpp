@@ -57,7 +57,8 @@ void check_plan(const MetisSetup& s, const PlanResult& r) {
       EXPECT_EQ(nodes.size(), 1u) << "TP group " << g.selector << " spans nodes";
     }
   EXPECT_GT(r.predicted_iteration_time_s, 0.0);
-  EXPECT_GT(r.evaluations, 0);
+  EXPECT_EQ(r.evaluations, 0);  // own model: no simulation
+  EXPECT_GT(r.own_model_evaluations, 0);
   EXPECT_GE(r.planning_time_s, 0.0);
   const SimResult sim = simulate_iteration(s.cluster, s.topo, s.model, p, SimOptions{});
   EXPECT_FALSE(sim.oom) << "Metis's memory model let an out-of-memory plan through";
@@ -227,20 +228,37 @@ TEST(MetisPlanner, Deterministic) {
   ASSERT_TRUE(a.plan && b.plan);
   EXPECT_EQ(plan_to_yaml(*a.plan, s.cluster), plan_to_yaml(*b.plan, s.cluster));
   EXPECT_EQ(a.predicted_iteration_time_s, b.predicted_iteration_time_s);
-  EXPECT_EQ(a.evaluations, b.evaluations);
+  EXPECT_EQ(a.own_model_evaluations, b.own_model_evaluations);
 }
 
-TEST(MetisPlanner, RespectsEvaluationBudget) {
+// The budget counts simulations only: with its own model Metis searches its whole space whatever the budget
+// (the public code has no evaluation budget), and with the simulator the budget cuts the search.
+TEST(MetisPlanner, BudgetCountsSimulationsOnly) {
   const MetisSetup s("A100-80:1x4,V100-32:1x4", test::small_gpt_model(32));
-  const PlanResult r = MetisPlanner().plan(s.request(3));
-  EXPECT_LE(r.evaluations, 3);
+  const PlanResult small = MetisPlanner().plan(s.request(1));
+  const PlanResult large = MetisPlanner().plan(s.request(100000));
+  ASSERT_TRUE(small.plan && large.plan) << small.reason << " / " << large.reason;
+  EXPECT_TRUE(small.search_complete);
+  EXPECT_EQ(small.evaluations, 0);
+  EXPECT_EQ(small.own_model_evaluations, large.own_model_evaluations);
+  EXPECT_EQ(plan_to_yaml(*small.plan, s.cluster), plan_to_yaml(*large.plan, s.cluster));
+  // More candidates than the budget of 3 simulations: the simulator search stops after 3.
+  ASSERT_GT(large.own_model_evaluations, 3);
+  const PlanResult sim = MetisPlanner().plan(s.request(3, CostModel::Simulator));
+  EXPECT_EQ(sim.evaluations, 3);
+  EXPECT_FALSE(sim.search_complete);
+}
+
+// The sailor port's 300 s search cap (Options::time_cap_s): when it binds, the search stops and says so.
+TEST(MetisPlanner, TimeCapCutsTheSearchAndSaysSo) {
+  const MetisSetup s("A100-80:1x4,V100-32:1x4", test::small_gpt_model(32));
+  MetisPlanner::Options capped;
+  capped.time_cap_s = 1e-12;  // spent before the first inter-stage plan
+  const PlanResult r = MetisPlanner(capped).plan(s.request());
   EXPECT_FALSE(r.search_complete);
-  // Every candidate of the small model fits, so the first evaluation already gives a plan.
-  ASSERT_TRUE(r.plan) << r.reason;
-  EXPECT_NO_THROW(validate_plan(*r.plan, s.cluster, s.model, s.model.global_batch, "test"));
-  const PlanResult full = MetisPlanner().plan(s.request(100000));
-  EXPECT_TRUE(full.search_complete);
-  EXPECT_GT(full.evaluations, r.evaluations);
+  EXPECT_FALSE(r.plan);
+  EXPECT_EQ(r.own_model_evaluations, 0);
+  EXPECT_EQ(MetisPlanner::Options{}.time_cap_s, 300);  // the port's TIME_BUDGET_SEC
 }
 
 // Under --cost-model simulator the same candidates are priced by the simulator: the prediction is the

@@ -370,6 +370,28 @@ TEST(CliBinary, OutOfMemoryExitsThreeWithNullTiming) {
   EXPECT_FALSE(fs::exists(dir.work("t.json")));  // no timeline for a plan that was not simulated
 }
 
+// FlashFlex runs as its public code does unless --flashflex-refine asks for our hill climbing; then its row is
+// labelled flashflex+refine, so the extension is never taken for the original. Own-model pricing is free: a
+// budget of one simulation does not stop either search.
+TEST(CliBinary, FlashFlexRefineIsLabelledAsOurExtension) {
+  CliTempDir dir;
+  const std::string cmd = "plan --cluster A100-80:1x4,V100-32:1x4 --model gpt3-1.3b --global-batch 32 --planner flashflex "
+                          "--budget 1 --json";
+  const RunResult a = dir.run(cmd);
+  const RunResult b = dir.run(cmd + " --flashflex-refine");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const auto ja = nlohmann::json::parse(a.out)["results"][0];
+  const auto jb = nlohmann::json::parse(b.out)["results"][0];
+  EXPECT_EQ(ja["planner"], "flashflex");
+  EXPECT_EQ(jb["planner"], "flashflex+refine");
+  EXPECT_EQ(ja["evaluations"], 0);
+  EXPECT_TRUE(ja["search_complete"].get<bool>());
+  EXPECT_TRUE(jb["search_complete"].get<bool>());
+  EXPECT_GT(jb["own_model_evaluations"].get<long>(), ja["own_model_evaluations"].get<long>());
+  EXPECT_LE(jb["predicted_iteration_time_s"].get<double>(), ja["predicted_iteration_time_s"].get<double>());
+}
+
 TEST(CliBinary, PlanJsonHasDesignKeysAndBestPlanRoundTrips) {
   CliTempDir dir;
   const RunResult r = dir.run("plan --cluster A100-80:1x8 --model gpt3-1.3b --global-batch 64 --planner megatron "
@@ -379,7 +401,7 @@ TEST(CliBinary, PlanJsonHasDesignKeysAndBestPlanRoundTrips) {
   ASSERT_EQ(j["results"].size(), 1u);
   const auto& m = j["results"][0];
   for (const char* k : {"planner", "plan", "predicted_iteration_time_s", "simulated_iteration_time_s", "tokens_per_s", "oom",
-                        "peak_memory_gib", "planning_time_s", "evaluations"})
+                        "peak_memory_gib", "planning_time_s", "evaluations", "own_model_evaluations", "search_complete"})
     EXPECT_TRUE(m.contains(k)) << k;
   EXPECT_EQ(m["planner"], "megatron");
   ASSERT_TRUE(m["plan"].is_object());

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -187,6 +188,135 @@ Plan AmpCostModel::to_plan(const AmpCandidate& c) const {
   return build_plan(pipes, cluster_, Recompute::None);
 }
 
+namespace {
+
+// AMP's space in its enumeration order (AMP/sa.py amp_no_placement_strategy): tp over the divisors of the
+// GPUs per node, dp over the divisors of N/tp that divide the batch, micro-batch over the divisors of the
+// per-replica batch; pp = N/(tp*dp). Every configuration is priced by the own model (free of the budget);
+// `stop` (a wall-clock cap) may cut the enumeration, then *cut is set.
+struct AmpSpace {
+  std::vector<AmpCandidate> candidates;  // enumeration order
+  std::string last_invalid;
+  bool cut = false;
+};
+
+AmpSpace enumerate_space(const AmpCostModel& cost, const ModelConfig& model, int n_gpus, long global,
+                         const std::function<bool()>& stop) {
+  AmpSpace space;
+  for (const int tp : divisors(cost.gpus_per_node_gcd())) {
+    if (!divides(tp, model.heads) || !divides(tp, model.kv_heads)) continue;
+    for (const int dp : divisors(n_gpus / tp)) {
+      if (global % dp != 0) continue;
+      const int pp = n_gpus / (tp * dp);
+      if (pp > model.layers) continue;  // sailor-AMP/amp_planner.py: pp > layers skipped
+      for (const int mb : divisors(global / dp)) {
+        if (stop()) {
+          space.cut = true;
+          return space;
+        }
+        std::string why;
+        std::optional<AmpCandidate> c = cost.price(tp, pp, dp, mb, global, &why);
+        if (c) space.candidates.push_back(std::move(*c));
+        else space.last_invalid = why;
+      }
+    }
+  }
+  return space;
+}
+
+// The chosen configuration: its plan, and the time it was chosen by (own prediction or simulated time).
+struct AmpChoice {
+  std::optional<AmpCandidate> candidate;
+  std::optional<Plan> plan;
+  double time_s = std::numeric_limits<double>::infinity();
+  long trials = 0, oom = 0;  // simulated, of which out of memory
+  bool budget_cut = false;
+};
+
+// AMP/het_cluster.py (lines 108-131): the candidates sorted by predicted cost (Python's stable sort: ties
+// keep the enumeration order), then real trials of the first `budget` of them (`--full --budget 10`, the
+// README's command for the heterogeneous-cluster experiment). A trial here is a simulation; a trial that
+// runs out of memory gives no runtime (the simulator's memory check stands in for the real OOM). The fastest
+// trial that fits wins (ties: the better-ranked one).
+AmpChoice trial_top_predictions(const AmpCostModel& cost, const ModelConfig& model, std::vector<AmpCandidate> ranked,
+                                int trials, Evaluator& evaluator) {
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const AmpCandidate& a, const AmpCandidate& b) { return a.predicted_s < b.predicted_s; });
+  AmpChoice choice;
+  for (size_t i = 0; i < ranked.size() && i < static_cast<size_t>(trials); ++i) {
+    if (evaluator.exhausted()) {
+      choice.budget_cut = true;
+      break;
+    }
+    Plan p = cost.to_plan(ranked[i]);
+    apply_megatron_core_ep(p, model);
+    std::string why;
+    const std::optional<double> t = evaluator.iteration_time(p, &why);
+    ++choice.trials;
+    if (!t) {
+      ++choice.oom;  // every AMP plan is valid, so a failed trial is an out-of-memory one
+      continue;
+    }
+    if (*t < choice.time_s) {
+      choice.time_s = *t;
+      choice.candidate = ranked[i];
+      choice.plan = std::move(p);
+    }
+  }
+  return choice;
+}
+
+// --cost-model simulator: every configuration of the space is simulated, in enumeration order, within the
+// budget; out-of-memory ones are skipped; the fastest wins (ties: the first).
+AmpChoice simulate_all(const AmpCostModel& cost, const ModelConfig& model, const std::vector<AmpCandidate>& space,
+                       Evaluator& evaluator) {
+  AmpChoice choice;
+  for (const AmpCandidate& c : space) {
+    if (evaluator.exhausted()) {
+      choice.budget_cut = true;
+      break;
+    }
+    Plan p = cost.to_plan(c);
+    apply_megatron_core_ep(p, model);
+    std::string why;
+    const std::optional<double> t = evaluator.iteration_time(p, &why);
+    ++choice.trials;
+    if (!t) {
+      ++choice.oom;
+      continue;
+    }
+    if (*t < choice.time_s) {
+      choice.time_s = *t;
+      choice.candidate = c;
+      choice.plan = std::move(p);
+    }
+  }
+  return choice;
+}
+
+std::string no_plan_reason(const AmpSpace& space, const AmpChoice& choice, const AmpCostModel& cost,
+                           const ModelConfig& model, int n_gpus, long global, bool own) {
+  const std::string what = std::to_string(n_gpus) + " GPUs";
+  if (space.candidates.empty() && !space.cut)
+    return "AMP uses all " + what + ": no (tp, pp, dp) with tp*pp*dp = " + std::to_string(n_gpus) + " fits " +
+           model.name + " (tp must divide every node's GPUs (gcd " + std::to_string(cost.gpus_per_node_gcd()) +
+           "), heads and kv_heads; pp <= " + std::to_string(model.layers) + " layers; dp must divide the global batch " +
+           std::to_string(global) + ")" + (space.last_invalid.empty() ? "" : "; last: " + space.last_invalid);
+  if (space.candidates.empty()) return "the wall-clock budget ran out before AMP priced a configuration";
+  if (choice.trials > 0 && choice.oom == choice.trials) {
+    const std::string n = std::to_string(choice.trials);
+    const std::string cut = choice.budget_cut ? "; budget exhausted" : "";
+    if (own)
+      return "none of AMP's top " + n + " predictions fits " + model.name +
+             " in memory (simulated trials; AMP has no memory model)" + cut;
+    return "every one of the " + n + " simulated AMP configurations runs out of memory for " + model.name + cut;
+  }
+  return "budget exhausted after " + std::to_string(choice.trials) + " simulator evaluations before an AMP " +
+         "configuration fit " + model.name + " in memory";
+}
+
+}  // namespace
+
 PlanResult AmpPlanner::plan(const PlanRequest& request) {
   const PlanTimer timer;
 
@@ -203,100 +333,29 @@ PlanResult AmpPlanner::plan(const PlanRequest& request) {
   const int n_gpus = cluster.total_gpus();
   std::optional<Topology> own_topo;
   if (!request.topo) own_topo.emplace(cluster);
-  const Topology& topo = request.topo ? *request.topo : *own_topo;
   PlanRequest req = request;
-  req.topo = &topo;
+  req.topo = request.topo ? request.topo : &*own_topo;
 
-  const AmpCostModel cost(cluster, topo, model);
-  const bool use_sim = request.cost_model == CostModel::Simulator;
-  std::optional<Evaluator> evaluator;
-  if (use_sim) evaluator.emplace(req);
+  const AmpCostModel cost(cluster, *req.topo, model);
+  const bool own = request.cost_model == CostModel::Own;
+  Evaluator evaluator(req);
 
-  std::optional<AmpCandidate> best;
-  std::optional<Plan> best_plan;
-  double best_time = std::numeric_limits<double>::infinity();
-  long evaluations = 0, candidates = 0, oom = 0;
-  bool out_of_budget = false;
-  std::string last_invalid;
+  // 1. Price AMP's whole space with its own model (no cap in the public code; only --budget-wall).
+  const AmpSpace space = enumerate_space(cost, model, n_gpus, global, [&] { return timer.wall_budget_spent(request); });
+  result.own_model_evaluations = static_cast<long>(space.candidates.size());
+  // 2. Own model: trials of the top predictions; simulator: every configuration.
+  const AmpChoice choice = own ? trial_top_predictions(cost, model, space.candidates, options_.trials, evaluator)
+                               : simulate_all(cost, model, space.candidates, evaluator);
+  result.evaluations = evaluator.evaluations();
+  result.search_complete = !space.cut && !choice.budget_cut;
 
-  // AMP/sa.py amp_no_placement_strategy: tp over divisors of the GPUs per node, dp over divisors of N/tp that
-  // divide the batch, micro-batch over divisors of the per-replica batch; pp = N/(tp*dp).
-  for (const int tp : divisors(cost.gpus_per_node_gcd())) {
-    if (out_of_budget) break;
-    if (!divides(tp, model.heads) || !divides(tp, model.kv_heads)) continue;
-    for (const int dp : divisors(n_gpus / tp)) {
-      if (out_of_budget) break;
-      if (global % dp != 0) continue;
-      const int pp = n_gpus / (tp * dp);
-      if (pp > model.layers) continue;  // sailor-AMP/amp_planner.py: pp > layers skipped
-      for (const int mb : divisors(global / dp)) {
-        const bool spent = use_sim ? evaluator->exhausted()
-                                   : (evaluations >= request.budget_evaluations ||
-                                      timer.wall_budget_spent(request));
-        if (spent) {
-          out_of_budget = true;
-          break;
-        }
-        std::string why;
-        std::optional<AmpCandidate> c = cost.price(tp, pp, dp, mb, global, &why);
-        if (!c) {
-          last_invalid = why;
-          continue;
-        }
-        ++candidates;
-        if (!use_sim) {
-          ++evaluations;  // one own-cost-model evaluation per priced candidate
-          if (c->predicted_s < best_time) {  // strict: ties keep the first in enumeration order
-            best_time = c->predicted_s;
-            best = std::move(c);
-          }
-          continue;
-        }
-        Plan p = cost.to_plan(*c);
-        apply_megatron_core_ep(p, model);
-        std::string sim_why;
-        const std::optional<double> t = evaluator->iteration_time(p, &sim_why);
-        if (!t) {
-          if (sim_why == "out of memory") ++oom;
-          else last_invalid = sim_why;
-          continue;
-        }
-        if (*t < best_time) {
-          best_time = *t;
-          best = std::move(c);
-          best_plan = std::move(p);
-        }
-      }
-    }
-  }
-  result.evaluations = use_sim ? evaluator->evaluations() : evaluations;
-  result.search_complete = !out_of_budget;
-
-  if (!best) {
-    const std::string what = std::to_string(n_gpus) + " GPUs";
-    if (candidates == 0 && !out_of_budget)
-      result.reason = "AMP uses all " + what + ": no (tp, pp, dp) with tp*pp*dp = " + std::to_string(n_gpus) +
-                      " fits " + model.name + " (tp must divide every node's GPUs (gcd " +
-                      std::to_string(cost.gpus_per_node_gcd()) + "), heads and kv_heads; pp <= " +
-                      std::to_string(model.layers) + " layers; dp must divide the global batch " +
-                      std::to_string(global) + ")" + (last_invalid.empty() ? "" : "; last: " + last_invalid);
-    else if (use_sim && !out_of_budget && oom == result.evaluations)
-      result.reason = "every AMP configuration of the " + what + " runs out of memory for " + model.name + " (" +
-                      std::to_string(oom) + " simulated)";
-    else if (out_of_budget)
-      result.reason = "budget exhausted after " + std::to_string(result.evaluations) +
-                      " evaluations before an AMP configuration fit " + model.name + " in memory";
-    else
-      result.reason = "no AMP configuration could be priced for " + model.name +
-                      (last_invalid.empty() ? "" : " (last: " + last_invalid + ")");
+  if (!choice.plan) {
+    result.reason = no_plan_reason(space, choice, cost, model, n_gpus, global, own);
     return timer.finish(result);
   }
-
-  Plan plan = best_plan ? std::move(*best_plan) : cost.to_plan(*best);
-  if (!best_plan) apply_megatron_core_ep(plan, model);  // the Megatron-Core EP rule
-  validate_plan(plan, cluster, model, global, "amp");
-  result.plan = std::move(plan);
-  result.predicted_iteration_time_s = best_time;
+  validate_plan(*choice.plan, cluster, model, global, "amp");
+  result.plan = *choice.plan;
+  result.predicted_iteration_time_s = own ? choice.candidate->predicted_s : choice.time_s;
   return timer.finish(result);
 }
 

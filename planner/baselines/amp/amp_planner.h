@@ -23,8 +23,13 @@
 //     is between transformer layers and carries the same activation (b*s*h), and the cut-communication sum
 //     does not depend on where the cuts are: pipe_ast's optimum is then exactly the min-max partition of the
 //     stage costs, computed with planner/common minmax_partition (ties: earlier cuts).
-//  4. Rank: every candidate priced by the cost model below; the lowest predicted time wins (het_cluster.py sorts
-//     by predicted cost; ties: the first in enumeration order).
+//  4. Rank and trial (AMP/het_cluster.py lines 87-131): every configuration of the space is priced by the
+//     cost model below (no cap: the public loop runs until amp_no_placement_strategy returns None), sorted by
+//     predicted cost (stable: ties keep the enumeration order), and the top `trials` (10: the README's
+//     `python het_cluster.py --full --budget 10`) are run as real trials. Here a trial is a simulation (one
+//     evaluation of the request's budget); a trial that runs out of memory (the simulator's memory check)
+//     gives no runtime. The fastest trial that fits is returned (ties: the better-ranked one); when none of
+//     the trials fits there is no plan. predicted_iteration_time_s is AMP's own prediction for it.
 //
 // Cost model (AMP/cost_het_cluster.py; paper §3, "cost model"), per candidate with B = global/(dp*mb)
 // micro-batches per pipeline:
@@ -47,12 +52,12 @@
 //  - Bandwidth of a rank pair: AMP's cluster_info gives each node [inter-node, intra-node] bandwidth and takes
 //    min(inter(a), inter(b)) across nodes; here the slowest link capacity on the topology route between the
 //    two GPUs (intra-node fabric, or the GPU's NIC port / leaf links), i.e. heterogeneity aware for bandwidth.
-//  - No memory model: AMP may return a plan that does not fit; the simulator then reports it out of memory.
+//  - No memory model: AMP's top predictions may not fit; the trials (step 4) find out, as real trials do.
 //
-// With CostModel::Simulator the same candidates (with AMP's own partition) are priced by planner::Evaluator;
-// out-of-memory candidates are skipped. MoE models: priced as their activated dense equivalent; the
-// Megatron-Core EP rule (apply_megatron_core_ep) is applied to the returned plan (and, under the simulator, to
-// every candidate before it is simulated).
+// With CostModel::Simulator every candidate of the same space (with AMP's own partition) is simulated instead,
+// in enumeration order, within the budget; out-of-memory candidates are skipped. MoE models: priced as their
+// activated dense equivalent; the Megatron-Core EP rule (apply_megatron_core_ep) is applied to every plan
+// before it is simulated (trials included) and to the returned plan.
 //
 // What it cannot express: compute heterogeneity (one averaged GPU), uneven DP replicas or pipelines of
 // different shape, stage-level DP, recomputation, interleaving, sequence parallelism, ZeRO, idle GPUs.
@@ -62,7 +67,8 @@
 // ring pairs, its evident intent; pipe_ast's book-keeping slip (it stores a sub-solution's cost without its
 // cut communication) does not matter once the cut sum is constant; the sailor port's uniform partition
 // (pipe_ds) and its dropping of nodes when the batch does not divide are not followed (the original AMP's
-// pipe_ast is used; every GPU is used as in AMP).
+// pipe_ast is used; every GPU is used as in AMP); trials are simulations, and when none of them fits there is
+// no plan (planner/baselines/README.md, "Deviations").
 #pragma once
 #include <optional>
 #include <string>
@@ -112,8 +118,18 @@ class AmpCostModel {
 
 class AmpPlanner : public Planner {
  public:
+  struct Options {
+    // Real trials of the best-ranked predictions (AMP/het_cluster.py `--budget`; the README runs
+    // `python het_cluster.py --full --budget 10`). Each trial is one simulator evaluation.
+    int trials = 10;
+  };
+  AmpPlanner() = default;
+  explicit AmpPlanner(Options options) : options_(options) {}
   std::string name() const override { return "amp"; }
   PlanResult plan(const PlanRequest& request) override;
+
+ private:
+  Options options_;
 };
 
 }  // namespace arachne::planner

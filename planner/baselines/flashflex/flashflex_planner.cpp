@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -76,7 +77,10 @@ class Search {
 
   const Cluster& cluster() const { return cluster_; }
   int gpus() const { return n_; }
-  long evaluations() const { return evaluator_ ? evaluator_->evaluations() : own_evals_; }
+  // Simulator evaluations (what the budget counts) and own-model ones (free).
+  long evaluations() const { return evaluator_ ? evaluator_->evaluations() : 0; }
+  long own_evaluations() const { return own_evals_; }
+  bool simulating() const { return evaluator_.has_value(); }
   bool exhausted() const {
     if (evaluations() >= req_.budget_evaluations) return true;
     return req_.budget_wall_s > 0 && elapsed() >= req_.budget_wall_s;
@@ -108,7 +112,7 @@ class Search {
     return g;
   }
 
-  // Builds the pipelines of a candidate (steps 2-4) and prices it; counts one evaluation.
+  // Builds the pipelines of a candidate (steps 2-4) and prices it; counts one evaluation (own or simulator).
   void price(Candidate& c) {
     c.feasible = false;
     c.cost = kInf;
@@ -580,6 +584,91 @@ std::string signature(const Candidate& c) {
   return s;
 }
 
+// Step 5, our extension (--flashflex-refine): hill climbing from each pipeline count's best candidate, best
+// first, with first-improvement acceptance; returns each climb's trace of accepted costs.
+std::vector<std::vector<double>> refine(const PlanRequest& request, Search& search,
+                                        const std::vector<std::optional<Candidate>>& best_of_p,
+                                        const std::function<void(const Candidate&)>& consider, bool& cut_short) {
+  const int N = search.gpus();
+  std::vector<std::vector<double>> traces;
+  std::vector<int> order;
+  for (int P = 1; P < static_cast<int>(best_of_p.size()); ++P)
+    if (best_of_p[P] && best_of_p[P]->k.size() > 0) order.push_back(P);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return best_of_p[a]->cost < best_of_p[b]->cost; });
+  // A few evaluations stay reserved for the micro-batch sizes tried on the final structure.
+  const long reserve = search.simulating() && request.budget_evaluations >= 20 ? 3 : 0;
+  auto refine_exhausted = [&] { return search.exhausted() || search.evaluations() + reserve >= request.budget_evaluations; };
+  for (const int P : order) {
+    if (cut_short) break;
+    Candidate inc = *best_of_p[P];
+    std::vector<double> trace = {inc.cost};
+    const int np = static_cast<int>(inc.k.size());
+    bool improved = true;
+    std::map<std::string, bool> seen;  // ordered map: deterministic
+    seen[signature(inc)] = true;
+    while (improved && !cut_short) {
+      improved = false;
+      // The neighbourhood as moves, each applied when its turn comes (a neighbourhood of a large cluster has
+      // ~10^5 members; only the ones priced before the first improvement are materialised).
+      struct Move {
+        int kind;  // 0: swap GPUs a and b; 1: GPU a to pipeline b; 2: pipeline a's K += b
+        int a, b;
+      };
+      std::vector<Move> moves;
+      // (node, pipeline) classes, each represented by its highest GPU id.
+      std::map<std::pair<int, int>, GpuId> cls;
+      for (GpuId g = 0; g < N; ++g) cls[{search.cluster().node_of(g), inc.pipe_of[g]}] = g;
+      std::vector<int> size(np, 0);
+      for (GpuId g = 0; g < N; ++g) ++size[inc.pipe_of[g]];
+      for (auto a = cls.begin(); a != cls.end(); ++a)
+        for (auto b = std::next(a); b != cls.end(); ++b) {
+          if (a->first.first == b->first.first || a->first.second == b->first.second) continue;
+          moves.push_back({0, a->second, b->second});
+        }
+      for (const auto& [key, g] : cls) {
+        if (size[key.second] < 2) continue;
+        for (int to = 0; to < np; ++to) {
+          if (to == key.second) continue;
+          moves.push_back({1, g, to});
+        }
+      }
+      for (int p = 0; p < np; ++p)
+        for (const int d : {-1, 1}) {
+          const int k = inc.k[p] + d;
+          if (k < 1 || k > 3) continue;
+          moves.push_back({2, p, d});
+        }
+      for (const Move& mv : moves) {
+        Candidate c;
+        c.pipe_of = inc.pipe_of;
+        c.k = inc.k;
+        c.micro_batch = inc.micro_batch;
+        if (mv.kind == 0) std::swap(c.pipe_of[mv.a], c.pipe_of[mv.b]);
+        else if (mv.kind == 1) c.pipe_of[mv.a] = mv.b;
+        else c.k[mv.a] += mv.b;
+        const std::string sig = signature(c);
+        if (seen.count(sig)) continue;
+        if (refine_exhausted()) {
+          cut_short = true;
+          break;
+        }
+        seen[sig] = true;
+        search.price(c);
+        consider(c);
+        if (c.feasible && c.cost < inc.cost) {
+          inc = c;
+          trace.push_back(inc.cost);
+          improved = true;
+          break;  // first improvement: rebuild the neighbourhood around the new incumbent
+        }
+      }
+    }
+    traces.push_back(trace);
+  }
+
+  return traces;
+}
+
 }  // namespace
 
 PlanResult FlashFlexPlanner::plan(const PlanRequest& request) {
@@ -634,86 +723,12 @@ PlanResult FlashFlexPlanner::plan(const PlanRequest& request) {
     }
   }
 
-  // Step 5: refinement of each pipeline count's best candidate, best first; accept strict improvements only.
-  std::vector<int> order;
-  for (int P = 1; P <= p_max; ++P)
-    if (best_of_p[P] && best_of_p[P]->k.size() > 0) order.push_back(P);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return best_of_p[a]->cost < best_of_p[b]->cost; });
-  // A few evaluations stay reserved for the micro-batch sizes tried on the final structure.
-  const long reserve = request.budget_evaluations >= 20 ? 3 : 0;
-  auto refine_exhausted = [&] { return search.exhausted() || search.evaluations() + reserve >= request.budget_evaluations; };
-  for (const int P : order) {
-    if (cut_short) break;
-    Candidate inc = *best_of_p[P];
-    std::vector<double> trace = {inc.cost};
-    const int np = static_cast<int>(inc.k.size());
-    bool improved = true;
-    std::map<std::string, bool> seen;  // ordered map: deterministic
-    seen[signature(inc)] = true;
-    while (improved && !cut_short) {
-      improved = false;
-      // The neighbourhood as moves, each applied when its turn comes (a neighbourhood of a large cluster has
-      // ~10^5 members; only the ones priced before the first improvement are materialised).
-      struct Move {
-        int kind;  // 0: swap GPUs a and b; 1: GPU a to pipeline b; 2: pipeline a's K += b
-        int a, b;
-      };
-      std::vector<Move> moves;
-      // (node, pipeline) classes, each represented by its highest GPU id.
-      std::map<std::pair<int, int>, GpuId> cls;
-      for (GpuId g = 0; g < N; ++g) cls[{cluster.node_of(g), inc.pipe_of[g]}] = g;
-      std::vector<int> size(np, 0);
-      for (GpuId g = 0; g < N; ++g) ++size[inc.pipe_of[g]];
-      for (auto a = cls.begin(); a != cls.end(); ++a)
-        for (auto b = std::next(a); b != cls.end(); ++b) {
-          if (a->first.first == b->first.first || a->first.second == b->first.second) continue;
-          moves.push_back({0, a->second, b->second});
-        }
-      for (const auto& [key, g] : cls) {
-        if (size[key.second] < 2) continue;
-        for (int to = 0; to < np; ++to) {
-          if (to == key.second) continue;
-          moves.push_back({1, g, to});
-        }
-      }
-      for (int p = 0; p < np; ++p)
-        for (const int d : {-1, 1}) {
-          const int k = inc.k[p] + d;
-          if (k < 1 || k > 3) continue;
-          moves.push_back({2, p, d});
-        }
-      for (const Move& mv : moves) {
-        Candidate c;
-        c.pipe_of = inc.pipe_of;
-        c.k = inc.k;
-        c.micro_batch = inc.micro_batch;
-        if (mv.kind == 0) std::swap(c.pipe_of[mv.a], c.pipe_of[mv.b]);
-        else if (mv.kind == 1) c.pipe_of[mv.a] = mv.b;
-        else c.k[mv.a] += mv.b;
-        const std::string sig = signature(c);
-        if (seen.count(sig)) continue;
-        if (refine_exhausted()) {
-          cut_short = true;
-          break;
-        }
-        seen[sig] = true;
-        search.price(c);
-        consider(c);
-        if (c.feasible && c.cost < inc.cost) {
-          inc = c;
-          trace.push_back(inc.cost);
-          improved = true;
-          break;  // first improvement: rebuild the neighbourhood around the new incumbent
-        }
-      }
-    }
-    traces_.push_back(trace);
-  }
-
-  // Micro-batch sizes on the final structure.
-  if (best) {
+  // Step 4's micro-batch sizes on the best structure so far (those it has not been priced with).
+  auto try_micro_batches = [&] {
+    if (!best) return;
     const Candidate base = *best;
-    for (const int mb : {2, 4, 8}) {
+    for (const int mb : {1, 2, 4, 8}) {
+      if (mb == base.micro_batch) continue;
       if (global % mb != 0 || global / mb < static_cast<long>(base.k.size())) continue;
       if (search.exhausted()) {
         cut_short = true;
@@ -724,12 +739,23 @@ PlanResult FlashFlexPlanner::plan(const PlanRequest& request) {
       search.price(c);
       consider(c);
     }
+  };
+  try_micro_batches();
+
+  // Step 6, our extension (--flashflex-refine): the public main.py never runs its refinement branch. It
+  // starts from the candidates above, so its own-model cost is never above the public search's.
+  if (request.flashflex_refine && !cut_short) {
+    const double before = best ? best->cost : kInf;
+    traces_ = refine(request, search, best_of_p, consider, cut_short);
+    if (best && best->cost < before) try_micro_batches();
   }
 
   result.evaluations = search.evaluations();
+  result.own_model_evaluations = search.own_evaluations();
   result.search_complete = !cut_short;
+  if (request.flashflex_refine) result.extension = "refine";
   if (!best) {
-    if (cut_short && result.evaluations == 0)
+    if (cut_short && result.evaluations + result.own_model_evaluations == 0)
       result.reason = "budget exhausted before any FlashFlex candidate was priced";
     else
       result.reason = "no FlashFlex partition of the " + std::to_string(N) + " GPUs is feasible for " + model.name +

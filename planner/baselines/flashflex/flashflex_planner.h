@@ -4,8 +4,8 @@
 // scheduler: main.py, partitioner.py, strategy.py, stage_order.py, layer_partition.py, cost_modeling.py);
 // port used for comparisons: github.com/eth-easl/sailor, sailor/Planner/baselines/FlashFlex/flashflex_planner.py.
 // Asymmetric pipelines: data-parallel pipelines that differ in GPU types, stage counts, TP degrees and layer
-// splits, found by hierarchical graph partitioning of the GPUs, then iterative refinement under FlashFlex's
-// own cost model.
+// splits, found by hierarchical graph partitioning of the GPUs and priced by FlashFlex's own cost model
+// (optionally refined by our hill climbing, step 6).
 //
 // Algorithm (steps cite the public code; the paper's §4 "hierarchical graph partitioning" describes the same
 // two phases)
@@ -19,7 +19,8 @@
 //     the fast ones.
 //  2. Stages (partitioner.py partition_pipeline): each pipeline's sub-graph, now with bandwidth edge weights, is
 //     partitioned into K_j parts (the slow links are cut: pipeline p2p crosses them); K_j in {1,2,3} (FlashFlex
-//     draws K_j = 1 + Binomial(2, 0.2), initialize.py; here K is enumerated, then refined per pipeline).
+//     draws K_j = 1 + Binomial(2, 0.2), initialize.py; here a uniform K is enumerated; step 6 may change it
+//     per pipeline).
 //     Part order (stage_order.py get_stage_order): the parts, merged into super-vertices (merge_subgraph),
 //     are ordered along the Hamiltonian path of maximum summed bandwidth (all K! orders; FlashFlex searches
 //     greedy k-way paths, which for K <= kway+1 = 4 covers all orders).
@@ -36,14 +37,20 @@
 //     an equal share), in whole micro-batches, at least one each; the README of the public code: "each pipeline
 //     could have different batch size" (--global_bsz_size per pipeline). Micro-batch 1 during the search (the
 //     sailor port: "always keep MB to 1"); 2, 4 and 8 are tried on the final structure.
-//  5. Search and refinement: P = 1 .. max(1, N/5) pipelines, at most the global batch (sailor's port; main.py
-//     walks P inside [N/L + 1, N/5]); for each P the K in {1,2,3} candidates are priced. Three evaluations
-//     of the budget (when it is >= 20) stay reserved for the micro-batch sizes of step 4. Then the best candidate of each P
-//     (best P first) is refined by hill climbing with first-improvement acceptance, FlashFlex's rule in
-//     main.py ("if throughput(next) > throughput(current): parts = next"): neighbourhood = swap one GPU of a
-//     (node, pipeline) class with one of another node in another pipeline, move one GPU to another
-//     pipeline, change one pipeline's K by one; a neighbour is accepted only if its predicted cost is lower,
-//     so the incumbent's cost never increases (refinement_traces()).
+//  5. Search (main.py, the sailor port's flashflex_planner.py get_plans): P = 1 .. max(1, N/5) pipelines, at
+//     most the global batch (the port walks P over 1 .. N/5; main.py random-walks P inside [N/L + 1, N/5]
+//     for --niter iterations); for each P the uniform K in {1,2,3} candidates are priced, the cheapest wins.
+//     This is the public code's whole search: its refinement branch in main.py (lines 37-42, "if
+//     throughput(next) > throughput(current): parts = next") is dead, since `next_parts` is set to None
+//     (line 26) and never assigned (FlashFlex 5ee1726).
+//  6. Refinement, our extension (PlanRequest::flashflex_refine, `arachne plan --flashflex-refine`; the result's
+//     `extension` is "refine"): the best candidate of each P (best P first) is refined by hill climbing with
+//     first-improvement acceptance, the rule that dead branch states: neighbourhood = swap one GPU of a
+//     (node, pipeline) class with one of another node in another pipeline, move one GPU to another pipeline,
+//     change one pipeline's K by one; a neighbour is accepted only if its predicted cost is lower, so the
+//     incumbent's cost never increases (refinement_traces()). It climbs until no neighbour improves.
+//  Under CostModel::Simulator three evaluations of the budget (when it is >= 20) stay reserved for the
+//  micro-batch sizes of step 4.
 //
 // Cost model (cost_modeling.py TimeCost), with the Profiler (planner/common/profile.h) as its data:
 //  stage time per micro-batch = Profiler::stage_time_s (per-layer forward+backward kernels and TP all-reduce
@@ -67,10 +74,12 @@
 // What it cannot express: TP groups spanning machines or mixing types, stage-level data parallelism (one TP
 // group per stage), interleaving, sequence parallelism, ZeRO, idle GPUs (every GPU is placed), layer splits
 // balanced by compute rather than memory.
-// Simplifications: deterministic enumeration of P and K instead of FlashFlex's seeded random walk
-// (np.random.seed(40404)); own graph partitioner instead of METIS (graph_partition.h); the unused coarsened
-// `repartition` of partitioner.py (never called by main.py) is not reproduced; the GPU-level neighbourhood
-// above is this reimplementation's reading of the paper's refinement step.
+// Simplifications (each with its reason in planner/baselines/README.md, "Deviations"): deterministic
+// enumeration of P and uniform K instead of FlashFlex's seeded random walk with K_j drawn per pipeline; own
+// graph partitioner instead of METIS (graph_partition.h); the unused coarsened `repartition` of
+// partitioner.py (never called by main.py) is not reproduced; micro-batch sizes 2, 4, 8 tried on the final
+// structure (FlashFlex takes one --micro_bsz from the user); the GPU-level neighbourhood of step 6 is this
+// reimplementation's reading of the paper's refinement step.
 // Speed (large clusters): the partitioner works per machine class of identical GPUs (graph_partition.h:
 // exact, not a lossy coarsening — with reciprocal weights the pipelines stripe across machines, so whole-node
 // super-vertices would change the partition); within one plan() call a pipeline's structure and stage times
@@ -90,8 +99,8 @@ class FlashFlexPlanner : public Planner {
   std::string name() const override { return "flashflex"; }
   PlanResult plan(const PlanRequest& request) override;
 
-  // For each refined pipeline count of the last plan() call: the incumbent's predicted cost before refinement
-  // and after every accepted refinement step (never increasing).
+  // For each refined pipeline count of the last plan() call (empty unless request.flashflex_refine): the
+  // incumbent's predicted cost before refinement and after every accepted refinement step (never increasing).
   const std::vector<std::vector<double>>& refinement_traces() const { return traces_; }
 
  private:

@@ -2,6 +2,7 @@
 #include "planner/baselines/metis/metis_planner.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -376,8 +377,56 @@ constexpr double kAdamBytesPerParam = 30.0;
 struct Group {
   std::vector<GpuId> gpus;
   std::string type;
+  int type_id = 0;  // index of `type` in the cluster's GPU types (StageCosts' key)
   int node = 0;
   long samples = 0;
+};
+
+// The profiler's per-stage figures for a group (GPU type, tp, samples) and a layer range, memoised: the search
+// asks for the same few thousand values millions of times. A memo hit returns exactly what the profiler
+// returned, so no result changes.
+class StageCosts {
+ public:
+  StageCosts(const Profiler& prof, const Cluster& cluster, const ModelConfig& model)
+      : prof_(prof), cluster_(cluster), model_(model) {}
+  // Forward + backward + TP time of layers [b, e) (Profiler::stage_time_s).
+  double time(const Group& g, int tp, int b, int e) {
+    const Key k{g.type_id, tp, g.samples, b, e, 0};
+    auto it = time_.find(k);
+    if (it == time_.end()) it = time_.emplace(k, prof_.stage_time_s(b, e, key(g, tp))).first;
+    return it->second;
+  }
+  // Per-GPU memory with `in_flight` micro-batches (Profiler::stage_memory_bytes).
+  double memory(const Group& g, int tp, int b, int e, int in_flight) {
+    const Key k{g.type_id, tp, g.samples, b, e, in_flight};
+    auto it = memory_.find(k);
+    if (it == memory_.end()) it = memory_.emplace(k, prof_.stage_memory_bytes(b, e, key(g, tp), in_flight)).first;
+    return it->second;
+  }
+  // Parameter update of the stage's parameters on one GPU (Adam's HBM traffic on the roofline).
+  double update(const Group& g, int tp, int b, int e) {
+    const Key k{g.type_id, tp, g.samples, b, e, 0};
+    auto it = update_.find(k);
+    if (it == update_.end()) {
+      const ProfileKey pk = key(g, tp);
+      double params = 0;
+      for (int l = b; l < e; ++l) params += prof_.layer(l, pk).params;
+      if (b == 0) params += prof_.embedding(pk).params;
+      if (e == model_.layers) params += prof_.head(pk).params;
+      const double t = op_time_s(OpCost{OpClass::Memory, 0.0, params * kAdamBytesPerParam}, cluster_.catalog.at(g.type),
+                                 model_.dtype);
+      it = update_.emplace(k, t).first;
+    }
+    return it->second;
+  }
+
+ private:
+  using Key = std::array<long, 6>;
+  static ProfileKey key(const Group& g, int tp) { return ProfileKey{g.type, tp, static_cast<double>(g.samples)}; }
+  const Profiler& prof_;
+  const Cluster& cluster_;
+  const ModelConfig& model_;
+  std::map<Key, double> time_, memory_, update_;
 };
 
 struct StagePlan {
@@ -413,6 +462,7 @@ PlanResult MetisPlanner::plan(const PlanRequest& request) {
   const int L = model.layers;
 
   const Profiler prof(cluster, model);
+  StageCosts costs(prof, cluster, model);
   const std::vector<TypeInventory> inventory = type_inventory(cluster);
 
   // Layer demand (LayerLoadBalancer._get_nomalize_layer_duration): per-layer time on the first GPU type at
@@ -438,7 +488,6 @@ PlanResult MetisPlanner::plan(const PlanRequest& request) {
     if (it == speed_cache.end()) it = speed_cache.emplace(key, 1.0 / prof.stage_time_s(0, L, ProfileKey{type, tp, 1.0})).first;
     return it->second;
   };
-  auto key_of = [](const Group& g, int tp) { return ProfileKey{g.type, tp, static_cast<double>(g.samples)}; };
 
   // Orderings of the GPU types (node_sequences).
   std::vector<std::string> types;
@@ -464,14 +513,16 @@ PlanResult MetisPlanner::plan(const PlanRequest& request) {
   std::optional<Evaluator> evaluator;
   if (use_sim) evaluator.emplace(request);
 
-  long evaluations = 0, examined = 0, candidates = 0, sim_oom = 0;
-  const long inter_cap = std::max<long>(1000, opt.inter_plan_cap_factor * std::max<long>(1, request.budget_evaluations));
+  long own_evaluations = 0, candidates = 0, sim_oom = 0;
   bool out_of_budget = false;
   std::optional<Plan> best_plan;
   double best_cost = std::numeric_limits<double>::infinity();
 
+  // The simulator budget (only simulations count), --budget-wall, and the port's time cap (checked where the
+  // port checks it: before each inter-stage and each intra-stage plan).
   auto budget_spent = [&] {
-    if (use_sim ? evaluator->exhausted() : evaluations >= request.budget_evaluations) return true;
+    if (use_sim && evaluator->exhausted()) return true;
+    if (opt.time_cap_s > 0 && timer.elapsed_s() >= opt.time_cap_s) return true;
     return timer.wall_budget_spent(request);
   };
 
@@ -513,14 +564,8 @@ PlanResult MetisPlanner::plan(const PlanRequest& request) {
       double t = 0, upd = 0;
       long max_samples = 0;
       for (const Group& g : st.groups) {
-        const ProfileKey k = key_of(g, st.tp);
-        t = std::max(t, prof.stage_time_s(b, e, k));
-        double params = 0;
-        for (int l = b; l < e; ++l) params += prof.layer(l, k).params;
-        if (b == 0) params += prof.embedding(k).params;
-        if (e == L) params += prof.head(k).params;
-        upd = std::max(upd, op_time_s(OpCost{OpClass::Memory, 0.0, params * kAdamBytesPerParam}, cluster.catalog.at(g.type),
-                                      model.dtype));
+        t = std::max(t, costs.time(g, st.tp, b, e));
+        upd = std::max(upd, costs.update(g, st.tp, b, e));
         max_samples = std::max(max_samples, g.samples);
       }
       lens[s] = t;
@@ -551,14 +596,13 @@ PlanResult MetisPlanner::plan(const PlanRequest& request) {
       apply_megatron_core_ep(plan, model);
       std::string why;
       const std::optional<double> t = evaluator->iteration_time(plan, &why);
-      evaluations = evaluator->evaluations();
       if (!t) {
         ++sim_oom;
         return;
       }
       cost = *t;
     } else {
-      ++evaluations;
+      ++own_evaluations;
       cost = own_cost(c);
     }
     if (cost < best_cost) {
@@ -586,10 +630,6 @@ PlanResult MetisPlanner::plan(const PlanRequest& request) {
     // One inter-stage plan: device groups x micro-batch count. Returns false to stop the search.
     auto inter_stage = [&](const std::vector<int>& dg, int batches) -> bool {
       if (budget_spent()) {
-        out_of_budget = true;
-        return false;
-      }
-      if (++examined > inter_cap) {
         out_of_budget = true;
         return false;
       }
@@ -637,6 +677,7 @@ PlanResult MetisPlanner::plan(const PlanRequest& request) {
               grp.gpus.push_back(rank_gpu[r]);
             }
             grp.type = type_of_node(grp.node);
+            grp.type_id = static_cast<int>(std::find(types.begin(), types.end(), grp.type) - types.begin());
             if (valid) speeds.push_back(speed(grp.type, st.tp));
             st.groups.push_back(std::move(grp));
           }
@@ -653,7 +694,7 @@ PlanResult MetisPlanner::plan(const PlanRequest& request) {
         std::vector<double> perf(S);
         for (int s = 0; s < S; ++s) {
           double t = 0;
-          for (const Group& g : stages[s].groups) t = std::max(t, prof.stage_time_s(0, L, key_of(g, stages[s].tp)));
+          for (const Group& g : stages[s].groups) t = std::max(t, costs.time(g, stages[s].tp, 0, L));
           perf[s] = 1.0 / t;
         }
         const double perf_total = std::accumulate(perf.begin(), perf.end(), 0.0);
@@ -668,11 +709,11 @@ PlanResult MetisPlanner::plan(const PlanRequest& request) {
           std::vector<double> cap(S), dem(S), state(S);
           bool oom = false;
           for (int s = 0; s < S; ++s) {
-            const double in_flight = std::min(S - s, batches);  // 1F1B
+            const int in_flight = std::min(S - s, batches);  // 1F1B
             double best_head = std::numeric_limits<double>::infinity();
             for (const Group& g : stages[s].groups) {
               const double c = prof.gpu_memory_bytes(g.type);
-              const double d = prof.stage_memory_bytes(part[s], part[s + 1], key_of(g, stages[s].tp), in_flight);
+              const double d = costs.memory(g, stages[s].tp, part[s], part[s + 1], in_flight);
               if (c - d < best_head) {
                 best_head = c - d;
                 cap[s] = c;
@@ -723,7 +764,8 @@ PlanResult MetisPlanner::plan(const PlanRequest& request) {
     }
   }
 
-  result.evaluations = evaluations;
+  result.evaluations = use_sim ? evaluator->evaluations() : 0;
+  result.own_model_evaluations = own_evaluations;
   result.search_complete = !out_of_budget;
   if (!best_plan) {
     const std::string what = std::to_string(N) + " GPUs";

@@ -54,9 +54,10 @@
 // TP inside a stage, recomputation, ZeRO, interleaving, expert parallelism.
 //
 // Deviations from the public code, and why:
-//  - Budgets: request.budget_evaluations (one per priced candidate) and budget_wall_s replace the port's
-//    300 s cap; also at most inter_plan_cap_factor * budget inter-stage plans are examined (deterministic
-//    guard for huge clusters where most shapes give no candidate).
+//  - Budgets: the own-model search covers Metis's whole space, stopped only by the port's 300 s cap
+//    (Options::time_cap_s, checked where the port checks it) or --budget-wall; request.budget_evaluations
+//    counts simulations only (CostModel::Simulator). When the 300 s cap binds, the result depends on the
+//    machine's speed (as the port's does); search_complete = false says so.
 //  - Orderings and multiset permutations in lexicographic order (Metis: itertools / loopless multiset
 //    permutation order): same set, different order (matters only when a budget cuts the search, and for ties).
 //  - Stage counts with no device group are skipped (the port stops the whole search when S = 1 has none,
@@ -89,7 +90,9 @@ class MetisPlanner : public Planner {
     int max_profiled_batch_size = 8;         // samples per TP group (Metis: largest profiled batch size)
     int max_partition_attempts = 3;          // LayerLoadBalancer.partition_layer
     int hallucination = 7;                   // LayerComputeBalancer
-    long inter_plan_cap_factor = 50;         // inter-stage plans examined <= factor * budget_evaluations
+    // The sailor port's search cap (metis_planner.py TIME_BUDGET_SEC = 300, "added to run experiments within a
+    // reasonable time limit"); 0: none. Public Metis (cost_het_cluster.py) has no cap.
+    double time_cap_s = 300;
     // Restrictions of the search space (tests and experiments); empty / 0 = Metis's full space.
     std::vector<std::string> only_type_order;  // one GPU-type ordering
     std::vector<int> only_device_groups;       // one device-group shape (sizes of the stages)

@@ -260,9 +260,8 @@ class Search {
     return out;
   }
 
-  long evaluations = 0;   // complete configurations priced by the own cost model
-  long external = 0;      // simulator runs so far (same budget)
-  bool stopped = false;   // a budget ran out
+  long evaluations = 0;   // complete configurations priced by the own cost model (not budgeted)
+  bool stopped = false;   // the wall-clock budget ran out
 
  private:
   const PlanRequest& req_;
@@ -301,7 +300,6 @@ class Search {
   std::map<std::tuple<size_t, int, int, int>, int> speedup_cache_;      // type, mbs, begin, end
   std::map<std::tuple<size_t, int, int, int, int>, int> memory_cache_;  // type, mbs, begin, end, in flight
 
-  bool evaluations_limit_reached() const { return evaluations + external >= req_.budget_evaluations; }
   bool wall_spent() const {
     return timer_.wall_budget_spent(req_);
   }
@@ -538,13 +536,7 @@ class Search {
       if (!place(s, combo, sc.order, left, reps)) continue;
       const PipeInfo single = price_stage(s, reps);
       if (last) {
-        if (s == 0) {  // P = 1: a complete configuration
-          if (evaluations_limit_reached()) {
-            stopped = true;
-            break;
-          }
-          ++evaluations;
-        }
+        if (s == 0) ++evaluations;  // P = 1: a complete configuration
         if (!best.feasible || single.tpp < best.info.tpp) {
           best.feasible = true;
           best.info = single;
@@ -564,13 +556,7 @@ class Search {
       if (stopped) break;
       const Entry& rest = entries_[ri];
       if (!rest.feasible) continue;
-      if (s == 0) {
-        if (evaluations_limit_reached()) {
-          stopped = true;
-          break;
-        }
-        ++evaluations;
-      }
+      if (s == 0) ++evaluations;
       const PipeInfo merged = merge(single, reps, rest, perm);
       if (!best.feasible || merged.tpp < best.info.tpp) {
         best.feasible = true;
@@ -667,8 +653,7 @@ PlanResult SailorPlanner::plan(const PlanRequest& request) {
   bool any_fit = false, any_mbs = false;
   long sim_evals = 0, sim_oom = 0;
   auto spent = [&] {
-    return search.evaluations + sim_evals >= request.budget_evaluations ||
-           timer.wall_budget_spent(request);
+    return sim_evals >= request.budget_evaluations || timer.wall_budget_spent(request);
   };
   bool stopped = false;
 
@@ -694,7 +679,6 @@ PlanResult SailorPlanner::plan(const PlanRequest& request) {
       double prev = std::numeric_limits<double>::infinity();
       for (const int D : Ds) {
         if (D * P > G) continue;  // cannot have D replicas of P stages: infeasible (solve_dp finds none)
-        search.external = sim_evals;  // the simulator's runs share the budget
         Suffix cfg = search.solve_top(D);
         if (search.stopped) stopped = true;
         if (!cfg.feasible) {
@@ -734,7 +718,8 @@ PlanResult SailorPlanner::plan(const PlanRequest& request) {
     }
   }
 
-  result.evaluations = search.evaluations + sim_evals;
+  result.evaluations = sim_evals;
+  result.own_model_evaluations = search.evaluations;
   result.search_complete = !stopped;
   if (!best) {
     if (!any_mbs)
@@ -742,7 +727,8 @@ PlanResult SailorPlanner::plan(const PlanRequest& request) {
     else if (!any_fit)
       result.reason = model.name + " does not fit in memory on any GPU type of the cluster at any TP and pipeline depth";
     else if (stopped)
-      result.reason = "budget exhausted after " + std::to_string(result.evaluations) + " evaluations before a feasible plan";
+      result.reason = "budget exhausted after " + std::to_string(result.evaluations) + " simulator evaluations (" +
+                      std::to_string(result.own_model_evaluations) + " own-model) before a feasible plan";
     else if (use_sim && sim_oom > 0)
       result.reason = "every Sailor candidate ran out of memory in the simulator (" + std::to_string(sim_oom) + " simulated)";
     else

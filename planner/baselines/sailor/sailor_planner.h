@@ -57,10 +57,11 @@
 // With CostModel::Simulator the same DP produces the candidates (one per (P, mbs, D)) and each is priced by
 // planner::Evaluator instead; the H3 stop and the final choice use the simulated time; OOM is infeasible.
 //
-// Budget: one evaluation per complete configuration priced — every merged (or, for P = 1, single-stage)
-// stage-0 combination of the DP — plus one per simulator run under CostModel::Simulator. Sub-problems of the
-// DP (suffixes) are not counted. The wall-clock budget is also checked inside the DP. When either is spent
-// the search stops and returns the best candidate so far (search_complete = false).
+// Budget: the DP runs to the end, as the public planner does (it has no cap); own-model pricing is not
+// budgeted (own_model_evaluations counts the complete configurations priced: every merged, or for P = 1
+// single-stage, stage-0 combination; DP suffixes are not counted). request.budget_evaluations counts the
+// simulator runs under CostModel::Simulator. The optional wall-clock budget is also checked inside the DP;
+// when a budget is spent the search stops and returns the best candidate so far (search_complete = false).
 //
 // MoE: planned as the activated dense model (Profiler time), memory on the real model without EP; the final
 // plan gets apply_megatron_core_ep (and so does every candidate priced by the simulator).
