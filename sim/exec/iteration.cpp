@@ -65,7 +65,9 @@ class IterationSim {
   IterationSim(const Cluster& c, const Topology& t, const ModelConfig& m, const Plan& p, const SimOptions& o)
       : cluster_(c), topo_(t), model_(m), plan_(p), opt_(o), net_(engine_, t.links(),
              o.exact_shortcuts ? FlowNetwork::Recompute::Component : FlowNetwork::Recompute::Global),
-        ctx_{engine_, net_, t}, work_(build_stage_work(c, t, m, p)) {}
+        ctx_{engine_, net_, t}, work_(build_stage_work(c, t, m, p)) {
+    net_.set_checked_bundles(o.exact_shortcuts && o.bundled_alltoall);
+  }
 
   SimResult run();
 

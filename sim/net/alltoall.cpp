@@ -6,6 +6,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 
 namespace arachne {
@@ -53,6 +54,11 @@ std::vector<std::vector<int>> members_by_node(const Topology& topo, const std::v
 // Runs the phases one after the other; each phase's flows run concurrently and the next phase starts when
 // the last of them finishes (a barrier, as between Tutel's separate all-to-all calls).
 struct PhaseRunner : std::enable_shared_from_this<PhaseRunner> {
+  struct Transfer {  // one moving transfer of a phase
+    int src = 0, dst = 0;
+    double bytes = 0;
+    TimeNs latency = 0;
+  };
   CollectiveContext ctx;
   std::vector<GpuId> members;
   std::vector<std::vector<AllToAllTransfer>> phases;
@@ -80,16 +86,57 @@ struct PhaseRunner : std::enable_shared_from_this<PhaseRunner> {
       return;
     }
     if (!self) self = shared_from_this();
+    // Transfers that may keep equal rates start as one checked bundle (flow_network.h): the flows into one
+    // member, or out of one, with equal bytes and latency - whichever makes fewer bundles. The network
+    // splits a bundle whose members would diverge, so this changes no time.
+    std::vector<Transfer> moving;
     for (const auto& t : phases[k]) {
       if (!moves(members, t.src, t.dst, t.bytes)) continue;
       const GpuId a = members[static_cast<std::size_t>(t.src)];
       const GpuId b = members[static_cast<std::size_t>(t.dst)];
-      // A callback of two words fits std::function's inline storage (no allocation per flow).
-      ctx.net.start_route(ctx.topo.route(a, b), t.bytes, seconds_to_ns(ctx.topo.latency_s(a, b)),
-                          [runner = this, k] {
-                            if (--runner->left == 0) runner->start(k + 1);
-                          });
+      moving.push_back(Transfer{t.src, t.dst, t.bytes, seconds_to_ns(ctx.topo.latency_s(a, b))});
     }
+    if (!ctx.net.checked_bundles()) {
+      for (const Transfer& t : moving) start_one(t, k);
+      return;
+    }
+    const auto by_dst = equal_transfers(moving, true), by_src = equal_transfers(moving, false);
+    std::vector<const std::vector<LinkId>*> routes;
+    for (const auto& group : by_src.size() < by_dst.size() ? by_src : by_dst) {
+      const Transfer& t0 = moving[static_cast<std::size_t>(group.front())];
+      routes.clear();
+      for (const int i : group) {
+        const Transfer& t = moving[static_cast<std::size_t>(i)];
+        routes.push_back(&ctx.topo.route(members[static_cast<std::size_t>(t.src)], members[static_cast<std::size_t>(t.dst)]));
+      }
+      if (routes.size() == 1) start_one(t0, k);
+      else ctx.net.start_bundle(routes, t0.bytes, t0.latency, [runner = this, k](int n) { runner->arrived(n, k); });
+    }
+  }
+
+  void start_one(const Transfer& t, std::size_t k) {
+    // A callback of two words fits std::function's inline storage (no allocation per flow).
+    ctx.net.start_route(ctx.topo.route(members[static_cast<std::size_t>(t.src)], members[static_cast<std::size_t>(t.dst)]),
+                        t.bytes, t.latency, [runner = this, k] { runner->arrived(1, k); });
+  }
+
+  void arrived(int n, std::size_t k) {
+    left -= n;
+    if (left == 0) start(k + 1);
+  }
+
+  // Indices of `ts` grouped by destination (or source), bytes and latency; groups in order of first
+  // appearance, indices in order.
+  static std::vector<std::vector<int>> equal_transfers(const std::vector<Transfer>& ts, bool by_dst) {
+    std::map<std::tuple<int, double, TimeNs>, std::size_t> group_of;
+    std::vector<std::vector<int>> groups;
+    for (int i = 0; i < static_cast<int>(ts.size()); ++i) {
+      const Transfer& t = ts[static_cast<std::size_t>(i)];
+      const auto [it, added] = group_of.try_emplace({by_dst ? t.dst : t.src, t.bytes, t.latency}, groups.size());
+      if (added) groups.emplace_back();
+      groups[it->second].push_back(i);
+    }
+    return groups;
   }
   std::shared_ptr<PhaseRunner> self;  // keeps the runner alive while its flows run
 };

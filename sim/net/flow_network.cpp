@@ -14,11 +14,31 @@
 //    bitwise, so its completion time is a function of its own rate history, not of how often it was revisited.
 //  * All changes at one instant (activations, completions) are applied by one reallocation event at that
 //    instant; equal-time events run in insertion order, so this batching is deterministic too.
+//
+// Checked bundles (start_bundle): k transfers on different routes with equal bytes and activation time,
+// filled as one flow whose hops are the sum of their routes. Compare the filling of this network with the
+// filling of the one where the members are separate flows. Suppose both have frozen the same flows at the
+// same levels so far (a bundle counting as its members); then every link has the same remaining capacity
+// and the same weight (sum of multiplicities) in both, hence the same share, and the next level s and its
+// set of links are the same. A separate member freezes at s exactly when its own route crosses a link whose
+// share is s (a shared link at s is in the level; a private link at s is its tightest, since a smaller one
+// would have frozen it before). So if, whenever a bundle freezes at s, each member's route crosses a
+// non-slack link of share exactly s (freeze() checks it), both fillings freeze the same flows at s, remove
+// the same multiplicity x s from every link, and by induction give every member the bundle's rate bit for
+// bit. Slack is the same in both: a member's rate bound is the bundle's (start_bundle bundles only equal
+// bounds), so every link's demand is the same multiset of (bound, multiplicity). If the check fails, the
+// bundle is split into its members (same rate history, so the same remaining bytes and finish time) and the
+// component is filled again before any rate is applied. Skipping a refill after removals
+// (unchanged_by_removals) likewise requires each member's route, not just the bundle's, to cross a link at
+// the common share. Members hold consecutive ids, reserved when the bundle starts, so flows order (links,
+// completions at one instant) as the separate members would, and a bundle completes at the instant its
+// members would, all together.
 #include "sim/net/flow_network.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -31,6 +51,8 @@ constexpr std::uint32_t kNoSlot = std::numeric_limits<std::uint32_t>::max();
 constexpr double kDoneFraction = 1e-6;
 // Completion delta is clamped here (~126 years) so the integer conversion never overflows.
 constexpr double kMaxDeltaNs = 4e18;
+// Fixed-point unit of bytes_by_class_: 2^-20 byte (a power of two, so scaling is exact).
+constexpr double kBytesPerUnit = 1048576.0;
 }  // namespace
 
 struct FlowNetwork::State {
@@ -44,6 +66,12 @@ struct FlowNetwork::State {
     TimeNs t_last = 0;
     TimeNs finish = kNever;
     std::function<void()> done;
+    // Checked bundle (members > 1): each member's normalised hops, one after another in member_hops, member m
+    // ending at member_end[m]; `hops` is their sum. done_n(k) reports k completed members.
+    int members = 1;
+    std::vector<Hop> member_hops;
+    std::vector<std::uint32_t> member_end;
+    std::function<void(int)> done_n;
     bool in_use = false;
     bool active = false;
     // scratch of reallocate()
@@ -123,7 +151,14 @@ struct FlowNetwork::State {
   std::vector<int> free_batches;
   int open_batch = -1;  // the batch that flows started now with the same activation time join
   std::vector<std::uint32_t> finished_scratch;  // of on_due()
-  std::vector<std::function<void()>> callbacks_scratch;
+  struct Callback {
+    std::function<void()> done;
+    std::function<void(int)> done_n;
+    int members = 1;
+  };
+  std::vector<Callback> callbacks_scratch;
+  std::vector<std::uint32_t> diverged;  // checked bundles the current filling found diverging (see freeze())
+  std::uint64_t splits = 0;
   std::vector<Hop> route_scratch;  // of start_route()
 
   std::vector<LinkId> dirty_links;           // links whose flows changed since the last reallocation
@@ -164,6 +199,15 @@ struct FlowNetwork::State {
     f.remaining = f.bytes;
     f.t_last = engine.now();
     f.finish = kNever;
+    attach(slot);
+    active += static_cast<std::size_t>(f.members);
+    new_flows.push_back(slot);
+    request_realloc();
+  }
+
+  // Enters the flow on its links (kept sorted by id).
+  void attach(std::uint32_t slot) {
+    const Flow& f = flows[slot];
     for (const Hop& h : f.hops) {
       auto& lf = link_flows[h.link];
       if (lf.empty() || lf.back().id < f.id) {  // the usual case: flows activate in start order
@@ -177,9 +221,6 @@ struct FlowNetwork::State {
       slack_stale[h.link] = 1;
       dirty_links.push_back(h.link);
     }
-    ++active;
-    new_flows.push_back(slot);
-    request_realloc();
   }
 
   // Flows started at one instant with the same activation time activate in one event, in start order.
@@ -213,7 +254,13 @@ struct FlowNetwork::State {
   }
 
   void detach(std::uint32_t slot) {
-    Flow& f = flows[slot];
+    leave_links(slot);
+    flows[slot].active = false;
+    active -= static_cast<std::size_t>(flows[slot].members);
+  }
+
+  void leave_links(std::uint32_t slot) {
+    const Flow& f = flows[slot];
     for (const Hop& h : f.hops) {
       auto& lf = link_flows[h.link];
       const auto pos = std::lower_bound(lf.begin(), lf.end(), f.id,
@@ -223,8 +270,49 @@ struct FlowNetwork::State {
       slack_stale[h.link] = 1;
       dirty_links.push_back(h.link);
     }
-    f.active = false;
-    --active;
+  }
+
+  // Replaces checked bundle `slot` by its members as separate flows in the bundle's state (they had its rate
+  // history, hence its remaining bytes and finish time), ids id, id + 1, ... in member order; member 0 keeps
+  // the slot and its due entry.
+  void split(std::uint32_t slot) {
+    ++splits;
+    leave_links(slot);
+    Flow b = std::move(flows[slot]);
+    const auto done_n = std::make_shared<std::function<void(int)>>(std::move(b.done_n));
+    for (int m = 0; m < b.members; ++m) {
+      const std::uint32_t s = m == 0 ? slot : allocate();
+      Flow& f = flows[s];
+      f.id = b.id + static_cast<FlowId>(m);
+      f.hops.assign(b.member_hops.begin() + (m == 0 ? 0 : b.member_end[m - 1]),
+                    b.member_hops.begin() + b.member_end[m]);
+      f.bytes = b.bytes;
+      f.bound = b.bound;
+      f.remaining = b.remaining;
+      f.rate = b.rate;
+      f.t_last = b.t_last;
+      f.finish = b.finish;
+      f.done = [done_n] { (*done_n)(1); };
+      f.members = 1;
+      f.member_hops.clear();
+      f.member_end.clear();
+      f.done_n = nullptr;
+      f.in_use = true;
+      f.active = true;
+      f.frozen = false;
+      f.uniform_share = b.uniform_share;
+      slot_of_id[f.id] = s;
+      attach(s);
+      if (m > 0 && f.finish != kNever) {
+        due.push_back(Due{f.finish, f.id, s});
+        std::push_heap(due.begin(), due.end(), DueAfter{});
+      }
+    }
+    // The moved-from slot storage went to member 0; give the bundle's vectors back for reuse.
+    flows[slot].member_hops = std::move(b.member_hops);
+    flows[slot].member_hops.clear();
+    flows[slot].member_end = std::move(b.member_end);
+    flows[slot].member_end.clear();
   }
 
   // A link is slack when even every flow on it at its own rate bound (the smallest capacity/mult on its
@@ -385,7 +473,7 @@ struct FlowNetwork::State {
         if (k.slot == kNoSlot) link_level[k.link] = level_no;
         level.push_back(k);
       }
-      freeze_level(std::max(s, 0.0));
+      freeze_level(s);
     }
   }
 
@@ -401,15 +489,17 @@ struct FlowNetwork::State {
     return weight[k.link] > 0 && cap_left[k.link] / static_cast<double>(weight[k.link]) == k.share;
   }
 
-  void freeze_level(double r) {
+  // Freezes the flows of the level at share s (rate max(s, 0)).
+  void freeze_level(double s) {
+    const double r = std::max(s, 0.0);
     touched.clear();
     for (const Key& k : level) {
       if (k.slot != kNoSlot) {
-        if (!flows[k.slot].frozen) freeze(k.slot, r);
+        if (!flows[k.slot].frozen) freeze(k.slot, s, r);
         continue;
       }
       for (const LinkEntry& e : link_flows[k.link])
-        if (!flows[e.slot].frozen) freeze(e.slot, r);
+        if (!flows[e.slot].frozen) freeze(e.slot, s, r);
     }
     for (const LinkId l : touched) {
       weight[l] -= freed[l];
@@ -422,15 +512,33 @@ struct FlowNetwork::State {
     }
   }
 
-  void freeze(std::uint32_t slot, double r) {
+  void freeze(std::uint32_t slot, double s, double r) {
     Flow& f = flows[slot];
     f.frozen = true;
     f.new_rate = r;
+    if (f.members > 1 && !members_at_share(f, s)) diverged.push_back(slot);
     for (const Hop& h : f.hops) {
       if (link_flows[h.link].size() < 2 || slack[h.link]) continue;  // private or slack: not read again
       if (freed[h.link] == 0) touched.push_back(h.link);
       freed[h.link] += h.mult;
     }
+  }
+
+  // Whether every member of checked bundle f crosses a non-slack link whose share in the current filling
+  // (before this level's freezes are subtracted) is exactly s: then each would freeze at s on its own (see
+  // the file comment).
+  bool members_at_share(const Flow& f, double s) const {
+    std::uint32_t begin = 0;
+    for (const std::uint32_t end : f.member_end) {
+      bool at = false;
+      for (std::uint32_t i = begin; i < end && !at; ++i) {
+        const LinkId l = f.member_hops[i].link;
+        at = !slack[l] && cap_left[l] / static_cast<double>(weight[l]) == s;
+      }
+      if (!at) return false;
+      begin = end;
+    }
+    return true;
   }
 
   void apply_rate(std::uint32_t slot, TimeNs now) {
@@ -466,11 +574,21 @@ struct FlowNetwork::State {
     }
     collect_component();
     fill();
+    while (!diverged.empty()) refill_split();
     recomputed += comp_flows.size();
     mark_uniform();
     const TimeNs now = engine.now();
     for (const std::uint32_t s : comp_flows) apply_rate(s, now);
     schedule_next();
+  }
+
+  // Splits the checked bundles the last filling found diverging and fills their whole component again.
+  void refill_split() {
+    for (const std::uint32_t b : diverged) split(b);
+    diverged.clear();
+    dirty_links.insert(dirty_links.end(), comp_links.begin(), comp_links.end());
+    collect_component();
+    fill();
   }
 
   // Records on every flow just filled whether the filling froze them all at one level (their common rate).
@@ -509,10 +627,21 @@ struct FlowNetwork::State {
     return true;
   }
 
-  // Whether the flow crosses a non-slack link whose share capacity / weight is exactly s.
+  // Whether the flow (each member of a checked bundle) crosses a non-slack link whose share
+  // capacity / weight is exactly s.
   bool covered_at(const Flow& f, double s) {
-    for (const Hop& h : f.hops) {
-      if (links[h.link].capacity / static_cast<double>(link_weight[h.link]) == s && !slack_now(h.link)) return true;
+    if (f.members == 1) return crosses_share(f.hops.data(), f.hops.data() + f.hops.size(), s);
+    std::uint32_t begin = 0;
+    for (const std::uint32_t end : f.member_end) {
+      if (!crosses_share(f.member_hops.data() + begin, f.member_hops.data() + end, s)) return false;
+      begin = end;
+    }
+    return true;
+  }
+
+  bool crosses_share(const Hop* begin, const Hop* end, double s) {
+    for (const Hop* h = begin; h != end; ++h) {
+      if (links[h->link].capacity / static_cast<double>(link_weight[h->link]) == s && !slack_now(h->link)) return true;
     }
     return false;
   }
@@ -557,27 +686,32 @@ struct FlowNetwork::State {
     // A flow whose finish time was recomputed to the same instant has two valid heap entries: complete it
     // once (detaching or releasing it twice would corrupt the active count and the free-slot list).
     finished.erase(std::unique(finished.begin(), finished.end()), finished.end());
-    std::vector<std::function<void()>>& callbacks = callbacks_scratch;
+    std::vector<Callback>& callbacks = callbacks_scratch;
     callbacks.clear();
     for (const std::uint32_t s : finished) {
       detach(s);
       Flow& f = flows[s];
-      callbacks.push_back(std::move(f.done));
+      callbacks.push_back(Callback{std::move(f.done), std::move(f.done_n), f.members});
       release(s);
     }
     request_realloc();  // also reschedules the next completion
     for (auto& cb : callbacks) {  // they may start flows, never complete one: the scratch is not reused here
-      if (cb) cb();
+      if (cb.done) cb.done();
+      if (cb.done_n) cb.done_n(cb.members);
     }
     callbacks.clear();
   }
 
   void release(std::uint32_t slot) {
     Flow& f = flows[slot];
-    slot_of_id[f.id] = kNoSlot;
+    for (int m = 0; m < f.members; ++m) slot_of_id[f.id + static_cast<FlowId>(m)] = kNoSlot;
     f.in_use = false;
     f.active = false;
     f.done = nullptr;
+    f.done_n = nullptr;
+    f.members = 1;
+    f.member_hops.clear();
+    f.member_end.clear();
     f.hops.clear();
     f.finish = kNever;
     f.rate = 0;
@@ -646,13 +780,7 @@ FlowId FlowNetwork::start_hops(std::vector<Hop>& hops, double bytes, TimeNs late
   if (latency < 0) latency = 0;
 
   normalise(hops, static_cast<LinkId>(st.links.size()));
-  for (const Hop& h : hops) links_used_[h.link] = true;
-  if (bytes > 0) {
-    for (const Hop& h : hops) {
-      const double copies = link_copies_.empty() ? 1.0 : static_cast<double>(link_copies_[h.link]);
-      bytes_by_class_[static_cast<int>(st.links[h.link].cls)] += bytes * static_cast<double>(h.mult) * copies;
-    }
-  }
+  count_bytes(hops, bytes);
 
   const TimeNs at = st.engine.now() + latency;
   if (!(bytes > 0) || hops.empty()) {
@@ -680,6 +808,82 @@ FlowId FlowNetwork::start_hops(std::vector<Hop>& hops, double bytes, TimeNs late
   else st.activate_later(slot, at);
   return id;
 }
+
+void FlowNetwork::count_bytes(const std::vector<Hop>& hops, double bytes) {
+  for (const Hop& h : hops) links_used_[h.link] = true;
+  if (!(bytes > 0)) return;
+  const auto units = static_cast<__int128>(std::nearbyint(bytes * kBytesPerUnit));
+  for (const Hop& h : hops) {
+    const __int128 copies = link_copies_.empty() ? 1 : link_copies_[h.link];
+    bytes_by_class_[static_cast<int>(st_->links[h.link].cls)] += units * h.mult * copies;
+  }
+}
+
+std::array<double, kLinkClasses> FlowNetwork::bytes_by_class() const {
+  std::array<double, kLinkClasses> out{};
+  for (int k = 0; k < kLinkClasses; ++k) out[k] = static_cast<double>(bytes_by_class_[k]) / kBytesPerUnit;
+  return out;
+}
+
+void FlowNetwork::start_bundle(const std::vector<const std::vector<LinkId>*>& routes, double bytes, TimeNs latency,
+                               std::function<void(int)> done) {
+  State& st = *st_;
+  const std::size_t k = routes.size();
+  // The members' normalised hops and rate bounds; a bundle needs >= 2 members, all crossing links with one
+  // bound, and bytes to move.
+  std::vector<Hop> member_hops;
+  std::vector<std::uint32_t> member_end;
+  std::vector<Hop>& one = st.route_scratch;
+  double bound = 0;
+  bool bundle = checked_bundles_ && k >= 2 && bytes > 0;
+  for (std::size_t m = 0; m < k && bundle; ++m) {
+    one.clear();
+    for (const LinkId l : *routes[m]) one.push_back(Hop{l, 1});
+    normalise(one, static_cast<LinkId>(st.links.size()));
+    double b = std::numeric_limits<double>::infinity();
+    for (const Hop& h : one) b = std::min(b, st.links[h.link].capacity / static_cast<double>(h.mult));
+    bundle = !one.empty() && (m == 0 || b == bound);
+    bound = b;
+    member_hops.insert(member_hops.end(), one.begin(), one.end());
+    member_end.push_back(static_cast<std::uint32_t>(member_hops.size()));
+  }
+  if (!bundle) {  // separate flows
+    const auto shared = std::make_shared<std::function<void(int)>>(std::move(done));
+    for (const auto* r : routes) start_route(*r, bytes, latency, [shared] { (*shared)(1); });
+    return;
+  }
+  const FlowId id = st.slot_of_id.size();
+  st.slot_of_id.resize(st.slot_of_id.size() + k, kNoSlot);
+  flows_started_ += k;
+  if (latency < 0) latency = 0;
+  std::vector<Hop> hops = member_hops;
+  normalise(hops, static_cast<LinkId>(st.links.size()));
+  for (std::size_t m = 0; m < k; ++m) {  // as the members would count, one after another
+    one.assign(member_hops.begin() + (m == 0 ? 0 : member_end[m - 1]), member_hops.begin() + member_end[m]);
+    count_bytes(one, bytes);
+  }
+  const std::uint32_t slot = st.allocate();
+  State::Flow& f = st.flows[slot];
+  f.id = id;
+  f.hops.assign(hops.begin(), hops.end());
+  f.bytes = bytes;
+  f.bound = bound;  // each member's; the sum's min capacity / multiplicity is at most that
+  f.remaining = bytes;
+  f.rate = 0;
+  f.finish = kNever;
+  f.done = nullptr;
+  f.done_n = std::move(done);
+  f.members = static_cast<int>(k);
+  f.member_hops.assign(member_hops.begin(), member_hops.end());
+  f.member_end.assign(member_end.begin(), member_end.end());
+  f.in_use = true;
+  f.active = false;
+  for (std::size_t m = 0; m < k; ++m) st.slot_of_id[id + m] = slot;
+  if (latency == 0) st.activate(slot);
+  else st.activate_later(slot, st.engine.now() + latency);
+}
+
+std::uint64_t FlowNetwork::bundles_split() const { return st_->splits; }
 
 FlowId FlowNetwork::start_route(const std::vector<LinkId>& route, double bytes, TimeNs latency,
                                 std::function<void()> done) {
