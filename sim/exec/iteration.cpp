@@ -11,6 +11,8 @@
 // then each worker runs its optimizer step (and, with ZeRO-1, the parameter all-gather).
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -91,6 +93,7 @@ class IterationSim {
   const RoutingDraw& routing(int w, const ScheduledTask& t, int layer);
   long peer_tokens(int w, int chunk) const;
   std::vector<long> rank_tokens(const ChunkCost& cc, const RoutingDraw& d, int r) const;
+  long rank_kept(const ChunkCost& cc, const RoutingDraw& d, int r) const;
   double expert_time_s(int w, const ScheduledTask& t, int layer);
   void run_alltoall(int w, const ScheduledTask& t, int layer, bool to_experts, std::function<void()> done);
   void record(int w, const std::string& name, const char* cat, TimeNs start, TimeNs end, int track_offset = 0);
@@ -462,6 +465,15 @@ std::vector<long> IterationSim::rank_tokens(const ChunkCost& cc, const RoutingDr
   return std::vector<long>(d.kept.begin() + first, d.kept.begin() + first + cc.ep_experts[r]);
 }
 
+// Their sum.
+long IterationSim::rank_kept(const ChunkCost& cc, const RoutingDraw& d, int r) const {
+  int first = 0;
+  for (int q = 0; q < r; ++q) first += cc.ep_experts[q];
+  long kept = 0;
+  for (int e = first; e < first + cc.ep_experts[r]; ++e) kept += d.kept[static_cast<std::size_t>(e)];
+  return kept;
+}
+
 double IterationSim::expert_time_s(int w, const ScheduledTask& t, int layer) {
   const Worker& wk = work_.workers[w];
   const ChunkCost& cc = wk.chunks[t.chunk];
@@ -508,8 +520,7 @@ void IterationSim::run_alltoall(int w, const ScheduledTask& t, int layer, bool t
       }
     std::vector<std::vector<double>> gb(m, std::vector<double>(m, 0.0));
     for (int r = 0; r < cc.ep; ++r) {
-      long kept = 0;
-      for (long x : rank_tokens(cc, d, r)) kept += x;
+      const long kept = rank_kept(cc, d, r);
       for (int j = r * cc.ep_etp; j < (r + 1) * cc.ep_etp; ++j)
         for (int i = 0; i < m; ++i) {
           const double b = static_cast<double>(kept) * owned[i] / static_cast<double>(tokens) *
@@ -525,13 +536,15 @@ void IterationSim::run_alltoall(int w, const ScheduledTask& t, int layer, bool t
                            });
     return;
   }
-  std::vector<std::vector<double>> bytes(n, std::vector<double>(n, 0.0));
+  // Shared by the channels' all-to-alls (read only).
+  auto shared = std::make_shared<std::vector<std::vector<double>>>(n, std::vector<double>(n, 0.0));
+  std::vector<std::vector<double>>& bytes = *shared;
+  const double per_assignment = dispatch_bytes_per_assignment(model_);
   for (int j = 0; j < n; ++j) {
-    long kept = 0;
-    for (long x : rank_tokens(cc, d, j)) kept += x;
+    const long kept = rank_kept(cc, d, j);
     for (int i = 0; i < n; ++i) {
       const double b = static_cast<double>(kept) * static_cast<double>(peer_tokens(cc.ep_peers[i], t.chunk)) /
-                       static_cast<double>(tokens) * dispatch_bytes_per_assignment(model_) * repeat / channels;
+                       static_cast<double>(tokens) * per_assignment * repeat / channels;
       (to_experts ? bytes[i][j] : bytes[j][i]) = b;
     }
   }
@@ -544,12 +557,12 @@ void IterationSim::run_alltoall(int w, const ScheduledTask& t, int layer, bool t
       const Worker& pw = work_.workers[peer];
       members.push_back(pw.gpus[static_cast<size_t>(c) * pw.tp / channels]);
     }
-    engine_.schedule_after(seconds_to_ns(ovh), [this, members, bytes, left, fin]() {
+    engine_.schedule_after(seconds_to_ns(ovh), [this, members = std::move(members), shared, left, fin]() {
       auto one = [left, fin]() {
         if (--*left == 0) (*fin)();
       };
-      if (opt_.hierarchical_alltoall) hierarchical_alltoall(ctx_, members, bytes, one);
-      else alltoall(ctx_, members, bytes, one);
+      if (opt_.hierarchical_alltoall) hierarchical_alltoall(ctx_, members, *shared, one);
+      else alltoall(ctx_, members, *shared, one);
     });
   }
 }
@@ -721,6 +734,7 @@ SimResult IterationSim::run() {
     res_.bytes[k] = nb[k] / links_per_crossing(static_cast<LinkClass>(k)) + closed_form_bytes_[k];
   res_.dropped_tokens = dropped_;
   res_.events = engine_.executed();
+  if (std::getenv("ARACHNE_DEBUG_NET")) std::fprintf(stderr, "splits %llu reallocs %llu recomputed %llu started %llu\n", (unsigned long long)net_.bundles_split(), (unsigned long long)net_.reallocations(), (unsigned long long)net_.flows_recomputed(), (unsigned long long)net_.flows_started());
   res_.timeline_tracks = 2 * topo_.num_gpus() + kLinkClasses;
   res_.sim_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   return res_;

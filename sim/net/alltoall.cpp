@@ -1,12 +1,12 @@
 // All-to-all as flows on the topology's links (see alltoall.h for the model and its sources).
 #include "sim/net/alltoall.h"
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <tuple>
 #include <utility>
 
 namespace arachne {
@@ -58,6 +58,7 @@ struct PhaseRunner : std::enable_shared_from_this<PhaseRunner> {
     int src = 0, dst = 0;
     double bytes = 0;
     TimeNs latency = 0;
+    const std::vector<LinkId>* route = nullptr;
   };
   CollectiveContext ctx;
   std::vector<GpuId> members;
@@ -90,34 +91,34 @@ struct PhaseRunner : std::enable_shared_from_this<PhaseRunner> {
     // member, or out of one, with equal bytes and latency - whichever makes fewer bundles. The network
     // splits a bundle whose members would diverge, so this changes no time.
     std::vector<Transfer> moving;
+    moving.reserve(phases[k].size());
     for (const auto& t : phases[k]) {
       if (!moves(members, t.src, t.dst, t.bytes)) continue;
       const GpuId a = members[static_cast<std::size_t>(t.src)];
       const GpuId b = members[static_cast<std::size_t>(t.dst)];
-      moving.push_back(Transfer{t.src, t.dst, t.bytes, seconds_to_ns(ctx.topo.latency_s(a, b))});
+      moving.push_back(Transfer{t.src, t.dst, t.bytes, seconds_to_ns(ctx.topo.latency_s(a, b)), &ctx.topo.route(a, b)});
     }
     if (!ctx.net.checked_bundles()) {
       for (const Transfer& t : moving) start_one(t, k);
       return;
     }
-    const auto by_dst = equal_transfers(moving, true), by_src = equal_transfers(moving, false);
+    const Groups g = equal_transfers(moving);
     std::vector<const std::vector<LinkId>*> routes;
-    for (const auto& group : by_src.size() < by_dst.size() ? by_src : by_dst) {
-      const Transfer& t0 = moving[static_cast<std::size_t>(group.front())];
-      routes.clear();
-      for (const int i : group) {
-        const Transfer& t = moving[static_cast<std::size_t>(i)];
-        routes.push_back(&ctx.topo.route(members[static_cast<std::size_t>(t.src)], members[static_cast<std::size_t>(t.dst)]));
+    for (std::size_t b = 0; b + 1 < g.begin.size(); ++b) {
+      const Transfer& t0 = moving[static_cast<std::size_t>(g.order[g.begin[b]])];
+      if (g.begin[b + 1] - g.begin[b] == 1) {
+        start_one(t0, k);
+        continue;
       }
-      if (routes.size() == 1) start_one(t0, k);
-      else ctx.net.start_bundle(routes, t0.bytes, t0.latency, [runner = this, k](int n) { runner->arrived(n, k); });
+      routes.clear();
+      for (std::size_t i = g.begin[b]; i < g.begin[b + 1]; ++i) routes.push_back(moving[static_cast<std::size_t>(g.order[i])].route);
+      ctx.net.start_bundle(routes, t0.bytes, t0.latency, [runner = this, k](int n) { runner->arrived(n, k); });
     }
   }
 
   void start_one(const Transfer& t, std::size_t k) {
     // A callback of two words fits std::function's inline storage (no allocation per flow).
-    ctx.net.start_route(ctx.topo.route(members[static_cast<std::size_t>(t.src)], members[static_cast<std::size_t>(t.dst)]),
-                        t.bytes, t.latency, [runner = this, k] { runner->arrived(1, k); });
+    ctx.net.start_route(*t.route, t.bytes, t.latency, [runner = this, k] { runner->arrived(1, k); });
   }
 
   void arrived(int n, std::size_t k) {
@@ -125,19 +126,76 @@ struct PhaseRunner : std::enable_shared_from_this<PhaseRunner> {
     if (left == 0) start(k + 1);
   }
 
-  // Indices of `ts` grouped by destination (or source), bytes and latency; groups in order of first
-  // appearance, indices in order.
-  static std::vector<std::vector<int>> equal_transfers(const std::vector<Transfer>& ts, bool by_dst) {
-    std::map<std::tuple<int, double, TimeNs>, std::size_t> group_of;
-    std::vector<std::vector<int>> groups;
-    for (int i = 0; i < static_cast<int>(ts.size()); ++i) {
-      const Transfer& t = ts[static_cast<std::size_t>(i)];
-      const auto [it, added] = group_of.try_emplace({by_dst ? t.dst : t.src, t.bytes, t.latency}, groups.size());
-      if (added) groups.emplace_back();
-      groups[it->second].push_back(i);
+  // Groups of transfer indices: group b is order[begin[b] .. begin[b + 1]).
+  struct Groups {
+    std::vector<int> order;
+    std::vector<std::size_t> begin;
+  };
+
+  // The transfers grouped by destination member, bytes and latency, or by source member, bytes and latency:
+  // the grouping the first two transfers suggest (by source when they share source and bytes), unless the
+  // other gives fewer groups (numbered only when it could: it gives at least one per distinct endpoint).
+  // Groups in order of first appearance, transfers in order.
+  Groups equal_transfers(const std::vector<Transfer>& ts) const {
+    const bool src_first = ts.size() >= 2 && ts[0].src == ts[1].src && ts[0].bytes == ts[1].bytes;
+    std::vector<int> first, second;
+    const int n_first = group_ids(ts, !src_first, first);
+    int n = n_first;
+    if (n_first > distinct_endpoints(ts, src_first)) {
+      const int n_second = group_ids(ts, src_first, second);
+      if (n_second < n_first) {
+        n = n_second;
+        first.swap(second);
+      }
     }
-    return groups;
+    const std::vector<int>& group = first;
+    Groups g;
+    g.begin.assign(static_cast<std::size_t>(n) + 1, 0);
+    for (const int x : group) ++g.begin[static_cast<std::size_t>(x) + 1];
+    for (int b = 0; b < n; ++b) g.begin[static_cast<std::size_t>(b) + 1] += g.begin[static_cast<std::size_t>(b)];
+    g.order.resize(ts.size());
+    std::vector<std::size_t> fill(g.begin.begin(), g.begin.end() - 1);
+    for (int i = 0; i < static_cast<int>(ts.size()); ++i) g.order[fill[static_cast<std::size_t>(group[static_cast<std::size_t>(i)])]++] = i;
+    return g;
   }
+
+  int distinct_endpoints(const std::vector<Transfer>& ts, bool dst) const {
+    std::vector<char> seen(members.size(), 0);
+    int n = 0;
+    for (const Transfer& t : ts) {
+      char& s = seen[static_cast<std::size_t>(dst ? t.dst : t.src)];
+      n += s ? 0 : 1;
+      s = 1;
+    }
+    return n;
+  }
+
+  // Numbers the groups of equal (endpoint member, bytes, latency) in order of first appearance: group[i] is
+  // transfer i's; returns the number of groups.
+  int group_ids(const std::vector<Transfer>& ts, bool by_dst, std::vector<int>& group) const {
+    std::vector<int> last(members.size(), -1);  // per endpoint member: its latest group
+    std::vector<int> head, prev;                // per group: its first transfer, the member's previous group
+    group.resize(ts.size());
+    for (std::size_t i = 0; i < ts.size(); ++i) {
+      const Transfer& t = ts[i];
+      int& mine = last[static_cast<std::size_t>(by_dst ? t.dst : t.src)];
+      int g = mine;
+      while (g >= 0) {
+        const Transfer& t0 = ts[static_cast<std::size_t>(head[static_cast<std::size_t>(g)])];
+        if (t0.bytes == t.bytes && t0.latency == t.latency) break;
+        g = prev[static_cast<std::size_t>(g)];
+      }
+      if (g < 0) {
+        g = static_cast<int>(head.size());
+        head.push_back(static_cast<int>(i));
+        prev.push_back(mine);
+        mine = g;
+      }
+      group[i] = g;
+    }
+    return static_cast<int>(head.size());
+  }
+
   std::shared_ptr<PhaseRunner> self;  // keeps the runner alive while its flows run
 };
 

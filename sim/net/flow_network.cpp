@@ -41,6 +41,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 
 namespace arachne {
 
@@ -53,6 +54,33 @@ constexpr double kDoneFraction = 1e-6;
 constexpr double kMaxDeltaNs = 4e18;
 // Fixed-point unit of bytes_by_class_: 2^-20 byte (a power of two, so scaling is exact).
 constexpr double kBytesPerUnit = 1048576.0;
+}  // namespace
+
+namespace {
+// Sorts hops by link and merges repeated links (their multiplicities add up), after dropping hops of no
+// multiplicity; throws on a link id outside [0, nlinks) with a positive multiplicity. Hops already in that form are left as they are.
+void normalise(std::vector<Hop>& hops, LinkId nlinks) {
+  bool canonical = true;
+  for (std::size_t i = 0; i < hops.size(); ++i) {
+    const Hop& h = hops[i];
+    if (h.mult > 0 && (h.link < 0 || h.link >= nlinks)) {
+      throw std::out_of_range("FlowNetwork::start: link id " + std::to_string(h.link) + " out of range");
+    }
+    canonical = canonical && h.mult > 0 && (i == 0 || hops[i - 1].link < h.link);
+  }
+  if (canonical) return;
+  std::erase_if(hops, [](const Hop& h) { return h.mult <= 0; });
+  std::sort(hops.begin(), hops.end(), [](const Hop& a, const Hop& b) { return a.link < b.link; });
+  std::size_t out = 0;
+  for (std::size_t i = 0; i < hops.size(); ++i) {
+    if (out > 0 && hops[out - 1].link == hops[i].link) {
+      hops[out - 1].mult += hops[i].mult;
+    } else {
+      hops[out++] = hops[i];
+    }
+  }
+  hops.resize(out);
+}
 }  // namespace
 
 struct FlowNetwork::State {
@@ -71,6 +99,7 @@ struct FlowNetwork::State {
     int members = 1;
     std::vector<Hop> member_hops;
     std::vector<std::uint32_t> member_end;
+    std::vector<LinkId> common_links;  // checked bundle: the links every member crosses
     std::function<void(int)> done_n;
     bool in_use = false;
     bool active = false;
@@ -160,6 +189,78 @@ struct FlowNetwork::State {
   std::vector<std::uint32_t> diverged;  // checked bundles the current filling found diverging (see freeze())
   std::uint64_t splits = 0;
   std::vector<Hop> route_scratch;  // of start_route()
+
+  // What a checked bundle derives from its members' routes alone, cached per list of routes (an all-to-all
+  // repeats the same bundles at every layer and micro-batch).
+  struct BundleShape {
+    bool bundles = false;  // every member crosses a link, all with one rate bound
+    double bound = 0;
+    std::vector<Hop> member_hops;          // each member's normalised hops, one after another
+    std::vector<std::uint32_t> member_end;
+    std::vector<Hop> hops;                 // their sum, sorted by link
+    std::vector<LinkId> common_links;      // links every member crosses
+  };
+  struct KeyHash {
+    std::size_t operator()(const std::vector<LinkId>& v) const {
+      std::uint64_t h = 1469598103934665603ULL;  // FNV-1a over the link ids
+      for (const LinkId l : v) h = (h ^ static_cast<std::uint64_t>(static_cast<std::uint32_t>(l))) * 1099511628211ULL;
+      return static_cast<std::size_t>(h);
+    }
+  };
+  std::unordered_map<std::vector<LinkId>, BundleShape, KeyHash> shapes;
+  std::vector<LinkId> shape_key;
+  std::vector<int> crossing_scratch;
+  std::vector<int> hop_of_link;  // per link, its position in a sum of hops being built, or -1
+
+  // The shape of a bundle over `routes` (key: the routes' links, -1 after each route).
+  const BundleShape& shape_of(const std::vector<const std::vector<LinkId>*>& routes) {
+    shape_key.clear();
+    for (const auto* r : routes) {
+      shape_key.insert(shape_key.end(), r->begin(), r->end());
+      shape_key.push_back(-1);
+    }
+    const auto [it, added] = shapes.try_emplace(shape_key);
+    if (added) build_shape(routes, it->second);
+    return it->second;
+  }
+
+  void build_shape(const std::vector<const std::vector<LinkId>*>& routes, BundleShape& sh) {
+    const std::size_t k = routes.size();
+    std::vector<Hop>& one = route_scratch;
+    sh.bundles = true;
+    for (std::size_t m = 0; m < k && sh.bundles; ++m) {
+      one.clear();
+      for (const LinkId l : *routes[m]) one.push_back(Hop{l, 1});
+      normalise(one, static_cast<LinkId>(links.size()));
+      double b = std::numeric_limits<double>::infinity();
+      for (const Hop& h : one) b = std::min(b, links[h.link].capacity / static_cast<double>(h.mult));
+      sh.bundles = !one.empty() && (m == 0 || b == sh.bound);
+      sh.bound = b;
+      sh.member_hops.insert(sh.member_hops.end(), one.begin(), one.end());
+      sh.member_end.push_back(static_cast<std::uint32_t>(sh.member_hops.size()));
+    }
+    if (!sh.bundles) return;
+    // The sum of the members' hops, and the links every member crosses (a member crosses a link at most
+    // once after normalising, so: crossed by k members).
+    if (hop_of_link.size() != links.size()) hop_of_link.assign(links.size(), -1);
+    crossing_scratch.clear();
+    for (const Hop& h : sh.member_hops) {
+      int& at = hop_of_link[static_cast<std::size_t>(h.link)];
+      if (at < 0) {
+        at = static_cast<int>(sh.hops.size());
+        sh.hops.push_back(h);
+        crossing_scratch.push_back(1);
+      } else {
+        sh.hops[static_cast<std::size_t>(at)].mult += h.mult;
+        ++crossing_scratch[static_cast<std::size_t>(at)];
+      }
+    }
+    for (std::size_t i = 0; i < sh.hops.size(); ++i) {
+      hop_of_link[static_cast<std::size_t>(sh.hops[i].link)] = -1;
+      if (crossing_scratch[i] == static_cast<int>(k)) sh.common_links.push_back(sh.hops[i].link);
+    }
+    std::sort(sh.hops.begin(), sh.hops.end(), [](const Hop& a, const Hop& b) { return a.link < b.link; });
+  }
 
   std::vector<LinkId> dirty_links;           // links whose flows changed since the last reallocation
   std::vector<std::uint32_t> new_flows;      // flows activated since the last reallocation
@@ -296,6 +397,7 @@ struct FlowNetwork::State {
       f.members = 1;
       f.member_hops.clear();
       f.member_end.clear();
+      f.common_links.clear();
       f.done_n = nullptr;
       f.in_use = true;
       f.active = true;
@@ -528,13 +630,13 @@ struct FlowNetwork::State {
   // (before this level's freezes are subtracted) is exactly s: then each would freeze at s on its own (see
   // the file comment).
   bool members_at_share(const Flow& f, double s) const {
+    auto at_share = [&](LinkId l) { return !slack[l] && cap_left[l] / static_cast<double>(weight[l]) == s; };
+    for (const LinkId l : f.common_links)
+      if (at_share(l)) return true;
     std::uint32_t begin = 0;
     for (const std::uint32_t end : f.member_end) {
       bool at = false;
-      for (std::uint32_t i = begin; i < end && !at; ++i) {
-        const LinkId l = f.member_hops[i].link;
-        at = !slack[l] && cap_left[l] / static_cast<double>(weight[l]) == s;
-      }
+      for (std::uint32_t i = begin; i < end && !at; ++i) at = at_share(f.member_hops[i].link);
       if (!at) return false;
       begin = end;
     }
@@ -631,6 +733,8 @@ struct FlowNetwork::State {
   // capacity / weight is exactly s.
   bool covered_at(const Flow& f, double s) {
     if (f.members == 1) return crosses_share(f.hops.data(), f.hops.data() + f.hops.size(), s);
+    for (const LinkId l : f.common_links)
+      if (links[l].capacity / static_cast<double>(link_weight[l]) == s && !slack_now(l)) return true;
     std::uint32_t begin = 0;
     for (const std::uint32_t end : f.member_end) {
       if (!crosses_share(f.member_hops.data() + begin, f.member_hops.data() + end, s)) return false;
@@ -712,6 +816,7 @@ struct FlowNetwork::State {
     f.members = 1;
     f.member_hops.clear();
     f.member_end.clear();
+    f.common_links.clear();
     f.hops.clear();
     f.finish = kNever;
     f.rate = 0;
@@ -744,32 +849,6 @@ FlowId FlowNetwork::start(std::vector<Hop> hops, double bytes, TimeNs latency, s
   return start_hops(hops, bytes, latency, std::move(done), rate_bound);
 }
 
-namespace {
-// Sorts hops by link and merges repeated links (their multiplicities add up), after dropping hops of no
-// multiplicity; throws on a link id outside [0, nlinks) with a positive multiplicity. Hops already in that form are left as they are.
-void normalise(std::vector<Hop>& hops, LinkId nlinks) {
-  bool canonical = true;
-  for (std::size_t i = 0; i < hops.size(); ++i) {
-    const Hop& h = hops[i];
-    if (h.mult > 0 && (h.link < 0 || h.link >= nlinks)) {
-      throw std::out_of_range("FlowNetwork::start: link id " + std::to_string(h.link) + " out of range");
-    }
-    canonical = canonical && h.mult > 0 && (i == 0 || hops[i - 1].link < h.link);
-  }
-  if (canonical) return;
-  std::erase_if(hops, [](const Hop& h) { return h.mult <= 0; });
-  std::sort(hops.begin(), hops.end(), [](const Hop& a, const Hop& b) { return a.link < b.link; });
-  std::size_t out = 0;
-  for (std::size_t i = 0; i < hops.size(); ++i) {
-    if (out > 0 && hops[out - 1].link == hops[i].link) {
-      hops[out - 1].mult += hops[i].mult;
-    } else {
-      hops[out++] = hops[i];
-    }
-  }
-  hops.resize(out);
-}
-}  // namespace
 
 FlowId FlowNetwork::start_hops(std::vector<Hop>& hops, double bytes, TimeNs latency, std::function<void()> done,
                                double rate_bound) {
@@ -829,25 +908,8 @@ void FlowNetwork::start_bundle(const std::vector<const std::vector<LinkId>*>& ro
                                std::function<void(int)> done) {
   State& st = *st_;
   const std::size_t k = routes.size();
-  // The members' normalised hops and rate bounds; a bundle needs >= 2 members, all crossing links with one
-  // bound, and bytes to move.
-  std::vector<Hop> member_hops;
-  std::vector<std::uint32_t> member_end;
-  std::vector<Hop>& one = st.route_scratch;
-  double bound = 0;
-  bool bundle = checked_bundles_ && k >= 2 && bytes > 0;
-  for (std::size_t m = 0; m < k && bundle; ++m) {
-    one.clear();
-    for (const LinkId l : *routes[m]) one.push_back(Hop{l, 1});
-    normalise(one, static_cast<LinkId>(st.links.size()));
-    double b = std::numeric_limits<double>::infinity();
-    for (const Hop& h : one) b = std::min(b, st.links[h.link].capacity / static_cast<double>(h.mult));
-    bundle = !one.empty() && (m == 0 || b == bound);
-    bound = b;
-    member_hops.insert(member_hops.end(), one.begin(), one.end());
-    member_end.push_back(static_cast<std::uint32_t>(member_hops.size()));
-  }
-  if (!bundle) {  // separate flows
+  const State::BundleShape* shape = checked_bundles_ && k >= 2 && bytes > 0 ? &st.shape_of(routes) : nullptr;
+  if (!shape || !shape->bundles) {  // separate flows
     const auto shared = std::make_shared<std::function<void(int)>>(std::move(done));
     for (const auto* r : routes) start_route(*r, bytes, latency, [shared] { (*shared)(1); });
     return;
@@ -856,26 +918,22 @@ void FlowNetwork::start_bundle(const std::vector<const std::vector<LinkId>*>& ro
   st.slot_of_id.resize(st.slot_of_id.size() + k, kNoSlot);
   flows_started_ += k;
   if (latency < 0) latency = 0;
-  std::vector<Hop> hops = member_hops;
-  normalise(hops, static_cast<LinkId>(st.links.size()));
-  for (std::size_t m = 0; m < k; ++m) {  // as the members would count, one after another
-    one.assign(member_hops.begin() + (m == 0 ? 0 : member_end[m - 1]), member_hops.begin() + member_end[m]);
-    count_bytes(one, bytes);
-  }
   const std::uint32_t slot = st.allocate();
   State::Flow& f = st.flows[slot];
+  f.hops.assign(shape->hops.begin(), shape->hops.end());
+  f.member_hops.assign(shape->member_hops.begin(), shape->member_hops.end());
+  f.member_end.assign(shape->member_end.begin(), shape->member_end.end());
+  f.common_links.assign(shape->common_links.begin(), shape->common_links.end());
+  count_bytes(f.hops, bytes);  // exact integer sums: the members' counts, in any order
   f.id = id;
-  f.hops.assign(hops.begin(), hops.end());
   f.bytes = bytes;
-  f.bound = bound;  // each member's; the sum's min capacity / multiplicity is at most that
+  f.bound = shape->bound;  // each member's; the sum's min capacity / multiplicity is at most that
   f.remaining = bytes;
   f.rate = 0;
   f.finish = kNever;
   f.done = nullptr;
   f.done_n = std::move(done);
   f.members = static_cast<int>(k);
-  f.member_hops.assign(member_hops.begin(), member_hops.end());
-  f.member_end.assign(member_end.begin(), member_end.end());
   f.in_use = true;
   f.active = false;
   for (std::size_t m = 0; m < k; ++m) st.slot_of_id[id + m] = slot;
