@@ -54,11 +54,11 @@ std::vector<std::vector<int>> members_by_node(const Topology& topo, const std::v
 // Runs the phases one after the other; each phase's flows run concurrently and the next phase starts when
 // the last of them finishes (a barrier, as between Tutel's separate all-to-all calls).
 struct PhaseRunner : std::enable_shared_from_this<PhaseRunner> {
-  struct Transfer {  // one moving transfer of a phase
+  struct Transfer {  // one moving transfer of a phase: GPUs a -> b, members src -> dst
+    GpuId a = 0, b = 0;
     int src = 0, dst = 0;
     double bytes = 0;
     TimeNs latency = 0;
-    const std::vector<LinkId>* route = nullptr;
   };
   CollectiveContext ctx;
   std::vector<GpuId> members;
@@ -96,29 +96,32 @@ struct PhaseRunner : std::enable_shared_from_this<PhaseRunner> {
       if (!moves(members, t.src, t.dst, t.bytes)) continue;
       const GpuId a = members[static_cast<std::size_t>(t.src)];
       const GpuId b = members[static_cast<std::size_t>(t.dst)];
-      moving.push_back(Transfer{t.src, t.dst, t.bytes, seconds_to_ns(ctx.topo.latency_s(a, b)), &ctx.topo.route(a, b)});
+      moving.push_back(Transfer{a, b, t.src, t.dst, t.bytes, seconds_to_ns(ctx.topo.latency_s(a, b))});
     }
     if (!ctx.net.checked_bundles()) {
       for (const Transfer& t : moving) start_one(t, k);
       return;
     }
     const Groups g = equal_transfers(moving);
-    std::vector<const std::vector<LinkId>*> routes;
+    std::vector<std::pair<GpuId, GpuId>> pairs;
     for (std::size_t b = 0; b + 1 < g.begin.size(); ++b) {
       const Transfer& t0 = moving[static_cast<std::size_t>(g.order[g.begin[b]])];
       if (g.begin[b + 1] - g.begin[b] == 1) {
         start_one(t0, k);
         continue;
       }
-      routes.clear();
-      for (std::size_t i = g.begin[b]; i < g.begin[b + 1]; ++i) routes.push_back(moving[static_cast<std::size_t>(g.order[i])].route);
-      ctx.net.start_bundle(routes, t0.bytes, t0.latency, [runner = this, k](int n) { runner->arrived(n, k); });
+      pairs.clear();
+      for (std::size_t i = g.begin[b]; i < g.begin[b + 1]; ++i) {
+        const Transfer& t = moving[static_cast<std::size_t>(g.order[i])];
+        pairs.emplace_back(t.a, t.b);
+      }
+      ctx.net.start_bundle(ctx.topo, pairs, t0.bytes, t0.latency, [runner = this, k](int n) { runner->arrived(n, k); });
     }
   }
 
   void start_one(const Transfer& t, std::size_t k) {
     // A callback of two words fits std::function's inline storage (no allocation per flow).
-    ctx.net.start_route(*t.route, t.bytes, t.latency, [runner = this, k] { runner->arrived(1, k); });
+    ctx.net.start_route(ctx.topo.route(t.a, t.b), t.bytes, t.latency, [runner = this, k] { runner->arrived(1, k); });
   }
 
   void arrived(int n, std::size_t k) {

@@ -83,6 +83,17 @@ void normalise(std::vector<Hop>& hops, LinkId nlinks) {
 }
 }  // namespace
 
+// What a checked bundle derives from its members' routes alone, cached per list of routes (an all-to-all
+// repeats the same bundles at every layer and micro-batch).
+struct FlowNetwork::BundleShape {
+  bool bundles = false;  // every member crosses a link, all with one rate bound
+  double bound = 0;
+  std::vector<Hop> member_hops;          // each member's normalised hops, one after another
+  std::vector<std::uint32_t> member_end;
+  std::vector<Hop> hops;                 // their sum, sorted by link
+  std::vector<LinkId> common_links;      // links every member crosses
+};
+
 struct FlowNetwork::State {
   struct Flow {
     FlowId id = 0;
@@ -190,16 +201,6 @@ struct FlowNetwork::State {
   std::uint64_t splits = 0;
   std::vector<Hop> route_scratch;  // of start_route()
 
-  // What a checked bundle derives from its members' routes alone, cached per list of routes (an all-to-all
-  // repeats the same bundles at every layer and micro-batch).
-  struct BundleShape {
-    bool bundles = false;  // every member crosses a link, all with one rate bound
-    double bound = 0;
-    std::vector<Hop> member_hops;          // each member's normalised hops, one after another
-    std::vector<std::uint32_t> member_end;
-    std::vector<Hop> hops;                 // their sum, sorted by link
-    std::vector<LinkId> common_links;      // links every member crosses
-  };
   struct KeyHash {
     std::size_t operator()(const std::vector<LinkId>& v) const {
       std::uint64_t h = 1469598103934665603ULL;  // FNV-1a over the link ids
@@ -212,25 +213,22 @@ struct FlowNetwork::State {
   std::vector<int> crossing_scratch;
   std::vector<int> hop_of_link;  // per link, its position in a sum of hops being built, or -1
 
-  // The shape of a bundle over `routes` (key: the routes' links, -1 after each route).
-  const BundleShape& shape_of(const std::vector<const std::vector<LinkId>*>& routes) {
-    shape_key.clear();
-    for (const auto* r : routes) {
-      shape_key.insert(shape_key.end(), r->begin(), r->end());
-      shape_key.push_back(-1);
-    }
-    const auto [it, added] = shapes.try_emplace(shape_key);
-    if (added) build_shape(routes, it->second);
+  // The shape of the bundle whose k members' routes `route(m)` gives, cached under `key` (which must
+  // determine the routes).
+  template <class RouteOf>
+  const BundleShape& shape_of(const std::vector<LinkId>& key, RouteOf route, std::size_t k) {
+    const auto [it, added] = shapes.try_emplace(key);
+    if (added) build_shape(route, k, it->second);
     return it->second;
   }
 
-  void build_shape(const std::vector<const std::vector<LinkId>*>& routes, BundleShape& sh) {
-    const std::size_t k = routes.size();
+  template <class RouteOf>
+  void build_shape(RouteOf route, std::size_t k, BundleShape& sh) {
     std::vector<Hop>& one = route_scratch;
     sh.bundles = true;
     for (std::size_t m = 0; m < k && sh.bundles; ++m) {
       one.clear();
-      for (const LinkId l : *routes[m]) one.push_back(Hop{l, 1});
+      for (const LinkId l : route(m)) one.push_back(Hop{l, 1});
       normalise(one, static_cast<LinkId>(links.size()));
       double b = std::numeric_limits<double>::infinity();
       for (const Hop& h : one) b = std::min(b, links[h.link].capacity / static_cast<double>(h.mult));
@@ -717,10 +715,13 @@ struct FlowNetwork::State {
   // against in tests/sim/flow_network_test.cpp).
   bool unchanged_by_removals() {
     if (mode != Recompute::Component || !new_flows.empty()) return false;
+    ++epoch;  // marks the flows checked (a flow on several changed links is checked once)
     for (const LinkId l : dirty_links) {
       if (slack[l] && slack_now(l)) continue;  // as collect_component(): it couples nothing
       for (const LinkEntry& e : link_flows[l]) {
-        const Flow& f = flows[e.slot];
+        Flow& f = flows[e.slot];
+        if (f.mark == epoch) continue;
+        f.mark = epoch;
         if (!(f.uniform_share > 0) || !covered_at(f, f.uniform_share)) return false;
       }
     }
@@ -908,12 +909,50 @@ void FlowNetwork::start_bundle(const std::vector<const std::vector<LinkId>*>& ro
                                std::function<void(int)> done) {
   State& st = *st_;
   const std::size_t k = routes.size();
-  const State::BundleShape* shape = checked_bundles_ && k >= 2 && bytes > 0 ? &st.shape_of(routes) : nullptr;
-  if (!shape || !shape->bundles) {  // separate flows
+  bool bundles = checked_bundles_ && k >= 2 && bytes > 0;
+  if (bundles) {
+    st.shape_key.clear();
+    for (const auto* r : routes) {
+      st.shape_key.insert(st.shape_key.end(), r->begin(), r->end());
+      st.shape_key.push_back(-1);
+    }
+    const BundleShape& shape = st.shape_of(st.shape_key, [&](std::size_t m) -> const std::vector<LinkId>& { return *routes[m]; }, k);
+    bundles = shape.bundles;
+    if (bundles) start_shape(shape, k, bytes, latency, std::move(done));
+  }
+  if (!bundles) {  // separate flows
     const auto shared = std::make_shared<std::function<void(int)>>(std::move(done));
     for (const auto* r : routes) start_route(*r, bytes, latency, [shared] { (*shared)(1); });
-    return;
   }
+}
+
+void FlowNetwork::start_bundle(const Topology& topo, const std::vector<std::pair<GpuId, GpuId>>& pairs, double bytes,
+                               TimeNs latency, std::function<void(int)> done) {
+  State& st = *st_;
+  const std::size_t k = pairs.size();
+  bool bundles = checked_bundles_ && k >= 2 && bytes > 0;
+  if (bundles) {
+    st.shape_key.clear();
+    st.shape_key.push_back(-2);  // a key of GPU pairs, never equal to a key of links
+    for (const auto& [a, b] : pairs) {
+      st.shape_key.push_back(a);
+      st.shape_key.push_back(b);
+    }
+    const BundleShape& shape = st.shape_of(
+        st.shape_key, [&](std::size_t m) -> const std::vector<LinkId>& { return topo.route(pairs[m].first, pairs[m].second); }, k);
+    bundles = shape.bundles;
+    if (bundles) start_shape(shape, k, bytes, latency, std::move(done));
+  }
+  if (!bundles) {  // separate flows
+    const auto shared = std::make_shared<std::function<void(int)>>(std::move(done));
+    for (const auto& [a, b] : pairs) start_route(topo.route(a, b), bytes, latency, [shared] { (*shared)(1); });
+  }
+}
+
+void FlowNetwork::start_shape(const BundleShape& sh, std::size_t k, double bytes, TimeNs latency,
+                              std::function<void(int)> done) {
+  State& st = *st_;
+  const BundleShape* shape = &sh;
   const FlowId id = st.slot_of_id.size();
   st.slot_of_id.resize(st.slot_of_id.size() + k, kNoSlot);
   flows_started_ += k;

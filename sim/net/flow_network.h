@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "sim/core/engine.h"
@@ -60,6 +61,10 @@ class FlowNetwork {
   // all cross links and share one rate bound (min capacity / multiplicity on their route), and bytes > 0.
   void start_bundle(const std::vector<const std::vector<LinkId>*>& routes, double bytes, TimeNs latency,
                     std::function<void(int)> done);
+  // The same for the transfers src -> dst of `pairs`, along topo.route (`topo` must be the topology whose
+  // links this network was built on): routes are looked up only the first time a list of pairs is seen.
+  void start_bundle(const Topology& topo, const std::vector<std::pair<GpuId, GpuId>>& pairs, double bytes,
+                    TimeNs latency, std::function<void(int)> done);
   // Whether start_bundle() bundles (default) or starts separate flows: the switch the tests compare.
   void set_checked_bundles(bool on) { checked_bundles_ = on; }
   bool checked_bundles() const { return checked_bundles_; }
@@ -96,6 +101,9 @@ class FlowNetwork {
   // bytes_by_class_ and links_used_ for a transfer over normalised `hops`.
   void count_bytes(const std::vector<Hop>& hops, double bytes);
   struct State;  // flows, per-link adjacency, scratch of the progressive filling (flow_network.cpp)
+  struct BundleShape;  // what a checked bundle derives from its members' routes (flow_network.cpp)
+  // Starts a checked bundle of k members of `shape`.
+  void start_shape(const BundleShape& shape, std::size_t k, double bytes, TimeNs latency, std::function<void(int)> done);
   std::array<__int128, kLinkClasses> bytes_by_class_{};  // in units of 2^-20 byte (kBytesPerUnit)
   std::uint64_t flows_started_ = 0;
   std::vector<bool> links_used_;
