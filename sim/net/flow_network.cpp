@@ -92,6 +92,7 @@ struct FlowNetwork::BundleShape {
   std::vector<std::uint32_t> member_end;
   std::vector<Hop> hops;                 // their sum, sorted by link
   std::vector<LinkId> common_links;      // links every member crosses
+  std::array<std::int64_t, kLinkClasses> class_mult{};  // per link class: sum of multiplicity x link copies
 };
 
 struct FlowNetwork::State {
@@ -208,22 +209,24 @@ struct FlowNetwork::State {
       return static_cast<std::size_t>(h);
     }
   };
-  std::unordered_map<std::vector<LinkId>, BundleShape, KeyHash> shapes;
+  std::unordered_map<std::vector<LinkId>, BundleShape, KeyHash> shapes;  // cleared when link copies change
   std::vector<LinkId> shape_key;
   std::vector<int> crossing_scratch;
   std::vector<int> hop_of_link;  // per link, its position in a sum of hops being built, or -1
 
   // The shape of the bundle whose k members' routes `route(m)` gives, cached under `key` (which must
-  // determine the routes).
+  // determine the routes); a new shape marks its links in `links_used` and weighs them by `link_copies`.
   template <class RouteOf>
-  const BundleShape& shape_of(const std::vector<LinkId>& key, RouteOf route, std::size_t k) {
+  const BundleShape& shape_of(const std::vector<LinkId>& key, RouteOf route, std::size_t k,
+                              const std::vector<int>& link_copies, std::vector<bool>& links_used) {
     const auto [it, added] = shapes.try_emplace(key);
-    if (added) build_shape(route, k, it->second);
+    if (added) build_shape(route, k, link_copies, links_used, it->second);
     return it->second;
   }
 
   template <class RouteOf>
-  void build_shape(RouteOf route, std::size_t k, BundleShape& sh) {
+  void build_shape(RouteOf route, std::size_t k, const std::vector<int>& link_copies, std::vector<bool>& links_used,
+                   BundleShape& sh) {
     std::vector<Hop>& one = route_scratch;
     sh.bundles = true;
     for (std::size_t m = 0; m < k && sh.bundles; ++m) {
@@ -258,6 +261,11 @@ struct FlowNetwork::State {
       if (crossing_scratch[i] == static_cast<int>(k)) sh.common_links.push_back(sh.hops[i].link);
     }
     std::sort(sh.hops.begin(), sh.hops.end(), [](const Hop& a, const Hop& b) { return a.link < b.link; });
+    for (const Hop& h : sh.hops) {
+      const std::int64_t copies = link_copies.empty() ? 1 : link_copies[static_cast<std::size_t>(h.link)];
+      sh.class_mult[static_cast<int>(links[h.link].cls)] += h.mult * copies;
+      links_used[static_cast<std::size_t>(h.link)] = true;
+    }
   }
 
   std::vector<LinkId> dirty_links;           // links whose flows changed since the last reallocation
@@ -843,6 +851,11 @@ FlowNetwork::FlowNetwork(Engine& engine, const std::vector<Link>& links, Recompu
       throw std::invalid_argument("link " + l.name + " has no positive finite capacity");
 }
 FlowNetwork::~FlowNetwork() = default;
+
+void FlowNetwork::set_link_copies(std::vector<int> copies) {
+  link_copies_ = std::move(copies);
+  st_->shapes.clear();  // their byte weights count copies
+}
 FlowNetwork::FlowNetwork(FlowNetwork&&) noexcept = default;
 
 FlowId FlowNetwork::start(std::vector<Hop> hops, double bytes, TimeNs latency, std::function<void()> done,
@@ -916,7 +929,8 @@ void FlowNetwork::start_bundle(const std::vector<const std::vector<LinkId>*>& ro
       st.shape_key.insert(st.shape_key.end(), r->begin(), r->end());
       st.shape_key.push_back(-1);
     }
-    const BundleShape& shape = st.shape_of(st.shape_key, [&](std::size_t m) -> const std::vector<LinkId>& { return *routes[m]; }, k);
+    const BundleShape& shape = st.shape_of(st.shape_key, [&](std::size_t m) -> const std::vector<LinkId>& { return *routes[m]; }, k,
+                                                 link_copies_, links_used_);
     bundles = shape.bundles;
     if (bundles) start_shape(shape, k, bytes, latency, std::move(done));
   }
@@ -932,14 +946,16 @@ void FlowNetwork::start_bundle(const Topology& topo, const std::vector<std::pair
   const std::size_t k = pairs.size();
   bool bundles = checked_bundles_ && k >= 2 && bytes > 0;
   if (bundles) {
-    st.shape_key.clear();
-    st.shape_key.push_back(-2);  // a key of GPU pairs, never equal to a key of links
-    for (const auto& [a, b] : pairs) {
-      st.shape_key.push_back(a);
-      st.shape_key.push_back(b);
+    std::vector<LinkId>& key = st.shape_key;
+    key.resize(1 + 2 * k);
+    key[0] = -2;  // a key of GPU pairs, never equal to a key of links
+    for (std::size_t m = 0; m < k; ++m) {
+      key[1 + 2 * m] = pairs[m].first;
+      key[2 + 2 * m] = pairs[m].second;
     }
     const BundleShape& shape = st.shape_of(
-        st.shape_key, [&](std::size_t m) -> const std::vector<LinkId>& { return topo.route(pairs[m].first, pairs[m].second); }, k);
+        st.shape_key, [&](std::size_t m) -> const std::vector<LinkId>& { return topo.route(pairs[m].first, pairs[m].second); }, k,
+        link_copies_, links_used_);
     bundles = shape.bundles;
     if (bundles) start_shape(shape, k, bytes, latency, std::move(done));
   }
@@ -963,7 +979,11 @@ void FlowNetwork::start_shape(const BundleShape& sh, std::size_t k, double bytes
   f.member_hops.assign(shape->member_hops.begin(), shape->member_hops.end());
   f.member_end.assign(shape->member_end.begin(), shape->member_end.end());
   f.common_links.assign(shape->common_links.begin(), shape->common_links.end());
-  count_bytes(f.hops, bytes);  // exact integer sums: the members' counts, in any order
+  // The members' byte counts, exact integer sums in any order: units x (multiplicity x copies) per class.
+  if (bytes > 0) {
+    const auto units = static_cast<__int128>(std::nearbyint(bytes * kBytesPerUnit));
+    for (int c = 0; c < kLinkClasses; ++c) bytes_by_class_[c] += units * shape->class_mult[c];
+  }
   f.id = id;
   f.bytes = bytes;
   f.bound = shape->bound;  // each member's; the sum's min capacity / multiplicity is at most that

@@ -77,7 +77,7 @@ class FlowNetwork {
 
   // Each link stands for `copies[l]` symmetric links in bytes_by_class() (the representative of an orbit in a
   // quotient network, sim/net/network_symmetry.h); 1 for every link unless set.
-  void set_link_copies(std::vector<int> copies) { link_copies_ = std::move(copies); }
+  void set_link_copies(std::vector<int> copies);
 
   // Current member rate of an active flow (bytes/s), 0 if not (yet) active.
   double rate(FlowId id) const;
