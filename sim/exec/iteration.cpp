@@ -11,8 +11,6 @@
 // then each worker runs its optimizer step (and, with ZeRO-1, the parameter all-gather).
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -69,6 +67,7 @@ class IterationSim {
              o.exact_shortcuts ? FlowNetwork::Recompute::Component : FlowNetwork::Recompute::Global),
         ctx_{engine_, net_, t}, work_(build_stage_work(c, t, m, p)) {
     net_.set_checked_bundles(o.exact_shortcuts && o.bundled_alltoall);
+    for (const Worker& wk : work_.workers) worker_gpu_.push_back(&c.gpu_spec(wk.gpus.front()));
   }
 
   SimResult run();
@@ -113,6 +112,7 @@ class IterationSim {
   FlowNetwork net_;
   CollectiveContext ctx_;
   StageWork work_;
+  std::vector<const GpuSpec*> worker_gpu_;  // per worker: its first GPU's type
   std::unique_ptr<GradSync> grads_;
 
   // Programs, one per distinct (depth, rank, chunks, micro-batches); program_[w] points at worker w's.
@@ -477,7 +477,7 @@ long IterationSim::rank_kept(const ChunkCost& cc, const RoutingDraw& d, int r) c
 double IterationSim::expert_time_s(int w, const ScheduledTask& t, int layer) {
   const Worker& wk = work_.workers[w];
   const ChunkCost& cc = wk.chunks[t.chunk];
-  const GpuSpec& gpu = cluster_.gpu_spec(wk.gpus.front());
+  const GpuSpec& gpu = *worker_gpu_[static_cast<std::size_t>(w)];
   const RoutingDraw& d = routing(w, t, layer);
   auto rank_time = [&](int r, int shards) {
     const std::vector<OpCost> fwd = expert_forward_ops(model_, rank_tokens(cc, d, r), shards);
@@ -540,10 +540,12 @@ void IterationSim::run_alltoall(int w, const ScheduledTask& t, int layer, bool t
   auto shared = std::make_shared<std::vector<std::vector<double>>>(n, std::vector<double>(n, 0.0));
   std::vector<std::vector<double>>& bytes = *shared;
   const double per_assignment = dispatch_bytes_per_assignment(model_);
+  std::vector<double> owned(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) owned[static_cast<std::size_t>(i)] = static_cast<double>(peer_tokens(cc.ep_peers[i], t.chunk));
   for (int j = 0; j < n; ++j) {
     const long kept = rank_kept(cc, d, j);
     for (int i = 0; i < n; ++i) {
-      const double b = static_cast<double>(kept) * static_cast<double>(peer_tokens(cc.ep_peers[i], t.chunk)) /
+      const double b = static_cast<double>(kept) * owned[static_cast<std::size_t>(i)] /
                        static_cast<double>(tokens) * per_assignment * repeat / channels;
       (to_experts ? bytes[i][j] : bytes[j][i]) = b;
     }
@@ -734,7 +736,6 @@ SimResult IterationSim::run() {
     res_.bytes[k] = nb[k] / links_per_crossing(static_cast<LinkClass>(k)) + closed_form_bytes_[k];
   res_.dropped_tokens = dropped_;
   res_.events = engine_.executed();
-  if (std::getenv("ARACHNE_DEBUG_NET")) std::fprintf(stderr, "splits %llu reallocs %llu recomputed %llu started %llu\n", (unsigned long long)net_.bundles_split(), (unsigned long long)net_.reallocations(), (unsigned long long)net_.flows_recomputed(), (unsigned long long)net_.flows_started());
   res_.timeline_tracks = 2 * topo_.num_gpus() + kLinkClasses;
   res_.sim_wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
   return res_;
