@@ -68,6 +68,7 @@ class IterationSim {
         ctx_{engine_, net_, t}, work_(build_stage_work(c, t, m, p)) {
     net_.set_checked_bundles(o.exact_shortcuts && o.bundled_alltoall);
     for (const Worker& wk : work_.workers) worker_gpu_.push_back(&c.gpu_spec(wk.gpus.front()));
+    phased_task_.resize(work_.workers.size());
   }
 
   SimResult run();
@@ -113,6 +114,7 @@ class IterationSim {
   CollectiveContext ctx_;
   StageWork work_;
   std::vector<const GpuSpec*> worker_gpu_;  // per worker: its first GPU's type
+  std::vector<ScheduledTask> phased_task_;   // per worker: the task it runs phase by phase (run_phase)
   std::unique_ptr<GradSync> grads_;
 
   // Programs, one per distinct (depth, rank, chunks, micro-batches); program_[w] points at worker w's.
@@ -328,6 +330,7 @@ void IterationSim::start_task(int w, const ScheduledTask& t) {
     for (int m : mirrors_[w]) grads_->on_last_backward_start(m, t.chunk, now, pc.compute_s);
   }
   if (!cc.ep_peers.empty()) {  // expert parallelism: the pass is cut at every MoE all-to-all
+    phased_task_[static_cast<std::size_t>(w)] = t;
     run_phase(w, t, 0);
     return;
   }
@@ -400,7 +403,10 @@ void IterationSim::run_phase(int w, const ScheduledTask& t, int k) {
                std::string(t.forward ? "F" : "B") + std::to_string(t.micro_batch) +
                    (k % 4 == 0 ? "" : " experts L" + std::to_string(layer)),
                "compute", now, now + d);
-      engine_.schedule_after(d, [this, w, t, k, blocks]() {
+      // Three words: std::function keeps them inline (no allocation per segment); the task is the worker's.
+      engine_.schedule_after(d, [this, w, k]() {
+        const ScheduledTask t = phased_task_[static_cast<std::size_t>(w)];
+        const int blocks = static_cast<int>(work_.workers[w].chunks[t.chunk].moe_layers.size());
         // Overlapped gradient reduction: after a dense backward segment of the last micro-batch, every
         // layer above the next MoE block is done.
         if (k % 4 == 0 && !t.forward && t.micro_batch == micro_batches_of(w) - 1) {
