@@ -903,13 +903,16 @@ FlowId FlowNetwork::start_hops(std::vector<Hop>& hops, double bytes, TimeNs late
 }
 
 void FlowNetwork::count_bytes(const std::vector<Hop>& hops, double bytes) {
-  for (const Hop& h : hops) links_used_[h.link] = true;
+  std::array<std::int64_t, kLinkClasses> weight{};  // per class: sum of multiplicity x copies
+  for (const Hop& h : hops) {
+    links_used_[h.link] = true;
+    const std::int64_t copies = link_copies_.empty() ? 1 : link_copies_[h.link];
+    weight[static_cast<int>(st_->links[h.link].cls)] += h.mult * copies;
+  }
   if (!(bytes > 0)) return;
   const auto units = static_cast<__int128>(std::nearbyint(bytes * kBytesPerUnit));
-  for (const Hop& h : hops) {
-    const __int128 copies = link_copies_.empty() ? 1 : link_copies_[h.link];
-    bytes_by_class_[static_cast<int>(st_->links[h.link].cls)] += units * h.mult * copies;
-  }
+  for (int c = 0; c < kLinkClasses; ++c)
+    if (weight[c] != 0) bytes_by_class_[c] += units * weight[c];
 }
 
 std::array<double, kLinkClasses> FlowNetwork::bytes_by_class() const {
