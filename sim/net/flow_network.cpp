@@ -37,6 +37,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <memory>
 #include <stdexcept>
@@ -112,6 +113,7 @@ struct FlowNetwork::State {
     std::vector<Hop> member_hops;
     std::vector<std::uint32_t> member_end;
     std::vector<LinkId> common_links;  // checked bundle: the links every member crosses
+    const BundleShape* shape = nullptr;  // checked bundle: its shape (member routes, sum of hops)
     std::function<void(int)> done_n;
     bool in_use = false;
     bool active = false;
@@ -203,13 +205,17 @@ struct FlowNetwork::State {
   std::vector<Hop> route_scratch;  // of start_route()
 
   struct KeyHash {
-    std::size_t operator()(const std::vector<LinkId>& v) const {
-      std::uint64_t h = 1469598103934665603ULL;  // FNV-1a over the link ids
-      for (const LinkId l : v) h = (h ^ static_cast<std::uint64_t>(static_cast<std::uint32_t>(l))) * 1099511628211ULL;
+    template <class T>
+    std::size_t operator()(const std::vector<T>& v) const {
+      std::uint64_t h = 1469598103934665603ULL;  // FNV-1a over the words
+      for (const T x : v) h = (h ^ static_cast<std::uint64_t>(x)) * 1099511628211ULL;
       return static_cast<std::size_t>(h);
     }
   };
-  std::unordered_map<std::vector<LinkId>, BundleShape, KeyHash> shapes;  // cleared when link copies change
+  std::unordered_map<std::vector<LinkId>, BundleShape, KeyHash> shapes;  // never erased: flows point to them
+  // Rates of earlier fillings of components made of checked bundles only (see fill_component()).
+  std::unordered_map<std::vector<std::uintptr_t>, std::vector<double>, KeyHash> fill_memo;
+  std::vector<std::uintptr_t> memo_key;
   std::vector<LinkId> shape_key;
   std::vector<int> crossing_scratch;
   std::vector<int> hop_of_link;  // per link, its position in a sum of hops being built, or -1
@@ -404,6 +410,7 @@ struct FlowNetwork::State {
       f.member_hops.clear();
       f.member_end.clear();
       f.common_links.clear();
+      f.shape = nullptr;
       f.done_n = nullptr;
       f.in_use = true;
       f.active = true;
@@ -681,13 +688,41 @@ struct FlowNetwork::State {
       return;
     }
     collect_component();
-    fill();
-    while (!diverged.empty()) refill_split();
+    fill_component();
     recomputed += comp_flows.size();
     mark_uniform();
     const TimeNs now = engine.now();
     for (const std::uint32_t s : comp_flows) apply_rate(s, now);
     schedule_next();
+  }
+
+  // fill() on the collected component, splitting diverging bundles until none diverges. A component of
+  // checked bundles only takes the rates of an earlier filling of the same component when there is one:
+  // filling reads the component's flows (hops, multiplicities, members: their shapes), the capacities of
+  // its links (fixed) and which of them are slack, and nothing else (every flow on a non-slack link is in
+  // the component), so the same key gives the same rates bit for bit. All-to-alls repeat the same
+  // components at every layer and micro-batch.
+  void fill_component() {
+    memo_key.clear();
+    bool keyed = !comp_flows.empty();
+    for (const std::uint32_t s : comp_flows) {
+      keyed = keyed && flows[s].shape != nullptr;
+      memo_key.push_back(reinterpret_cast<std::uintptr_t>(flows[s].shape));
+    }
+    if (keyed) {
+      for (const LinkId l : comp_links) memo_key.push_back((static_cast<std::uintptr_t>(l) << 1) | (slack[l] ? 1 : 0));
+      const auto it = fill_memo.find(memo_key);
+      if (it != fill_memo.end()) {
+        for (std::size_t i = 0; i < comp_flows.size(); ++i) flows[comp_flows[i]].new_rate = it->second[i];
+        return;
+      }
+    }
+    fill();
+    if (keyed && diverged.empty()) {
+      std::vector<double>& rates = fill_memo[memo_key];
+      for (const std::uint32_t s : comp_flows) rates.push_back(flows[s].new_rate);
+    }
+    while (!diverged.empty()) refill_split();
   }
 
   // Splits the checked bundles the last filling found diverging and fills their whole component again.
@@ -826,6 +861,7 @@ struct FlowNetwork::State {
     f.member_hops.clear();
     f.member_end.clear();
     f.common_links.clear();
+    f.shape = nullptr;
     f.hops.clear();
     f.finish = kNever;
     f.rate = 0;
@@ -854,7 +890,11 @@ FlowNetwork::~FlowNetwork() = default;
 
 void FlowNetwork::set_link_copies(std::vector<int> copies) {
   link_copies_ = std::move(copies);
-  st_->shapes.clear();  // their byte weights count copies
+  for (auto& [key, sh] : st_->shapes) {  // their byte weights count copies
+    sh.class_mult = {};
+    for (const Hop& h : sh.hops)
+      sh.class_mult[static_cast<int>(st_->links[h.link].cls)] += h.mult * (link_copies_.empty() ? 1 : link_copies_[h.link]);
+  }
 }
 FlowNetwork::FlowNetwork(FlowNetwork&&) noexcept = default;
 
@@ -982,6 +1022,7 @@ void FlowNetwork::start_shape(const BundleShape& sh, std::size_t k, double bytes
   f.member_hops.assign(shape->member_hops.begin(), shape->member_hops.end());
   f.member_end.assign(shape->member_end.begin(), shape->member_end.end());
   f.common_links.assign(shape->common_links.begin(), shape->common_links.end());
+  f.shape = shape;
   // The members' byte counts, exact integer sums in any order: units x (multiplicity x copies) per class.
   if (bytes > 0) {
     const auto units = static_cast<__int128>(std::nearbyint(bytes * kBytesPerUnit));

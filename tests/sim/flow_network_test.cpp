@@ -584,9 +584,9 @@ TEST(FlowNetworkTest, AllToAllBundlesPerGpuMatchSeparateFlowsBitForBit) {
 }
 
 // Random bundles on random routes (shared links, links of two capacities so that many members share a rate
-// bound, latencies, bundles started by other bundles' completions): with checked bundles every member
-// completes at the instant it does as a separate flow, in component and in global recompute; both the
-// bundled and the split paths are exercised.
+// bound, latencies, bundles started by other bundles' completions), run twice in a row: with checked bundles
+// every member completes at the instant it does as a separate flow, in component and in global recompute;
+// the bundled, the split and the reused-filling paths are exercised.
 TEST(FlowNetworkTest, RandomCheckedBundlesMatchSeparateFlowsBitForBit) {
   struct Group {
     std::vector<std::vector<LinkId>> routes;
@@ -626,7 +626,8 @@ TEST(FlowNetworkTest, RandomCheckedBundlesMatchSeparateFlowsBitForBit) {
         for (const LinkId l : r) b = std::min(b, caps[static_cast<std::size_t>(l)]);
         bounds.push_back(b);
       }
-      formed += k >= 2 && std::all_of(bounds.begin(), bounds.end(), [&](double b) { return b == bounds[0]; }) ? 1 : 0;
+      // (started once per round)
+      formed += k >= 2 && std::all_of(bounds.begin(), bounds.end(), [&](double b) { return b == bounds[0]; }) ? 2 : 0;
     }
     auto run = [&](bool bundled, FlowNetwork::Recompute mode) {
       Engine e;
@@ -640,14 +641,17 @@ TEST(FlowNetworkTest, RandomCheckedBundlesMatchSeparateFlowsBitForBit) {
         net.start_bundle(routes, gr.bytes, gr.latency, [&, g](int n) {
           auto& d = done[static_cast<std::size_t>(g)];
           d.insert(d.end(), n, e.now());
-          if (d.size() < groups[static_cast<std::size_t>(g)].routes.size()) return;
+          if (d.size() % groups[static_cast<std::size_t>(g)].routes.size() != 0) return;
           for (int c = 0; c < static_cast<int>(groups.size()); ++c)
             if (groups[static_cast<std::size_t>(c)].chained == g) launch(c);
         });
       };
-      for (int g = 0; g < static_cast<int>(groups.size()); ++g)
-        if (groups[static_cast<std::size_t>(g)].chained < 0) launch(g);
-      e.run();
+      // Twice over: the second round repeats the first round's components (fillings reused from the first).
+      for (int round = 0; round < 2; ++round) {
+        for (int g = 0; g < static_cast<int>(groups.size()); ++g)
+          if (groups[static_cast<std::size_t>(g)].chained < 0) launch(g);
+        e.run();
+      }
       if (bundled && mode == FlowNetwork::Recompute::Component) splits += net.bundles_split();
       for (auto& d : done) std::sort(d.begin(), d.end());  // members' times (their order within a bundle is free)
       return done;
