@@ -403,7 +403,7 @@ void IterationSim::run_phase(int w, const ScheduledTask& t, int k) {
                std::string(t.forward ? "F" : "B") + std::to_string(t.micro_batch) +
                    (k % 4 == 0 ? "" : " experts L" + std::to_string(layer)),
                "compute", now, now + d);
-      // Three words: std::function keeps them inline (no allocation per segment); the task is the worker's.
+      // Two words: std::function keeps them inline (no allocation per segment); the task is the worker's.
       engine_.schedule_after(d, [this, w, k]() {
         const ScheduledTask t = phased_task_[static_cast<std::size_t>(w)];
         const int blocks = static_cast<int>(work_.workers[w].chunks[t.chunk].moe_layers.size());
@@ -471,7 +471,7 @@ std::vector<long> IterationSim::rank_tokens(const ChunkCost& cc, const RoutingDr
   return std::vector<long>(d.kept.begin() + first, d.kept.begin() + first + cc.ep_experts[r]);
 }
 
-// Their sum.
+// The sum of rank_tokens(cc, d, r), without building it.
 long IterationSim::rank_kept(const ChunkCost& cc, const RoutingDraw& d, int r) const {
   int first = 0;
   for (int q = 0; q < r; ++q) first += cc.ep_experts[q];

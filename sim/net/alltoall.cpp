@@ -229,7 +229,9 @@ void alltoall(CollectiveContext& ctx, const std::vector<GpuId>& members,
       if (i != j && moves(members, i, j, b)) pairs.push_back(AllToAllTransfer{i, j, b});
     }
   }
-  run_alltoall_phases(ctx, members, {std::move(pairs)}, std::move(done));
+  std::vector<std::vector<AllToAllTransfer>> phases(1);
+  phases[0] = std::move(pairs);
+  run_alltoall_phases(ctx, members, std::move(phases), std::move(done));
 }
 
 std::vector<std::vector<AllToAllTransfer>> hierarchical_alltoall_phases(
