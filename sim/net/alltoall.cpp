@@ -51,8 +51,6 @@ std::vector<std::vector<int>> members_by_node(const Topology& topo, const std::v
   return groups;
 }
 
-// Runs the phases one after the other; each phase's flows run concurrently and the next phase starts when
-// the last of them finishes (a barrier, as between Tutel's separate all-to-all calls).
 struct Transfer {  // one moving transfer of an all-to-all phase: GPUs a -> b, members src -> dst
   GpuId a = 0, b = 0;
   int src = 0, dst = 0;
@@ -75,6 +73,8 @@ StartScratch& start_scratch() {
   return s;
 }
 
+// Runs the phases one after the other; each phase's flows run concurrently and the next phase starts when
+// the last of them finishes (a barrier, as between Tutel's separate all-to-all calls).
 struct PhaseRunner : std::enable_shared_from_this<PhaseRunner> {
   CollectiveContext ctx;
   std::vector<GpuId> members;
@@ -104,8 +104,8 @@ struct PhaseRunner : std::enable_shared_from_this<PhaseRunner> {
     }
     if (!self) self = shared_from_this();
     // Transfers that may keep equal rates start as one checked bundle (flow_network.h): the flows into one
-    // member, or out of one, with equal bytes and latency - whichever makes fewer bundles. The network
-    // splits a bundle whose members would diverge, so this changes no time.
+    // member, or out of one, with equal bytes and latency (equal_transfers). The network splits a bundle
+    // whose members would diverge, so this changes no time.
     StartScratch& sc = start_scratch();
     std::vector<Transfer>& moving = sc.moving;
     moving.clear();
