@@ -21,8 +21,12 @@
 //     dynamic program minimising pipe_cost = (B-1)*max_stage + sum of cut communication + sum of stages.
 //     Here the embedding rides with the first and the head with the last stage (our plan schema), so every cut
 //     is between transformer layers and carries the same activation (b*s*h), and the cut-communication sum
-//     does not depend on where the cuts are: pipe_ast's optimum is then exactly the min-max partition of the
-//     stage costs, computed with planner/common minmax_partition (ties: earlier cuts).
+//     does not depend on where the cuts are. We take the min-max partition of the stage costs (planner/common
+//     minmax_partition; ties: earlier cuts). It minimises the (B-1)*max_stage term; it is pipe_ast's optimum
+//     only when the sum of stage costs does not depend on the cuts either (one GPU type per pipeline). When
+//     per-layer costs differ between the stages' GPU types, pipe_ast can trade a slightly larger max stage for
+//     a smaller sum: e.g. tp2 pp4 dp1 micro-batch 8 on A100-80:1x4,V100-32:1x4, where the best pipe_cost is
+//     2e-5 (relative) below the min-max partition's (a deviation, planner/baselines/README.md).
 //  4. Rank and trial (AMP/het_cluster.py lines 87-131): every configuration of the space is priced by the
 //     cost model below (no cap: the public loop runs until amp_no_placement_strategy returns None), sorted by
 //     predicted cost (stable: ties keep the enumeration order), and the top `trials` (10: the README's
