@@ -1,5 +1,7 @@
 // The `oracle` planner (algorithm in oracle_planner.h).
 #include "planner/oracle/oracle_planner.h"
+#include "planner/oracle/ep_variants.h"
+#include "planner/oracle/exhaustive_search.h"
 
 #include <algorithm>
 #include <chrono>
@@ -36,7 +38,12 @@ using Clock = std::chrono::steady_clock;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr long kMaxPipeShapes = 20000;   // enumeration caps (large clusters); search_complete = false when hit
 constexpr long kMaxStructures = 60000;
-constexpr long kMaxCandidates = 200000;  // ranked candidates kept for simulation
+constexpr long kMaxCandidates = 200000;
+// The complete search (phase 3) runs on clusters of at most this many GPUs; above, the oracle is a
+// best-effort search (search_complete false).
+constexpr int kCompleteSearchMaxGpus = 16;
+// Heuristic simulations before the complete search (its incumbent), at most a quarter of the budget.
+constexpr long kHeuristicSimulationsBeforeExhaustive = 200;  // ranked candidates kept for simulation
 // Exhaustive contiguous partitions (<= 8 GPUs) of a pipeline shape only while there are at most this many
 // (C(layers-1, stages-1): 8 layers in 4 stages are 35, 24 layers in 3 stages 253, in 8 stages 245,157); beyond it the shape
 // keeps its exact min-max partition and the search reports itself incomplete. Without the cap a 24-layer
@@ -94,8 +101,8 @@ struct ShapeEval {
 
 class Oracle {
  public:
-  Oracle(const PlanRequest& req, long global, OraclePlanner::Stats& stats, bool seed)
-      : req_(req), cluster_(*req.cluster), model_(*req.model), global_(global), stats_(stats), prof_(cluster_, model_),
+  Oracle(const PlanRequest& req, long global, OraclePlanner::Stats& stats, bool seed, int threads)
+      : threads_(threads), req_(req), cluster_(*req.cluster), model_(*req.model), global_(global), stats_(stats), prof_(cluster_, model_),
         eval_(req), seed_(seed) {
     for (const TypeInventory& inv : type_inventory(cluster_)) {
       TypeInfo t;
@@ -114,6 +121,7 @@ class Oracle {
   PlanResult run();
 
  private:
+  int threads_;
   const PlanRequest& req_;
   const Cluster& cluster_;
   const ModelConfig& model_;
@@ -336,7 +344,10 @@ class Oracle {
   bool place(const Structure& s, int policy, std::vector<std::vector<std::vector<std::vector<GpuId>>>>& out) const;
   void simulate(Plan plan, int rc, bool escalate);
   void phase1();
+  void phase2(long cap);
+  void phase3();
   void seed_from_baselines();
+  bool complete_ = false;
   bool out_of_budget() {
     if (eval_.exhausted()) {
       budget_cut_ = true;
@@ -386,7 +397,6 @@ class Oracle {
                          double* predicted) const;
   double p2p_time(const Structure& s, int mb) const;
   Plan build(const Candidate& c);
-  std::vector<Plan> ep_variants(const Plan& base) const;
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -645,7 +655,6 @@ void Oracle::price_and_rank() {
     if (a.predicted != b.predicted) return a.predicted < b.predicted;
     return a.seq < b.seq;
   };
-  const bool small = cluster_.total_gpus() <= 8;
   long seq = 0;
   // Only the best `keep` predicted candidates can be simulated within the remaining evaluation budget (each
   // distinct plan costs at least one evaluation; the margin absorbs duplicates and EP variants).
@@ -668,7 +677,7 @@ void Oracle::price_and_rank() {
     if (global_ % mb == 0) mbs.push_back(mb);
   // Two passes: every structure at its min-max partitions first (a tight bound for the kept set early), then,
   // on <= 8 GPUs, every other contiguous partition, pruned by lower bounds against that set.
-  for (int pass = 0; pass < (small ? 2 : 1) && !capped_wall; ++pass)
+  for (int pass = 0; pass < 1 && !capped_wall; ++pass)
   for (int si = 0; si < static_cast<int>(structures_.size()); ++si) {
     const Structure& s = structures_[si];
     const int P = static_cast<int>(s.pipes.size());
@@ -844,69 +853,6 @@ Plan Oracle::build(const Candidate& c) {
   return build_plan(specs, cluster_, kRecompute[c.rc]);
 }
 
-// EP variants of a plan of an MoE model (the profiler cannot tell them apart: it prices the activated dense
-// FFN): ep_scope pipelines with every divisor e > 1 of the experts that the data parallelism of identical
-// consecutive pipelines admits (blocks of e pipelines with equal layer ranges, Megatron-Core), largest first;
-// ep_scope stage with every divisor e > 1 of the experts dividing a stage's GPUs; finally ep = 1.
-std::vector<Plan> Oracle::ep_variants(const Plan& base) const {
-  std::vector<Plan> out;
-  if (!model_.moe) {
-    out.push_back(base);
-    return out;
-  }
-  const int np = static_cast<int>(base.pipelines.size());
-  const std::vector<int> de = divisors(model_.moe->experts);
-  auto blocks_ok = [&](int e) {
-    if (np % e != 0) return false;
-    for (int first = 0; first < np; first += e)
-      for (int q = first + 1; q < first + e; ++q) {
-        // Megatron-Core's EP ranks are data-parallel replicas: identical pipelines (same micro-batches, same
-        // layers, same TP groups shape). Validation only asks for equal layers, but the all-to-all pairs the
-        // ranks micro-batch by micro-batch, so unequal replicas cannot exchange tokens in step.
-        const Pipeline& pa = base.pipelines[first];
-        const Pipeline& pb = base.pipelines[q];
-        if (pa.micro_batch != pb.micro_batch || pa.micro_batches != pb.micro_batches) return false;
-        const auto& a = pa.stages;
-        const auto& b = pb.stages;
-        if (a.size() != b.size()) return false;
-        for (size_t j = 0; j < a.size(); ++j) {
-          if (a[j].layer_begin != b[j].layer_begin || a[j].layer_end != b[j].layer_end) return false;
-          if (a[j].groups.size() != b[j].groups.size()) return false;
-          for (size_t k = 0; k < a[j].groups.size(); ++k)
-            if (a[j].groups[k].tp != b[j].groups[k].tp || a[j].groups[k].share != b[j].groups[k].share) return false;
-        }
-      }
-    return true;
-  };
-  for (auto it = de.rbegin(); it != de.rend(); ++it) {
-    if (*it <= 1 || !blocks_ok(*it)) continue;
-    Plan p = base;
-    for (Pipeline& pl : p.pipelines)
-      for (Stage& st : pl.stages) {
-        st.ep = *it;
-        st.ep_scope = EpScope::Pipelines;
-      }
-    out.push_back(std::move(p));
-  }
-  for (auto it = de.rbegin(); it != de.rend(); ++it) {
-    if (*it <= 1) continue;
-    Plan p = base;
-    bool any = false;
-    for (Pipeline& pl : p.pipelines)
-      for (Stage& st : pl.stages) {
-        int gpus = 0;
-        for (const TpGroup& g : st.groups) gpus += static_cast<int>(g.gpus.size());
-        if (gpus % *it != 0) continue;
-        st.ep = *it;
-        st.ep_scope = EpScope::Stage;
-        any = true;
-      }
-    if (any) out.push_back(std::move(p));
-  }
-  out.push_back(base);
-  return out;
-}
-
 // Simulates a plan (once per distinct plan); out of memory: the next recompute level when `escalate`.
 void Oracle::simulate(Plan plan, int rc, bool escalate) {
   for (int r = rc; r < 3; ++r) {
@@ -1029,35 +975,68 @@ void Oracle::seed_from_baselines() {
     }
 }
 
-PlanResult Oracle::run() {
-  PlanResult result;
-  if (seed_) seed_from_baselines();
-  if (!budget_cut_) phase1();
-  if (!budget_cut_) {
-    enumerate();
-    price_and_rank();
-    stats_.candidates += priced_;
-    for (const Candidate& c : cands_) {
-      if (out_of_budget()) break;
-      for (Plan& p : ep_variants(build(c))) {
-        simulate(std::move(p), c.rc, true);
-        if (budget_cut_) break;
-      }
+// Phase 2 (heuristic): the predicted-best candidates, simulated in ascending predicted time, at most `cap`
+// simulations (the budget when no complete search follows).
+void Oracle::phase2(long cap) {
+  enumerate();
+  price_and_rank();
+  stats_.candidates += priced_;
+  const long until = eval_.evaluations() + cap;
+  for (const Candidate& c : cands_) {
+    if (out_of_budget() || eval_.evaluations() >= until) break;
+    for (Plan& p : ep_variants(build(c), model_)) {
+      simulate(std::move(p), c.rc, true);
       if (budget_cut_) break;
     }
+    if (budget_cut_) break;
   }
+}
+
+// Phase 3: branch and bound over the declared space from the best plan so far (exhaustive_search.h).
+void Oracle::phase3() {
+  Incumbent inc;
+  inc.plan = best_;
+  inc.time_s = best_time_;
+  ExhaustiveLimits lim;
+  lim.max_simulations = std::max(0L, req_.budget_evaluations - eval_.evaluations());
+  if (req_.budget_wall_s > 0) lim.wall_s = std::max(1e-9, req_.budget_wall_s - eval_.elapsed_s());
+  lim.threads = threads_;
+  const ExhaustiveStats st = exhaustive_search(req_, global_, lim, inc);
+  eval_.charge(st.simulated);
+  stats_.structures += st.structures;
+  stats_.candidates += st.candidates;
+  stats_.pruned_by_bound = st.pruned_by_bound;
+  stats_.proven_oom = st.proven_oom;
+  stats_.exhaustive_simulated = st.simulated;
+  stats_.incomplete_reason = st.incomplete_reason;
+  complete_ = st.complete;
+  if (inc.plan && inc.time_s < best_time_) {
+    best_ = inc.plan;
+    best_time_ = inc.time_s;
+  }
+}
+
+PlanResult Oracle::run() {
+  PlanResult result;
+  const bool exhaustive = cluster_.total_gpus() <= kCompleteSearchMaxGpus;
+  if (seed_) seed_from_baselines();
+  if (!budget_cut_) phase1();
+  const long left = std::max(0L, req_.budget_evaluations - eval_.evaluations());
+  if (!budget_cut_) phase2(exhaustive ? std::min(left / 4, kHeuristicSimulationsBeforeExhaustive) : left);
+  if (!budget_cut_ && exhaustive) phase3();
+  if (!exhaustive) stats_.incomplete_reason = "more than " + std::to_string(kCompleteSearchMaxGpus) + " GPUs: best found";
+  else if (budget_cut_) stats_.incomplete_reason = "simulation budget spent before the complete search";
   stats_.simulated = eval_.evaluations();
   result.evaluations = eval_.evaluations();
-  result.search_complete = !budget_cut_ && !capped_ && !dropped_;
+  result.search_complete = exhaustive && complete_ && !budget_cut_;
   if (!best_) {
     const std::string what = std::to_string(cluster_.total_gpus()) + " GPUs";
-    if (budget_cut_)
-      result.reason = "budget exhausted after " + std::to_string(result.evaluations) + " evaluations before a plan of " +
-                      model_.name + " on the " + what + " fit in memory";
-    else if (oom_ > 0 || predicted_oom_ > 0)
+    if (!result.search_complete)
+      result.reason = "no plan of " + model_.name + " on the " + what + " found (" + stats_.incomplete_reason + ")";
+    else if (oom_ > 0 || predicted_oom_ > 0 || stats_.proven_oom > 0)
       result.reason = "no plan of " + model_.name + " on the " + what + " fits in memory (" + std::to_string(oom_) +
-                      " plans simulated out of memory, " + std::to_string(predicted_oom_) +
-                      " structures out of memory by the profiler even with full recomputation)";
+                      " plans simulated out of memory, " + std::to_string(stats_.proven_oom) +
+                      " candidates proven out of memory)";
     else
       result.reason = "no valid plan structure of " + model_.name + " on the " + what +
                       (last_invalid_.empty() ? std::string() : " (last: " + last_invalid_ + ")");
@@ -1081,7 +1060,7 @@ PlanResult OraclePlanner::plan(const PlanRequest& request) {
     r.reason = *problem;
   } else {
     if (!request.topo) throw std::invalid_argument("oracle: request without topology");
-    Oracle o(request, global, stats_, seed_);
+    Oracle o(request, global, stats_, seed_, threads_ > 0 ? threads_ : default_oracle_threads());
     r = o.run();
   }
   r.planning_time_s = std::chrono::duration<double>(Clock::now() - start).count();

@@ -1,0 +1,565 @@
+// The oracle's complete search (see exhaustive_search.h and README.md "Search").
+#include "planner/oracle/exhaustive_search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "planner/common/plan_builder.h"
+#include "planner/oracle/ep_variants.h"
+#include "planner/oracle/lower_bound.h"
+#include "sim/exec/simulate.h"
+#include "sim/plan/plan_yaml.h"
+
+namespace arachne::planner {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// Candidates are collected up to this many, then simulated in ascending bound order.
+constexpr size_t kBufferSize = 4096;
+// Candidates simulated together (one per thread at a time); fixed, so the result is independent of threads.
+constexpr size_t kBatchSize = 16;
+// Enumeration caps: beyond them the search stops and reports itself incomplete.
+constexpr long kMaxPipeShapes = 200000;
+constexpr long kMaxOptionsPerShape = 2000000;
+const Recompute kRecompute[3] = {Recompute::None, Recompute::Selective, Recompute::Full};
+
+// A stage: tp and the number of TP groups of each node group (types may mix; groups listed by node group).
+struct StageShape {
+  int tp = 1;
+  std::vector<int> groups;    // per node group
+  std::vector<int> group_ng;  // node group of each TP group, in order
+};
+
+struct PipeShape {
+  std::vector<int> stages;  // stage shape ids
+  std::vector<int> gpus;    // per node group
+};
+
+// One pipeline's choices: micro-batch size and count, layer cuts, integer samples per TP group.
+struct PipeOption {
+  int b = 1, m = 1;
+  std::vector<int> cuts;                  // stages + 1
+  std::vector<std::vector<int>> samples;  // per stage, per group
+  double bound = 0;
+  int n() const { return b * m; }
+};
+
+struct Candidate {
+  double bound = 0;
+  long seq = 0;
+  Plan plan;
+};
+
+class Search {
+ public:
+  Search(const PlanRequest& r, long global, const ExhaustiveLimits& lim, Incumbent& inc)
+      : req_(r), cluster_(*r.cluster), model_(*r.model), G_(global), L_(r.model->layers), lim_(lim), inc_(inc),
+        lb_(cluster_, model_), start_(Clock::now()) {}
+
+  ExhaustiveStats run() {
+    describe_cluster();
+    enumerate_stage_shapes();
+    enumerate_pipe_shapes();
+    if (!stop_) enumerate_structures();
+    if (!stop_) flush();
+    stats_.complete = !stop_;
+    return stats_;
+  }
+
+ private:
+  // ------------------------------------------------------------------ cluster and shapes
+  void describe_cluster() {
+    const int NG = static_cast<int>(cluster_.groups.size());
+    ng_gpus_.assign(NG, 0);
+    ng_max_node_.assign(NG, 0);
+    const int per_leaf = std::max(1, cluster_.network.nodes_per_leaf);
+    std::map<std::tuple<int, int, int>, int> classes;
+    for (const Node& n : cluster_.nodes) {
+      ng_gpus_[n.group] += n.gpus;
+      ng_max_node_[n.group] = std::max(ng_max_node_[n.group], n.gpus);
+      // Interchangeable nodes: same node group (GPU type, fabric, NICs), same leaf switch, same GPU count.
+      node_class_.push_back(classes.emplace(std::make_tuple(n.group, n.id / per_leaf, n.gpus), classes.size()).first->second);
+    }
+  }
+
+  bool tp_ok(int ng, int tp) const {
+    return tp <= ng_max_node_[ng] && (model_.heads % tp == 0) && (model_.kv_heads <= 0 || model_.kv_heads % tp == 0);
+  }
+  int groups_cap(int ng, int tp) const {
+    int c = 0;
+    for (const Node& n : cluster_.nodes)
+      if (n.group == ng) c += n.gpus / tp;
+    return c;
+  }
+
+  void enumerate_stage_shapes() {
+    const int NG = static_cast<int>(cluster_.groups.size());
+    int max_tp = 1;
+    for (int ng = 0; ng < NG; ++ng) max_tp = std::max(max_tp, ng_max_node_[ng]);
+    for (int tp = 1; tp <= max_tp; tp *= 2) {
+      std::vector<int> cap(NG, 0), cnt(NG, 0);
+      for (int ng = 0; ng < NG; ++ng) cap[ng] = tp_ok(ng, tp) ? groups_cap(ng, tp) : 0;
+      std::function<void(int)> rec = [&](int ng) {
+        if (ng == NG) {
+          StageShape s;
+          s.tp = tp;
+          s.groups = cnt;
+          for (int k = 0; k < NG; ++k)
+            for (int c = 0; c < cnt[k]; ++c) s.group_ng.push_back(k);
+          if (!s.group_ng.empty()) stage_shapes_.push_back(std::move(s));
+          return;
+        }
+        for (int c = 0; c <= cap[ng]; ++c) {
+          cnt[ng] = c;
+          rec(ng + 1);
+        }
+        cnt[ng] = 0;
+      };
+      rec(0);
+    }
+  }
+
+  // Every sequence of stage shapes (1..layers stages) within the GPUs of each node group.
+  void enumerate_pipe_shapes() {
+    const int NG = static_cast<int>(cluster_.groups.size());
+    std::vector<int> used(NG, 0), seq;
+    std::function<void()> rec = [&]() {
+      if (stop_) return;
+      if (!seq.empty()) {
+        pipe_shapes_.push_back({seq, used});
+        if (static_cast<long>(pipe_shapes_.size()) > kMaxPipeShapes) return cut("more than " + std::to_string(kMaxPipeShapes) + " pipeline shapes");
+      }
+      if (static_cast<int>(seq.size()) == L_) return;
+      for (int ss = 0; ss < static_cast<int>(stage_shapes_.size()); ++ss) {
+        const StageShape& s = stage_shapes_[ss];
+        bool fits = true;
+        for (int ng = 0; ng < NG; ++ng) fits = fits && used[ng] + s.groups[ng] * s.tp <= ng_gpus_[ng];
+        if (!fits) continue;
+        for (int ng = 0; ng < NG; ++ng) used[ng] += s.groups[ng] * s.tp;
+        seq.push_back(ss);
+        rec();
+        seq.pop_back();
+        for (int ng = 0; ng < NG; ++ng) used[ng] -= s.groups[ng] * s.tp;
+      }
+    };
+    rec();
+  }
+
+  // Every multiset of pipeline shapes within the GPUs (non-decreasing shape ids).
+  void enumerate_structures() {
+    const int NG = static_cast<int>(cluster_.groups.size());
+    std::vector<int> used(NG, 0), pipes;
+    std::function<void(int)> rec = [&](int from) {
+      if (stop_) return;
+      if (!pipes.empty() && pipes.size() <= static_cast<size_t>(G_)) search_structure(pipes);
+      for (int ps = from; ps < static_cast<int>(pipe_shapes_.size()) && !stop_; ++ps) {
+        const PipeShape& p = pipe_shapes_[ps];
+        bool fits = true;
+        for (int ng = 0; ng < NG; ++ng) fits = fits && used[ng] + p.gpus[ng] <= ng_gpus_[ng];
+        if (!fits) continue;
+        for (int ng = 0; ng < NG; ++ng) used[ng] += p.gpus[ng];
+        pipes.push_back(ps);
+        rec(ps);
+        pipes.pop_back();
+        for (int ng = 0; ng < NG; ++ng) used[ng] -= p.gpus[ng];
+      }
+    };
+    rec(0);
+  }
+
+  // ------------------------------------------------------------------ one structure
+  void search_structure(const std::vector<int>& pipes) {
+    ++stats_.structures;
+    if (!has_placement(pipes)) return;
+    for (const bool zero1 : {false, true})
+      for (int rc = 0; rc < 3 && !stop_; ++rc) {
+        std::map<int, std::vector<PipeOption>> options;
+        bool empty = false;
+        for (const int ps : pipes) {
+          if (options.count(ps)) continue;
+          options[ps] = pipe_options(ps, rc, zero1, static_cast<int>(pipes.size()));
+          if (stop_) return;
+          empty = empty || options[ps].empty();
+        }
+        if (!empty) combine(pipes, options, rc, zero1);
+      }
+  }
+
+  // Integer samples per group of a stage summing to b, each >= 1; groups of one node group (interchangeable
+  // up to placement) in non-increasing order.
+  void share_splits(const StageShape& s, int b, const std::function<void(const std::vector<int>&)>& f) const {
+    const int g = static_cast<int>(s.group_ng.size());
+    if (g > b) return;
+    std::vector<int> x(g, 0);
+    std::function<void(int, int)> rec = [&](int i, int left) {
+      if (i == g - 1) {
+        if (i > 0 && s.group_ng[i] == s.group_ng[i - 1] && left > x[i - 1]) return;
+        x[i] = left;
+        f(x);
+        return;
+      }
+      int hi = left - (g - 1 - i);
+      if (i > 0 && s.group_ng[i] == s.group_ng[i - 1]) hi = std::min(hi, x[i - 1]);
+      for (int v = hi; v >= 1; --v) {
+        x[i] = v;
+        rec(i + 1, left - v);
+      }
+    };
+    rec(0, b);
+  }
+
+  // Every option of pipeline shape ps whose bound is below the incumbent and which is not proven out of
+  // memory. A partial pipeline (its first stages chosen) is dropped once its own workers' bound reaches the
+  // incumbent: the bound of the whole pipeline is at least that (more micro-batches only add).
+  std::vector<PipeOption> pipe_options(int ps, int rc, bool zero1, int P) {
+    if (!may_fit(ps)) {
+      ++stats_.proven_oom;
+      return {};
+    }
+    const PipeShape& shape = pipe_shapes_[ps];
+    const int S = static_cast<int>(shape.stages.size());
+    const int nmax = static_cast<int>(G_) - (P - 1);
+    const Recompute r = kRecompute[rc];
+    std::vector<PipeOption> out;
+    std::vector<std::vector<GroupTimes>> times;
+    PipeOption cur;
+    cur.cuts.assign(1, 0);
+    for (int b = 1; b <= nmax && !stop_; ++b) {
+      cur.b = b;
+      std::function<void(int)> rec = [&](int k) {
+        tick();
+        if (stop_) return;
+        if (k == S) {
+          add_options(shape, r, zero1, nmax, times, cur, out);
+          return;
+        }
+        const StageShape& st = stage_shapes_[shape.stages[k]];
+        const int begin = cur.cuts.back();
+        for (int e = begin + 1; e <= L_ - (S - 1 - k); ++e) {
+          if (k == S - 1 && e != L_) continue;
+          share_splits(st, b, [&](const std::vector<int>& x) {
+            std::vector<GroupTimes> gt;
+            for (size_t g = 0; g < x.size(); ++g) {
+              const int ng = st.group_ng[g];
+              if (lb_.out_of_memory(ng, st.tp, x[g], begin, e, r, 1, zero1, 0)) {
+                ++stats_.proven_oom;
+                return;
+              }
+              gt.push_back(lb_.group_times(ng, st.tp, x[g], begin, e, r, zero1));
+            }
+            times.push_back(std::move(gt));
+            if (pipeline_lower_bound(times, 1) >= inc_.bound()) {
+              ++stats_.pruned_by_bound;
+            } else {
+              cur.cuts.push_back(e);
+              cur.samples.push_back(x);
+              rec(k + 1);
+              cur.cuts.pop_back();
+              cur.samples.pop_back();
+            }
+            times.pop_back();
+          });
+        }
+      };
+      rec(0);
+      if (static_cast<long>(out.size()) > kMaxOptionsPerShape) cut("more than " + std::to_string(kMaxOptionsPerShape) + " options of one pipeline shape");
+    }
+    return out;
+  }
+
+  // False when no plan with this pipeline shape fits in memory: no contiguous partition fits even at its
+  // smallest footprint (one sample per TP group, full recompute, one micro-batch in flight, ZeRO-1 optimizer
+  // state left out); memory only grows with samples, lighter recompute, activations in flight and less
+  // sharding.
+  bool may_fit(int ps) {
+    auto it = may_fit_.find(ps);
+    if (it != may_fit_.end()) return it->second;
+    const PipeShape& shape = pipe_shapes_[ps];
+    const int S = static_cast<int>(shape.stages.size());
+    std::vector<std::vector<char>> reach(S + 1, std::vector<char>(L_ + 1, 0));  // stages 0..k-1 cover [0, l)
+    reach[0][0] = 1;
+    for (int k = 0; k < S; ++k) {
+      const StageShape& st = stage_shapes_[shape.stages[k]];
+      for (int b = 0; b < L_; ++b) {
+        if (!reach[k][b]) continue;
+        for (int e = b + 1; e <= L_; ++e) {
+          bool fits = true;
+          for (size_t g = 0; g < st.group_ng.size() && fits; ++g)
+            fits = !lb_.out_of_memory(st.group_ng[g], st.tp, 1, b, e, Recompute::Full, 1, true, 0);
+          if (!fits) break;  // longer ranges need more memory
+          reach[k + 1][e] = 1;
+        }
+      }
+    }
+    return may_fit_[ps] = reach[S][L_] != 0;
+  }
+
+  // The micro-batch counts of a complete partition: every m whose bound is below the incumbent and whose
+  // activations (1F1B: min(S - k, m) micro-batches in flight on stage k) are not proven out of memory.
+  void add_options(const PipeShape& shape, Recompute r, bool zero1, int nmax,
+                   const std::vector<std::vector<GroupTimes>>& times, PipeOption& cur, std::vector<PipeOption>& out) {
+    const int S = static_cast<int>(shape.stages.size());
+    for (int m = 1; cur.b * m <= nmax; ++m) {
+      const double bound = pipeline_lower_bound(times, m);
+      if (bound >= inc_.bound()) {
+        ++stats_.pruned_by_bound;
+        break;  // grows with m
+      }
+      bool oom = false;
+      for (int k = 0; k < S && !oom && m > 1 && m <= S - k; ++k) {
+        const StageShape& st = stage_shapes_[shape.stages[k]];
+        for (size_t g = 0; g < st.group_ng.size() && !oom; ++g)
+          oom = lb_.out_of_memory(st.group_ng[g], st.tp, cur.samples[k][g], cur.cuts[k], cur.cuts[k + 1], r, m, zero1, 0);
+      }
+      if (oom) {
+        ++stats_.proven_oom;
+        break;  // activations in flight only grow with m
+      }
+      cur.m = m;
+      cur.bound = bound;
+      out.push_back(cur);
+    }
+  }
+
+  // Options of the pipelines with samples summing to the global batch; identical shapes take options in
+  // non-decreasing index order (they are interchangeable up to placement, which is enumerated in full).
+  void combine(const std::vector<int>& pipes, const std::map<int, std::vector<PipeOption>>& options, int rc, bool zero1) {
+    const int P = static_cast<int>(pipes.size());
+    std::vector<int> chosen(P, 0);
+    std::function<void(int, long, double)> rec = [&](int i, long left, double worst) {
+      tick();
+      if (stop_) return;
+      if (i == P) {
+        if (left == 0) emit(pipes, options, chosen, rc, zero1, worst);
+        return;
+      }
+      const std::vector<PipeOption>& opts = options.at(pipes[i]);
+      const int from = i > 0 && pipes[i - 1] == pipes[i] ? chosen[i - 1] : 0;
+      const long rest = P - 1 - i;  // each later pipeline takes at least one sample
+      for (int o = from; o < static_cast<int>(opts.size()); ++o) {
+        const long n = opts[o].n();
+        if (i == P - 1 ? n != left : n > left - rest) continue;
+        if (std::max(worst, opts[o].bound) >= inc_.bound()) {
+          ++stats_.pruned_by_bound;
+          continue;
+        }
+        chosen[i] = o;
+        rec(i + 1, left - n, std::max(worst, opts[o].bound));
+      }
+    };
+    rec(0, G_, 0.0);
+  }
+
+  // ------------------------------------------------------------------ placements
+  // The TP groups of a structure in listing order (pipeline, stage, group): node group and tp.
+  std::vector<std::pair<int, int>> group_list(const std::vector<int>& pipes) const {
+    std::vector<std::pair<int, int>> out;
+    for (const int ps : pipes)
+      for (const int ss : pipe_shapes_[ps].stages)
+        for (const int ng : stage_shapes_[ss].group_ng) out.emplace_back(ng, stage_shapes_[ss].tp);
+    return out;
+  }
+
+  // Every assignment of the groups to nodes of their node group with room, up to interchangeable nodes (an
+  // unused node is taken only when it is the first unused one of its class); inside a node a group takes the
+  // lowest free GPUs. f receives each group's GPUs; returning false stops.
+  void placements(const std::vector<std::pair<int, int>>& groups,
+                  const std::function<bool(const std::vector<std::vector<GpuId>>&)>& f) const {
+    const int N = static_cast<int>(cluster_.nodes.size());
+    std::vector<int> taken(N, 0);
+    std::vector<std::vector<GpuId>> gpus(groups.size());
+    bool go = true;
+    std::function<void(size_t)> rec = [&](size_t i) {
+      if (!go) return;
+      if (i == groups.size()) {
+        go = f(gpus);
+        return;
+      }
+      const auto [ng, tp] = groups[i];
+      std::set<int> fresh_classes;
+      for (int n = 0; n < N && go; ++n) {
+        const Node& node = cluster_.nodes[n];
+        if (node.group != ng || node.gpus - taken[n] < tp) continue;
+        if (taken[n] == 0 && !fresh_classes.insert(node_class_[n]).second) continue;
+        gpus[i].clear();
+        for (int k = 0; k < tp; ++k) gpus[i].push_back(node.first_gpu + taken[n] + k);
+        taken[n] += tp;
+        rec(i + 1);
+        taken[n] -= tp;
+      }
+    };
+    rec(0);
+  }
+
+  bool has_placement(const std::vector<int>& pipes) const {
+    bool any = false;
+    placements(group_list(pipes), [&](const std::vector<std::vector<GpuId>>&) {
+      any = true;
+      return false;
+    });
+    return any;
+  }
+
+  // Every placement and EP variant of the chosen options: bounded, then buffered for simulation.
+  void emit(const std::vector<int>& pipes, const std::map<int, std::vector<PipeOption>>& options,
+            const std::vector<int>& chosen, int rc, bool zero1, double worst) {
+    (void)worst;
+    placements(group_list(pipes), [&](const std::vector<std::vector<GpuId>>& gpus) {
+      std::vector<PipelineSpec> specs;
+      size_t gi = 0;
+      for (size_t i = 0; i < pipes.size(); ++i) {
+        const PipeOption& o = options.at(pipes[i])[chosen[i]];
+        PipelineSpec p;
+        p.micro_batch = o.b;
+        p.micro_batches = o.m;
+        const PipeShape& shape = pipe_shapes_[pipes[i]];
+        for (size_t k = 0; k < shape.stages.size(); ++k) {
+          const StageShape& st = stage_shapes_[shape.stages[k]];
+          StageSpec sp;
+          sp.layer_begin = o.cuts[k];
+          sp.layer_end = o.cuts[k + 1];
+          for (size_t g = 0; g < st.group_ng.size(); ++g)
+            sp.groups.push_back({gpus[gi++], st.tp, static_cast<double>(o.samples[k][g]) / o.b});
+          p.stages.push_back(std::move(sp));
+        }
+        specs.push_back(std::move(p));
+      }
+      Plan base = build_plan(specs, cluster_, kRecompute[rc]);
+      base.zero1 = zero1;
+      for (Plan& plan : ep_variants(base, model_)) consider(std::move(plan));
+      return !stop_;
+    });
+  }
+
+  void consider(Plan plan) {
+    ++stats_.candidates;
+    const std::optional<double> bound = lb_.plan_bound(plan);
+    if (!bound) {
+      ++stats_.proven_oom;
+      return;
+    }
+    if (*bound >= inc_.bound()) {
+      ++stats_.pruned_by_bound;
+      return;
+    }
+    if (!seen_.insert(plan_to_yaml(plan, cluster_)).second) return;
+    buffer_.push_back({*bound, seq_++, std::move(plan)});
+    if (buffer_.size() >= kBufferSize) flush();
+    tick();
+  }
+
+  // ------------------------------------------------------------------ simulation
+  void flush() {
+    std::stable_sort(buffer_.begin(), buffer_.end(), [](const Candidate& a, const Candidate& b) {
+      return a.bound < b.bound || (a.bound == b.bound && a.seq < b.seq);
+    });
+    for (size_t i = 0; i < buffer_.size() && !stop_; i += kBatchSize) {
+      std::vector<const Candidate*> batch;
+      for (size_t j = i; j < std::min(buffer_.size(), i + kBatchSize); ++j) {
+        if (buffer_[j].bound >= inc_.bound()) {
+          ++stats_.pruned_by_bound;
+          continue;
+        }
+        batch.push_back(&buffer_[j]);
+      }
+      check_wall();
+      if (stop_) break;
+      if (lim_.max_simulations > 0 && stats_.simulated + static_cast<long>(batch.size()) > lim_.max_simulations) {
+        batch.resize(static_cast<size_t>(std::max(0L, lim_.max_simulations - stats_.simulated)));
+        cut("simulation budget of " + std::to_string(lim_.max_simulations) + " spent");
+      }
+      simulate_batch(batch);
+    }
+    buffer_.clear();
+  }
+
+  void simulate_batch(const std::vector<const Candidate*>& batch) {
+    std::vector<double> times(batch.size(), kInf);
+    std::vector<char> oom(batch.size(), 0);
+    auto work = [&](size_t first, size_t step) {
+      for (size_t j = first; j < batch.size(); j += step) {
+        try {
+          validate_plan(batch[j]->plan, cluster_, model_, G_, "oracle");
+          const SimResult r = simulate_iteration(cluster_, *req_.topo, model_, batch[j]->plan, SimOptions{});
+          if (r.oom) oom[j] = 1;
+          else times[j] = r.iteration_time_s;
+        } catch (const std::exception&) {
+          oom[j] = 2;  // invalid or simulator failure: no time
+        }
+      }
+    };
+    const size_t threads = std::min(batch.size(), static_cast<size_t>(std::max(1, lim_.threads)));
+    if (threads <= 1) {
+      work(0, 1);
+    } else {
+      std::vector<std::thread> pool;
+      for (size_t t = 0; t < threads; ++t) pool.emplace_back(work, t, threads);
+      for (std::thread& t : pool) t.join();
+    }
+    for (size_t j = 0; j < batch.size(); ++j) {
+      ++stats_.simulated;
+      if (oom[j]) ++stats_.simulated_oom;
+      if (times[j] < inc_.bound()) {
+        inc_.plan = batch[j]->plan;
+        inc_.time_s = times[j];
+      }
+    }
+  }
+
+  void tick() {
+    if ((++ticks_ & 0xFFFF) == 0) check_wall();
+  }
+  void check_wall() {
+    if (lim_.wall_s > 0 && std::chrono::duration<double>(Clock::now() - start_).count() >= lim_.wall_s)
+      cut("wall-clock budget of " + std::to_string(lim_.wall_s) + " s spent");
+  }
+  void cut(const std::string& why) {
+    if (!stop_) stats_.incomplete_reason = why;
+    stop_ = true;
+  }
+
+  const PlanRequest& req_;
+  const Cluster& cluster_;
+  const ModelConfig& model_;
+  long G_;
+  int L_;
+  ExhaustiveLimits lim_;
+  Incumbent& inc_;
+  LowerBound lb_;
+  Clock::time_point start_;
+  ExhaustiveStats stats_;
+  bool stop_ = false;
+
+  std::vector<int> ng_gpus_, ng_max_node_, node_class_;
+  std::vector<StageShape> stage_shapes_;
+  std::vector<PipeShape> pipe_shapes_;
+  std::vector<Candidate> buffer_;
+  std::set<std::string> seen_;
+  std::map<int, bool> may_fit_;
+  long seq_ = 0;
+  long ticks_ = 0;
+};
+
+}  // namespace
+
+double Incumbent::bound() const { return plan ? time_s : kInf; }
+
+int default_oracle_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+ExhaustiveStats exhaustive_search(const PlanRequest& request, long global, const ExhaustiveLimits& limits,
+                                  Incumbent& incumbent) {
+  Search s(request, global, limits, incumbent);
+  return s.run();
+}
+
+}  // namespace arachne::planner
