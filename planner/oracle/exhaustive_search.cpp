@@ -195,22 +195,19 @@ class Search {
       }
   }
 
-  // Integer samples per group of a stage summing to b, each >= 1; groups of one node group (interchangeable
-  // up to placement) in non-increasing order.
+  // Every split of b samples over the stage's groups in integers >= 1 (all orders: a group's position in the
+  // stage fixes its sample interval, hence which neighbouring groups it exchanges activations with).
   void share_splits(const StageShape& s, int b, const std::function<void(const std::vector<int>&)>& f) const {
     const int g = static_cast<int>(s.group_ng.size());
     if (g > b) return;
     std::vector<int> x(g, 0);
     std::function<void(int, int)> rec = [&](int i, int left) {
       if (i == g - 1) {
-        if (i > 0 && s.group_ng[i] == s.group_ng[i - 1] && left > x[i - 1]) return;
         x[i] = left;
         f(x);
         return;
       }
-      int hi = left - (g - 1 - i);
-      if (i > 0 && s.group_ng[i] == s.group_ng[i - 1]) hi = std::min(hi, x[i - 1]);
-      for (int v = hi; v >= 1; --v) {
+      for (int v = left - (g - 1 - i); v >= 1; --v) {
         x[i] = v;
         rec(i + 1, left - v);
       }
