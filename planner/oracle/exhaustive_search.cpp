@@ -2,6 +2,7 @@
 #include "planner/oracle/exhaustive_search.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <functional>
 #include <limits>
@@ -183,16 +184,68 @@ class Search {
     if (!has_placement(pipes)) return;
     for (const bool zero1 : {false, true})
       for (int rc = 0; rc < 3 && !stop_; ++rc) {
+        std::map<int, std::pair<long, long>> range;
+        if (!sample_ranges(pipes, rc, &range)) {
+          ++stats_.pruned_by_bound;
+          continue;
+        }
         std::map<int, std::vector<PipeOption>> options;
         bool empty = false;
         for (const int ps : pipes) {
           if (options.count(ps)) continue;
-          options[ps] = pipe_options(ps, rc, zero1, static_cast<int>(pipes.size()));
+          options[ps] = pipe_options(ps, rc, zero1, range[ps].first, range[ps].second);
           if (stop_) return;
           empty = empty || options[ps].empty();
         }
         if (!empty) combine(pipes, options, rc, zero1);
       }
+  }
+
+  // Work bound: a pipeline of shape ps taking n samples has a worker busy for at least n x rate(ps) (every
+  // sample passes every layer on some group, at no less than the least per-sample cost of that layer on the
+  // pipeline's groups; the busiest of its W workers carries at least 1/W of it).
+  double sample_rate(int ps, int rc) {
+    const auto key = std::make_pair(ps, rc);
+    auto it = rate_.find(key);
+    if (it != rate_.end()) return it->second;
+    std::vector<double> least(L_ + 2, kInf);
+    int workers = 0;
+    for (const int ss : pipe_shapes_[ps].stages) {
+      const StageShape& st = stage_shapes_[ss];
+      workers += static_cast<int>(st.group_ng.size());
+      for (const int ng : st.group_ng) {
+        const std::vector<double>& f = lb_.per_sample_floor(ng, st.tp, kRecompute[rc], static_cast<int>(G_));
+        for (int l = 0; l < L_ + 2; ++l) least[l] = std::min(least[l], f[l]);
+      }
+    }
+    const double work = std::accumulate(least.begin(), least.end(), 0.0);
+    return rate_[key] = work / workers * (1 - 1e-9);
+  }
+
+  // Samples each pipeline shape may take: at most what its work bound keeps below the incumbent, at least
+  // what the others cannot take. False when no split of the global batch fits these ranges.
+  bool sample_ranges(const std::vector<int>& pipes, int rc, std::map<int, std::pair<long, long>>* range) {
+    const int P = static_cast<int>(pipes.size());
+    const double T = inc_.bound();
+    std::vector<long> hi(P);
+    long total_hi = 0;
+    for (int i = 0; i < P; ++i) {
+      const double rate = sample_rate(pipes[i], rc);
+      long h = G_ - (P - 1);
+      if (std::isfinite(T) && rate > 0) {
+        const double cap = std::floor(T / rate);
+        if (cap < static_cast<double>(h)) h = static_cast<long>(cap);
+        while (h >= 1 && static_cast<double>(h) * rate >= T) --h;
+      }
+      hi[i] = h;
+      total_hi += h;
+    }
+    for (int i = 0; i < P; ++i) {
+      const long lo = std::max(1L, G_ - (total_hi - hi[i]));
+      if (lo > hi[i]) return false;
+      (*range)[pipes[i]] = {lo, hi[i]};
+    }
+    return true;
   }
 
   // Every split of b samples over the stage's groups in integers >= 1 (all orders: a group's position in the
@@ -218,26 +271,27 @@ class Search {
   // Every option of pipeline shape ps whose bound is below the incumbent and which is not proven out of
   // memory. A partial pipeline (its first stages chosen) is dropped once its own workers' bound reaches the
   // incumbent: the bound of the whole pipeline is at least that (more micro-batches only add).
-  std::vector<PipeOption> pipe_options(int ps, int rc, bool zero1, int P) {
+  std::vector<PipeOption> pipe_options(int ps, int rc, bool zero1, long n_lo, long n_hi) {
     if (!may_fit(ps)) {
       ++stats_.proven_oom;
       return {};
     }
     const PipeShape& shape = pipe_shapes_[ps];
     const int S = static_cast<int>(shape.stages.size());
-    const int nmax = static_cast<int>(G_) - (P - 1);
     const Recompute r = kRecompute[rc];
     std::vector<PipeOption> out;
     std::vector<std::vector<GroupTimes>> times;
     PipeOption cur;
     cur.cuts.assign(1, 0);
-    for (int b = 1; b <= nmax && !stop_; ++b) {
+    for (int b = 1; b <= n_hi && !stop_; ++b) {
       cur.b = b;
+      const int m_lo = static_cast<int>((n_lo + b - 1) / b), m_hi = static_cast<int>(n_hi / b);
+      if (m_lo > m_hi) continue;
       std::function<void(int)> rec = [&](int k) {
         tick();
         if (stop_) return;
         if (k == S) {
-          add_options(shape, r, zero1, nmax, times, cur, out);
+          add_options(shape, r, zero1, m_lo, m_hi, times, cur, out);
           return;
         }
         const StageShape& st = stage_shapes_[shape.stages[k]];
@@ -248,14 +302,14 @@ class Search {
             std::vector<GroupTimes> gt;
             for (size_t g = 0; g < x.size(); ++g) {
               const int ng = st.group_ng[g];
-              if (lb_.out_of_memory(ng, st.tp, x[g], begin, e, r, 1, zero1, 0)) {
+              if (lb_.out_of_memory(ng, st.tp, x[g], begin, e, r, std::min(S - k, m_lo), zero1, 0)) {
                 ++stats_.proven_oom;
                 return;
               }
               gt.push_back(lb_.group_times(ng, st.tp, x[g], begin, e, r, zero1));
             }
             times.push_back(std::move(gt));
-            if (pipeline_lower_bound(times, 1) >= inc_.bound()) {
+            if (pipeline_lower_bound(times, m_lo) >= inc_.bound()) {
               ++stats_.pruned_by_bound;
             } else {
               cur.cuts.push_back(e);
@@ -303,17 +357,17 @@ class Search {
 
   // The micro-batch counts of a complete partition: every m whose bound is below the incumbent and whose
   // activations (1F1B: min(S - k, m) micro-batches in flight on stage k) are not proven out of memory.
-  void add_options(const PipeShape& shape, Recompute r, bool zero1, int nmax,
+  void add_options(const PipeShape& shape, Recompute r, bool zero1, int m_lo, int m_hi,
                    const std::vector<std::vector<GroupTimes>>& times, PipeOption& cur, std::vector<PipeOption>& out) {
     const int S = static_cast<int>(shape.stages.size());
-    for (int m = 1; cur.b * m <= nmax; ++m) {
+    for (int m = m_lo; m <= m_hi; ++m) {
       const double bound = pipeline_lower_bound(times, m);
       if (bound >= inc_.bound()) {
         ++stats_.pruned_by_bound;
         break;  // grows with m
       }
       bool oom = false;
-      for (int k = 0; k < S && !oom && m > 1 && m <= S - k; ++k) {
+      for (int k = 0; k < S && !oom && m > m_lo && m <= S - k; ++k) {
         const StageShape& st = stage_shapes_[shape.stages[k]];
         for (size_t g = 0; g < st.group_ng.size() && !oom; ++g)
           oom = lb_.out_of_memory(st.group_ng[g], st.tp, cur.samples[k][g], cur.cuts[k], cur.cuts[k + 1], r, m, zero1, 0);
@@ -329,9 +383,23 @@ class Search {
   }
 
   // Options of the pipelines with samples summing to the global batch; identical shapes take options in
-  // non-decreasing index order (they are interchangeable up to placement, which is enumerated in full).
-  void combine(const std::vector<int>& pipes, const std::map<int, std::vector<PipeOption>>& options, int rc, bool zero1) {
+  // non-decreasing index order (they are interchangeable up to listing order and placement, which is
+  // enumerated in full). Options are sorted by samples, so each pipeline scans only the options whose samples
+  // leave the later pipelines between one sample each and all they can take.
+  void combine(const std::vector<int>& pipes, std::map<int, std::vector<PipeOption>>& options, int rc, bool zero1) {
     const int P = static_cast<int>(pipes.size());
+    std::map<int, std::vector<int>> start;  // per shape: start[n] = first option with at least n samples
+    std::map<int, long> max_n;
+    for (auto& [ps, opts] : options) {
+      std::stable_sort(opts.begin(), opts.end(), [](const PipeOption& a, const PipeOption& b) { return a.n() < b.n(); });
+      std::vector<int>& st = start[ps];
+      st.assign(G_ + 2, static_cast<int>(opts.size()));
+      for (int o = static_cast<int>(opts.size()) - 1; o >= 0; --o) st[opts[o].n()] = o;
+      for (long n = G_; n >= 0; --n) st[n] = std::min(st[n], st[n + 1]);
+      max_n[ps] = opts.empty() ? 0 : opts.back().n();
+    }
+    std::vector<long> later_max(P + 1, 0);  // samples the pipelines after i can take at most
+    for (int i = P - 1; i >= 0; --i) later_max[i] = later_max[i + 1] + max_n[pipes[i]];
     std::vector<int> chosen(P, 0);
     std::function<void(int, long, double)> rec = [&](int i, long left, double worst) {
       tick();
@@ -341,17 +409,18 @@ class Search {
         return;
       }
       const std::vector<PipeOption>& opts = options.at(pipes[i]);
-      const int from = i > 0 && pipes[i - 1] == pipes[i] ? chosen[i - 1] : 0;
-      const long rest = P - 1 - i;  // each later pipeline takes at least one sample
-      for (int o = from; o < static_cast<int>(opts.size()); ++o) {
-        const long n = opts[o].n();
-        if (i == P - 1 ? n != left : n > left - rest) continue;
+      const long lo = std::max(1L, left - later_max[i + 1]), hi = left - (P - 1 - i);
+      if (lo > hi || lo > G_) return;
+      int first = start[pipes[i]][lo];
+      if (i > 0 && pipes[i - 1] == pipes[i]) first = std::max(first, chosen[i - 1]);
+      const int last = start[pipes[i]][std::min(hi, G_) + 1];
+      for (int o = first; o < last; ++o) {
         if (std::max(worst, opts[o].bound) >= inc_.bound()) {
           ++stats_.pruned_by_bound;
           continue;
         }
         chosen[i] = o;
-        rec(i + 1, left - n, std::max(worst, opts[o].bound));
+        rec(i + 1, left - opts[o].n(), std::max(worst, opts[o].bound));
       }
     };
     rec(0, G_, 0.0);
@@ -514,7 +583,7 @@ class Search {
   }
 
   void tick() {
-    if ((++ticks_ & 0xFFFF) == 0) check_wall();
+    if ((++ticks_ & 0xFFF) == 0) check_wall();
   }
   void check_wall() {
     if (lim_.wall_s > 0 && std::chrono::duration<double>(Clock::now() - start_).count() >= lim_.wall_s)
@@ -543,6 +612,7 @@ class Search {
   std::vector<Candidate> buffer_;
   std::set<std::string> seen_;
   std::map<int, bool> may_fit_;
+  std::map<std::pair<int, int>, double> rate_;
   long seq_ = 0;
   long ticks_ = 0;
 };

@@ -108,9 +108,19 @@ LowerBound::Table LowerBound::build_table(int node_group, int tp, double samples
 }
 
 const LowerBound::Table& LowerBound::table(int node_group, int tp, double samples, Recompute rc) const {
+  // Integer sample counts (the search's) go through a hashed index first.
+  const bool packed = samples == static_cast<double>(static_cast<long>(samples)) && samples < (1 << 20) &&
+                      node_group < (1 << 12) && tp < (1 << 12);
+  const std::uint64_t pk = (static_cast<std::uint64_t>(node_group) << 40) | (static_cast<std::uint64_t>(tp) << 28) |
+                           (static_cast<std::uint64_t>(samples) << 4) | static_cast<std::uint64_t>(rc);
+  if (packed) {
+    auto hit = table_index_.find(pk);
+    if (hit != table_index_.end()) return *hit->second;
+  }
   const auto key = std::make_tuple(node_group, tp, samples, static_cast<int>(rc));
   auto it = tables_.find(key);
   if (it == tables_.end()) it = tables_.emplace(key, build_table(node_group, tp, samples, rc)).first;
+  if (packed) table_index_.emplace(pk, &it->second);
   return it->second;
 }
 
@@ -136,8 +146,12 @@ GroupTimes LowerBound::group_times(int node_group, int tp, double samples, int b
   }
   if (!moe && !zero1) {
     // The parameters build_stage_work steps (ChunkCost::params_per_rank): layers, embedding, head.
-    double params = 0;
-    for (int l = begin; l < end; ++l) params += layer_params_per_rank(model_, l, tp);
+    std::vector<double>& pre = params_prefix_[tp];
+    if (pre.empty()) {
+      pre.assign(L + 1, 0.0);
+      for (int l = 0; l < L; ++l) pre[l + 1] = pre[l] + layer_params_per_rank(model_, l, tp);
+    }
+    double params = pre[end] - pre[begin];
     if (begin == 0) params += embedding_params_per_rank(model_, tp);
     if (end == L) params += head_params_per_rank(model_, tp);
     for (const Node& n : cluster_.nodes)
@@ -152,20 +166,59 @@ GroupTimes LowerBound::group_times(int node_group, int tp, double samples, int b
 bool LowerBound::out_of_memory(int node_group, int tp, double samples, int begin, int end, Recompute rc,
                                double in_flight, bool zero1, int zero1_dp) const {
   if (model_.moe) return false;
-  StageMemoryInput in;
-  in.layer_begin = begin;
-  in.layer_end = end;
-  in.has_embedding = begin == 0;
-  in.has_head = end == model_.layers;
-  in.shard = {tp, false, samples};
-  in.recompute = rc;
-  in.zero1 = zero1;
-  in.dp = std::max(1, zero1_dp);
-  in.in_flight = in_flight;
-  MemoryBreakdown mb = stage_memory(model_, in);
-  if (zero1 && zero1_dp <= 0) mb.optimizer = 0;
-  // The simulator's test: total / memory_bytes > 1 (sim/exec/iteration.cpp).
-  return mb.total() / capacity_[node_group] > 1.0;
+  auto memory = [&](double flight, int dp) {
+    StageMemoryInput in;
+    in.layer_begin = begin;
+    in.layer_end = end;
+    in.has_embedding = begin == 0;
+    in.has_head = end == model_.layers;
+    in.shard = {tp, false, samples};
+    in.recompute = rc;
+    in.zero1 = zero1;
+    in.dp = std::max(1, dp);
+    in.in_flight = flight;
+    MemoryBreakdown mb = stage_memory(model_, in);
+    if (zero1 && zero1_dp <= 0) mb.optimizer = 0;
+    return mb.total();
+  };
+  const double cap = capacity_[node_group];
+  // Integer sample counts (the search) are cached as a line in in_flight; within 1e-9 of the capacity the
+  // exact value decides. The simulator's test: total / memory_bytes > 1 (sim/exec/iteration.cpp).
+  if (samples == static_cast<int>(samples) && samples < (1 << 16) && node_group < 256 && tp < 256 &&
+      model_.layers < 1024 && (!zero1 || zero1_dp <= 0)) {
+    const std::uint64_t key = (static_cast<std::uint64_t>(node_group) << 56) | (static_cast<std::uint64_t>(tp) << 48) |
+                              (static_cast<std::uint64_t>(samples) << 32) | (static_cast<std::uint64_t>(begin) << 20) |
+                              (static_cast<std::uint64_t>(end) << 8) | (static_cast<std::uint64_t>(rc) << 1) |
+                              (zero1 ? 1u : 0u);
+    auto it = memory_.find(key);
+    if (it == memory_.end()) {
+      const double m1 = memory(1, zero1_dp), m2 = memory(2, zero1_dp);
+      it = memory_.emplace(key, MemoryLine{2 * m1 - m2, m2 - m1, 0}).first;
+    }
+    const double estimate = it->second.fixed + in_flight * it->second.per_micro_batch;
+    if (estimate > cap * (1 + 1e-9)) return true;
+    if (estimate < cap * (1 - 1e-9)) return false;
+  }
+  return memory(in_flight, zero1_dp) / cap > 1.0;
+}
+
+const std::vector<double>& LowerBound::per_sample_floor(int node_group, int tp, Recompute rc, int max_samples) const {
+  const auto key = std::make_tuple(node_group, tp, static_cast<int>(rc), max_samples);
+  auto it = floors_.find(key);
+  if (it != floors_.end()) return it->second;
+  const int L = model_.layers;
+  std::vector<double> best(L + 2, kInf);
+  for (int s = 1; s <= max_samples; ++s) {
+    const Table& t = table(node_group, tp, s, rc);
+    for (int l = 0; l < L; ++l) {
+      double c = t.fwd[l + 1] - t.fwd[l] + t.bwd[l + 1] - t.bwd[l];
+      if (model_.moe) c = std::min(c, t.fwd_ep[l + 1] - t.fwd_ep[l] + t.bwd_ep[l + 1] - t.bwd_ep[l]);
+      best[l] = std::min(best[l], c / s);
+    }
+    best[L] = std::min(best[L], (t.emb_f + t.emb_b) / s);
+    best[L + 1] = std::min(best[L + 1], (t.head_f + t.head_b) / s);
+  }
+  return floors_.emplace(key, std::move(best)).first->second;
 }
 
 std::optional<double> LowerBound::plan_bound(const Plan& plan) const {

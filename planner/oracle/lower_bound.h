@@ -25,7 +25,9 @@
 // memory; the same function with the same inputs decides here (for ZeRO-1 with an unknown data-parallel
 // degree, the optimizer state is left out, which only lowers the requirement).
 #pragma once
+#include <cstdint>
 #include <map>
+#include <unordered_map>
 #include <optional>
 #include <tuple>
 #include <vector>
@@ -63,6 +65,12 @@ class LowerBound {
   bool out_of_memory(int node_group, int tp, double samples, int begin, int end, Recompute rc, double in_flight,
                      bool zero1, int zero1_dp) const;
 
+  // The least forward + backward time per sample of each layer (then the embedding, then the head) on a TP
+  // group of `tp` GPUs of `node_group`, over micro-batches of 1..max_samples sequences (per-sample cost is
+  // not monotone in the micro-batch size, so every size is priced). A worker that processes s samples of a
+  // layer per micro-batch spends at least s times this on it.
+  const std::vector<double>& per_sample_floor(int node_group, int tp, Recompute rc, int max_samples) const;
+
   // A lower bound on simulate_iteration(plan).iteration_time_s; nullopt when the simulator would report the
   // plan out of memory. Plans other than 1F1B without interleaving get 0 (no bound).
   std::optional<double> plan_bound(const Plan& plan) const;
@@ -79,6 +87,14 @@ class LowerBound {
   const ModelConfig& model_;
   std::vector<double> capacity_;  // per node group: GPU memory (bytes)
   mutable std::map<std::tuple<int, int, double, int>, Table> tables_;
+  mutable std::map<std::tuple<int, int, int, int>, std::vector<double>> floors_;
+  mutable std::map<int, std::vector<double>> params_prefix_;  // per tp: parameters per rank of layers [0, l)
+  // Memory of a group as fixed + in_flight x per_micro_batch (stage_memory is affine in in_flight), cached.
+  struct MemoryLine {
+    double fixed = 0, per_micro_batch = 0, optimizer = 0;
+  };
+  mutable std::unordered_map<std::uint64_t, MemoryLine> memory_;  // packed key (lookups only)
+  mutable std::unordered_map<std::uint64_t, const Table*> table_index_;  // integer samples: packed key
 };
 
 }  // namespace arachne::planner

@@ -359,21 +359,25 @@ TEST(OraclePlanner, ExhaustedWallBudgetStopsAndSaysWhy) {
 
 namespace arachne::planner {
 namespace {
-// Manual timing on larger snapshots (not run by default): --gtest_also_run_disabled_tests.
-TEST(OraclePlanner, DISABLED_LargerClusterTiming) {
-  const char* env = std::getenv("ORACLE_SPEC");
-  const Cluster c = parse_cluster_spec(env ? env : "A100-80:2x8,V100-32:2x4", GpuCatalog::load_default());
+// Completeness and time of the search on one cluster (not run by default; scripts/oracle_completeness.sh
+// runs it over the representative clusters): ORACLE_SPEC (cluster), ORACLE_MODEL (configs/models name or
+// "small-gpt" / "small-moe", the tests' 8-layer models), ORACLE_GLOBAL (global batch, default the model's), ORACLE_WALL (s, default 600),
+// ORACLE_THREADS (default: all cores). Prints one row: cluster, model, complete, wall, simulations, pruned.
+TEST(OraclePlanner, DISABLED_Completeness) {
+  auto env = [](const char* k, const char* d) { return std::getenv(k) ? std::getenv(k) : d; };
+  const Cluster c = parse_cluster_spec(env("ORACLE_SPEC", "A100-80:1x2,V100-32:1x2"), GpuCatalog::load_default());
   const Topology t(c);
-  ModelConfig m = load_model(std::getenv("ORACLE_MODEL") ? std::getenv("ORACLE_MODEL") : "gpt3-1.3b");
-  m.global_batch = 64;
-  OraclePlanner oracle;
-  const PlanResult r = oracle.plan(request_for(c, t, m, std::getenv("ORACLE_BUDGET") ? std::atol(std::getenv("ORACLE_BUDGET")) : 2000));
-  const PlanResult mg = MegatronPlanner().plan(request_for(c, t, m, 2000));
-  std::printf("[oracle] %s %s: %ld structures%s, %ld candidates, %ld simulations, %.3f s, time %.4f (megatron %.4f, %.3f s)\n",
-              c.source.c_str(), m.name.c_str(), oracle.stats().structures, oracle.stats().enumeration_capped ? " (capped)" : "",
-              oracle.stats().candidates, r.evaluations, r.planning_time_s, r.predicted_iteration_time_s, mg.predicted_iteration_time_s,
-              mg.planning_time_s);
-  ASSERT_TRUE(r.plan) << r.reason;
+  const std::string model = env("ORACLE_MODEL", "small-gpt");
+  ModelConfig m = model == "small-gpt" ? test::small_gpt_model(32) : model == "small-moe" ? test::small_moe_model(32) : load_model(model);
+  if (std::getenv("ORACLE_GLOBAL")) m.global_batch = std::atol(std::getenv("ORACLE_GLOBAL"));
+  PlanRequest req = request_for(c, t, m, 1'000'000'000);
+  req.budget_wall_s = std::atof(env("ORACLE_WALL", "600"));
+  OraclePlanner oracle(false, std::atoi(env("ORACLE_THREADS", "0")));
+  const PlanResult r = oracle.plan(req);
+  const OraclePlanner::Stats& s = oracle.stats();
+  std::printf("| %s | %s (G=%ld) | %s | %.1f s | %ld | %ld | %ld | %.5f s | %s |\n", c.source.c_str(), m.name.c_str(),
+              m.global_batch, r.search_complete ? "yes" : "no", r.planning_time_s, r.evaluations, s.pruned_by_bound,
+              s.structures, r.predicted_iteration_time_s, s.incomplete_reason.c_str());
 }
 }  // namespace
 }  // namespace arachne::planner
