@@ -384,14 +384,17 @@ class Search {
 
   // Options of the pipelines with samples summing to the global batch; identical shapes take options in
   // non-decreasing index order (they are interchangeable up to listing order and placement, which is
-  // enumerated in full). Options are sorted by samples, so each pipeline scans only the options whose samples
-  // leave the later pipelines between one sample each and all they can take.
+  // enumerated in full). Options are sorted by samples, then bound, so each pipeline scans only the options
+  // whose samples leave the later pipelines between one sample each and all they can take, and only up to
+  // the first bound that reaches the incumbent for each sample count.
   void combine(const std::vector<int>& pipes, std::map<int, std::vector<PipeOption>>& options, int rc, bool zero1) {
     const int P = static_cast<int>(pipes.size());
     std::map<int, std::vector<int>> start;  // per shape: start[n] = first option with at least n samples
     std::map<int, long> max_n;
     for (auto& [ps, opts] : options) {
-      std::stable_sort(opts.begin(), opts.end(), [](const PipeOption& a, const PipeOption& b) { return a.n() < b.n(); });
+      std::stable_sort(opts.begin(), opts.end(), [](const PipeOption& a, const PipeOption& b) {
+        return a.n() < b.n() || (a.n() == b.n() && a.bound < b.bound);
+      });
       std::vector<int>& st = start[ps];
       st.assign(G_ + 2, static_cast<int>(opts.size()));
       for (int o = static_cast<int>(opts.size()) - 1; o >= 0; --o) st[opts[o].n()] = o;
@@ -415,8 +418,10 @@ class Search {
       if (i > 0 && pipes[i - 1] == pipes[i]) first = std::max(first, chosen[i - 1]);
       const int last = start[pipes[i]][std::min(hi, G_) + 1];
       for (int o = first; o < last; ++o) {
-        if (std::max(worst, opts[o].bound) >= inc_.bound()) {
-          ++stats_.pruned_by_bound;
+        if (opts[o].bound >= inc_.bound()) {  // so are the rest with these samples (sorted by bound)
+          const int next = start[pipes[i]][opts[o].n() + 1];
+          stats_.pruned_by_bound += next - o;
+          o = next - 1;
           continue;
         }
         chosen[i] = o;

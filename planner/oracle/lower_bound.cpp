@@ -165,7 +165,6 @@ GroupTimes LowerBound::group_times(int node_group, int tp, double samples, int b
 
 bool LowerBound::out_of_memory(int node_group, int tp, double samples, int begin, int end, Recompute rc,
                                double in_flight, bool zero1, int zero1_dp) const {
-  if (model_.moe) return false;
   auto memory = [&](double flight, int dp) {
     StageMemoryInput in;
     in.layer_begin = begin;
@@ -177,6 +176,8 @@ bool LowerBound::out_of_memory(int node_group, int tp, double samples, int begin
     in.zero1 = zero1;
     in.dp = std::max(1, dp);
     in.in_flight = flight;
+    // MoE: no routed expert held and no dispatch buffers - less than under any EP (a lower bound).
+    if (model_.moe) in.local_experts = 0;
     MemoryBreakdown mb = stage_memory(model_, in);
     if (zero1 && zero1_dp <= 0) mb.optimizer = 0;
     return mb.total();

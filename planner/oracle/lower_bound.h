@@ -20,7 +20,8 @@
 // 1e-9 for floating-point summation order are subtracted.
 // MoE models: an expert-parallel pass counts only its dense kernels (expert kernels are priced at run time
 // from the routing draw), so a stage's bound takes the lower of the EP and non-EP pricing when EP is not yet
-// known, and no optimizer step (EP shrinks the parameters held) and no memory proof are used.
+// known, and no optimizer step (EP shrinks the parameters held); its memory proofs count no routed expert
+// and no all-to-all buffer (less than any EP holds).
 // Memory: the simulator refuses a plan when a worker's stage_memory (sim/model/memory.h) exceeds its GPU's
 // memory; the same function with the same inputs decides here (for ZeRO-1 with an unknown data-parallel
 // degree, the optimizer state is left out, which only lowers the requirement).
@@ -61,7 +62,7 @@ class LowerBound {
                          int ep = 0) const;
   // True when a GPU of the group provably runs out of memory: stage_memory of the group with `in_flight`
   // micro-batches exceeds the GPU's memory (ZeRO-1: dp = zero1_dp, or the optimizer state left out when
-  // zero1_dp <= 0). Always false for MoE models.
+  // zero1_dp <= 0; MoE: no routed expert held, no dispatch buffers).
   bool out_of_memory(int node_group, int tp, double samples, int begin, int end, Recompute rc, double in_flight,
                      bool zero1, int zero1_dp) const;
 
