@@ -181,6 +181,11 @@ class Search {
   // ------------------------------------------------------------------ one structure
   void search_structure(const std::vector<int>& pipes) {
     ++stats_.structures;
+    for (const int ps : pipes)
+      if (!may_fit(ps)) {
+        ++stats_.proven_oom;
+        return;
+      }
     if (!has_placement(pipes)) return;
     for (const bool zero1 : {false, true})
       for (int rc = 0; rc < 3 && !stop_; ++rc) {
@@ -248,19 +253,24 @@ class Search {
     return true;
   }
 
-  // Every split of b samples over the stage's groups in integers >= 1 (all orders: a group's position in the
-  // stage fixes its sample interval, hence which neighbouring groups it exchanges activations with).
+  // Every split of b samples over the stage's groups in integers >= 1, up to the order of groups of one node
+  // group (non-increasing there): the bound depends only on which samples each GPU type gets. Every order is
+  // restored in emit() - a group's position in the stage fixes its sample interval, hence which groups of
+  // the neighbouring stages it exchanges activations with.
   void share_splits(const StageShape& s, int b, const std::function<void(const std::vector<int>&)>& f) const {
     const int g = static_cast<int>(s.group_ng.size());
     if (g > b) return;
     std::vector<int> x(g, 0);
     std::function<void(int, int)> rec = [&](int i, int left) {
+      const bool same = i > 0 && s.group_ng[i] == s.group_ng[i - 1];
       if (i == g - 1) {
+        if (same && left > x[i - 1]) return;
         x[i] = left;
         f(x);
         return;
       }
-      for (int v = left - (g - 1 - i); v >= 1; --v) {
+      const int hi = same ? std::min(left - (g - 1 - i), x[i - 1]) : left - (g - 1 - i);
+      for (int v = hi; v >= 1; --v) {
         x[i] = v;
         rec(i + 1, left - v);
       }
@@ -485,11 +495,47 @@ class Search {
   void emit(const std::vector<int>& pipes, const std::map<int, std::vector<PipeOption>>& options,
             const std::vector<int>& chosen, int rc, bool zero1, double worst) {
     (void)worst;
+    // The chosen options with each stage's samples in every order within runs of one node group.
+    std::vector<PipeOption> opts;
+    for (size_t i = 0; i < pipes.size(); ++i) opts.push_back(options.at(pipes[i])[chosen[i]]);
+    std::vector<std::pair<int, int>> runs_stage;  // (pipeline, stage) of each run
+    std::vector<std::pair<int, int>> runs;        // [first, last) group of each run
+    for (size_t i = 0; i < pipes.size(); ++i)
+      for (size_t k = 0; k < pipe_shapes_[pipes[i]].stages.size(); ++k) {
+        const StageShape& st = stage_shapes_[pipe_shapes_[pipes[i]].stages[k]];
+        for (int a = 0, n = static_cast<int>(st.group_ng.size()); a < n;) {
+          int e = a + 1;
+          while (e < n && st.group_ng[e] == st.group_ng[a]) ++e;
+          if (e - a > 1) {
+            runs_stage.emplace_back(static_cast<int>(i), static_cast<int>(k));
+            runs.emplace_back(a, e);
+            std::vector<int>& x = opts[i].samples[k];
+            std::sort(x.begin() + a, x.begin() + e);
+          }
+          a = e;
+        }
+      }
+    std::function<void(size_t)> orders = [&](size_t r) {
+      if (stop_) return;
+      if (r == runs.size()) {
+        place_and_consider(pipes, opts, rc, zero1);
+        return;
+      }
+      std::vector<int>& x = opts[runs_stage[r].first].samples[runs_stage[r].second];
+      do {
+        orders(r + 1);
+      } while (!stop_ && std::next_permutation(x.begin() + runs[r].first, x.begin() + runs[r].second));
+    };
+    orders(0);
+  }
+
+  // Every placement and EP variant of one assignment of options: bounded, then buffered for simulation.
+  void place_and_consider(const std::vector<int>& pipes, const std::vector<PipeOption>& opts, int rc, bool zero1) {
     placements(group_list(pipes), [&](const std::vector<std::vector<GpuId>>& gpus) {
       std::vector<PipelineSpec> specs;
       size_t gi = 0;
       for (size_t i = 0; i < pipes.size(); ++i) {
-        const PipeOption& o = options.at(pipes[i])[chosen[i]];
+        const PipeOption& o = opts[i];
         PipelineSpec p;
         p.micro_batch = o.b;
         p.micro_batches = o.m;

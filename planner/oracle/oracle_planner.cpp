@@ -44,11 +44,6 @@ constexpr long kMaxCandidates = 200000;
 constexpr int kCompleteSearchMaxGpus = 16;
 // Heuristic simulations before the complete search (its incumbent), at most a quarter of the budget.
 constexpr long kHeuristicSimulationsBeforeExhaustive = 200;  // ranked candidates kept for simulation
-// Exhaustive contiguous partitions (<= 8 GPUs) of a pipeline shape only while there are at most this many
-// (C(layers-1, stages-1): 8 layers in 4 stages are 35, 24 layers in 3 stages 253, in 8 stages 245,157); beyond it the shape
-// keeps its exact min-max partition and the search reports itself incomplete. Without the cap a 24-layer
-// model on 8 GPUs priced every partition of every shape and needed > 20 GB.
-constexpr double kMaxPartitionsPerShape = 256;
 
 const Recompute kRecompute[3] = {Recompute::None, Recompute::Selective, Recompute::Full};
 
@@ -153,34 +148,6 @@ class Oracle {
   };
   std::map<std::tuple<int, int, int, int>, Prefix> prefix_;
   std::map<std::tuple<int, int, int>, ShapeEval> shape_cache_;  // (pipe shape, mb, rc)
-  // Every other feasible contiguous partition of a shape (<= 8 GPUs): (partition index, evaluation).
-  std::map<std::tuple<int, int, int>, std::vector<std::pair<int, ShapeEval>>> alt_cache_;
-  const std::vector<std::pair<int, ShapeEval>>& alternatives(int ps, int mb, int rc) {
-    const auto key = std::make_tuple(ps, mb, rc);
-    auto it = alt_cache_.find(key);
-    if (it != alt_cache_.end()) return it->second;
-    std::vector<std::pair<int, ShapeEval>> out;
-    const int S = static_cast<int>(pipe_shapes_[ps].stages.size());
-    double count = 1;  // C(L-1, S-1)
-    for (int i = 1; i < S; ++i) count = count * (L_ - i) / i;
-    if (S >= 2 && count > kMaxPartitionsPerShape) capped_ = true;
-    if (S >= 2 && count <= kMaxPartitionsPerShape) {
-      const auto& parts = all_partitions(S);
-      const std::vector<int> opt = shape_eval(ps, mb, rc).bounds;
-      for (int k = 0; k < static_cast<int>(parts.size()); ++k) {
-        if (parts[k] == opt) continue;
-        ShapeEval alt = eval_bounds(ps, mb, rc, parts[k]);
-        if (!alt.feasible) continue;
-        // Only the summary is kept (build() re-derives the bounds from the index).
-        alt.bounds = {};
-        alt.stage_t = {};
-        out.emplace_back(k, std::move(alt));
-      }
-      std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second.sum_t < b.second.sum_t; });
-    }
-    return alt_cache_.emplace(key, std::move(out)).first->second;
-  }
-
   const Prefix& prefix(int type, int tp, int mb, int rc) {
     const auto key = std::make_tuple(type, tp, mb, rc);
     auto it = prefix_.find(key);
@@ -364,34 +331,10 @@ class Oracle {
     int mb = 1;
     int rc = 0;
     int split = 0;        // 0 greedy min-max, 1 proportional to speed
-    int part_shape = -1;  // pipe shape whose partition is overridden (exhaustive partitions), -1 none
-    int part_index = 0;
   };
   std::vector<Candidate> cands_;
   long priced_ = 0;
   bool dropped_ = false;  // some priced candidate fell outside the kept set
-  std::map<int, std::vector<std::vector<int>>> all_parts_;  // stages -> every contiguous partition
-  const std::vector<std::vector<int>>& all_partitions(int S) {
-    auto it = all_parts_.find(S);
-    if (it != all_parts_.end()) return it->second;
-    std::vector<std::vector<int>> out;
-    std::vector<int> b(S + 1, 0);
-    b[S] = L_;
-    // Recursive enumeration of cut points 0 < b1 < ... < b_{S-1} < L.
-    std::function<void(int, int)> rec = [&](int j, int lo) {
-      if (j == S) {
-        out.push_back(b);
-        return;
-      }
-      for (int c = lo; c <= L_ - (S - j); ++c) {
-        b[j] = c;
-        rec(j + 1, c + 1);
-      }
-    };
-    if (S == 1) out.push_back({0, L_});
-    else if (S <= L_) rec(1, 1);
-    return all_parts_.emplace(S, std::move(out)).first->second;
-  }
 
   std::vector<int> split(const Structure& s, const std::vector<const ShapeEval*>& evs, int mb, int kind, double p2p,
                          double* predicted) const;
@@ -675,9 +618,7 @@ void Oracle::price_and_rank() {
   std::vector<int> mbs;
   for (const int mb : {1, 2, 4, 8})
     if (global_ % mb == 0) mbs.push_back(mb);
-  // Two passes: every structure at its min-max partitions first (a tight bound for the kept set early), then,
-  // on <= 8 GPUs, every other contiguous partition, pruned by lower bounds against that set.
-  for (int pass = 0; pass < 1 && !capped_wall; ++pass)
+  // Every structure at its min-max partitions (phase 3 covers every other partition).
   for (int si = 0; si < static_cast<int>(structures_.size()); ++si) {
     const Structure& s = structures_[si];
     const int P = static_cast<int>(s.pipes.size());
@@ -714,7 +655,7 @@ void Oracle::price_and_rank() {
         if (all) rc = r;
       }
       if (rc < 0) {
-        if (pass == 0) ++predicted_oom_;
+        ++predicted_oom_;
         continue;
       }
       const double p2p = p2p_time(s, mb);
@@ -722,7 +663,7 @@ void Oracle::price_and_rank() {
       for (const int ps : s.pipes) evs.push_back(&shape_eval(ps, mb, rc));
       // Lower bound (every pipeline takes >= 1 micro-batch; some pipeline takes >= ceil(M / P)).
       const long per = (global_ / mb + P - 1) / P;
-      if (pass == 0) {
+      {
         double lb1 = 0, lb2 = kInf;
         for (int i = 0; i < P; ++i) {
           lb1 = std::max(lb1, pipe_time(*evs[i], 1, p2p));
@@ -737,7 +678,7 @@ void Oracle::price_and_rank() {
       if (placed.state == 2) break;
       const bool multi_node = placed.multi_node;
       const std::vector<int>& policies = placed.policies;
-      auto push = [&](int split_kind, int part_shape, int part_index, double pred) {
+      auto push = [&](int split_kind, double pred) {
         for (const int pol : policies) {
           Candidate c;
           c.predicted = pred;
@@ -746,8 +687,6 @@ void Oracle::price_and_rank() {
           c.mb = mb;
           c.rc = rc;
           c.split = split_kind;
-          c.part_shape = part_shape;
-          c.part_index = part_index;
           c.seq = seq++;
           ++priced_;
           if (static_cast<long>(heap.size()) < keep) {
@@ -761,36 +700,12 @@ void Oracle::price_and_rank() {
           }
         }
       };
-      if (pass == 0) {
+      {
         double pred0 = 0, pred1 = 0;
         const std::vector<int> m0 = split(s, evs, mb, 0, p2p, &pred0);
-        push(0, -1, 0, pred0 + dp_term(s, evs, multi_node));
+        push(0, pred0 + dp_term(s, evs, multi_node));
         const std::vector<int> m1 = split(s, evs, mb, 1, p2p, &pred1);
-        if (m1 != m0) push(1, -1, 0, pred1 + dp_term(s, evs, multi_node));
-      } else {
-        // <= 8 GPUs: every contiguous partition of each distinct shape (the others at their min-max optimum).
-        for (const int ps : distinct) {
-          // Lower bound from the other pipelines: each takes >= 1 micro-batch.
-          double lb_others = 0;
-          for (int i = 0; i < P; ++i)
-            if (s.pipes[i] != ps) lb_others = std::max(lb_others, pipe_time(*evs[i], 1, p2p));
-          if (hopeless(lb_others)) continue;
-          for (const auto& [k, alt] : alternatives(ps, mb, rc)) {
-            // Sorted by sum of stage times: a pipeline of this shape takes >= 1 micro-batch, so its time is
-            // >= sum_t + p2p; once that cannot enter the kept set, no later partition can.
-            if (hopeless(std::max(lb_others, pipe_time(alt, 1, p2p)))) break;
-            double lb_share = kInf;
-            for (int i = 0; i < P; ++i)
-              lb_share = std::min(lb_share, pipe_time(s.pipes[i] == ps ? alt : *evs[i], static_cast<int>(per), p2p));
-            if (hopeless(lb_share)) continue;
-            std::vector<const ShapeEval*> evs2 = evs;
-            for (int i = 0; i < P; ++i)
-              if (s.pipes[i] == ps) evs2[i] = &alt;
-            double pred = 0;
-            split(s, evs2, mb, 0, p2p, &pred);
-            push(0, ps, k, pred + dp_term(s, evs2, multi_node));
-          }
-        }
+        if (m1 != m0) push(1, pred1 + dp_term(s, evs, multi_node));
       }
     }
     if (req_.budget_wall_s > 0 && eval_.elapsed_s() >= req_.budget_wall_s) {
@@ -815,8 +730,7 @@ Plan Oracle::build(const Candidate& c) {
   std::vector<const ShapeEval*> ptrs;
   for (int i = 0; i < P; ++i) {
     const int ps = s.pipes[i];
-    if (ps == c.part_shape) evs.push_back(eval_bounds(ps, c.mb, c.rc, all_partitions(static_cast<int>(pipe_shapes_[ps].stages.size()))[c.part_index]));  // same as alternatives()
-    else evs.push_back(shape_eval(ps, c.mb, c.rc));
+    evs.push_back(shape_eval(ps, c.mb, c.rc));
   }
   for (const ShapeEval& e : evs) ptrs.push_back(&e);
   double pred = 0;
