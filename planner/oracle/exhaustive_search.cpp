@@ -32,6 +32,7 @@ constexpr size_t kBatchSize = 16;
 // Enumeration caps: beyond them the search stops and reports itself incomplete.
 constexpr long kMaxPipeShapes = 200000;
 constexpr long kMaxOptionsPerShape = 2000000;
+constexpr long kMaxCachedOptions = 5000000;
 const Recompute kRecompute[3] = {Recompute::None, Recompute::Selective, Recompute::Full};
 
 // A stage: tp and the number of TP groups of each node group (types may mix; groups listed by node group).
@@ -194,13 +195,13 @@ class Search {
           ++stats_.pruned_by_bound;
           continue;
         }
-        std::map<int, std::vector<PipeOption>> options;
+        std::map<int, const OptionSet*> options;
         bool empty = false;
         for (const int ps : pipes) {
           if (options.count(ps)) continue;
-          options[ps] = pipe_options(ps, rc, zero1, range[ps].first, range[ps].second);
+          options[ps] = &option_set(ps, rc, zero1, range[ps].first, range[ps].second);
           if (stop_) return;
-          empty = empty || options[ps].empty();
+          empty = empty || options[ps]->opts.empty();
         }
         if (!empty) combine(pipes, options, rc, zero1);
       }
@@ -392,53 +393,70 @@ class Search {
     }
   }
 
+  // The options of a pipeline shape for a range of samples, sorted by samples then bound, with the index of
+  // the first option of each sample count. Cached: the incumbent only improves, so options kept earlier are a
+  // superset of those that would be kept now (combine() checks every bound against the current incumbent).
+  struct OptionSet {
+    std::vector<PipeOption> opts;
+    std::vector<int> start;  // start[n]: first option with at least n samples (size G + 2)
+    long max_n = 0;
+  };
+  const OptionSet& option_set(int ps, int rc, bool zero1, long n_lo, long n_hi) {
+    const auto key = std::make_tuple(ps, rc, zero1 ? 1 : 0, n_lo, n_hi);
+    auto it = option_cache_.find(key);
+    if (it != option_cache_.end()) return it->second;
+    OptionSet set;
+    set.opts = pipe_options(ps, rc, zero1, n_lo, n_hi);
+    std::stable_sort(set.opts.begin(), set.opts.end(), [](const PipeOption& a, const PipeOption& b) {
+      return a.n() < b.n() || (a.n() == b.n() && a.bound < b.bound);
+    });
+    set.start.assign(G_ + 2, static_cast<int>(set.opts.size()));
+    for (int o = static_cast<int>(set.opts.size()) - 1; o >= 0; --o) set.start[set.opts[o].n()] = o;
+    for (long n = G_; n >= 0; --n) set.start[n] = std::min(set.start[n], set.start[n + 1]);
+    set.max_n = set.opts.empty() ? 0 : set.opts.back().n();
+    cached_options_ += static_cast<long>(set.opts.size());
+    if (cached_options_ > kMaxCachedOptions) {  // memory: start over (the search stays exact, only slower)
+      option_cache_.clear();
+      cached_options_ = static_cast<long>(set.opts.size());
+    }
+    return option_cache_.emplace(key, std::move(set)).first->second;
+  }
+
   // Options of the pipelines with samples summing to the global batch; identical shapes take options in
   // non-decreasing index order (they are interchangeable up to listing order and placement, which is
-  // enumerated in full). Options are sorted by samples, then bound, so each pipeline scans only the options
-  // whose samples leave the later pipelines between one sample each and all they can take, and only up to
-  // the first bound that reaches the incumbent for each sample count.
-  void combine(const std::vector<int>& pipes, std::map<int, std::vector<PipeOption>>& options, int rc, bool zero1) {
+  // enumerated in full). Each pipeline scans only the options whose samples leave the later pipelines
+  // between one sample each and all they can take, and for each sample count only up to the first bound
+  // that reaches the incumbent.
+  void combine(const std::vector<int>& pipes, const std::map<int, const OptionSet*>& options, int rc, bool zero1) {
     const int P = static_cast<int>(pipes.size());
-    std::map<int, std::vector<int>> start;  // per shape: start[n] = first option with at least n samples
-    std::map<int, long> max_n;
-    for (auto& [ps, opts] : options) {
-      std::stable_sort(opts.begin(), opts.end(), [](const PipeOption& a, const PipeOption& b) {
-        return a.n() < b.n() || (a.n() == b.n() && a.bound < b.bound);
-      });
-      std::vector<int>& st = start[ps];
-      st.assign(G_ + 2, static_cast<int>(opts.size()));
-      for (int o = static_cast<int>(opts.size()) - 1; o >= 0; --o) st[opts[o].n()] = o;
-      for (long n = G_; n >= 0; --n) st[n] = std::min(st[n], st[n + 1]);
-      max_n[ps] = opts.empty() ? 0 : opts.back().n();
-    }
     std::vector<long> later_max(P + 1, 0);  // samples the pipelines after i can take at most
-    for (int i = P - 1; i >= 0; --i) later_max[i] = later_max[i + 1] + max_n[pipes[i]];
+    for (int i = P - 1; i >= 0; --i) later_max[i] = later_max[i + 1] + options.at(pipes[i])->max_n;
     std::vector<int> chosen(P, 0);
-    std::function<void(int, long, double)> rec = [&](int i, long left, double worst) {
+    std::function<void(int, long)> rec = [&](int i, long left) {
       tick();
       if (stop_) return;
       if (i == P) {
-        if (left == 0) emit(pipes, options, chosen, rc, zero1, worst);
+        if (left == 0) emit(pipes, options, chosen, rc, zero1);
         return;
       }
-      const std::vector<PipeOption>& opts = options.at(pipes[i]);
-      const long lo = std::max(1L, left - later_max[i + 1]), hi = left - (P - 1 - i);
-      if (lo > hi || lo > G_) return;
-      int first = start[pipes[i]][lo];
+      const OptionSet& set = *options.at(pipes[i]);
+      const long lo = std::max(1L, left - later_max[i + 1]), hi = std::min(G_, left - (P - 1 - i));
+      if (lo > hi) return;
+      int first = set.start[lo];
       if (i > 0 && pipes[i - 1] == pipes[i]) first = std::max(first, chosen[i - 1]);
-      const int last = start[pipes[i]][std::min(hi, G_) + 1];
+      const int last = set.start[hi + 1];
       for (int o = first; o < last; ++o) {
-        if (opts[o].bound >= inc_.bound()) {  // so are the rest with these samples (sorted by bound)
-          const int next = start[pipes[i]][opts[o].n() + 1];
+        if (set.opts[o].bound >= inc_.bound()) {  // so are the rest with these samples (sorted by bound)
+          const int next = set.start[set.opts[o].n() + 1];
           stats_.pruned_by_bound += next - o;
           o = next - 1;
           continue;
         }
         chosen[i] = o;
-        rec(i + 1, left - opts[o].n(), std::max(worst, opts[o].bound));
+        rec(i + 1, left - set.opts[o].n());
       }
     };
-    rec(0, G_, 0.0);
+    rec(0, G_);
   }
 
   // ------------------------------------------------------------------ placements
@@ -492,12 +510,11 @@ class Search {
   }
 
   // Every placement and EP variant of the chosen options: bounded, then buffered for simulation.
-  void emit(const std::vector<int>& pipes, const std::map<int, std::vector<PipeOption>>& options,
-            const std::vector<int>& chosen, int rc, bool zero1, double worst) {
-    (void)worst;
+  void emit(const std::vector<int>& pipes, const std::map<int, const OptionSet*>& options,
+            const std::vector<int>& chosen, int rc, bool zero1) {
     // The chosen options with each stage's samples in every order within runs of one node group.
     std::vector<PipeOption> opts;
-    for (size_t i = 0; i < pipes.size(); ++i) opts.push_back(options.at(pipes[i])[chosen[i]]);
+    for (size_t i = 0; i < pipes.size(); ++i) opts.push_back(options.at(pipes[i])->opts[chosen[i]]);
     std::vector<std::pair<int, int>> runs_stage;  // (pipeline, stage) of each run
     std::vector<std::pair<int, int>> runs;        // [first, last) group of each run
     for (size_t i = 0; i < pipes.size(); ++i)
@@ -664,6 +681,8 @@ class Search {
   std::set<std::string> seen_;
   std::map<int, bool> may_fit_;
   std::map<std::pair<int, int>, double> rate_;
+  std::map<std::tuple<int, int, int, long, long>, OptionSet> option_cache_;
+  long cached_options_ = 0;
   long seq_ = 0;
   long ticks_ = 0;
 };
