@@ -1,9 +1,11 @@
 #!/usr/bin/python3
 """Every planner on a set of clusters and models: each plan measured in the simulator (`arachne plan --json`).
 
-Writes a Markdown report to stdout: per case the throughput of every planner relative to the best, and per
-planner the mean absolute error of its own cost model against the simulator, the geometric mean of its
-throughput relative to the best, and its planning time. Used for README's planner figures:
+Writes a Markdown report to stdout: per case the throughput of every planner relative to the reference - the
+oracle where its search is complete (nothing in its declared space is faster), else the best plan found by any
+planner - and per planner the mean absolute error of its own cost model against the simulator, the geometric
+mean of its throughput relative to the reference, and its planning time. A `*` marks a search that a budget or
+a cap cut short (`search_complete: false`). Used for README's planner figures:
 
     scripts/compare_planners.py [--binary build/arachne] [--budget 2000] [--cost-model own] > results/planners.md
 """
@@ -49,8 +51,10 @@ def main():
 
     per_planner = {}
     out = []
-    out.append(f"Planners, budget {args.budget} evaluations, cost model `{args.cost_model}`; "
-               "tokens/s of each plan simulated on the full cluster, relative to the best planner of the case.\n")
+    out.append(f"Planners, budget {args.budget} simulator evaluations, cost model `{args.cost_model}`; "
+               "tokens/s of each plan simulated on the full cluster, relative to the reference of the case: "
+               "the oracle where its search is complete, else the best plan found (\"best found\"). "
+               "`*`: the planner's search was cut short (budget or cap).\n")
     header = None
     for cluster, model, batch in CASES:
         print(f"compare: {model} on {cluster} ...", file=sys.stderr)
@@ -58,9 +62,12 @@ def main():
         names = [r["planner"] for r in results]
         if header is None:
             header = names
-            out.append("| cluster | model | batch | " + " | ".join(names) + " |")
-            out.append("|---|---|---:|" + "---:|" * len(names))
-        best = max((r["tokens_per_s"] or 0) for r in results)
+            out.append("| cluster | model | batch | reference | " + " | ".join(names) + " |")
+            out.append("|---|---|---:|---|" + "---:|" * len(names))
+        oracle = next((r for r in results if r["planner"] == "oracle"), None)
+        complete = oracle is not None and oracle["search_complete"] and oracle["tokens_per_s"]
+        best = oracle["tokens_per_s"] if complete else max((r["tokens_per_s"] or 0) for r in results)
+        reference = "oracle (complete)" if complete else "best found"
         cells = []
         for r in results:
             s = per_planner.setdefault(r["planner"], {"err": [], "ratio": [], "time": [], "none": 0, "oom": 0})
@@ -76,10 +83,12 @@ def main():
                 s["ratio"].append(ratio)
                 sim, pred = r["simulated_iteration_time_s"], r["predicted_iteration_time_s"]
                 s["err"].append(abs(pred - sim) / sim)
-                cells.append(f"{ratio:.2f}")
-        out.append(f"| {cluster.replace('configs/clusters/', '')} | {model} | {batch} | " + " | ".join(cells) + " |")
+                cut = "" if r["search_complete"] else "*"
+                cells.append(f"{ratio:.2f}{cut}")
+        out.append(f"| {cluster.replace('configs/clusters/', '')} | {model} | {batch} | {reference} | "
+                   + " | ".join(cells) + " |")
 
-    out.append("\n| planner | geo-mean x best | mean abs. prediction error | median planning s | max planning s | no plan | OOM |")
+    out.append("\n| planner | geo-mean x reference | mean abs. prediction error | median planning s | max planning s | no plan | OOM |")
     out.append("|---|---:|---:|---:|---:|---:|---:|")
     for name in header or []:
         s = per_planner[name]
