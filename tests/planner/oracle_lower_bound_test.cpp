@@ -2,7 +2,8 @@
 // clusters and GPU types, tp 1-4, stage-level data parallelism with uneven integer shares, uneven layer
 // partitions, every recompute level, ZeRO-1, dense and MoE models with EP - it never exceeds the simulated
 // iteration time, and whenever it proves a plan out of memory the simulator reports it out of memory. The
-// plans come from tests/planner/oracle_test_plans.h, written independently of the oracle's enumeration.
+// plans come from tests/planner/oracle_test_plans.h and tests/planner/random_plans.h, both written
+// independently of the oracle's enumeration.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "sim/hw/topology.h"
 #include "sim/plan/plan_yaml.h"
 #include "tests/planner/oracle_test_plans.h"
+#include "tests/planner/random_plans.h"
 #include "tests/sim/test_support.h"
 
 namespace arachne::planner {
@@ -36,7 +38,10 @@ void check_admissible(const std::string& spec, const ModelConfig& base, int want
   const int before = t.simulated;
   for (int i = 0; i < 100 * want && t.simulated - before < want; ++i) {
     Plan plan;
-    if (!test::random_plan(c, base, std::uniform_int_distribution<long>(1, 40)(rng), rng, &plan)) continue;
+    const long global = std::uniform_int_distribution<long>(1, 40)(rng);
+    // Half the draws from this file's generator, half from tests/planner/random_plans.h.
+    if (i % 2 == 0) plan = test::draw_random_plan(c, base, global, rng);
+    else if (!test::random_plan(c, base, global, rng, &plan)) continue;
     ModelConfig m = base;
     m.global_batch = plan.global_batch();
     try {

@@ -1,13 +1,13 @@
 // Tests of the `oracle` planner. Where it says its search is complete (the issue's 4-GPU mixed cluster) it is
 // not beaten: its plan is at least as fast as a hand-made plan outside its old space (four one-GPU pipelines
-// with their own micro-batch sizes), as 2,000 random plans drawn independently of its enumeration, and as
+// with their own micro-batch sizes), as 2,000 random plans of tests/planner/random_plans.h, and as
 // every baseline's plan at several budgets with either cost model - all without phase-0 seeds. Its result is
 // identical on 1 and 3 threads. On 8-GPU clusters it is not slower than megatron and the Megatron grid; a
 // budget of one evaluation, a wall cap or a cluster above the complete-search size leave it incomplete; MoE
 // models get a valid EP plan; an impossible model gets no plan and a reason.
 #include <gtest/gtest.h>
 
-#include "tests/planner/oracle_test_plans.h"
+#include "tests/planner/random_plans.h"
 #include "tests/sim/test_support.h"
 
 #include <cstdio>
@@ -174,32 +174,21 @@ TEST(OraclePlanner, CompleteOnTheIssueClusterAndNotSlowerThanTheHandPlan) {
               plan_to_yaml(*k.r.plan, k.c).c_str());
 }
 
-// 2,000 valid plans that fit in memory, drawn independently of the oracle's enumeration (any free GPUs,
-// pipelines, stages, TP, integer shares, micro-batch sizes and counts, recompute, ZeRO-1): none is faster.
+// 2,000 valid plans that fit in memory, drawn by tests/planner/random_plans.h independently of the oracle's
+// enumeration (any GPUs of a node, pipelines, stages, TP, integer shares, micro-batch sizes and counts,
+// recompute, ZeRO-1, idle GPUs): none is faster.
 TEST(OraclePlanner, RandomPlansNeverBeatTheCompleteSearch) {
   const IssueCase& k = IssueCase::get();
   ASSERT_TRUE(k.r.plan && k.r.search_complete);
-  std::mt19937_64 rng(7);
-  int compared = 0, draws = 0;
+  const test::FittingDraws d = test::draw_fitting_plans(k.c, k.t, k.m, k.m.global_batch, 2000, 7, 200000);
+  ASSERT_EQ(d.plans.size(), 2000u);
   double closest = 1e30;
-  while (compared < 2000 && draws < 200000) {
-    ++draws;
-    Plan p;
-    if (!test::random_plan(k.c, k.m, k.m.global_batch, rng, &p)) continue;
-    try {
-      validate_plan(p, k.c, k.m, k.m.global_batch, "random");
-    } catch (const std::exception&) {
-      continue;
-    }
-    const std::optional<double> time = simulate_on(k.c, k.t, k.m, p);
-    if (!time) continue;
-    ++compared;
-    closest = std::min(closest, *time);
-    EXPECT_LE(k.r.predicted_iteration_time_s, *time) << plan_to_yaml(p, k.c);
+  for (const test::SimulatedPlan& p : d.plans) {
+    closest = std::min(closest, p.result.iteration_time_s);
+    EXPECT_LE(k.r.predicted_iteration_time_s, p.result.iteration_time_s) << plan_to_yaml(p.plan, k.c);
   }
-  EXPECT_EQ(compared, 2000);
-  std::printf("[oracle] fastest of %d random plans %.5f s (oracle %.5f s)\n", compared, closest,
-              k.r.predicted_iteration_time_s);
+  std::printf("[oracle] fastest of 2000 random plans %.5f s (oracle %.5f s, %d drawn)\n", closest,
+              k.r.predicted_iteration_time_s, d.attempts);
 }
 
 // Every baseline, with its own cost model and with the simulator as cost model, at several budgets.
