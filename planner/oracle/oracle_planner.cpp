@@ -661,18 +661,17 @@ void Oracle::price_and_rank() {
       const double p2p = p2p_time(s, mb);
       std::vector<const ShapeEval*> evs;
       for (const int ps : s.pipes) evs.push_back(&shape_eval(ps, mb, rc));
-      // Lower bound (every pipeline takes >= 1 micro-batch; some pipeline takes >= ceil(M / P)).
+      // A floor of the prediction (every pipeline takes >= 1 micro-batch, some >= ceil(M / P)): it only decides
+      // what phase 2 keeps; phase 3 prunes with lower_bound.h alone.
       const long per = (global_ / mb + P - 1) / P;
-      {
-        double lb1 = 0, lb2 = kInf;
-        for (int i = 0; i < P; ++i) {
-          lb1 = std::max(lb1, pipe_time(*evs[i], 1, p2p));
-          lb2 = std::min(lb2, pipe_time(*evs[i], static_cast<int>(per), p2p));
-        }
-        if (hopeless(std::max(lb1, lb2))) {
-          dropped_ = true;
-          continue;
-        }
+      double lb1 = 0, lb2 = kInf;
+      for (int i = 0; i < P; ++i) {
+        lb1 = std::max(lb1, pipe_time(*evs[i], 1, p2p));
+        lb2 = std::min(lb2, pipe_time(*evs[i], static_cast<int>(per), p2p));
+      }
+      if (hopeless(std::max(lb1, lb2))) {
+        dropped_ = true;
+        continue;
       }
       const PlacementInfo& placed = ensure_placed();
       if (placed.state == 2) break;
@@ -700,13 +699,11 @@ void Oracle::price_and_rank() {
           }
         }
       };
-      {
-        double pred0 = 0, pred1 = 0;
-        const std::vector<int> m0 = split(s, evs, mb, 0, p2p, &pred0);
-        push(0, pred0 + dp_term(s, evs, multi_node));
-        const std::vector<int> m1 = split(s, evs, mb, 1, p2p, &pred1);
-        if (m1 != m0) push(1, pred1 + dp_term(s, evs, multi_node));
-      }
+      double pred0 = 0, pred1 = 0;
+      const std::vector<int> m0 = split(s, evs, mb, 0, p2p, &pred0);
+      push(0, pred0 + dp_term(s, evs, multi_node));
+      const std::vector<int> m1 = split(s, evs, mb, 1, p2p, &pred1);
+      if (m1 != m0) push(1, pred1 + dp_term(s, evs, multi_node));
     }
     if (req_.budget_wall_s > 0 && eval_.elapsed_s() >= req_.budget_wall_s) {
       capped_ = capped_wall = true;  // the wall budget ran out while pricing
