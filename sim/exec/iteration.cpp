@@ -65,7 +65,11 @@ class IterationSim {
   IterationSim(const Cluster& c, const Topology& t, const ModelConfig& m, const Plan& p, const SimOptions& o)
       : cluster_(c), topo_(t), model_(m), plan_(p), opt_(o), net_(engine_, t.links(),
              o.exact_shortcuts ? FlowNetwork::Recompute::Component : FlowNetwork::Recompute::Global),
-        ctx_{engine_, net_, t}, work_(build_stage_work(c, t, m, p)) {}
+        ctx_{engine_, net_, t}, work_(build_stage_work(c, t, m, p)) {
+    net_.set_checked_bundles(o.exact_shortcuts && o.bundled_alltoall);
+    for (const Worker& wk : work_.workers) worker_gpu_.push_back(&c.gpu_spec(wk.gpus.front()));
+    phased_task_.resize(work_.workers.size());
+  }
 
   SimResult run();
 
@@ -89,6 +93,7 @@ class IterationSim {
   const RoutingDraw& routing(int w, const ScheduledTask& t, int layer);
   long peer_tokens(int w, int chunk) const;
   std::vector<long> rank_tokens(const ChunkCost& cc, const RoutingDraw& d, int r) const;
+  long rank_kept(const ChunkCost& cc, const RoutingDraw& d, int r) const;
   double expert_time_s(int w, const ScheduledTask& t, int layer);
   void run_alltoall(int w, const ScheduledTask& t, int layer, bool to_experts, std::function<void()> done);
   void record(int w, const std::string& name, const char* cat, TimeNs start, TimeNs end, int track_offset = 0);
@@ -108,6 +113,8 @@ class IterationSim {
   FlowNetwork net_;
   CollectiveContext ctx_;
   StageWork work_;
+  std::vector<const GpuSpec*> worker_gpu_;  // per worker: its first GPU's type
+  std::vector<ScheduledTask> phased_task_;   // per worker: the task it runs phase by phase (run_phase)
   std::unique_ptr<GradSync> grads_;
 
   // Programs, one per distinct (depth, rank, chunks, micro-batches); program_[w] points at worker w's.
@@ -323,6 +330,7 @@ void IterationSim::start_task(int w, const ScheduledTask& t) {
     for (int m : mirrors_[w]) grads_->on_last_backward_start(m, t.chunk, now, pc.compute_s);
   }
   if (!cc.ep_peers.empty()) {  // expert parallelism: the pass is cut at every MoE all-to-all
+    phased_task_[static_cast<std::size_t>(w)] = t;
     run_phase(w, t, 0);
     return;
   }
@@ -395,7 +403,10 @@ void IterationSim::run_phase(int w, const ScheduledTask& t, int k) {
                std::string(t.forward ? "F" : "B") + std::to_string(t.micro_batch) +
                    (k % 4 == 0 ? "" : " experts L" + std::to_string(layer)),
                "compute", now, now + d);
-      engine_.schedule_after(d, [this, w, t, k, blocks]() {
+      // Two words: std::function keeps them inline (no allocation per segment); the task is the worker's.
+      engine_.schedule_after(d, [this, w, k]() {
+        const ScheduledTask t = phased_task_[static_cast<std::size_t>(w)];
+        const int blocks = static_cast<int>(work_.workers[w].chunks[t.chunk].moe_layers.size());
         // Overlapped gradient reduction: after a dense backward segment of the last micro-batch, every
         // layer above the next MoE block is done.
         if (k % 4 == 0 && !t.forward && t.micro_batch == micro_batches_of(w) - 1) {
@@ -460,10 +471,19 @@ std::vector<long> IterationSim::rank_tokens(const ChunkCost& cc, const RoutingDr
   return std::vector<long>(d.kept.begin() + first, d.kept.begin() + first + cc.ep_experts[r]);
 }
 
+// The sum of rank_tokens(cc, d, r), without building it.
+long IterationSim::rank_kept(const ChunkCost& cc, const RoutingDraw& d, int r) const {
+  int first = 0;
+  for (int q = 0; q < r; ++q) first += cc.ep_experts[q];
+  long kept = 0;
+  for (int e = first; e < first + cc.ep_experts[r]; ++e) kept += d.kept[static_cast<std::size_t>(e)];
+  return kept;
+}
+
 double IterationSim::expert_time_s(int w, const ScheduledTask& t, int layer) {
   const Worker& wk = work_.workers[w];
   const ChunkCost& cc = wk.chunks[t.chunk];
-  const GpuSpec& gpu = cluster_.gpu_spec(wk.gpus.front());
+  const GpuSpec& gpu = *worker_gpu_[static_cast<std::size_t>(w)];
   const RoutingDraw& d = routing(w, t, layer);
   auto rank_time = [&](int r, int shards) {
     const std::vector<OpCost> fwd = expert_forward_ops(model_, rank_tokens(cc, d, r), shards);
@@ -506,8 +526,7 @@ void IterationSim::run_alltoall(int w, const ScheduledTask& t, int layer, bool t
       }
     std::vector<std::vector<double>> gb(m, std::vector<double>(m, 0.0));
     for (int r = 0; r < cc.ep; ++r) {
-      long kept = 0;
-      for (long x : rank_tokens(cc, d, r)) kept += x;
+      const long kept = rank_kept(cc, d, r);
       for (int j = r * cc.ep_etp; j < (r + 1) * cc.ep_etp; ++j)
         for (int i = 0; i < m; ++i) {
           const double b = static_cast<double>(kept) * owned[i] / static_cast<double>(tokens) *
@@ -523,13 +542,17 @@ void IterationSim::run_alltoall(int w, const ScheduledTask& t, int layer, bool t
                            });
     return;
   }
-  std::vector<std::vector<double>> bytes(n, std::vector<double>(n, 0.0));
+  // Shared by the channels' all-to-alls (read only).
+  auto shared = std::make_shared<std::vector<std::vector<double>>>(n, std::vector<double>(n, 0.0));
+  std::vector<std::vector<double>>& bytes = *shared;
+  const double per_assignment = dispatch_bytes_per_assignment(model_);
+  std::vector<double> owned(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) owned[static_cast<std::size_t>(i)] = static_cast<double>(peer_tokens(cc.ep_peers[i], t.chunk));
   for (int j = 0; j < n; ++j) {
-    long kept = 0;
-    for (long x : rank_tokens(cc, d, j)) kept += x;
+    const long kept = rank_kept(cc, d, j);
     for (int i = 0; i < n; ++i) {
-      const double b = static_cast<double>(kept) * static_cast<double>(peer_tokens(cc.ep_peers[i], t.chunk)) /
-                       static_cast<double>(tokens) * dispatch_bytes_per_assignment(model_) * repeat / channels;
+      const double b = static_cast<double>(kept) * owned[static_cast<std::size_t>(i)] /
+                       static_cast<double>(tokens) * per_assignment * repeat / channels;
       (to_experts ? bytes[i][j] : bytes[j][i]) = b;
     }
   }
@@ -542,12 +565,12 @@ void IterationSim::run_alltoall(int w, const ScheduledTask& t, int layer, bool t
       const Worker& pw = work_.workers[peer];
       members.push_back(pw.gpus[static_cast<size_t>(c) * pw.tp / channels]);
     }
-    engine_.schedule_after(seconds_to_ns(ovh), [this, members, bytes, left, fin]() {
+    engine_.schedule_after(seconds_to_ns(ovh), [this, members = std::move(members), shared, left, fin]() {
       auto one = [left, fin]() {
         if (--*left == 0) (*fin)();
       };
-      if (opt_.hierarchical_alltoall) hierarchical_alltoall(ctx_, members, bytes, one);
-      else alltoall(ctx_, members, bytes, one);
+      if (opt_.hierarchical_alltoall) hierarchical_alltoall(ctx_, members, *shared, one);
+      else alltoall(ctx_, members, *shared, one);
     });
   }
 }

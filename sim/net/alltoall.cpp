@@ -1,6 +1,7 @@
 // All-to-all as flows on the topology's links (see alltoall.h for the model and its sources).
 #include "sim/net/alltoall.h"
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <memory>
@@ -50,6 +51,28 @@ std::vector<std::vector<int>> members_by_node(const Topology& topo, const std::v
   return groups;
 }
 
+struct Transfer {  // one moving transfer of an all-to-all phase: GPUs a -> b, members src -> dst
+  GpuId a = 0, b = 0;
+  int src = 0, dst = 0;
+  double bytes = 0;
+  TimeNs latency = 0;
+};
+
+// Scratch of PhaseRunner::start. Starting a phase's flows never starts another phase (completions come from
+// later events), so one set per thread serves every runner, without allocating per all-to-all.
+struct StartScratch {
+  std::vector<Transfer> moving;
+  std::vector<int> group, other, last, head, prev, order;
+  std::vector<std::size_t> begin, fill;
+  std::vector<char> seen;
+  std::vector<std::pair<GpuId, GpuId>> pairs;
+};
+
+StartScratch& start_scratch() {
+  thread_local StartScratch s;
+  return s;
+}
+
 // Runs the phases one after the other; each phase's flows run concurrently and the next phase starts when
 // the last of them finishes (a barrier, as between Tutel's separate all-to-all calls).
 struct PhaseRunner : std::enable_shared_from_this<PhaseRunner> {
@@ -80,17 +103,110 @@ struct PhaseRunner : std::enable_shared_from_this<PhaseRunner> {
       return;
     }
     if (!self) self = shared_from_this();
+    // Transfers that may keep equal rates start as one checked bundle (flow_network.h): the flows into one
+    // member, or out of one, with equal bytes and latency (equal_transfers). The network splits a bundle
+    // whose members would diverge, so this changes no time.
+    StartScratch& sc = start_scratch();
+    std::vector<Transfer>& moving = sc.moving;
+    moving.clear();
     for (const auto& t : phases[k]) {
       if (!moves(members, t.src, t.dst, t.bytes)) continue;
       const GpuId a = members[static_cast<std::size_t>(t.src)];
       const GpuId b = members[static_cast<std::size_t>(t.dst)];
-      // A callback of two words fits std::function's inline storage (no allocation per flow).
-      ctx.net.start_route(ctx.topo.route(a, b), t.bytes, seconds_to_ns(ctx.topo.latency_s(a, b)),
-                          [runner = this, k] {
-                            if (--runner->left == 0) runner->start(k + 1);
-                          });
+      moving.push_back(Transfer{a, b, t.src, t.dst, t.bytes, seconds_to_ns(ctx.topo.latency_s(a, b))});
+    }
+    if (!ctx.net.checked_bundles()) {
+      for (const Transfer& t : moving) start_one(t, k);
+      return;
+    }
+    equal_transfers(moving, sc);  // group b: transfers sc.order[sc.begin[b] .. sc.begin[b + 1])
+    std::vector<std::pair<GpuId, GpuId>>& pairs = sc.pairs;
+    for (std::size_t b = 0; b + 1 < sc.begin.size(); ++b) {
+      const Transfer& t0 = moving[static_cast<std::size_t>(sc.order[sc.begin[b]])];
+      if (sc.begin[b + 1] - sc.begin[b] == 1) {
+        start_one(t0, k);
+        continue;
+      }
+      pairs.clear();
+      for (std::size_t i = sc.begin[b]; i < sc.begin[b + 1]; ++i) {
+        const Transfer& t = moving[static_cast<std::size_t>(sc.order[i])];
+        pairs.emplace_back(t.a, t.b);
+      }
+      ctx.net.start_bundle(ctx.topo, pairs, t0.bytes, t0.latency, [runner = this, k](int n) { runner->arrived(n, k); });
     }
   }
+
+  void start_one(const Transfer& t, std::size_t k) {
+    // A callback of two words fits std::function's inline storage (no allocation per flow).
+    ctx.net.start_route(ctx.topo.route(t.a, t.b), t.bytes, t.latency, [runner = this, k] { runner->arrived(1, k); });
+  }
+
+  void arrived(int n, std::size_t k) {
+    left -= n;
+    if (left == 0) start(k + 1);
+  }
+
+  // The transfers grouped by destination member, bytes and latency, or by source member, bytes and latency:
+  // the grouping the first two transfers suggest (by source when they share source and bytes), unless the
+  // other gives fewer groups (numbered only when it could: it gives at least one per distinct endpoint).
+  // Groups in order of first appearance, transfers in order: group b is sc.order[sc.begin[b] ..
+  // sc.begin[b + 1]).
+  void equal_transfers(const std::vector<Transfer>& ts, StartScratch& sc) const {
+    const bool src_first = ts.size() >= 2 && ts[0].src == ts[1].src && ts[0].bytes == ts[1].bytes;
+    int n = group_ids(ts, !src_first, sc, sc.group);
+    if (n > distinct_endpoints(ts, src_first, sc)) {
+      const int n_other = group_ids(ts, src_first, sc, sc.other);
+      if (n_other < n) {
+        n = n_other;
+        sc.group.swap(sc.other);
+      }
+    }
+    sc.begin.assign(static_cast<std::size_t>(n) + 1, 0);
+    for (const int x : sc.group) ++sc.begin[static_cast<std::size_t>(x) + 1];
+    for (int b = 0; b < n; ++b) sc.begin[static_cast<std::size_t>(b) + 1] += sc.begin[static_cast<std::size_t>(b)];
+    sc.order.resize(ts.size());
+    sc.fill.assign(sc.begin.begin(), sc.begin.end() - 1);
+    for (std::size_t i = 0; i < ts.size(); ++i) sc.order[sc.fill[static_cast<std::size_t>(sc.group[i])]++] = static_cast<int>(i);
+  }
+
+  int distinct_endpoints(const std::vector<Transfer>& ts, bool dst, StartScratch& sc) const {
+    sc.seen.assign(members.size(), 0);
+    int n = 0;
+    for (const Transfer& t : ts) {
+      char& s = sc.seen[static_cast<std::size_t>(dst ? t.dst : t.src)];
+      n += s ? 0 : 1;
+      s = 1;
+    }
+    return n;
+  }
+
+  // Numbers the groups of equal (endpoint member, bytes, latency) in order of first appearance: group[i] is
+  // transfer i's; returns the number of groups.
+  int group_ids(const std::vector<Transfer>& ts, bool by_dst, StartScratch& sc, std::vector<int>& group) const {
+    sc.last.assign(members.size(), -1);  // per endpoint member: its latest group
+    sc.head.clear();                     // per group: its first transfer
+    sc.prev.clear();                     // per group: the member's previous group
+    group.resize(ts.size());
+    for (std::size_t i = 0; i < ts.size(); ++i) {
+      const Transfer& t = ts[i];
+      int& mine = sc.last[static_cast<std::size_t>(by_dst ? t.dst : t.src)];
+      int g = mine;
+      while (g >= 0) {
+        const Transfer& t0 = ts[static_cast<std::size_t>(sc.head[static_cast<std::size_t>(g)])];
+        if (t0.bytes == t.bytes && t0.latency == t.latency) break;
+        g = sc.prev[static_cast<std::size_t>(g)];
+      }
+      if (g < 0) {
+        g = static_cast<int>(sc.head.size());
+        sc.head.push_back(static_cast<int>(i));
+        sc.prev.push_back(mine);
+        mine = g;
+      }
+      group[i] = g;
+    }
+    return static_cast<int>(sc.head.size());
+  }
+
   std::shared_ptr<PhaseRunner> self;  // keeps the runner alive while its flows run
 };
 
@@ -113,7 +229,9 @@ void alltoall(CollectiveContext& ctx, const std::vector<GpuId>& members,
       if (i != j && moves(members, i, j, b)) pairs.push_back(AllToAllTransfer{i, j, b});
     }
   }
-  run_alltoall_phases(ctx, members, {std::move(pairs)}, std::move(done));
+  std::vector<std::vector<AllToAllTransfer>> phases(1);
+  phases[0] = std::move(pairs);
+  run_alltoall_phases(ctx, members, std::move(phases), std::move(done));
 }
 
 std::vector<std::vector<AllToAllTransfer>> hierarchical_alltoall_phases(

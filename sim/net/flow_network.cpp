@@ -14,13 +14,35 @@
 //    bitwise, so its completion time is a function of its own rate history, not of how often it was revisited.
 //  * All changes at one instant (activations, completions) are applied by one reallocation event at that
 //    instant; equal-time events run in insertion order, so this batching is deterministic too.
+//
+// Checked bundles (start_bundle): k transfers on different routes with equal bytes and activation time,
+// filled as one flow whose hops are the sum of their routes. Compare the filling of this network with the
+// filling of the one where the members are separate flows. Suppose both have frozen the same flows at the
+// same levels so far (a bundle counting as its members); then every link has the same remaining capacity
+// and the same weight (sum of multiplicities) in both, hence the same share, and the next level s and its
+// set of links are the same. A separate member freezes at s exactly when its own route crosses a link whose
+// share is s (a shared link at s is in the level; a private link at s is its tightest, since a smaller one
+// would have frozen it before). So if, whenever a bundle freezes at s, each member's route crosses a
+// non-slack link of share exactly s (freeze() checks it), both fillings freeze the same flows at s, remove
+// the same multiplicity x s from every link, and by induction give every member the bundle's rate bit for
+// bit. Slack is the same in both: a member's rate bound is the bundle's (start_bundle bundles only equal
+// bounds), so every link's demand is the same multiset of (bound, multiplicity). If the check fails, the
+// bundle is split into its members (same rate history, so the same remaining bytes and finish time) and the
+// component is filled again before any rate is applied. Skipping a refill after removals
+// (unchanged_by_removals) likewise requires each member's route, not just the bundle's, to cross a link at
+// the common share. Members hold consecutive ids, reserved when the bundle starts, so flows order (links,
+// completions at one instant) as the separate members would, and a bundle completes at the instant its
+// members would, all together.
 #include "sim/net/flow_network.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 
 namespace arachne {
 
@@ -31,7 +53,48 @@ constexpr std::uint32_t kNoSlot = std::numeric_limits<std::uint32_t>::max();
 constexpr double kDoneFraction = 1e-6;
 // Completion delta is clamped here (~126 years) so the integer conversion never overflows.
 constexpr double kMaxDeltaNs = 4e18;
+// Fixed-point unit of bytes_by_class_: 2^-20 byte (a power of two, so scaling is exact).
+constexpr double kBytesPerUnit = 1048576.0;
 }  // namespace
+
+namespace {
+// Sorts hops by link and merges repeated links (their multiplicities add up), after dropping hops of no
+// multiplicity; throws on a link id outside [0, nlinks) with a positive multiplicity. Hops already in that form are left as they are.
+void normalise(std::vector<Hop>& hops, LinkId nlinks) {
+  bool canonical = true;
+  for (std::size_t i = 0; i < hops.size(); ++i) {
+    const Hop& h = hops[i];
+    if (h.mult > 0 && (h.link < 0 || h.link >= nlinks)) {
+      throw std::out_of_range("FlowNetwork::start: link id " + std::to_string(h.link) + " out of range");
+    }
+    canonical = canonical && h.mult > 0 && (i == 0 || hops[i - 1].link < h.link);
+  }
+  if (canonical) return;
+  std::erase_if(hops, [](const Hop& h) { return h.mult <= 0; });
+  std::sort(hops.begin(), hops.end(), [](const Hop& a, const Hop& b) { return a.link < b.link; });
+  std::size_t out = 0;
+  for (std::size_t i = 0; i < hops.size(); ++i) {
+    if (out > 0 && hops[out - 1].link == hops[i].link) {
+      hops[out - 1].mult += hops[i].mult;
+    } else {
+      hops[out++] = hops[i];
+    }
+  }
+  hops.resize(out);
+}
+}  // namespace
+
+// What a checked bundle derives from its members' routes alone, cached per list of routes (an all-to-all
+// repeats the same bundles at every layer and micro-batch).
+struct FlowNetwork::BundleShape {
+  bool bundles = false;  // every member crosses a link, all with one rate bound
+  double bound = 0;
+  std::vector<Hop> member_hops;          // each member's normalised hops, one after another
+  std::vector<std::uint32_t> member_end;
+  std::vector<Hop> hops;                 // their sum, sorted by link
+  std::vector<LinkId> common_links;      // links every member crosses
+  std::array<std::int64_t, kLinkClasses> class_mult{};  // per link class: sum of multiplicity x link copies
+};
 
 struct FlowNetwork::State {
   struct Flow {
@@ -44,6 +107,14 @@ struct FlowNetwork::State {
     TimeNs t_last = 0;
     TimeNs finish = kNever;
     std::function<void()> done;
+    // Checked bundle (members > 1): each member's normalised hops, one after another in member_hops, member m
+    // ending at member_end[m]; `hops` is their sum. done_n(k) reports k completed members.
+    int members = 1;
+    std::vector<Hop> member_hops;
+    std::vector<std::uint32_t> member_end;
+    std::vector<LinkId> common_links;  // checked bundle: the links every member crosses
+    const BundleShape* shape = nullptr;  // checked bundle: its shape (member routes, sum of hops)
+    std::function<void(int)> done_n;
     bool in_use = false;
     bool active = false;
     // scratch of reallocate()
@@ -123,8 +194,85 @@ struct FlowNetwork::State {
   std::vector<int> free_batches;
   int open_batch = -1;  // the batch that flows started now with the same activation time join
   std::vector<std::uint32_t> finished_scratch;  // of on_due()
-  std::vector<std::function<void()>> callbacks_scratch;
+  struct Callback {
+    std::function<void()> done;
+    std::function<void(int)> done_n;
+    int members = 1;
+  };
+  std::vector<Callback> callbacks_scratch;
+  std::vector<std::uint32_t> diverged;  // checked bundles the current filling found diverging (see freeze())
+  std::uint64_t splits = 0;
   std::vector<Hop> route_scratch;  // of start_route()
+
+  struct KeyHash {
+    template <class T>
+    std::size_t operator()(const std::vector<T>& v) const {
+      std::uint64_t h = 1469598103934665603ULL;  // FNV-1a over the words
+      for (const T x : v) h = (h ^ static_cast<std::uint64_t>(x)) * 1099511628211ULL;
+      return static_cast<std::size_t>(h);
+    }
+  };
+  std::unordered_map<std::vector<LinkId>, BundleShape, KeyHash> shapes;  // never erased: flows point to them
+  // Rates of earlier fillings of components made of checked bundles only (see fill_component()).
+  std::unordered_map<std::vector<std::uintptr_t>, std::vector<double>, KeyHash> fill_memo;
+  std::vector<std::uintptr_t> memo_key;
+  std::vector<LinkId> shape_key;
+  std::vector<int> crossing_scratch;
+  std::vector<int> hop_of_link;  // per link, its position in a sum of hops being built, or -1
+
+  // The shape of the bundle whose k members' routes `route(m)` gives, cached under `key` (which must
+  // determine the routes); a new shape marks its links in `links_used` and weighs them by `link_copies`.
+  template <class RouteOf>
+  const BundleShape& shape_of(const std::vector<LinkId>& key, RouteOf route, std::size_t k,
+                              const std::vector<int>& link_copies, std::vector<bool>& links_used) {
+    const auto [it, added] = shapes.try_emplace(key);
+    if (added) build_shape(route, k, link_copies, links_used, it->second);
+    return it->second;
+  }
+
+  template <class RouteOf>
+  void build_shape(RouteOf route, std::size_t k, const std::vector<int>& link_copies, std::vector<bool>& links_used,
+                   BundleShape& sh) {
+    std::vector<Hop>& one = route_scratch;
+    sh.bundles = true;
+    for (std::size_t m = 0; m < k && sh.bundles; ++m) {
+      one.clear();
+      for (const LinkId l : route(m)) one.push_back(Hop{l, 1});
+      normalise(one, static_cast<LinkId>(links.size()));
+      double b = std::numeric_limits<double>::infinity();
+      for (const Hop& h : one) b = std::min(b, links[h.link].capacity / static_cast<double>(h.mult));
+      sh.bundles = !one.empty() && (m == 0 || b == sh.bound);
+      sh.bound = b;
+      sh.member_hops.insert(sh.member_hops.end(), one.begin(), one.end());
+      sh.member_end.push_back(static_cast<std::uint32_t>(sh.member_hops.size()));
+    }
+    if (!sh.bundles) return;
+    // The sum of the members' hops, and the links every member crosses (a member crosses a link at most
+    // once after normalising, so: crossed by k members).
+    if (hop_of_link.size() != links.size()) hop_of_link.assign(links.size(), -1);
+    crossing_scratch.clear();
+    for (const Hop& h : sh.member_hops) {
+      int& at = hop_of_link[static_cast<std::size_t>(h.link)];
+      if (at < 0) {
+        at = static_cast<int>(sh.hops.size());
+        sh.hops.push_back(h);
+        crossing_scratch.push_back(1);
+      } else {
+        sh.hops[static_cast<std::size_t>(at)].mult += h.mult;
+        ++crossing_scratch[static_cast<std::size_t>(at)];
+      }
+    }
+    for (std::size_t i = 0; i < sh.hops.size(); ++i) {
+      hop_of_link[static_cast<std::size_t>(sh.hops[i].link)] = -1;
+      if (crossing_scratch[i] == static_cast<int>(k)) sh.common_links.push_back(sh.hops[i].link);
+    }
+    std::sort(sh.hops.begin(), sh.hops.end(), [](const Hop& a, const Hop& b) { return a.link < b.link; });
+    for (const Hop& h : sh.hops) {
+      const std::int64_t copies = link_copies.empty() ? 1 : link_copies[static_cast<std::size_t>(h.link)];
+      sh.class_mult[static_cast<int>(links[h.link].cls)] += h.mult * copies;
+      links_used[static_cast<std::size_t>(h.link)] = true;
+    }
+  }
 
   std::vector<LinkId> dirty_links;           // links whose flows changed since the last reallocation
   std::vector<std::uint32_t> new_flows;      // flows activated since the last reallocation
@@ -164,6 +312,15 @@ struct FlowNetwork::State {
     f.remaining = f.bytes;
     f.t_last = engine.now();
     f.finish = kNever;
+    attach(slot);
+    active += static_cast<std::size_t>(f.members);
+    new_flows.push_back(slot);
+    request_realloc();
+  }
+
+  // Enters the flow on its links (kept sorted by id).
+  void attach(std::uint32_t slot) {
+    const Flow& f = flows[slot];
     for (const Hop& h : f.hops) {
       auto& lf = link_flows[h.link];
       if (lf.empty() || lf.back().id < f.id) {  // the usual case: flows activate in start order
@@ -177,9 +334,6 @@ struct FlowNetwork::State {
       slack_stale[h.link] = 1;
       dirty_links.push_back(h.link);
     }
-    ++active;
-    new_flows.push_back(slot);
-    request_realloc();
   }
 
   // Flows started at one instant with the same activation time activate in one event, in start order.
@@ -213,7 +367,13 @@ struct FlowNetwork::State {
   }
 
   void detach(std::uint32_t slot) {
-    Flow& f = flows[slot];
+    leave_links(slot);
+    flows[slot].active = false;
+    active -= static_cast<std::size_t>(flows[slot].members);
+  }
+
+  void leave_links(std::uint32_t slot) {
+    const Flow& f = flows[slot];
     for (const Hop& h : f.hops) {
       auto& lf = link_flows[h.link];
       const auto pos = std::lower_bound(lf.begin(), lf.end(), f.id,
@@ -223,8 +383,51 @@ struct FlowNetwork::State {
       slack_stale[h.link] = 1;
       dirty_links.push_back(h.link);
     }
-    f.active = false;
-    --active;
+  }
+
+  // Replaces checked bundle `slot` by its members as separate flows in the bundle's state (they had its rate
+  // history, hence its remaining bytes and finish time), ids id, id + 1, ... in member order; member 0 keeps
+  // the slot and its due entry.
+  void split(std::uint32_t slot) {
+    ++splits;
+    leave_links(slot);
+    Flow b = std::move(flows[slot]);
+    const auto done_n = std::make_shared<std::function<void(int)>>(std::move(b.done_n));
+    for (int m = 0; m < b.members; ++m) {
+      const std::uint32_t s = m == 0 ? slot : allocate();
+      Flow& f = flows[s];
+      f.id = b.id + static_cast<FlowId>(m);
+      f.hops.assign(b.member_hops.begin() + (m == 0 ? 0 : b.member_end[m - 1]),
+                    b.member_hops.begin() + b.member_end[m]);
+      f.bytes = b.bytes;
+      f.bound = b.bound;
+      f.remaining = b.remaining;
+      f.rate = b.rate;
+      f.t_last = b.t_last;
+      f.finish = b.finish;
+      f.done = [done_n] { (*done_n)(1); };
+      f.members = 1;
+      f.member_hops.clear();
+      f.member_end.clear();
+      f.common_links.clear();
+      f.shape = nullptr;
+      f.done_n = nullptr;
+      f.in_use = true;
+      f.active = true;
+      f.frozen = false;
+      f.uniform_share = b.uniform_share;
+      slot_of_id[f.id] = s;
+      attach(s);
+      if (m > 0 && f.finish != kNever) {
+        due.push_back(Due{f.finish, f.id, s});
+        std::push_heap(due.begin(), due.end(), DueAfter{});
+      }
+    }
+    // The moved-from slot storage went to member 0; give the bundle's vectors back for reuse.
+    flows[slot].member_hops = std::move(b.member_hops);
+    flows[slot].member_hops.clear();
+    flows[slot].member_end = std::move(b.member_end);
+    flows[slot].member_end.clear();
   }
 
   // A link is slack when even every flow on it at its own rate bound (the smallest capacity/mult on its
@@ -385,7 +588,7 @@ struct FlowNetwork::State {
         if (k.slot == kNoSlot) link_level[k.link] = level_no;
         level.push_back(k);
       }
-      freeze_level(std::max(s, 0.0));
+      freeze_level(s);
     }
   }
 
@@ -401,15 +604,17 @@ struct FlowNetwork::State {
     return weight[k.link] > 0 && cap_left[k.link] / static_cast<double>(weight[k.link]) == k.share;
   }
 
-  void freeze_level(double r) {
+  // Freezes the flows of the level at share s (rate max(s, 0)).
+  void freeze_level(double s) {
+    const double r = std::max(s, 0.0);
     touched.clear();
     for (const Key& k : level) {
       if (k.slot != kNoSlot) {
-        if (!flows[k.slot].frozen) freeze(k.slot, r);
+        if (!flows[k.slot].frozen) freeze(k.slot, s, r);
         continue;
       }
       for (const LinkEntry& e : link_flows[k.link])
-        if (!flows[e.slot].frozen) freeze(e.slot, r);
+        if (!flows[e.slot].frozen) freeze(e.slot, s, r);
     }
     for (const LinkId l : touched) {
       weight[l] -= freed[l];
@@ -422,15 +627,33 @@ struct FlowNetwork::State {
     }
   }
 
-  void freeze(std::uint32_t slot, double r) {
+  void freeze(std::uint32_t slot, double s, double r) {
     Flow& f = flows[slot];
     f.frozen = true;
     f.new_rate = r;
+    if (f.members > 1 && !members_at_share(f, s)) diverged.push_back(slot);
     for (const Hop& h : f.hops) {
       if (link_flows[h.link].size() < 2 || slack[h.link]) continue;  // private or slack: not read again
       if (freed[h.link] == 0) touched.push_back(h.link);
       freed[h.link] += h.mult;
     }
+  }
+
+  // Whether every member of checked bundle f crosses a non-slack link whose share in the current filling
+  // (before this level's freezes are subtracted) is exactly s: then each would freeze at s on its own (see
+  // the file comment).
+  bool members_at_share(const Flow& f, double s) const {
+    auto at_share = [&](LinkId l) { return !slack[l] && cap_left[l] / static_cast<double>(weight[l]) == s; };
+    for (const LinkId l : f.common_links)
+      if (at_share(l)) return true;
+    std::uint32_t begin = 0;
+    for (const std::uint32_t end : f.member_end) {
+      bool at = false;
+      for (std::uint32_t i = begin; i < end && !at; ++i) at = at_share(f.member_hops[i].link);
+      if (!at) return false;
+      begin = end;
+    }
+    return true;
   }
 
   void apply_rate(std::uint32_t slot, TimeNs now) {
@@ -465,12 +688,50 @@ struct FlowNetwork::State {
       return;
     }
     collect_component();
-    fill();
+    fill_component();
     recomputed += comp_flows.size();
     mark_uniform();
     const TimeNs now = engine.now();
     for (const std::uint32_t s : comp_flows) apply_rate(s, now);
     schedule_next();
+  }
+
+  // fill() on the collected component, splitting diverging bundles until none diverges. A component of
+  // checked bundles only takes the rates of an earlier filling of the same component when there is one:
+  // filling reads the component's flows (hops, multiplicities, members: their shapes), the capacities of
+  // its links (fixed) and which of them are slack, and nothing else (every flow on a non-slack link is in
+  // the component), so the same key gives the same rates bit for bit. All-to-alls repeat the same
+  // components at every layer and micro-batch.
+  void fill_component() {
+    memo_key.clear();
+    bool keyed = !comp_flows.empty();
+    for (const std::uint32_t s : comp_flows) {
+      keyed = keyed && flows[s].shape != nullptr;
+      memo_key.push_back(reinterpret_cast<std::uintptr_t>(flows[s].shape));
+    }
+    if (keyed) {
+      for (const LinkId l : comp_links) memo_key.push_back((static_cast<std::uintptr_t>(l) << 1) | (slack[l] ? 1 : 0));
+      const auto it = fill_memo.find(memo_key);
+      if (it != fill_memo.end()) {
+        for (std::size_t i = 0; i < comp_flows.size(); ++i) flows[comp_flows[i]].new_rate = it->second[i];
+        return;
+      }
+    }
+    fill();
+    if (keyed && diverged.empty()) {
+      std::vector<double>& rates = fill_memo[memo_key];
+      for (const std::uint32_t s : comp_flows) rates.push_back(flows[s].new_rate);
+    }
+    while (!diverged.empty()) refill_split();
+  }
+
+  // Splits the checked bundles the last filling found diverging and fills their whole component again.
+  void refill_split() {
+    for (const std::uint32_t b : diverged) split(b);
+    diverged.clear();
+    dirty_links.insert(dirty_links.end(), comp_links.begin(), comp_links.end());
+    collect_component();
+    fill();
   }
 
   // Records on every flow just filled whether the filling froze them all at one level (their common rate).
@@ -497,10 +758,13 @@ struct FlowNetwork::State {
   // against in tests/sim/flow_network_test.cpp).
   bool unchanged_by_removals() {
     if (mode != Recompute::Component || !new_flows.empty()) return false;
+    ++epoch;  // marks the flows checked (a flow on several changed links is checked once)
     for (const LinkId l : dirty_links) {
       if (slack[l] && slack_now(l)) continue;  // as collect_component(): it couples nothing
       for (const LinkEntry& e : link_flows[l]) {
-        const Flow& f = flows[e.slot];
+        Flow& f = flows[e.slot];
+        if (f.mark == epoch) continue;
+        f.mark = epoch;
         if (!(f.uniform_share > 0) || !covered_at(f, f.uniform_share)) return false;
       }
     }
@@ -509,10 +773,23 @@ struct FlowNetwork::State {
     return true;
   }
 
-  // Whether the flow crosses a non-slack link whose share capacity / weight is exactly s.
+  // Whether the flow (each member of a checked bundle) crosses a non-slack link whose share
+  // capacity / weight is exactly s.
   bool covered_at(const Flow& f, double s) {
-    for (const Hop& h : f.hops) {
-      if (links[h.link].capacity / static_cast<double>(link_weight[h.link]) == s && !slack_now(h.link)) return true;
+    if (f.members == 1) return crosses_share(f.hops.data(), f.hops.data() + f.hops.size(), s);
+    for (const LinkId l : f.common_links)
+      if (links[l].capacity / static_cast<double>(link_weight[l]) == s && !slack_now(l)) return true;
+    std::uint32_t begin = 0;
+    for (const std::uint32_t end : f.member_end) {
+      if (!crosses_share(f.member_hops.data() + begin, f.member_hops.data() + end, s)) return false;
+      begin = end;
+    }
+    return true;
+  }
+
+  bool crosses_share(const Hop* begin, const Hop* end, double s) {
+    for (const Hop* h = begin; h != end; ++h) {
+      if (links[h->link].capacity / static_cast<double>(link_weight[h->link]) == s && !slack_now(h->link)) return true;
     }
     return false;
   }
@@ -557,27 +834,34 @@ struct FlowNetwork::State {
     // A flow whose finish time was recomputed to the same instant has two valid heap entries: complete it
     // once (detaching or releasing it twice would corrupt the active count and the free-slot list).
     finished.erase(std::unique(finished.begin(), finished.end()), finished.end());
-    std::vector<std::function<void()>>& callbacks = callbacks_scratch;
+    std::vector<Callback>& callbacks = callbacks_scratch;
     callbacks.clear();
     for (const std::uint32_t s : finished) {
       detach(s);
       Flow& f = flows[s];
-      callbacks.push_back(std::move(f.done));
+      callbacks.push_back(Callback{std::move(f.done), std::move(f.done_n), f.members});
       release(s);
     }
     request_realloc();  // also reschedules the next completion
     for (auto& cb : callbacks) {  // they may start flows, never complete one: the scratch is not reused here
-      if (cb) cb();
+      if (cb.done) cb.done();
+      if (cb.done_n) cb.done_n(cb.members);
     }
     callbacks.clear();
   }
 
   void release(std::uint32_t slot) {
     Flow& f = flows[slot];
-    slot_of_id[f.id] = kNoSlot;
+    for (int m = 0; m < f.members; ++m) slot_of_id[f.id + static_cast<FlowId>(m)] = kNoSlot;
     f.in_use = false;
     f.active = false;
     f.done = nullptr;
+    f.done_n = nullptr;
+    f.members = 1;
+    f.member_hops.clear();
+    f.member_end.clear();
+    f.common_links.clear();
+    f.shape = nullptr;
     f.hops.clear();
     f.finish = kNever;
     f.rate = 0;
@@ -603,6 +887,15 @@ FlowNetwork::FlowNetwork(Engine& engine, const std::vector<Link>& links, Recompu
       throw std::invalid_argument("link " + l.name + " has no positive finite capacity");
 }
 FlowNetwork::~FlowNetwork() = default;
+
+void FlowNetwork::set_link_copies(std::vector<int> copies) {
+  link_copies_ = std::move(copies);
+  for (auto& [key, sh] : st_->shapes) {  // their byte weights count copies
+    sh.class_mult = {};
+    for (const Hop& h : sh.hops)
+      sh.class_mult[static_cast<int>(st_->links[h.link].cls)] += h.mult * (link_copies_.empty() ? 1 : link_copies_[h.link]);
+  }
+}
 FlowNetwork::FlowNetwork(FlowNetwork&&) noexcept = default;
 
 FlowId FlowNetwork::start(std::vector<Hop> hops, double bytes, TimeNs latency, std::function<void()> done,
@@ -610,32 +903,6 @@ FlowId FlowNetwork::start(std::vector<Hop> hops, double bytes, TimeNs latency, s
   return start_hops(hops, bytes, latency, std::move(done), rate_bound);
 }
 
-namespace {
-// Sorts hops by link and merges repeated links (their multiplicities add up), after dropping hops of no
-// multiplicity; throws on a link id outside [0, nlinks) with a positive multiplicity. Hops already in that form are left as they are.
-void normalise(std::vector<Hop>& hops, LinkId nlinks) {
-  bool canonical = true;
-  for (std::size_t i = 0; i < hops.size(); ++i) {
-    const Hop& h = hops[i];
-    if (h.mult > 0 && (h.link < 0 || h.link >= nlinks)) {
-      throw std::out_of_range("FlowNetwork::start: link id " + std::to_string(h.link) + " out of range");
-    }
-    canonical = canonical && h.mult > 0 && (i == 0 || hops[i - 1].link < h.link);
-  }
-  if (canonical) return;
-  std::erase_if(hops, [](const Hop& h) { return h.mult <= 0; });
-  std::sort(hops.begin(), hops.end(), [](const Hop& a, const Hop& b) { return a.link < b.link; });
-  std::size_t out = 0;
-  for (std::size_t i = 0; i < hops.size(); ++i) {
-    if (out > 0 && hops[out - 1].link == hops[i].link) {
-      hops[out - 1].mult += hops[i].mult;
-    } else {
-      hops[out++] = hops[i];
-    }
-  }
-  hops.resize(out);
-}
-}  // namespace
 
 FlowId FlowNetwork::start_hops(std::vector<Hop>& hops, double bytes, TimeNs latency, std::function<void()> done,
                                double rate_bound) {
@@ -646,13 +913,7 @@ FlowId FlowNetwork::start_hops(std::vector<Hop>& hops, double bytes, TimeNs late
   if (latency < 0) latency = 0;
 
   normalise(hops, static_cast<LinkId>(st.links.size()));
-  for (const Hop& h : hops) links_used_[h.link] = true;
-  if (bytes > 0) {
-    for (const Hop& h : hops) {
-      const double copies = link_copies_.empty() ? 1.0 : static_cast<double>(link_copies_[h.link]);
-      bytes_by_class_[static_cast<int>(st.links[h.link].cls)] += bytes * static_cast<double>(h.mult) * copies;
-    }
-  }
+  count_bytes(hops, bytes);
 
   const TimeNs at = st.engine.now() + latency;
   if (!(bytes > 0) || hops.empty()) {
@@ -680,6 +941,110 @@ FlowId FlowNetwork::start_hops(std::vector<Hop>& hops, double bytes, TimeNs late
   else st.activate_later(slot, at);
   return id;
 }
+
+void FlowNetwork::count_bytes(const std::vector<Hop>& hops, double bytes) {
+  std::array<std::int64_t, kLinkClasses> weight{};  // per class: sum of multiplicity x copies
+  for (const Hop& h : hops) {
+    links_used_[h.link] = true;
+    const std::int64_t copies = link_copies_.empty() ? 1 : link_copies_[h.link];
+    weight[static_cast<int>(st_->links[h.link].cls)] += h.mult * copies;
+  }
+  if (!(bytes > 0)) return;
+  const auto units = static_cast<__int128>(std::nearbyint(bytes * kBytesPerUnit));
+  for (int c = 0; c < kLinkClasses; ++c)
+    if (weight[c] != 0) bytes_by_class_[c] += units * weight[c];
+}
+
+std::array<double, kLinkClasses> FlowNetwork::bytes_by_class() const {
+  std::array<double, kLinkClasses> out{};
+  for (int k = 0; k < kLinkClasses; ++k) out[k] = static_cast<double>(bytes_by_class_[k]) / kBytesPerUnit;
+  return out;
+}
+
+void FlowNetwork::start_bundle(const std::vector<const std::vector<LinkId>*>& routes, double bytes, TimeNs latency,
+                               std::function<void(int)> done) {
+  State& st = *st_;
+  const std::size_t k = routes.size();
+  bool bundles = checked_bundles_ && k >= 2 && bytes > 0;
+  if (bundles) {
+    st.shape_key.clear();
+    for (const auto* r : routes) {
+      st.shape_key.insert(st.shape_key.end(), r->begin(), r->end());
+      st.shape_key.push_back(-1);
+    }
+    const BundleShape& shape = st.shape_of(st.shape_key, [&](std::size_t m) -> const std::vector<LinkId>& { return *routes[m]; }, k,
+                                                 link_copies_, links_used_);
+    bundles = shape.bundles;
+    if (bundles) start_shape(shape, k, bytes, latency, std::move(done));
+  }
+  if (!bundles) {  // separate flows
+    const auto shared = std::make_shared<std::function<void(int)>>(std::move(done));
+    for (const auto* r : routes) start_route(*r, bytes, latency, [shared] { (*shared)(1); });
+  }
+}
+
+void FlowNetwork::start_bundle(const Topology& topo, const std::vector<std::pair<GpuId, GpuId>>& pairs, double bytes,
+                               TimeNs latency, std::function<void(int)> done) {
+  State& st = *st_;
+  const std::size_t k = pairs.size();
+  bool bundles = checked_bundles_ && k >= 2 && bytes > 0;
+  if (bundles) {
+    std::vector<LinkId>& key = st.shape_key;
+    key.resize(1 + 2 * k);
+    key[0] = -2;  // a key of GPU pairs, never equal to a key of links
+    for (std::size_t m = 0; m < k; ++m) {
+      key[1 + 2 * m] = pairs[m].first;
+      key[2 + 2 * m] = pairs[m].second;
+    }
+    const BundleShape& shape = st.shape_of(
+        st.shape_key, [&](std::size_t m) -> const std::vector<LinkId>& { return topo.route(pairs[m].first, pairs[m].second); }, k,
+        link_copies_, links_used_);
+    bundles = shape.bundles;
+    if (bundles) start_shape(shape, k, bytes, latency, std::move(done));
+  }
+  if (!bundles) {  // separate flows
+    const auto shared = std::make_shared<std::function<void(int)>>(std::move(done));
+    for (const auto& [a, b] : pairs) start_route(topo.route(a, b), bytes, latency, [shared] { (*shared)(1); });
+  }
+}
+
+void FlowNetwork::start_shape(const BundleShape& sh, std::size_t k, double bytes, TimeNs latency,
+                              std::function<void(int)> done) {
+  State& st = *st_;
+  const BundleShape* shape = &sh;
+  const FlowId id = st.slot_of_id.size();
+  st.slot_of_id.resize(st.slot_of_id.size() + k, kNoSlot);
+  flows_started_ += k;
+  if (latency < 0) latency = 0;
+  const std::uint32_t slot = st.allocate();
+  State::Flow& f = st.flows[slot];
+  f.hops.assign(shape->hops.begin(), shape->hops.end());
+  f.member_hops.assign(shape->member_hops.begin(), shape->member_hops.end());
+  f.member_end.assign(shape->member_end.begin(), shape->member_end.end());
+  f.common_links.assign(shape->common_links.begin(), shape->common_links.end());
+  f.shape = shape;
+  // The members' byte counts, exact integer sums in any order: units x (multiplicity x copies) per class.
+  if (bytes > 0) {
+    const auto units = static_cast<__int128>(std::nearbyint(bytes * kBytesPerUnit));
+    for (int c = 0; c < kLinkClasses; ++c) bytes_by_class_[c] += units * shape->class_mult[c];
+  }
+  f.id = id;
+  f.bytes = bytes;
+  f.bound = shape->bound;  // each member's; the sum's min capacity / multiplicity is at most that
+  f.remaining = bytes;
+  f.rate = 0;
+  f.finish = kNever;
+  f.done = nullptr;
+  f.done_n = std::move(done);
+  f.members = static_cast<int>(k);
+  f.in_use = true;
+  f.active = false;
+  for (std::size_t m = 0; m < k; ++m) st.slot_of_id[id + m] = slot;
+  if (latency == 0) st.activate(slot);
+  else st.activate_later(slot, st.engine.now() + latency);
+}
+
+std::uint64_t FlowNetwork::bundles_split() const { return st_->splits; }
 
 FlowId FlowNetwork::start_route(const std::vector<LinkId>& route, double bytes, TimeNs latency,
                                 std::function<void()> done) {

@@ -30,10 +30,11 @@ struct A2aOutcome {
 };
 
 template <class Body>
-A2aOutcome run_a2a(const Cluster& cluster, Body body) {
+A2aOutcome run_a2a(const Cluster& cluster, Body body, bool bundled = true) {
   const Topology topo(cluster);
   Engine engine;
   FlowNetwork net(engine, topo.links());
+  net.set_checked_bundles(bundled);
   CollectiveContext ctx{engine, net, topo};
   A2aOutcome r;
   body(ctx, topo, [&] {
@@ -219,6 +220,37 @@ TEST(AllToAllTest, SkewedReceiverSetsTheTime) {
       alltoall(ctx, first_gpus(n), skewed(n), done);
     });
     EXPECT_NEAR(r.seconds, (n - 1) * 4 * b / shape.nic_bw + shape.latency_s, kNsRounding);
+  }
+}
+
+TEST(AllToAllTest, BundledFlowsFinishAsSeparateFlowsBitForBit) {
+  // Dispatch-like (bytes set by the receiver) and combine-like (by the sender) matrices: the flows into (out
+  // of) one GPU start as one checked bundle. Inside one node they keep equal rates; across two nodes
+  // behind one NIC each, a GPU's NVLink and NIC members diverge and the bundles split. Either way the
+  // all-to-all ends at the nanosecond the separate flows end.
+  Shape one_node;
+  one_node.nodes = 1;
+  Shape two_nodes;
+  two_nodes.nodes = 2;
+  two_nodes.gpus_per_node = 4;
+  two_nodes.nics = 1;
+  for (const Shape& shape : {one_node, two_nodes}) {
+    const Cluster cluster = a2a_cluster(shape);
+    for (const bool by_receiver : {true, false}) {
+      std::vector<std::vector<double>> b(8, std::vector<double>(8));
+      for (int i = 0; i < 8; ++i)
+        for (int j = 0; j < 8; ++j) b[i][j] = (1 + (by_receiver ? j : i)) * 1e8 / 3;
+      for (const bool hierarchical : {false, true}) {
+        auto body = [&](CollectiveContext& ctx, const Topology&, auto done) {
+          if (hierarchical) hierarchical_alltoall(ctx, first_gpus(8), b, done);
+          else alltoall(ctx, first_gpus(8), b, done);
+        };
+        const A2aOutcome bundled = run_a2a(cluster, body, true), separate = run_a2a(cluster, body, false);
+        EXPECT_EQ(bundled.ns, separate.ns);
+        EXPECT_EQ(bundled.flows, separate.flows);
+        for (int k = 0; k < kLinkClasses; ++k) EXPECT_DOUBLE_EQ(bundled.bytes[k], separate.bytes[k]);
+      }
+    }
   }
 }
 

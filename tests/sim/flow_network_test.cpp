@@ -516,5 +516,156 @@ TEST(FlowNetworkTest, RemovalThatFreesABottleneckIsRefilled) {
   EXPECT_NEAR(comp[1], seconds_to_ns(2), kRoundNs);
 }
 
+// ---- checked bundles: transfers on different routes filled as one flow while they keep equal rates
+
+// Members that would diverge split: m0 alone on link 0 (c), m1 sharing link 1 with X (c/2 each). As one
+// bundle they would freeze together at c/2; the check sees that m0 crosses no link at that share, splits the
+// bundle, and every completion is that of three separate flows.
+TEST(FlowNetworkTest, CheckedBundleWhoseMembersWouldDivergeIsSplit) {
+  const double c = 10 * kGB;
+  const std::vector<Link> links = make_links({c, c});
+  const std::vector<LinkId> r0 = {0}, r1 = {1};
+  for (const bool bundled : {true, false}) {
+    Engine e;
+    FlowNetwork net(e, links);
+    net.set_checked_bundles(bundled);
+    std::vector<TimeNs> member_done;
+    TimeNs x_done = -1;
+    net.start_bundle({&r0, &r1}, 10 * kGB, 0, [&](int n) { member_done.insert(member_done.end(), n, e.now()); });
+    net.start_route(r1, 10 * kGB, 0, [&] { x_done = e.now(); });
+    e.run();
+    ASSERT_EQ(member_done.size(), 2u);
+    // m0: 10 GB at c = 1 s; m1 and X: 10 GB at c/2 = 2 s.
+    EXPECT_NEAR(member_done[0], seconds_to_ns(1), kRoundNs);
+    EXPECT_NEAR(member_done[1], seconds_to_ns(2), kRoundNs);
+    EXPECT_NEAR(x_done, seconds_to_ns(2), kRoundNs);
+    EXPECT_EQ(net.bundles_split(), bundled ? 1u : 0u);
+  }
+}
+
+// A flat all-to-all among 8 GPUs behind one switch (out-link i, in-link 8 + j), skewed so that every
+// destination (dispatch) or source (combine) moves a different amount: the flows into (out of) one GPU,
+// bundled, keep the rate c/7 of the separate flows throughout; nothing splits, the completion times are
+// the separate flows' bit for bit, and the network fills 8 flows instead of 56.
+TEST(FlowNetworkTest, AllToAllBundlesPerGpuMatchSeparateFlowsBitForBit) {
+  const double c = 400 * kGB;
+  const std::vector<Link> links = make_links(std::vector<double>(16, c), LinkClass::NvLink);
+  std::vector<std::vector<LinkId>> route(64);
+  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < 8; ++j) route[static_cast<std::size_t>(i * 8 + j)] = {i, 8 + j};
+  for (const bool by_receiver : {true, false}) {
+    std::vector<TimeNs> times[2];
+    std::uint64_t recomputed[2] = {0, 0};
+    for (const bool bundled : {true, false}) {
+      Engine e;
+      FlowNetwork net(e, links);
+      net.set_checked_bundles(bundled);
+      std::vector<TimeNs>& t = times[bundled ? 1 : 0];
+      t.assign(8, -1);
+      for (int g = 0; g < 8; ++g) {
+        std::vector<const std::vector<LinkId>*> routes;
+        for (int o = 0; o < 8; ++o)
+          if (o != g) routes.push_back(&route[static_cast<std::size_t>(by_receiver ? o * 8 + g : g * 8 + o)]);
+        int left = 7;
+        net.start_bundle(routes, 1e6 * (1 + g), 0, [&t, &e, g, left](int n) mutable {
+          left -= n;
+          if (left == 0) t[static_cast<std::size_t>(g)] = e.now();
+        });
+      }
+      e.run();
+      EXPECT_EQ(net.bundles_split(), 0u);
+      recomputed[bundled ? 1 : 0] = net.flows_recomputed();
+    }
+    EXPECT_EQ(times[0], times[1]);
+    EXPECT_EQ(recomputed[0], 56u);
+    EXPECT_EQ(recomputed[1], 8u);
+    for (int g = 0; g < 8; ++g) EXPECT_NEAR(times[1][static_cast<std::size_t>(g)], std::ceil(1e6 * (1 + g) / (c / 7) * 1e9), kRoundNs);
+  }
+}
+
+// Random bundles on random routes (shared links, links of two capacities so that many members share a rate
+// bound, latencies, bundles started by other bundles' completions), run twice in a row: with checked bundles
+// every member completes at the instant it does as a separate flow, in component and in global recompute;
+// the bundled, the split and the reused-filling paths are exercised.
+TEST(FlowNetworkTest, RandomCheckedBundlesMatchSeparateFlowsBitForBit) {
+  struct Group {
+    std::vector<std::vector<LinkId>> routes;
+    double bytes;
+    TimeNs latency;
+    int chained;
+  };
+  std::uint64_t splits = 0, formed = 0;
+  for (unsigned seed = 1; seed <= 10; ++seed) {
+    std::mt19937_64 rng(seed);
+    const int nlinks = 24;
+    std::vector<double> caps;
+    for (int l = 0; l < nlinks; ++l) caps.push_back((rng() % 4 == 0 ? 200.0 : 100.0) * kGB);
+    const std::vector<Link> links = make_links(caps);
+    std::vector<Group> groups;
+    for (int g = 0; g < 60; ++g) {
+      Group gr;
+      const int k = 1 + static_cast<int>(rng() % 6);
+      const LinkId shared = static_cast<LinkId>(rng() % nlinks);  // e.g. the receiver's link
+      for (int m = 0; m < k; ++m) {
+        std::vector<LinkId> r = {shared};
+        const int extra = static_cast<int>(rng() % 3);
+        for (int h = 0; h < extra; ++h) {
+          const auto l = static_cast<LinkId>(rng() % nlinks);
+          if (std::find(r.begin(), r.end(), l) == r.end()) r.push_back(l);  // a route crosses a link once
+        }
+        gr.routes.push_back(r);
+      }
+      gr.bytes = static_cast<double>(1 + rng() % 100000) * 1e4 / 3.0;
+      gr.latency = static_cast<TimeNs>(rng() % 3) * 500000;
+      gr.chained = g > 0 && rng() % 3 == 0 ? static_cast<int>(rng() % static_cast<unsigned>(g)) : -1;
+      groups.push_back(gr);
+      // bundled when k >= 2 and every member's bound (min capacity on its route) is the same
+      std::vector<double> bounds;
+      for (const auto& r : gr.routes) {
+        double b = 1e300;
+        for (const LinkId l : r) b = std::min(b, caps[static_cast<std::size_t>(l)]);
+        bounds.push_back(b);
+      }
+      // (started once per round)
+      formed += k >= 2 && std::all_of(bounds.begin(), bounds.end(), [&](double b) { return b == bounds[0]; }) ? 2 : 0;
+    }
+    auto run = [&](bool bundled, FlowNetwork::Recompute mode) {
+      Engine e;
+      FlowNetwork net(e, links, mode);
+      net.set_checked_bundles(bundled);
+      std::vector<std::vector<TimeNs>> done(groups.size());
+      std::function<void(int)> launch = [&](int g) {
+        const Group& gr = groups[static_cast<std::size_t>(g)];
+        std::vector<const std::vector<LinkId>*> routes;
+        for (const auto& r : gr.routes) routes.push_back(&r);
+        net.start_bundle(routes, gr.bytes, gr.latency, [&, g](int n) {
+          auto& d = done[static_cast<std::size_t>(g)];
+          d.insert(d.end(), n, e.now());
+          if (d.size() % groups[static_cast<std::size_t>(g)].routes.size() != 0) return;
+          for (int c = 0; c < static_cast<int>(groups.size()); ++c)
+            if (groups[static_cast<std::size_t>(c)].chained == g) launch(c);
+        });
+      };
+      // Twice over: the second round repeats the first round's components (fillings reused from the first).
+      for (int round = 0; round < 2; ++round) {
+        for (int g = 0; g < static_cast<int>(groups.size()); ++g)
+          if (groups[static_cast<std::size_t>(g)].chained < 0) launch(g);
+        e.run();
+      }
+      if (bundled && mode == FlowNetwork::Recompute::Component) splits += net.bundles_split();
+      for (auto& d : done) std::sort(d.begin(), d.end());  // members' times (their order within a bundle is free)
+      return done;
+    };
+    const auto separate = run(false, FlowNetwork::Recompute::Global);
+    for (const auto mode : {FlowNetwork::Recompute::Component, FlowNetwork::Recompute::Global}) {
+      const auto bundled = run(true, mode);
+      ASSERT_EQ(bundled, separate) << "seed " << seed;
+    }
+    for (const auto& d : separate) ASSERT_FALSE(d.empty());
+  }
+  EXPECT_GT(splits, 0u) << "no bundle diverged: the split path was not exercised";
+  EXPECT_LT(splits, formed) << "every bundle split: the bundled path was not exercised";
+}
+
 }  // namespace
 }  // namespace arachne

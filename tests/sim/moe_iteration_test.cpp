@@ -271,3 +271,80 @@ TEST(MoeIteration, ExactShortcutsMatchFullSimulation) {
 
 }  // namespace
 }  // namespace arachne
+
+namespace arachne {
+namespace {
+
+// Checked all-to-all bundles (the flows into or out of one GPU filled as one flow while they keep equal
+// rates, split when they would not; sim/net/flow_network.h) give the unbundled simulation's output bit for
+// bit, with the other shortcuts on and against the full simulation: EP groups inside one node (bundles
+// kept), spanning two nodes over shared NICs (members on NIC and NVLink routes, concurrent DP traffic:
+// splits), flat and hierarchical, EP inside a TP group, and uneven expert placement on mixed GPUs.
+TEST(MoeIteration, BundledAllToAllMatchesUnbundled) {
+  const ModelConfig m = mixtral(1.0, 1.25, 4);
+  struct Case {
+    std::string name;
+    Cluster cluster;
+    Plan plan;
+  };
+  std::vector<Case> cases;
+  for (const auto& [spec, gpus] : {std::pair{"H100:4x8", 32}, std::pair{"H100:4x4", 16}}) {
+    const Cluster c = parse_cluster_spec(spec, GpuCatalog::load_default());
+    Shorthand s;
+    s.pp = 2;
+    s.dp = gpus / 2;
+    s.ep = 8;
+    s.micro_batch = 1;
+    s.global_batch = 4L * s.dp;
+    s.recompute = Recompute::Full;
+    cases.push_back({spec, c, plan_from_shorthand(s, c, m)});
+  }
+  {
+    const Cluster c = parse_cluster_spec("A100-80:1x8", GpuCatalog::load_default());
+    const std::string yaml =
+        "pipelines:\n  - micro_batch: 1\n    micro_batches: 2\n    stages:\n"
+        "      - {layers: [0, 4], groups: [{gpus: \"n0\", tp: 8}], ep: 8, ep_scope: stage}\n";
+    cases.push_back({"ep inside tp", c, parse_plan_yaml_text(yaml, "ep-in-tp.yaml", c)});
+  }
+  {
+    // Four single-GPU pipelines on two H100 and two A100, experts placed 3:3:1:1 (faster GPUs hold more).
+    const Cluster c = parse_cluster_spec("H100:1x2,A100-80:1x2", GpuCatalog::load_default());
+    std::string yaml = "pipelines:\n";
+    for (const char* g : {"n0:0", "n0:1", "n1:0", "n1:1"}) {
+      yaml += "  - micro_batch: 1\n    micro_batches: 2\n    stages:\n";
+      yaml += std::string("      - {layers: [0, 4], groups: [{gpus: \"") + g +
+              "\", tp: 1}], ep: 4, ep_scope: pipelines, experts: [3, 3, 1, 1]}\n";
+    }
+    const Plan p = parse_plan_yaml_text(yaml, "uneven.yaml", c);
+    validate_plan(p, c, m, std::nullopt, "uneven");
+    cases.push_back({"uneven experts, mixed GPUs", c, p});
+  }
+  for (const Case& k : cases) {
+    for (const bool hierarchical : {false, true}) {
+      SCOPED_TRACE(k.name + (hierarchical ? " hierarchical" : " flat"));
+      const Topology topo(k.cluster);
+      SimOptions bundled;
+      bundled.ignore_memory = true;
+      bundled.record_timeline = true;
+      bundled.hierarchical_alltoall = hierarchical;
+      SimOptions unbundled = bundled;
+      unbundled.bundled_alltoall = false;
+      SimOptions full = bundled;
+      full.exact_shortcuts = false;
+      const SimResult a = simulate_iteration(k.cluster, topo, m, k.plan, bundled);
+      const SimResult b = simulate_iteration(k.cluster, topo, m, k.plan, unbundled);
+      const SimResult f = simulate_iteration(k.cluster, topo, m, k.plan, full);
+      ASSERT_GT(a.breakdown.ep_comm, 0);
+      test::expect_same_result(a, b);
+      test::expect_same_result(a, f);
+      ASSERT_EQ(a.timeline.size(), b.timeline.size());  // and in the same order
+      for (std::size_t i = 0; i < a.timeline.size(); ++i) {
+        EXPECT_EQ(a.timeline[i].start_s, b.timeline[i].start_s) << i;
+        EXPECT_EQ(a.timeline[i].name, b.timeline[i].name) << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace arachne
