@@ -1,5 +1,7 @@
 // The `oracle` planner (algorithm in oracle_planner.h).
 #include "planner/oracle/oracle_planner.h"
+#include "planner/oracle/ep_variants.h"
+#include "planner/oracle/exhaustive_search.h"
 
 #include <algorithm>
 #include <chrono>
@@ -36,12 +38,12 @@ using Clock = std::chrono::steady_clock;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr long kMaxPipeShapes = 20000;   // enumeration caps (large clusters); search_complete = false when hit
 constexpr long kMaxStructures = 60000;
-constexpr long kMaxCandidates = 200000;  // ranked candidates kept for simulation
-// Exhaustive contiguous partitions (<= 8 GPUs) of a pipeline shape only while there are at most this many
-// (C(layers-1, stages-1): 8 layers in 4 stages are 35, 24 layers in 3 stages 253, in 8 stages 245,157); beyond it the shape
-// keeps its exact min-max partition and the search reports itself incomplete. Without the cap a 24-layer
-// model on 8 GPUs priced every partition of every shape and needed > 20 GB.
-constexpr double kMaxPartitionsPerShape = 256;
+constexpr long kMaxCandidates = 200000;
+// The complete search (phase 3) runs on clusters of at most this many GPUs; above, the oracle is a
+// best-effort search (search_complete false).
+constexpr int kCompleteSearchMaxGpus = 16;
+// Heuristic simulations before the complete search (its incumbent), at most a quarter of the budget.
+constexpr long kHeuristicSimulationsBeforeExhaustive = 200;  // ranked candidates kept for simulation
 
 const Recompute kRecompute[3] = {Recompute::None, Recompute::Selective, Recompute::Full};
 
@@ -94,8 +96,8 @@ struct ShapeEval {
 
 class Oracle {
  public:
-  Oracle(const PlanRequest& req, long global, OraclePlanner::Stats& stats, bool seed)
-      : req_(req), cluster_(*req.cluster), model_(*req.model), global_(global), stats_(stats), prof_(cluster_, model_),
+  Oracle(const PlanRequest& req, long global, OraclePlanner::Stats& stats, bool seed, int threads)
+      : threads_(threads), req_(req), cluster_(*req.cluster), model_(*req.model), global_(global), stats_(stats), prof_(cluster_, model_),
         eval_(req), seed_(seed) {
     for (const TypeInventory& inv : type_inventory(cluster_)) {
       TypeInfo t;
@@ -114,6 +116,7 @@ class Oracle {
   PlanResult run();
 
  private:
+  int threads_;
   const PlanRequest& req_;
   const Cluster& cluster_;
   const ModelConfig& model_;
@@ -145,34 +148,6 @@ class Oracle {
   };
   std::map<std::tuple<int, int, int, int>, Prefix> prefix_;
   std::map<std::tuple<int, int, int>, ShapeEval> shape_cache_;  // (pipe shape, mb, rc)
-  // Every other feasible contiguous partition of a shape (<= 8 GPUs): (partition index, evaluation).
-  std::map<std::tuple<int, int, int>, std::vector<std::pair<int, ShapeEval>>> alt_cache_;
-  const std::vector<std::pair<int, ShapeEval>>& alternatives(int ps, int mb, int rc) {
-    const auto key = std::make_tuple(ps, mb, rc);
-    auto it = alt_cache_.find(key);
-    if (it != alt_cache_.end()) return it->second;
-    std::vector<std::pair<int, ShapeEval>> out;
-    const int S = static_cast<int>(pipe_shapes_[ps].stages.size());
-    double count = 1;  // C(L-1, S-1)
-    for (int i = 1; i < S; ++i) count = count * (L_ - i) / i;
-    if (S >= 2 && count > kMaxPartitionsPerShape) capped_ = true;
-    if (S >= 2 && count <= kMaxPartitionsPerShape) {
-      const auto& parts = all_partitions(S);
-      const std::vector<int> opt = shape_eval(ps, mb, rc).bounds;
-      for (int k = 0; k < static_cast<int>(parts.size()); ++k) {
-        if (parts[k] == opt) continue;
-        ShapeEval alt = eval_bounds(ps, mb, rc, parts[k]);
-        if (!alt.feasible) continue;
-        // Only the summary is kept (build() re-derives the bounds from the index).
-        alt.bounds = {};
-        alt.stage_t = {};
-        out.emplace_back(k, std::move(alt));
-      }
-      std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second.sum_t < b.second.sum_t; });
-    }
-    return alt_cache_.emplace(key, std::move(out)).first->second;
-  }
-
   const Prefix& prefix(int type, int tp, int mb, int rc) {
     const auto key = std::make_tuple(type, tp, mb, rc);
     auto it = prefix_.find(key);
@@ -336,7 +311,10 @@ class Oracle {
   bool place(const Structure& s, int policy, std::vector<std::vector<std::vector<std::vector<GpuId>>>>& out) const;
   void simulate(Plan plan, int rc, bool escalate);
   void phase1();
+  void phase2(long cap);
+  void phase3();
   void seed_from_baselines();
+  bool complete_ = false;
   bool out_of_budget() {
     if (eval_.exhausted()) {
       budget_cut_ = true;
@@ -353,40 +331,15 @@ class Oracle {
     int mb = 1;
     int rc = 0;
     int split = 0;        // 0 greedy min-max, 1 proportional to speed
-    int part_shape = -1;  // pipe shape whose partition is overridden (exhaustive partitions), -1 none
-    int part_index = 0;
   };
   std::vector<Candidate> cands_;
   long priced_ = 0;
   bool dropped_ = false;  // some priced candidate fell outside the kept set
-  std::map<int, std::vector<std::vector<int>>> all_parts_;  // stages -> every contiguous partition
-  const std::vector<std::vector<int>>& all_partitions(int S) {
-    auto it = all_parts_.find(S);
-    if (it != all_parts_.end()) return it->second;
-    std::vector<std::vector<int>> out;
-    std::vector<int> b(S + 1, 0);
-    b[S] = L_;
-    // Recursive enumeration of cut points 0 < b1 < ... < b_{S-1} < L.
-    std::function<void(int, int)> rec = [&](int j, int lo) {
-      if (j == S) {
-        out.push_back(b);
-        return;
-      }
-      for (int c = lo; c <= L_ - (S - j); ++c) {
-        b[j] = c;
-        rec(j + 1, c + 1);
-      }
-    };
-    if (S == 1) out.push_back({0, L_});
-    else if (S <= L_) rec(1, 1);
-    return all_parts_.emplace(S, std::move(out)).first->second;
-  }
 
   std::vector<int> split(const Structure& s, const std::vector<const ShapeEval*>& evs, int mb, int kind, double p2p,
                          double* predicted) const;
   double p2p_time(const Structure& s, int mb) const;
   Plan build(const Candidate& c);
-  std::vector<Plan> ep_variants(const Plan& base) const;
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -645,7 +598,6 @@ void Oracle::price_and_rank() {
     if (a.predicted != b.predicted) return a.predicted < b.predicted;
     return a.seq < b.seq;
   };
-  const bool small = cluster_.total_gpus() <= 8;
   long seq = 0;
   // Only the best `keep` predicted candidates can be simulated within the remaining evaluation budget (each
   // distinct plan costs at least one evaluation; the margin absorbs duplicates and EP variants).
@@ -666,9 +618,7 @@ void Oracle::price_and_rank() {
   std::vector<int> mbs;
   for (const int mb : {1, 2, 4, 8})
     if (global_ % mb == 0) mbs.push_back(mb);
-  // Two passes: every structure at its min-max partitions first (a tight bound for the kept set early), then,
-  // on <= 8 GPUs, every other contiguous partition, pruned by lower bounds against that set.
-  for (int pass = 0; pass < (small ? 2 : 1) && !capped_wall; ++pass)
+  // Every structure at its min-max partitions (phase 3 covers every other partition).
   for (int si = 0; si < static_cast<int>(structures_.size()); ++si) {
     const Structure& s = structures_[si];
     const int P = static_cast<int>(s.pipes.size());
@@ -705,30 +655,29 @@ void Oracle::price_and_rank() {
         if (all) rc = r;
       }
       if (rc < 0) {
-        if (pass == 0) ++predicted_oom_;
+        ++predicted_oom_;
         continue;
       }
       const double p2p = p2p_time(s, mb);
       std::vector<const ShapeEval*> evs;
       for (const int ps : s.pipes) evs.push_back(&shape_eval(ps, mb, rc));
-      // Lower bound (every pipeline takes >= 1 micro-batch; some pipeline takes >= ceil(M / P)).
+      // A floor of the prediction (every pipeline takes >= 1 micro-batch, some >= ceil(M / P)): it only decides
+      // what phase 2 keeps; phase 3 prunes with lower_bound.h alone.
       const long per = (global_ / mb + P - 1) / P;
-      if (pass == 0) {
-        double lb1 = 0, lb2 = kInf;
-        for (int i = 0; i < P; ++i) {
-          lb1 = std::max(lb1, pipe_time(*evs[i], 1, p2p));
-          lb2 = std::min(lb2, pipe_time(*evs[i], static_cast<int>(per), p2p));
-        }
-        if (hopeless(std::max(lb1, lb2))) {
-          dropped_ = true;
-          continue;
-        }
+      double lb1 = 0, lb2 = kInf;
+      for (int i = 0; i < P; ++i) {
+        lb1 = std::max(lb1, pipe_time(*evs[i], 1, p2p));
+        lb2 = std::min(lb2, pipe_time(*evs[i], static_cast<int>(per), p2p));
+      }
+      if (hopeless(std::max(lb1, lb2))) {
+        dropped_ = true;
+        continue;
       }
       const PlacementInfo& placed = ensure_placed();
       if (placed.state == 2) break;
       const bool multi_node = placed.multi_node;
       const std::vector<int>& policies = placed.policies;
-      auto push = [&](int split_kind, int part_shape, int part_index, double pred) {
+      auto push = [&](int split_kind, double pred) {
         for (const int pol : policies) {
           Candidate c;
           c.predicted = pred;
@@ -737,8 +686,6 @@ void Oracle::price_and_rank() {
           c.mb = mb;
           c.rc = rc;
           c.split = split_kind;
-          c.part_shape = part_shape;
-          c.part_index = part_index;
           c.seq = seq++;
           ++priced_;
           if (static_cast<long>(heap.size()) < keep) {
@@ -752,37 +699,11 @@ void Oracle::price_and_rank() {
           }
         }
       };
-      if (pass == 0) {
-        double pred0 = 0, pred1 = 0;
-        const std::vector<int> m0 = split(s, evs, mb, 0, p2p, &pred0);
-        push(0, -1, 0, pred0 + dp_term(s, evs, multi_node));
-        const std::vector<int> m1 = split(s, evs, mb, 1, p2p, &pred1);
-        if (m1 != m0) push(1, -1, 0, pred1 + dp_term(s, evs, multi_node));
-      } else {
-        // <= 8 GPUs: every contiguous partition of each distinct shape (the others at their min-max optimum).
-        for (const int ps : distinct) {
-          // Lower bound from the other pipelines: each takes >= 1 micro-batch.
-          double lb_others = 0;
-          for (int i = 0; i < P; ++i)
-            if (s.pipes[i] != ps) lb_others = std::max(lb_others, pipe_time(*evs[i], 1, p2p));
-          if (hopeless(lb_others)) continue;
-          for (const auto& [k, alt] : alternatives(ps, mb, rc)) {
-            // Sorted by sum of stage times: a pipeline of this shape takes >= 1 micro-batch, so its time is
-            // >= sum_t + p2p; once that cannot enter the kept set, no later partition can.
-            if (hopeless(std::max(lb_others, pipe_time(alt, 1, p2p)))) break;
-            double lb_share = kInf;
-            for (int i = 0; i < P; ++i)
-              lb_share = std::min(lb_share, pipe_time(s.pipes[i] == ps ? alt : *evs[i], static_cast<int>(per), p2p));
-            if (hopeless(lb_share)) continue;
-            std::vector<const ShapeEval*> evs2 = evs;
-            for (int i = 0; i < P; ++i)
-              if (s.pipes[i] == ps) evs2[i] = &alt;
-            double pred = 0;
-            split(s, evs2, mb, 0, p2p, &pred);
-            push(0, ps, k, pred + dp_term(s, evs2, multi_node));
-          }
-        }
-      }
+      double pred0 = 0, pred1 = 0;
+      const std::vector<int> m0 = split(s, evs, mb, 0, p2p, &pred0);
+      push(0, pred0 + dp_term(s, evs, multi_node));
+      const std::vector<int> m1 = split(s, evs, mb, 1, p2p, &pred1);
+      if (m1 != m0) push(1, pred1 + dp_term(s, evs, multi_node));
     }
     if (req_.budget_wall_s > 0 && eval_.elapsed_s() >= req_.budget_wall_s) {
       capped_ = capped_wall = true;  // the wall budget ran out while pricing
@@ -806,8 +727,7 @@ Plan Oracle::build(const Candidate& c) {
   std::vector<const ShapeEval*> ptrs;
   for (int i = 0; i < P; ++i) {
     const int ps = s.pipes[i];
-    if (ps == c.part_shape) evs.push_back(eval_bounds(ps, c.mb, c.rc, all_partitions(static_cast<int>(pipe_shapes_[ps].stages.size()))[c.part_index]));  // same as alternatives()
-    else evs.push_back(shape_eval(ps, c.mb, c.rc));
+    evs.push_back(shape_eval(ps, c.mb, c.rc));
   }
   for (const ShapeEval& e : evs) ptrs.push_back(&e);
   double pred = 0;
@@ -842,69 +762,6 @@ Plan Oracle::build(const Candidate& c) {
     specs.push_back(std::move(p));
   }
   return build_plan(specs, cluster_, kRecompute[c.rc]);
-}
-
-// EP variants of a plan of an MoE model (the profiler cannot tell them apart: it prices the activated dense
-// FFN): ep_scope pipelines with every divisor e > 1 of the experts that the data parallelism of identical
-// consecutive pipelines admits (blocks of e pipelines with equal layer ranges, Megatron-Core), largest first;
-// ep_scope stage with every divisor e > 1 of the experts dividing a stage's GPUs; finally ep = 1.
-std::vector<Plan> Oracle::ep_variants(const Plan& base) const {
-  std::vector<Plan> out;
-  if (!model_.moe) {
-    out.push_back(base);
-    return out;
-  }
-  const int np = static_cast<int>(base.pipelines.size());
-  const std::vector<int> de = divisors(model_.moe->experts);
-  auto blocks_ok = [&](int e) {
-    if (np % e != 0) return false;
-    for (int first = 0; first < np; first += e)
-      for (int q = first + 1; q < first + e; ++q) {
-        // Megatron-Core's EP ranks are data-parallel replicas: identical pipelines (same micro-batches, same
-        // layers, same TP groups shape). Validation only asks for equal layers, but the all-to-all pairs the
-        // ranks micro-batch by micro-batch, so unequal replicas cannot exchange tokens in step.
-        const Pipeline& pa = base.pipelines[first];
-        const Pipeline& pb = base.pipelines[q];
-        if (pa.micro_batch != pb.micro_batch || pa.micro_batches != pb.micro_batches) return false;
-        const auto& a = pa.stages;
-        const auto& b = pb.stages;
-        if (a.size() != b.size()) return false;
-        for (size_t j = 0; j < a.size(); ++j) {
-          if (a[j].layer_begin != b[j].layer_begin || a[j].layer_end != b[j].layer_end) return false;
-          if (a[j].groups.size() != b[j].groups.size()) return false;
-          for (size_t k = 0; k < a[j].groups.size(); ++k)
-            if (a[j].groups[k].tp != b[j].groups[k].tp || a[j].groups[k].share != b[j].groups[k].share) return false;
-        }
-      }
-    return true;
-  };
-  for (auto it = de.rbegin(); it != de.rend(); ++it) {
-    if (*it <= 1 || !blocks_ok(*it)) continue;
-    Plan p = base;
-    for (Pipeline& pl : p.pipelines)
-      for (Stage& st : pl.stages) {
-        st.ep = *it;
-        st.ep_scope = EpScope::Pipelines;
-      }
-    out.push_back(std::move(p));
-  }
-  for (auto it = de.rbegin(); it != de.rend(); ++it) {
-    if (*it <= 1) continue;
-    Plan p = base;
-    bool any = false;
-    for (Pipeline& pl : p.pipelines)
-      for (Stage& st : pl.stages) {
-        int gpus = 0;
-        for (const TpGroup& g : st.groups) gpus += static_cast<int>(g.gpus.size());
-        if (gpus % *it != 0) continue;
-        st.ep = *it;
-        st.ep_scope = EpScope::Stage;
-        any = true;
-      }
-    if (any) out.push_back(std::move(p));
-  }
-  out.push_back(base);
-  return out;
 }
 
 // Simulates a plan (once per distinct plan); out of memory: the next recompute level when `escalate`.
@@ -1029,35 +886,68 @@ void Oracle::seed_from_baselines() {
     }
 }
 
-PlanResult Oracle::run() {
-  PlanResult result;
-  if (seed_) seed_from_baselines();
-  if (!budget_cut_) phase1();
-  if (!budget_cut_) {
-    enumerate();
-    price_and_rank();
-    stats_.candidates += priced_;
-    for (const Candidate& c : cands_) {
-      if (out_of_budget()) break;
-      for (Plan& p : ep_variants(build(c))) {
-        simulate(std::move(p), c.rc, true);
-        if (budget_cut_) break;
-      }
+// Phase 2 (heuristic): the predicted-best candidates, simulated in ascending predicted time, at most `cap`
+// simulations (the budget when no complete search follows).
+void Oracle::phase2(long cap) {
+  enumerate();
+  price_and_rank();
+  stats_.candidates += priced_;
+  const long until = eval_.evaluations() + cap;
+  for (const Candidate& c : cands_) {
+    if (out_of_budget() || eval_.evaluations() >= until) break;
+    for (Plan& p : ep_variants(build(c), model_)) {
+      simulate(std::move(p), c.rc, true);
       if (budget_cut_) break;
     }
+    if (budget_cut_) break;
   }
+}
+
+// Phase 3: branch and bound over the declared space from the best plan so far (exhaustive_search.h).
+void Oracle::phase3() {
+  Incumbent inc;
+  inc.plan = best_;
+  inc.time_s = best_time_;
+  ExhaustiveLimits lim;
+  lim.max_simulations = std::max(0L, req_.budget_evaluations - eval_.evaluations());
+  if (req_.budget_wall_s > 0) lim.wall_s = std::max(1e-9, req_.budget_wall_s - eval_.elapsed_s());
+  lim.threads = threads_;
+  const ExhaustiveStats st = exhaustive_search(req_, global_, lim, inc);
+  eval_.charge(st.simulated);
+  stats_.structures += st.structures;
+  stats_.candidates += st.candidates;
+  stats_.pruned_by_bound = st.pruned_by_bound;
+  stats_.proven_oom = st.proven_oom;
+  stats_.exhaustive_simulated = st.simulated;
+  stats_.incomplete_reason = st.incomplete_reason;
+  complete_ = st.complete;
+  if (inc.plan && inc.time_s < best_time_) {
+    best_ = inc.plan;
+    best_time_ = inc.time_s;
+  }
+}
+
+PlanResult Oracle::run() {
+  PlanResult result;
+  const bool exhaustive = cluster_.total_gpus() <= kCompleteSearchMaxGpus;
+  if (seed_) seed_from_baselines();
+  if (!budget_cut_) phase1();
+  const long left = std::max(0L, req_.budget_evaluations - eval_.evaluations());
+  if (!budget_cut_) phase2(exhaustive ? std::min(left / 4, kHeuristicSimulationsBeforeExhaustive) : left);
+  if (!budget_cut_ && exhaustive) phase3();
+  if (!exhaustive) stats_.incomplete_reason = "more than " + std::to_string(kCompleteSearchMaxGpus) + " GPUs: best found";
+  else if (budget_cut_) stats_.incomplete_reason = "simulation budget spent before the complete search";
   stats_.simulated = eval_.evaluations();
   result.evaluations = eval_.evaluations();
-  result.search_complete = !budget_cut_ && !capped_ && !dropped_;
+  result.search_complete = exhaustive && complete_ && !budget_cut_;
   if (!best_) {
     const std::string what = std::to_string(cluster_.total_gpus()) + " GPUs";
-    if (budget_cut_)
-      result.reason = "budget exhausted after " + std::to_string(result.evaluations) + " evaluations before a plan of " +
-                      model_.name + " on the " + what + " fit in memory";
-    else if (oom_ > 0 || predicted_oom_ > 0)
+    if (!result.search_complete)
+      result.reason = "no plan of " + model_.name + " on the " + what + " found (" + stats_.incomplete_reason + ")";
+    else if (oom_ > 0 || predicted_oom_ > 0 || stats_.proven_oom > 0)
       result.reason = "no plan of " + model_.name + " on the " + what + " fits in memory (" + std::to_string(oom_) +
-                      " plans simulated out of memory, " + std::to_string(predicted_oom_) +
-                      " structures out of memory by the profiler even with full recomputation)";
+                      " plans simulated out of memory, " + std::to_string(stats_.proven_oom) +
+                      " candidates proven out of memory)";
     else
       result.reason = "no valid plan structure of " + model_.name + " on the " + what +
                       (last_invalid_.empty() ? std::string() : " (last: " + last_invalid_ + ")");
@@ -1081,7 +971,7 @@ PlanResult OraclePlanner::plan(const PlanRequest& request) {
     r.reason = *problem;
   } else {
     if (!request.topo) throw std::invalid_argument("oracle: request without topology");
-    Oracle o(request, global, stats_, seed_);
+    Oracle o(request, global, stats_, seed_, threads_ > 0 ? threads_ : default_oracle_threads());
     r = o.run();
   }
   r.planning_time_s = std::chrono::duration<double>(Clock::now() - start).count();

@@ -42,8 +42,10 @@ double exposed_collective_s(double call_s, const OpCost& beside, const GpuSpec& 
   return std::max(call_s, kernel_s + call_s * k / (1.0 + k)) - kernel_s;
 }
 
-PassCost make_pass(const std::vector<OpCost>& ops, const std::vector<TpCollectives>& calls, const Worker& w,
-                   const Cluster& cluster, const ModelConfig& model) {
+}  // namespace
+
+PassCost price_pass(const std::vector<OpCost>& ops, const std::vector<TpCollectives>& calls, const Worker& w,
+                    const Cluster& cluster, const ModelConfig& model) {
   PassCost pc;
   const GpuSpec& gpu = cluster.gpu_spec(w.gpus.front());
   pc.compute_s = ops_time_s(ops, gpu, model.dtype);
@@ -64,6 +66,12 @@ PassCost make_pass(const std::vector<OpCost>& ops, const std::vector<TpCollectiv
   }
   return pc;
 }
+
+double optimizer_step_s(double params, const GpuSpec& gpu, const ModelConfig& model) {
+  return op_time_s(OpCost{OpClass::Memory, 0.0, params * adam_step_bytes_per_param(model)}, gpu, model.dtype);
+}
+
+namespace {
 
 // Sample interval [lo, hi) of group g of a stage, as fractions of the micro-batch.
 std::pair<double, double> share_interval(const Stage& st, int g) {
@@ -220,8 +228,8 @@ StageWork build_stage_work(const Cluster& cluster, const Topology& topo, const M
           bwd.insert(bwd.end(), eb.begin(), eb.end());
         }
         cc.embedding_grad_ready_s = t;
-        cc.forward = make_pass(fwd, tp_fwd, w, cluster, model);
-        cc.backward = make_pass(bwd, tp_bwd, w, cluster, model);
+        cc.forward = price_pass(fwd, tp_fwd, w, cluster, model);
+        cc.backward = price_pass(bwd, tp_bwd, w, cluster, model);
         if (cc.ep > 1) {
           // Dense kernels per segment; the routed experts run between each MoE layer's all-to-alls.
           auto time = [&](const std::vector<OpCost>& ops) { return ops_time_s(ops, gpu, model.dtype); };
@@ -368,8 +376,7 @@ StageWork build_stage_work(const Cluster& cluster, const Topology& topo, const M
       params += cc.params_per_rank;
     }
     const double opt_params = plan.zero1 ? params / w.dp_degree : params;
-    w.optimizer_s = op_time_s(OpCost{OpClass::Memory, 0.0, opt_params * adam_step_bytes_per_param(model)},
-                              cluster.gpu_spec(w.gpus.front()), model.dtype);
+    w.optimizer_s = optimizer_step_s(opt_params, cluster.gpu_spec(w.gpus.front()), model);
   }
   return sw;
 }

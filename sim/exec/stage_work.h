@@ -91,6 +91,13 @@ struct StageWork {
   double model_flops = 0;           // model FLOPs per iteration (forward + backward, no recompute)
 };
 
+// How build_stage_work prices one pass of TP group `w` (its GPU type, tp and whether it sits in one node):
+// the kernels `ops` and the TP collectives `calls`. Read-only; planners use it to bound simulated times.
+PassCost price_pass(const std::vector<OpCost>& ops, const std::vector<TpCollectives>& calls, const Worker& w,
+                    const Cluster& cluster, const ModelConfig& model);
+// Seconds of the mixed-precision Adam step over `params` parameters on one GPU (as build_stage_work prices it).
+double optimizer_step_s(double params, const GpuSpec& gpu, const ModelConfig& model);
+
 StageWork build_stage_work(const Cluster& cluster, const Topology& topo, const ModelConfig& model,
                            const Plan& plan);
 

@@ -1,15 +1,18 @@
-// Tests of the `oracle` planner: on small clusters (node sizes 1, 2, 4, 8; homogeneous and mixed) its plan is
-// at least as fast in the simulator as the megatron baseline's and as every Megatron shorthand plan a brute
-// force over (tp, pp, dp, micro-batch) builds; on a cluster small enough for the whole space it reports a
-// complete search and beats hand-built plans of other forms (Metis-like stage-level DP, AMP-like uneven
-// splits); a budget of one evaluation leaves the search incomplete; it is deterministic; MoE models get a
-// valid EP plan; an impossible model gets no plan and a reason.
+// Tests of the `oracle` planner. Where it says its search is complete (the issue's 4-GPU mixed cluster) it is
+// not beaten: its plan is at least as fast as a hand-made plan outside its old space (four one-GPU pipelines
+// with their own micro-batch sizes), as 2,000 random plans of tests/planner/random_plans.h, and as
+// every baseline's plan at several budgets with either cost model - all without phase-0 seeds. Its result is
+// identical on 1 and 3 threads. On 8-GPU clusters it is not slower than megatron and the Megatron grid; a
+// budget of one evaluation, a wall cap or a cluster above the complete-search size leave it incomplete; MoE
+// models get a valid EP plan; an impossible model gets no plan and a reason.
 #include <gtest/gtest.h>
 
+#include "tests/planner/random_plans.h"
 #include "tests/sim/test_support.h"
 
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -89,7 +92,9 @@ void check_not_worse(const std::string& spec, long budget) {
   const Topology t(c);
   const ModelConfig m = tiny_model();
   OraclePlanner oracle;
-  const PlanResult r = oracle.plan(request_for(c, t, m, budget));
+  PlanRequest req = request_for(c, t, m, budget);
+  req.budget_wall_s = 3;  // the complete search of 8 GPUs takes longer; megatron's grid is simulated first
+  const PlanResult r = oracle.plan(req);
   ASSERT_TRUE(r.plan) << spec << ": " << r.reason;
   std::printf("[oracle] %s: %ld structures, %ld candidates priced, %ld simulations, %.3f s, complete=%d\n", spec.c_str(),
               oracle.stats().structures, oracle.stats().candidates, r.evaluations, r.planning_time_s,
@@ -119,47 +124,124 @@ void check_not_worse(const std::string& spec, long budget) {
 }
 
 TEST(OraclePlanner, NotWorseThanMegatronOnOneNodeOfEight) { check_not_worse("A100-80:1x8", 600); }
-TEST(OraclePlanner, NotWorseThanMegatronOnTwoNodesOfFour) { check_not_worse("A100-80:2x4", 600); }
-TEST(OraclePlanner, NotWorseThanMegatronOnFourNodesOfTwo) { check_not_worse("A100-80:4x2", 600); }
-TEST(OraclePlanner, NotWorseThanMegatronOnEightNodesOfOne) { check_not_worse("V100-32:8x1", 600); }
 TEST(OraclePlanner, NotWorseThanMegatronOnMixedA100V100) { check_not_worse("A100-80:1x4,V100-32:1x4", 600); }
 TEST(OraclePlanner, NotWorseThanMegatronOnMixedA100T4) { check_not_worse("A100-80:1x2,T4:2x1", 600); }
 
-// Three GPUs of two types: the whole space is simulated (search_complete), so the plan is at least as fast as
-// hand-built plans of the baselines' other forms that lie in it: AMP-like uneven splits over a heterogeneous
-// pipeline, a Metis-like stage whose two T4 TP groups split the micro-batch, and a single-type subset.
-TEST(OraclePlanner, ExhaustiveOnThreeGpusBeatsHandBuiltPlansOfOtherForms) {
-  const Cluster c = parse_cluster_spec("A100-80:1x2,T4:2x1", GpuCatalog::load_default());
+// The issue's cluster and model: two A100-80 in one node, two V100-32 in another, the 8-layer GPT, 32
+// samples. The complete search runs without phase-0 seeds (the oracle stands on its own enumeration).
+struct IssueCase {
+  Cluster c = parse_cluster_spec("A100-80:1x2,V100-32:1x2", GpuCatalog::load_default());
+  Topology t{c};
+  ModelConfig m = test::small_gpt_model(32);
+  PlanResult r;
+  OraclePlanner::Stats stats;
+  static const IssueCase& get() {
+    static const IssueCase k = [] {
+      IssueCase x;
+      OraclePlanner o(false, 2);
+      x.r = o.plan(request_for(x.c, x.t, x.m, 1000000));
+      x.stats = o.stats();
+      std::printf("[oracle] issue case: %.5f s, complete=%d, %ld simulations, %ld pruned by bound, %ld proven OOM, %.1f s\n",
+                  x.r.predicted_iteration_time_s, static_cast<int>(x.r.search_complete), x.r.evaluations,
+                  x.stats.pruned_by_bound, x.stats.proven_oom, x.r.planning_time_s);
+      return x;
+    }();
+    return k;
+  }
+};
+
+TEST(OraclePlanner, CompleteOnTheIssueClusterAndNotSlowerThanTheHandPlan) {
+  const IssueCase& k = IssueCase::get();
+  ASSERT_TRUE(k.r.plan) << k.r.reason;
+  EXPECT_TRUE(k.r.search_complete) << k.stats.incomplete_reason;
+  EXPECT_NO_THROW(validate_plan(*k.r.plan, k.c, k.m, k.m.global_batch, "oracle"));
+  const std::optional<double> sim = simulate_on(k.c, k.t, k.m, *k.r.plan);
+  ASSERT_TRUE(sim);
+  EXPECT_EQ(*sim, k.r.predicted_iteration_time_s);  // the prediction is the simulated time
+  // The hand plan: one pipeline per GPU, 11 samples on each A100 and 5 on each V100, one micro-batch each.
+  std::vector<PipelineSpec> hand;
+  for (int node = 0; node < 2; ++node)
+    for (int local = 0; local < 2; ++local) {
+      const int mb = node == 0 ? 11 : 5;
+      hand.push_back({mb, 1, {{0, k.m.layers, {{{k.c.gpu_id(node, local)}, 1, 1.0}}}}});
+    }
+  const Plan hp = build_plan(hand, k.c, Recompute::None);
+  ASSERT_NO_THROW(validate_plan(hp, k.c, k.m, k.m.global_batch, "hand"));
+  const std::optional<double> hand_time = simulate_on(k.c, k.t, k.m, hp);
+  ASSERT_TRUE(hand_time);
+  EXPECT_LE(k.r.predicted_iteration_time_s, *hand_time) << plan_to_yaml(*k.r.plan, k.c);
+  std::printf("[oracle] hand plan %.5f s, oracle %.5f s:\n%s", *hand_time, k.r.predicted_iteration_time_s,
+              plan_to_yaml(*k.r.plan, k.c).c_str());
+}
+
+// 2,000 valid plans that fit in memory, drawn by tests/planner/random_plans.h independently of the oracle's
+// enumeration (any GPUs of a node, pipelines, stages, TP, integer shares, micro-batch sizes and counts,
+// recompute, ZeRO-1, idle GPUs): none is faster.
+TEST(OraclePlanner, RandomPlansNeverBeatTheCompleteSearch) {
+  const IssueCase& k = IssueCase::get();
+  ASSERT_TRUE(k.r.plan && k.r.search_complete);
+  const test::FittingDraws d = test::draw_fitting_plans(k.c, k.t, k.m, k.m.global_batch, 2000, 7, 200000);
+  ASSERT_EQ(d.plans.size(), 2000u);
+  double closest = 1e30;
+  for (const test::SimulatedPlan& p : d.plans) {
+    closest = std::min(closest, p.result.iteration_time_s);
+    EXPECT_LE(k.r.predicted_iteration_time_s, p.result.iteration_time_s) << plan_to_yaml(p.plan, k.c);
+  }
+  std::printf("[oracle] fastest of 2000 random plans %.5f s (oracle %.5f s, %d drawn)\n", closest,
+              k.r.predicted_iteration_time_s, d.attempts);
+}
+
+// Every baseline, with its own cost model and with the simulator as cost model, at several budgets.
+TEST(OraclePlanner, NoBaselineBeatsTheCompleteSearch) {
+  const IssueCase& k = IssueCase::get();
+  ASSERT_TRUE(k.r.plan && k.r.search_complete);
+  for (const std::string name : {"megatron", "amp", "metis", "flashflex", "sailor"}) {
+    int plans = 0;
+    for (const CostModel cm : {CostModel::Own, CostModel::Simulator})
+      for (const long budget : {30L, 300L, 2000L}) {
+        PlanRequest req = request_for(k.c, k.t, k.m, budget);
+        req.cost_model = cm;
+        const PlanResult b = make_planner(name)->plan(req);
+        if (!b.plan) continue;  // e.g. a budget of 30 simulations that finds nothing in memory
+        ++plans;
+        const std::optional<double> time = simulate_on(k.c, k.t, k.m, *b.plan);
+        if (!time) continue;    // a baseline's own cost model may choose a plan that does not fit
+        std::printf("[oracle] %s %s budget %ld: %.5f s\n", name.c_str(), cm == CostModel::Own ? "own" : "simulator",
+                    budget, *time);
+        EXPECT_LE(k.r.predicted_iteration_time_s, *time) << name << " budget " << budget;
+      }
+    EXPECT_GE(plans, 3) << name << " returned almost no plans: the comparison would be empty";
+  }
+}
+
+// Identical plan, time and counts on 1 and 3 threads (batches of fixed composition, merged in order).
+TEST(OraclePlanner, SameResultOnOneAndThreeThreads) {
+  const Cluster c = parse_cluster_spec("A100-80:1x2,T4:1x1", GpuCatalog::load_default());
+  const Topology t(c);
+  const ModelConfig m = test::small_gpt_model(12);
+  OraclePlanner o1(false, 1), o3(false, 3);
+  const PlanResult a = o1.plan(request_for(c, t, m, 1000000));
+  const PlanResult b = o3.plan(request_for(c, t, m, 1000000));
+  ASSERT_TRUE(a.plan && b.plan);
+  EXPECT_TRUE(a.search_complete);
+  EXPECT_EQ(plan_to_yaml(*a.plan, c), plan_to_yaml(*b.plan, c));
+  EXPECT_EQ(a.predicted_iteration_time_s, b.predicted_iteration_time_s);
+  EXPECT_EQ(a.evaluations, b.evaluations);
+  EXPECT_EQ(o1.stats().pruned_by_bound, o3.stats().pruned_by_bound);
+}
+
+// Above the complete-search size the oracle is a best-effort search.
+TEST(OraclePlanner, AboveSixteenGpusItIsBestFound) {
+  const Cluster c = parse_cluster_spec("A100-80:5x4", GpuCatalog::load_default());
   const Topology t(c);
   const ModelConfig m = tiny_model();
-  OraclePlanner oracle;
-  const PlanResult r = oracle.plan(request_for(c, t, m, 20000));
+  OraclePlanner o(false);
+  const PlanResult r = o.plan(request_for(c, t, m, 40));
   ASSERT_TRUE(r.plan) << r.reason;
-  EXPECT_TRUE(r.search_complete);
-  std::printf("[oracle] exhaustive %s: %ld structures, %ld simulations, %.3f s\n", c.source.c_str(), oracle.stats().structures,
-              r.evaluations, r.planning_time_s);
-  const GpuId a0 = c.gpu_id(0, 0), a1 = c.gpu_id(0, 1), t1 = c.gpu_id(1, 0), t2 = c.gpu_id(2, 0);
-  std::vector<Plan> hand;
-  for (const int mb : {1, 2, 4, 8})
-    for (int cut = 1; cut < m.layers; ++cut) {
-      // AMP-like: one pipeline A100 (tp 2) -> T4, uneven split.
-      PipelineSpec amp{mb, static_cast<int>(m.global_batch / mb), {{0, cut, {{{a0, a1}, 2, 1.0}}}, {cut, m.layers, {{{t1}, 1, 1.0}}}}};
-      hand.push_back(build_plan({amp}, c, Recompute::None));
-      // Metis-like: stage 0 on one A100, stage 1 = two T4 TP groups sharing the micro-batch evenly.
-      PipelineSpec metis{mb, static_cast<int>(m.global_batch / mb),
-                         {{0, cut, {{{a0}, 1, 1.0}}}, {cut, m.layers, {{{t1}, 1, 0.5}, {{t2}, 1, 0.5}}}}};
-      hand.push_back(build_plan({metis}, c, Recompute::None));
-    }
-  int compared = 0;
-  for (const Plan& p : hand) {
-    ASSERT_NO_THROW(validate_plan(p, c, m, m.global_batch, "hand"));
-    const std::optional<double> time = simulate_on(c, t, m, p);
-    if (!time) continue;
-    ++compared;
-    EXPECT_LE(r.predicted_iteration_time_s, *time * (1 + 1e-12)) << plan_to_yaml(p, c);
-  }
-  EXPECT_GT(compared, 20);
+  EXPECT_FALSE(r.search_complete);
+  EXPECT_NE(o.stats().incomplete_reason.find("best found"), std::string::npos) << o.stats().incomplete_reason;
 }
+
 
 TEST(OraclePlanner, BudgetOfOneEvaluationIsIncomplete) {
   const Cluster c = parse_cluster_spec("A100-80:1x8", GpuCatalog::load_default());
@@ -173,12 +255,12 @@ TEST(OraclePlanner, BudgetOfOneEvaluationIsIncomplete) {
 }
 
 TEST(OraclePlanner, DeterministicPlan) {
-  const Cluster c = parse_cluster_spec("A100-80:1x2,T4:2x2", GpuCatalog::load_default());
+  const Cluster c = parse_cluster_spec("A100-80:1x2,T4:2x1", GpuCatalog::load_default());
   const Topology t(c);
   const ModelConfig m = tiny_model();
   OraclePlanner o1, o2;
-  const PlanResult a = o1.plan(request_for(c, t, m, 300));
-  const PlanResult b = o2.plan(request_for(c, t, m, 300));
+  const PlanResult a = o1.plan(request_for(c, t, m, 120));
+  const PlanResult b = o2.plan(request_for(c, t, m, 120));
   ASSERT_TRUE(a.plan && b.plan);
   EXPECT_EQ(plan_to_yaml(*a.plan, c), plan_to_yaml(*b.plan, c));
   EXPECT_EQ(a.evaluations, b.evaluations);
@@ -201,7 +283,9 @@ TEST(OraclePlanner, MoeModelGetsValidExpertParallelPlan) {
   moe.top_k = 2;
   moe.expert_ffn_hidden = 2048;
   m.moe = moe;
-  const PlanResult r = OraclePlanner().plan(request_for(c, t, m, 400));
+  PlanRequest req = request_for(c, t, m, 400);
+  req.budget_wall_s = 3;  // phase 1 (the Megatron grid with EP) is simulated first
+  const PlanResult r = OraclePlanner().plan(req);
   ASSERT_TRUE(r.plan) << r.reason;
   EXPECT_NO_THROW(validate_plan(*r.plan, c, m, m.global_batch, "test"));
   for (const Pipeline& p : r.plan->pipelines)
@@ -264,21 +348,25 @@ TEST(OraclePlanner, ExhaustedWallBudgetStopsAndSaysWhy) {
 
 namespace arachne::planner {
 namespace {
-// Manual timing on larger snapshots (not run by default): --gtest_also_run_disabled_tests.
-TEST(OraclePlanner, DISABLED_LargerClusterTiming) {
-  const char* env = std::getenv("ORACLE_SPEC");
-  const Cluster c = parse_cluster_spec(env ? env : "A100-80:2x8,V100-32:2x4", GpuCatalog::load_default());
+// Completeness and time of the search on one cluster (not run by default; scripts/oracle_completeness.sh
+// runs it over the representative clusters): ORACLE_SPEC (cluster), ORACLE_MODEL (configs/models name or
+// "small-gpt" / "small-moe", the tests' 8-layer models), ORACLE_GLOBAL (global batch, default the model's), ORACLE_WALL (s, default 600),
+// ORACLE_THREADS (default: all cores). Prints one row: cluster, model, complete, wall, simulations, pruned.
+TEST(OraclePlanner, DISABLED_Completeness) {
+  auto env = [](const char* k, const char* d) { return std::getenv(k) ? std::getenv(k) : d; };
+  const Cluster c = parse_cluster_spec(env("ORACLE_SPEC", "A100-80:1x2,V100-32:1x2"), GpuCatalog::load_default());
   const Topology t(c);
-  ModelConfig m = load_model(std::getenv("ORACLE_MODEL") ? std::getenv("ORACLE_MODEL") : "gpt3-1.3b");
-  m.global_batch = 64;
-  OraclePlanner oracle;
-  const PlanResult r = oracle.plan(request_for(c, t, m, std::getenv("ORACLE_BUDGET") ? std::atol(std::getenv("ORACLE_BUDGET")) : 2000));
-  const PlanResult mg = MegatronPlanner().plan(request_for(c, t, m, 2000));
-  std::printf("[oracle] %s %s: %ld structures%s, %ld candidates, %ld simulations, %.3f s, time %.4f (megatron %.4f, %.3f s)\n",
-              c.source.c_str(), m.name.c_str(), oracle.stats().structures, oracle.stats().enumeration_capped ? " (capped)" : "",
-              oracle.stats().candidates, r.evaluations, r.planning_time_s, r.predicted_iteration_time_s, mg.predicted_iteration_time_s,
-              mg.planning_time_s);
-  ASSERT_TRUE(r.plan) << r.reason;
+  const std::string model = env("ORACLE_MODEL", "small-gpt");
+  ModelConfig m = model == "small-gpt" ? test::small_gpt_model(32) : model == "small-moe" ? test::small_moe_model(32) : load_model(model);
+  if (std::getenv("ORACLE_GLOBAL")) m.global_batch = std::atol(std::getenv("ORACLE_GLOBAL"));
+  PlanRequest req = request_for(c, t, m, 1'000'000'000);
+  req.budget_wall_s = std::atof(env("ORACLE_WALL", "600"));
+  OraclePlanner oracle(false, std::atoi(env("ORACLE_THREADS", "0")));
+  const PlanResult r = oracle.plan(req);
+  const OraclePlanner::Stats& s = oracle.stats();
+  std::printf("| %s | %s (G=%ld) | %s | %.1f s | %ld | %ld | %ld | %.5f s | %s |\n", c.source.c_str(), m.name.c_str(),
+              m.global_batch, r.search_complete ? "yes" : "no", r.planning_time_s, r.evaluations, s.pruned_by_bound,
+              s.structures, r.predicted_iteration_time_s, s.incomplete_reason.c_str());
 }
 }  // namespace
 }  // namespace arachne::planner

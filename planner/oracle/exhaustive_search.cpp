@@ -1,0 +1,702 @@
+// The oracle's complete search (see exhaustive_search.h and README.md "Search").
+#include "planner/oracle/exhaustive_search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <chrono>
+#include <functional>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "planner/common/plan_builder.h"
+#include "planner/oracle/ep_variants.h"
+#include "planner/oracle/lower_bound.h"
+#include "sim/exec/simulate.h"
+#include "sim/plan/plan_yaml.h"
+
+namespace arachne::planner {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// Candidates are collected up to this many, then simulated in ascending bound order.
+constexpr size_t kBufferSize = 4096;
+// Candidates simulated together (one per thread at a time); fixed, so the result is independent of threads.
+constexpr size_t kBatchSize = 16;
+// Enumeration caps: beyond them the search stops and reports itself incomplete.
+constexpr long kMaxPipeShapes = 200000;
+constexpr long kMaxOptionsPerShape = 2000000;
+constexpr long kMaxCachedOptions = 5000000;
+const Recompute kRecompute[3] = {Recompute::None, Recompute::Selective, Recompute::Full};
+
+// A stage: tp and the number of TP groups of each node group (types may mix; groups listed by node group).
+struct StageShape {
+  int tp = 1;
+  std::vector<int> groups;    // per node group
+  std::vector<int> group_ng;  // node group of each TP group, in order
+};
+
+struct PipeShape {
+  std::vector<int> stages;  // stage shape ids
+  std::vector<int> gpus;    // per node group
+};
+
+// One pipeline's choices: micro-batch size and count, layer cuts, integer samples per TP group.
+struct PipeOption {
+  int b = 1, m = 1;
+  std::vector<int> cuts;                  // stages + 1
+  std::vector<std::vector<int>> samples;  // per stage, per group
+  double bound = 0;
+  int n() const { return b * m; }
+};
+
+struct Candidate {
+  double bound = 0;
+  long seq = 0;
+  Plan plan;
+};
+
+class Search {
+ public:
+  Search(const PlanRequest& r, long global, const ExhaustiveLimits& lim, Incumbent& inc)
+      : req_(r), cluster_(*r.cluster), model_(*r.model), G_(global), L_(r.model->layers), lim_(lim), inc_(inc),
+        lb_(cluster_, model_), start_(Clock::now()) {}
+
+  ExhaustiveStats run() {
+    describe_cluster();
+    enumerate_stage_shapes();
+    enumerate_pipe_shapes();
+    if (!stop_) enumerate_structures();
+    if (!stop_) flush();
+    stats_.complete = !stop_;
+    return stats_;
+  }
+
+ private:
+  // ------------------------------------------------------------------ cluster and shapes
+  void describe_cluster() {
+    const int NG = static_cast<int>(cluster_.groups.size());
+    ng_gpus_.assign(NG, 0);
+    ng_max_node_.assign(NG, 0);
+    const int per_leaf = std::max(1, cluster_.network.nodes_per_leaf);
+    std::map<std::tuple<int, int, int>, int> classes;
+    for (const Node& n : cluster_.nodes) {
+      ng_gpus_[n.group] += n.gpus;
+      ng_max_node_[n.group] = std::max(ng_max_node_[n.group], n.gpus);
+      // Interchangeable nodes: same node group (GPU type, fabric, NICs), same leaf switch, same GPU count.
+      node_class_.push_back(classes.emplace(std::make_tuple(n.group, n.id / per_leaf, n.gpus), classes.size()).first->second);
+    }
+  }
+
+  bool tp_ok(int ng, int tp) const {
+    return tp <= ng_max_node_[ng] && (model_.heads % tp == 0) && (model_.kv_heads <= 0 || model_.kv_heads % tp == 0);
+  }
+  int groups_cap(int ng, int tp) const {
+    int c = 0;
+    for (const Node& n : cluster_.nodes)
+      if (n.group == ng) c += n.gpus / tp;
+    return c;
+  }
+
+  void enumerate_stage_shapes() {
+    const int NG = static_cast<int>(cluster_.groups.size());
+    int max_tp = 1;
+    for (int ng = 0; ng < NG; ++ng) max_tp = std::max(max_tp, ng_max_node_[ng]);
+    for (int tp = 1; tp <= max_tp; tp *= 2) {
+      std::vector<int> cap(NG, 0), cnt(NG, 0);
+      for (int ng = 0; ng < NG; ++ng) cap[ng] = tp_ok(ng, tp) ? groups_cap(ng, tp) : 0;
+      std::function<void(int)> rec = [&](int ng) {
+        if (ng == NG) {
+          StageShape s;
+          s.tp = tp;
+          s.groups = cnt;
+          for (int k = 0; k < NG; ++k)
+            for (int c = 0; c < cnt[k]; ++c) s.group_ng.push_back(k);
+          if (!s.group_ng.empty()) stage_shapes_.push_back(std::move(s));
+          return;
+        }
+        for (int c = 0; c <= cap[ng]; ++c) {
+          cnt[ng] = c;
+          rec(ng + 1);
+        }
+        cnt[ng] = 0;
+      };
+      rec(0);
+    }
+  }
+
+  // Every sequence of stage shapes (1..layers stages) within the GPUs of each node group.
+  void enumerate_pipe_shapes() {
+    const int NG = static_cast<int>(cluster_.groups.size());
+    std::vector<int> used(NG, 0), seq;
+    std::function<void()> rec = [&]() {
+      if (stop_) return;
+      if (!seq.empty()) {
+        pipe_shapes_.push_back({seq, used});
+        if (static_cast<long>(pipe_shapes_.size()) > kMaxPipeShapes) return cut("more than " + std::to_string(kMaxPipeShapes) + " pipeline shapes");
+      }
+      if (static_cast<int>(seq.size()) == L_) return;
+      for (int ss = 0; ss < static_cast<int>(stage_shapes_.size()); ++ss) {
+        const StageShape& s = stage_shapes_[ss];
+        bool fits = true;
+        for (int ng = 0; ng < NG; ++ng) fits = fits && used[ng] + s.groups[ng] * s.tp <= ng_gpus_[ng];
+        if (!fits) continue;
+        for (int ng = 0; ng < NG; ++ng) used[ng] += s.groups[ng] * s.tp;
+        seq.push_back(ss);
+        rec();
+        seq.pop_back();
+        for (int ng = 0; ng < NG; ++ng) used[ng] -= s.groups[ng] * s.tp;
+      }
+    };
+    rec();
+  }
+
+  // Every multiset of pipeline shapes within the GPUs (non-decreasing shape ids).
+  void enumerate_structures() {
+    const int NG = static_cast<int>(cluster_.groups.size());
+    std::vector<int> used(NG, 0), pipes;
+    std::function<void(int)> rec = [&](int from) {
+      if (stop_) return;
+      if (!pipes.empty() && pipes.size() <= static_cast<size_t>(G_)) search_structure(pipes);
+      for (int ps = from; ps < static_cast<int>(pipe_shapes_.size()) && !stop_; ++ps) {
+        const PipeShape& p = pipe_shapes_[ps];
+        bool fits = true;
+        for (int ng = 0; ng < NG; ++ng) fits = fits && used[ng] + p.gpus[ng] <= ng_gpus_[ng];
+        if (!fits) continue;
+        for (int ng = 0; ng < NG; ++ng) used[ng] += p.gpus[ng];
+        pipes.push_back(ps);
+        rec(ps);
+        pipes.pop_back();
+        for (int ng = 0; ng < NG; ++ng) used[ng] -= p.gpus[ng];
+      }
+    };
+    rec(0);
+  }
+
+  // ------------------------------------------------------------------ one structure
+  void search_structure(const std::vector<int>& pipes) {
+    ++stats_.structures;
+    for (const int ps : pipes)
+      if (!may_fit(ps)) {
+        ++stats_.proven_oom;
+        return;
+      }
+    if (!has_placement(pipes)) return;
+    for (const bool zero1 : {false, true})
+      for (int rc = 0; rc < 3 && !stop_; ++rc) {
+        std::map<int, std::pair<long, long>> range;
+        if (!sample_ranges(pipes, rc, &range)) {
+          ++stats_.pruned_by_bound;
+          continue;
+        }
+        std::map<int, const OptionSet*> options;
+        bool empty = false;
+        for (const int ps : pipes) {
+          if (options.count(ps)) continue;
+          options[ps] = &option_set(ps, rc, zero1, range[ps].first, range[ps].second);
+          if (stop_) return;
+          empty = empty || options[ps]->opts.empty();
+        }
+        if (!empty) combine(pipes, options, rc, zero1);
+      }
+  }
+
+  // Work bound: a pipeline of shape ps taking n samples has a worker busy for at least n x rate(ps) (every
+  // sample passes every layer on some group, at no less than the least per-sample cost of that layer on the
+  // pipeline's groups; the busiest of its W workers carries at least 1/W of it).
+  double sample_rate(int ps, int rc) {
+    const auto key = std::make_pair(ps, rc);
+    auto it = rate_.find(key);
+    if (it != rate_.end()) return it->second;
+    std::vector<double> least(L_ + 2, kInf);
+    int workers = 0;
+    for (const int ss : pipe_shapes_[ps].stages) {
+      const StageShape& st = stage_shapes_[ss];
+      workers += static_cast<int>(st.group_ng.size());
+      for (const int ng : st.group_ng) {
+        const std::vector<double>& f = lb_.per_sample_floor(ng, st.tp, kRecompute[rc], static_cast<int>(G_));
+        for (int l = 0; l < L_ + 2; ++l) least[l] = std::min(least[l], f[l]);
+      }
+    }
+    const double work = std::accumulate(least.begin(), least.end(), 0.0);
+    return rate_[key] = work / workers * (1 - 1e-9);
+  }
+
+  // Samples each pipeline shape may take: at most what its work bound keeps below the incumbent, at least
+  // what the others cannot take. False when no split of the global batch fits these ranges.
+  bool sample_ranges(const std::vector<int>& pipes, int rc, std::map<int, std::pair<long, long>>* range) {
+    const int P = static_cast<int>(pipes.size());
+    const double T = inc_.bound();
+    std::vector<long> hi(P);
+    long total_hi = 0;
+    for (int i = 0; i < P; ++i) {
+      const double rate = sample_rate(pipes[i], rc);
+      long h = G_ - (P - 1);
+      if (std::isfinite(T) && rate > 0) {
+        const double cap = std::floor(T / rate);
+        if (cap < static_cast<double>(h)) h = static_cast<long>(cap);
+        while (h >= 1 && static_cast<double>(h) * rate >= T) --h;
+      }
+      hi[i] = h;
+      total_hi += h;
+    }
+    for (int i = 0; i < P; ++i) {
+      const long lo = std::max(1L, G_ - (total_hi - hi[i]));
+      if (lo > hi[i]) return false;
+      (*range)[pipes[i]] = {lo, hi[i]};
+    }
+    return true;
+  }
+
+  // Every split of b samples over the stage's groups in integers >= 1, up to the order of groups of one node
+  // group (non-increasing there): the bound depends only on which samples each GPU type gets. Every order is
+  // restored in emit() - a group's position in the stage fixes its sample interval, hence which groups of
+  // the neighbouring stages it exchanges activations with.
+  void share_splits(const StageShape& s, int b, const std::function<void(const std::vector<int>&)>& f) const {
+    const int g = static_cast<int>(s.group_ng.size());
+    if (g > b) return;
+    std::vector<int> x(g, 0);
+    std::function<void(int, int)> rec = [&](int i, int left) {
+      const bool same = i > 0 && s.group_ng[i] == s.group_ng[i - 1];
+      if (i == g - 1) {
+        if (same && left > x[i - 1]) return;
+        x[i] = left;
+        f(x);
+        return;
+      }
+      const int hi = same ? std::min(left - (g - 1 - i), x[i - 1]) : left - (g - 1 - i);
+      for (int v = hi; v >= 1; --v) {
+        x[i] = v;
+        rec(i + 1, left - v);
+      }
+    };
+    rec(0, b);
+  }
+
+  // Every option of pipeline shape ps whose bound is below the incumbent and which is not proven out of
+  // memory. A partial pipeline (its first stages chosen) is dropped once its own workers' bound reaches the
+  // incumbent: the bound of the whole pipeline is at least that (more micro-batches only add).
+  std::vector<PipeOption> pipe_options(int ps, int rc, bool zero1, long n_lo, long n_hi) {
+    if (!may_fit(ps)) {
+      ++stats_.proven_oom;
+      return {};
+    }
+    const PipeShape& shape = pipe_shapes_[ps];
+    const int S = static_cast<int>(shape.stages.size());
+    const Recompute r = kRecompute[rc];
+    std::vector<PipeOption> out;
+    std::vector<std::vector<GroupTimes>> times;
+    PipeOption cur;
+    cur.cuts.assign(1, 0);
+    for (int b = 1; b <= n_hi && !stop_; ++b) {
+      cur.b = b;
+      const int m_lo = static_cast<int>((n_lo + b - 1) / b), m_hi = static_cast<int>(n_hi / b);
+      if (m_lo > m_hi) continue;
+      std::function<void(int)> rec = [&](int k) {
+        tick();
+        if (stop_) return;
+        if (k == S) {
+          add_options(shape, r, zero1, m_lo, m_hi, times, cur, out);
+          return;
+        }
+        const StageShape& st = stage_shapes_[shape.stages[k]];
+        const int begin = cur.cuts.back();
+        for (int e = begin + 1; e <= L_ - (S - 1 - k); ++e) {
+          if (k == S - 1 && e != L_) continue;
+          share_splits(st, b, [&](const std::vector<int>& x) {
+            std::vector<GroupTimes> gt;
+            for (size_t g = 0; g < x.size(); ++g) {
+              const int ng = st.group_ng[g];
+              if (lb_.out_of_memory(ng, st.tp, x[g], begin, e, r, std::min(S - k, m_lo), zero1, 0)) {
+                ++stats_.proven_oom;
+                return;
+              }
+              gt.push_back(lb_.group_times(ng, st.tp, x[g], begin, e, r, zero1));
+            }
+            times.push_back(std::move(gt));
+            if (pipeline_lower_bound(times, m_lo) >= inc_.bound()) {
+              ++stats_.pruned_by_bound;
+            } else {
+              cur.cuts.push_back(e);
+              cur.samples.push_back(x);
+              rec(k + 1);
+              cur.cuts.pop_back();
+              cur.samples.pop_back();
+            }
+            times.pop_back();
+          });
+        }
+      };
+      rec(0);
+      if (static_cast<long>(out.size()) > kMaxOptionsPerShape) cut("more than " + std::to_string(kMaxOptionsPerShape) + " options of one pipeline shape");
+    }
+    return out;
+  }
+
+  // False when no plan with this pipeline shape fits in memory: no contiguous partition fits even at its
+  // smallest footprint (one sample per TP group, full recompute, one micro-batch in flight, ZeRO-1 optimizer
+  // state left out); memory only grows with samples, lighter recompute, activations in flight and less
+  // sharding.
+  bool may_fit(int ps) {
+    auto it = may_fit_.find(ps);
+    if (it != may_fit_.end()) return it->second;
+    const PipeShape& shape = pipe_shapes_[ps];
+    const int S = static_cast<int>(shape.stages.size());
+    std::vector<std::vector<char>> reach(S + 1, std::vector<char>(L_ + 1, 0));  // stages 0..k-1 cover [0, l)
+    reach[0][0] = 1;
+    for (int k = 0; k < S; ++k) {
+      const StageShape& st = stage_shapes_[shape.stages[k]];
+      for (int b = 0; b < L_; ++b) {
+        if (!reach[k][b]) continue;
+        for (int e = b + 1; e <= L_; ++e) {
+          bool fits = true;
+          for (size_t g = 0; g < st.group_ng.size() && fits; ++g)
+            fits = !lb_.out_of_memory(st.group_ng[g], st.tp, 1, b, e, Recompute::Full, 1, true, 0);
+          if (!fits) break;  // longer ranges need more memory
+          reach[k + 1][e] = 1;
+        }
+      }
+    }
+    return may_fit_[ps] = reach[S][L_] != 0;
+  }
+
+  // The micro-batch counts of a complete partition: every m whose bound is below the incumbent and whose
+  // activations (1F1B: min(S - k, m) micro-batches in flight on stage k) are not proven out of memory.
+  void add_options(const PipeShape& shape, Recompute r, bool zero1, int m_lo, int m_hi,
+                   const std::vector<std::vector<GroupTimes>>& times, PipeOption& cur, std::vector<PipeOption>& out) {
+    const int S = static_cast<int>(shape.stages.size());
+    for (int m = m_lo; m <= m_hi; ++m) {
+      const double bound = pipeline_lower_bound(times, m);
+      if (bound >= inc_.bound()) {
+        ++stats_.pruned_by_bound;
+        break;  // grows with m
+      }
+      bool oom = false;
+      for (int k = 0; k < S && !oom && m > m_lo && m <= S - k; ++k) {
+        const StageShape& st = stage_shapes_[shape.stages[k]];
+        for (size_t g = 0; g < st.group_ng.size() && !oom; ++g)
+          oom = lb_.out_of_memory(st.group_ng[g], st.tp, cur.samples[k][g], cur.cuts[k], cur.cuts[k + 1], r, m, zero1, 0);
+      }
+      if (oom) {
+        ++stats_.proven_oom;
+        break;  // activations in flight only grow with m
+      }
+      cur.m = m;
+      cur.bound = bound;
+      out.push_back(cur);
+    }
+  }
+
+  // The options of a pipeline shape for a range of samples, sorted by samples then bound, with the index of
+  // the first option of each sample count. Cached: the incumbent only improves, so options kept earlier are a
+  // superset of those that would be kept now (combine() checks every bound against the current incumbent).
+  struct OptionSet {
+    std::vector<PipeOption> opts;
+    std::vector<int> start;  // start[n]: first option with at least n samples (size G + 2)
+    long max_n = 0;
+  };
+  const OptionSet& option_set(int ps, int rc, bool zero1, long n_lo, long n_hi) {
+    const auto key = std::make_tuple(ps, rc, zero1 ? 1 : 0, n_lo, n_hi);
+    auto it = option_cache_.find(key);
+    if (it != option_cache_.end()) return it->second;
+    OptionSet set;
+    set.opts = pipe_options(ps, rc, zero1, n_lo, n_hi);
+    std::stable_sort(set.opts.begin(), set.opts.end(), [](const PipeOption& a, const PipeOption& b) {
+      return a.n() < b.n() || (a.n() == b.n() && a.bound < b.bound);
+    });
+    set.start.assign(G_ + 2, static_cast<int>(set.opts.size()));
+    for (int o = static_cast<int>(set.opts.size()) - 1; o >= 0; --o) set.start[set.opts[o].n()] = o;
+    for (long n = G_; n >= 0; --n) set.start[n] = std::min(set.start[n], set.start[n + 1]);
+    set.max_n = set.opts.empty() ? 0 : set.opts.back().n();
+    cached_options_ += static_cast<long>(set.opts.size());
+    if (cached_options_ > kMaxCachedOptions) {  // memory: start over (the search stays exact, only slower)
+      option_cache_.clear();
+      cached_options_ = static_cast<long>(set.opts.size());
+    }
+    return option_cache_.emplace(key, std::move(set)).first->second;
+  }
+
+  // Options of the pipelines with samples summing to the global batch; identical shapes take options in
+  // non-decreasing index order (they are interchangeable up to listing order and placement, which is
+  // enumerated in full). Each pipeline scans only the options whose samples leave the later pipelines
+  // between one sample each and all they can take, and for each sample count only up to the first bound
+  // that reaches the incumbent.
+  void combine(const std::vector<int>& pipes, const std::map<int, const OptionSet*>& options, int rc, bool zero1) {
+    const int P = static_cast<int>(pipes.size());
+    std::vector<long> later_max(P + 1, 0);  // samples the pipelines after i can take at most
+    for (int i = P - 1; i >= 0; --i) later_max[i] = later_max[i + 1] + options.at(pipes[i])->max_n;
+    std::vector<int> chosen(P, 0);
+    std::function<void(int, long)> rec = [&](int i, long left) {
+      tick();
+      if (stop_) return;
+      if (i == P) {
+        if (left == 0) emit(pipes, options, chosen, rc, zero1);
+        return;
+      }
+      const OptionSet& set = *options.at(pipes[i]);
+      const long lo = std::max(1L, left - later_max[i + 1]), hi = std::min(G_, left - (P - 1 - i));
+      if (lo > hi) return;
+      int first = set.start[lo];
+      if (i > 0 && pipes[i - 1] == pipes[i]) first = std::max(first, chosen[i - 1]);
+      const int last = set.start[hi + 1];
+      for (int o = first; o < last; ++o) {
+        if (set.opts[o].bound >= inc_.bound()) {  // so are the rest with these samples (sorted by bound)
+          const int next = set.start[set.opts[o].n() + 1];
+          stats_.pruned_by_bound += next - o;
+          o = next - 1;
+          continue;
+        }
+        chosen[i] = o;
+        rec(i + 1, left - set.opts[o].n());
+      }
+    };
+    rec(0, G_);
+  }
+
+  // ------------------------------------------------------------------ placements
+  // The TP groups of a structure in listing order (pipeline, stage, group): node group and tp.
+  std::vector<std::pair<int, int>> group_list(const std::vector<int>& pipes) const {
+    std::vector<std::pair<int, int>> out;
+    for (const int ps : pipes)
+      for (const int ss : pipe_shapes_[ps].stages)
+        for (const int ng : stage_shapes_[ss].group_ng) out.emplace_back(ng, stage_shapes_[ss].tp);
+    return out;
+  }
+
+  // Every assignment of the groups to nodes of their node group with room, up to interchangeable nodes (an
+  // unused node is taken only when it is the first unused one of its class); inside a node a group takes the
+  // lowest free GPUs. f receives each group's GPUs; returning false stops.
+  void placements(const std::vector<std::pair<int, int>>& groups,
+                  const std::function<bool(const std::vector<std::vector<GpuId>>&)>& f) const {
+    const int N = static_cast<int>(cluster_.nodes.size());
+    std::vector<int> taken(N, 0);
+    std::vector<std::vector<GpuId>> gpus(groups.size());
+    bool go = true;
+    std::function<void(size_t)> rec = [&](size_t i) {
+      if (!go) return;
+      if (i == groups.size()) {
+        go = f(gpus);
+        return;
+      }
+      const auto [ng, tp] = groups[i];
+      std::set<int> fresh_classes;
+      for (int n = 0; n < N && go; ++n) {
+        const Node& node = cluster_.nodes[n];
+        if (node.group != ng || node.gpus - taken[n] < tp) continue;
+        if (taken[n] == 0 && !fresh_classes.insert(node_class_[n]).second) continue;
+        gpus[i].clear();
+        for (int k = 0; k < tp; ++k) gpus[i].push_back(node.first_gpu + taken[n] + k);
+        taken[n] += tp;
+        rec(i + 1);
+        taken[n] -= tp;
+      }
+    };
+    rec(0);
+  }
+
+  bool has_placement(const std::vector<int>& pipes) const {
+    bool any = false;
+    placements(group_list(pipes), [&](const std::vector<std::vector<GpuId>>&) {
+      any = true;
+      return false;
+    });
+    return any;
+  }
+
+  // Every placement and EP variant of the chosen options: bounded, then buffered for simulation.
+  void emit(const std::vector<int>& pipes, const std::map<int, const OptionSet*>& options,
+            const std::vector<int>& chosen, int rc, bool zero1) {
+    // The chosen options with each stage's samples in every order within runs of one node group.
+    std::vector<PipeOption> opts;
+    for (size_t i = 0; i < pipes.size(); ++i) opts.push_back(options.at(pipes[i])->opts[chosen[i]]);
+    std::vector<std::pair<int, int>> runs_stage;  // (pipeline, stage) of each run
+    std::vector<std::pair<int, int>> runs;        // [first, last) group of each run
+    for (size_t i = 0; i < pipes.size(); ++i)
+      for (size_t k = 0; k < pipe_shapes_[pipes[i]].stages.size(); ++k) {
+        const StageShape& st = stage_shapes_[pipe_shapes_[pipes[i]].stages[k]];
+        for (int a = 0, n = static_cast<int>(st.group_ng.size()); a < n;) {
+          int e = a + 1;
+          while (e < n && st.group_ng[e] == st.group_ng[a]) ++e;
+          if (e - a > 1) {
+            runs_stage.emplace_back(static_cast<int>(i), static_cast<int>(k));
+            runs.emplace_back(a, e);
+            std::vector<int>& x = opts[i].samples[k];
+            std::sort(x.begin() + a, x.begin() + e);
+          }
+          a = e;
+        }
+      }
+    std::function<void(size_t)> orders = [&](size_t r) {
+      if (stop_) return;
+      if (r == runs.size()) {
+        place_and_consider(pipes, opts, rc, zero1);
+        return;
+      }
+      std::vector<int>& x = opts[runs_stage[r].first].samples[runs_stage[r].second];
+      do {
+        orders(r + 1);
+      } while (!stop_ && std::next_permutation(x.begin() + runs[r].first, x.begin() + runs[r].second));
+    };
+    orders(0);
+  }
+
+  // Every placement and EP variant of one assignment of options: bounded, then buffered for simulation.
+  void place_and_consider(const std::vector<int>& pipes, const std::vector<PipeOption>& opts, int rc, bool zero1) {
+    placements(group_list(pipes), [&](const std::vector<std::vector<GpuId>>& gpus) {
+      std::vector<PipelineSpec> specs;
+      size_t gi = 0;
+      for (size_t i = 0; i < pipes.size(); ++i) {
+        const PipeOption& o = opts[i];
+        PipelineSpec p;
+        p.micro_batch = o.b;
+        p.micro_batches = o.m;
+        const PipeShape& shape = pipe_shapes_[pipes[i]];
+        for (size_t k = 0; k < shape.stages.size(); ++k) {
+          const StageShape& st = stage_shapes_[shape.stages[k]];
+          StageSpec sp;
+          sp.layer_begin = o.cuts[k];
+          sp.layer_end = o.cuts[k + 1];
+          for (size_t g = 0; g < st.group_ng.size(); ++g)
+            sp.groups.push_back({gpus[gi++], st.tp, static_cast<double>(o.samples[k][g]) / o.b});
+          p.stages.push_back(std::move(sp));
+        }
+        specs.push_back(std::move(p));
+      }
+      Plan base = build_plan(specs, cluster_, kRecompute[rc]);
+      base.zero1 = zero1;
+      for (Plan& plan : ep_variants(base, model_)) consider(std::move(plan));
+      return !stop_;
+    });
+  }
+
+  void consider(Plan plan) {
+    ++stats_.candidates;
+    const std::optional<double> bound = lb_.plan_bound(plan);
+    if (!bound) {
+      ++stats_.proven_oom;
+      return;
+    }
+    if (*bound >= inc_.bound()) {
+      ++stats_.pruned_by_bound;
+      return;
+    }
+    if (!seen_.insert(plan_to_yaml(plan, cluster_)).second) return;
+    buffer_.push_back({*bound, seq_++, std::move(plan)});
+    if (buffer_.size() >= kBufferSize) flush();
+    tick();
+  }
+
+  // ------------------------------------------------------------------ simulation
+  void flush() {
+    std::stable_sort(buffer_.begin(), buffer_.end(), [](const Candidate& a, const Candidate& b) {
+      return a.bound < b.bound || (a.bound == b.bound && a.seq < b.seq);
+    });
+    for (size_t i = 0; i < buffer_.size() && !stop_; i += kBatchSize) {
+      std::vector<const Candidate*> batch;
+      for (size_t j = i; j < std::min(buffer_.size(), i + kBatchSize); ++j) {
+        if (buffer_[j].bound >= inc_.bound()) {
+          ++stats_.pruned_by_bound;
+          continue;
+        }
+        batch.push_back(&buffer_[j]);
+      }
+      check_wall();
+      if (stop_) break;
+      if (lim_.max_simulations > 0 && stats_.simulated + static_cast<long>(batch.size()) > lim_.max_simulations) {
+        batch.resize(static_cast<size_t>(std::max(0L, lim_.max_simulations - stats_.simulated)));
+        cut("simulation budget of " + std::to_string(lim_.max_simulations) + " spent");
+      }
+      simulate_batch(batch);
+    }
+    buffer_.clear();
+  }
+
+  void simulate_batch(const std::vector<const Candidate*>& batch) {
+    std::vector<double> times(batch.size(), kInf);
+    std::vector<char> oom(batch.size(), 0);
+    auto work = [&](size_t first, size_t step) {
+      for (size_t j = first; j < batch.size(); j += step) {
+        try {
+          validate_plan(batch[j]->plan, cluster_, model_, G_, "oracle");
+          const SimResult r = simulate_iteration(cluster_, *req_.topo, model_, batch[j]->plan, SimOptions{});
+          if (r.oom) oom[j] = 1;
+          else times[j] = r.iteration_time_s;
+        } catch (const std::exception&) {
+          oom[j] = 2;  // invalid or simulator failure: no time
+        }
+      }
+    };
+    const size_t threads = std::min(batch.size(), static_cast<size_t>(std::max(1, lim_.threads)));
+    if (threads <= 1) {
+      work(0, 1);
+    } else {
+      std::vector<std::thread> pool;
+      for (size_t t = 0; t < threads; ++t) pool.emplace_back(work, t, threads);
+      for (std::thread& t : pool) t.join();
+    }
+    for (size_t j = 0; j < batch.size(); ++j) {
+      ++stats_.simulated;
+      if (oom[j]) ++stats_.simulated_oom;
+      if (times[j] < inc_.bound()) {
+        inc_.plan = batch[j]->plan;
+        inc_.time_s = times[j];
+      }
+    }
+  }
+
+  void tick() {
+    if ((++ticks_ & 0xFFF) == 0) check_wall();
+  }
+  void check_wall() {
+    if (lim_.wall_s > 0 && std::chrono::duration<double>(Clock::now() - start_).count() >= lim_.wall_s)
+      cut("wall-clock budget of " + std::to_string(lim_.wall_s) + " s spent");
+  }
+  void cut(const std::string& why) {
+    if (!stop_) stats_.incomplete_reason = why;
+    stop_ = true;
+  }
+
+  const PlanRequest& req_;
+  const Cluster& cluster_;
+  const ModelConfig& model_;
+  long G_;
+  int L_;
+  ExhaustiveLimits lim_;
+  Incumbent& inc_;
+  LowerBound lb_;
+  Clock::time_point start_;
+  ExhaustiveStats stats_;
+  bool stop_ = false;
+
+  std::vector<int> ng_gpus_, ng_max_node_, node_class_;
+  std::vector<StageShape> stage_shapes_;
+  std::vector<PipeShape> pipe_shapes_;
+  std::vector<Candidate> buffer_;
+  std::set<std::string> seen_;
+  std::map<int, bool> may_fit_;
+  std::map<std::pair<int, int>, double> rate_;
+  std::map<std::tuple<int, int, int, long, long>, OptionSet> option_cache_;
+  long cached_options_ = 0;
+  long seq_ = 0;
+  long ticks_ = 0;
+};
+
+}  // namespace
+
+double Incumbent::bound() const { return plan ? time_s : kInf; }
+
+int default_oracle_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+ExhaustiveStats exhaustive_search(const PlanRequest& request, long global, const ExhaustiveLimits& limits,
+                                  Incumbent& incumbent) {
+  Search s(request, global, limits, incumbent);
+  return s.run();
+}
+
+}  // namespace arachne::planner

@@ -1,0 +1,255 @@
+// Lower bounds on simulated iteration times (see lower_bound.h).
+#include "planner/oracle/lower_bound.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "sim/exec/pipeline_schedule.h"
+#include "sim/exec/stage_work.h"
+#include "sim/model/compute_time.h"
+#include "sim/model/memory.h"
+#include "sim/model/moe_costs.h"
+
+namespace arachne::planner {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// The engine schedules every duration rounded to the nearest nanosecond (sim/core/engine.h
+// seconds_to_ns): at most 0.5 ns lost per duration; 1 ns per duration is subtracted.
+constexpr double kRoundingPerDuration = 1e-9;
+// Per-layer sums instead of one sum over the pass's concatenated kernels: relative rounding ~1e-15 per term.
+constexpr double kRelativeSlack = 1e-9;
+
+double pass_time(const PassCost& p) { return p.compute_s + p.tp_closed_form_s; }
+
+}  // namespace
+
+double pipeline_lower_bound(const std::vector<std::vector<GroupTimes>>& stages, int m) {
+  double chain_f = 0, chain_b = 0, opt0 = kInf, best = 0;
+  for (size_t k = 0; k < stages.size(); ++k) {
+    double min_f = kInf, min_b = kInf;
+    for (const GroupTimes& g : stages[k]) {
+      const double opt = k == 0 ? g.optimizer_s : opt0;
+      // Durations on the chain: k forwards and k backwards of earlier stages, 2m tasks, one optimizer step;
+      // each task is two scheduled durations (kernels, TP collectives).
+      const double durations = 2.0 * (2.0 * m + 2.0 * static_cast<double>(k) + 1.0);
+      const double t = chain_f + m * (g.forward_s + g.backward_s) + chain_b + opt;
+      best = std::max(best, t * (1 - kRelativeSlack) - durations * kRoundingPerDuration);
+      min_f = std::min(min_f, g.forward_s);
+      min_b = std::min(min_b, g.backward_s);
+      if (k == 0) opt0 = std::min(opt0, g.optimizer_s);
+    }
+    chain_f += min_f;
+    chain_b += min_b;
+  }
+  return std::max(0.0, best);
+}
+
+LowerBound::LowerBound(const Cluster& cluster, const ModelConfig& model) : cluster_(cluster), model_(model) {
+  for (const NodeGroup& g : cluster_.groups) capacity_.push_back(cluster_.catalog.at(g.gpu).memory_bytes);
+}
+
+// Per-layer pass prices of build_stage_work (sim/exec/stage_work.cpp): a layer's forward kernels and TP
+// collectives; its backward = recompute + backward kernels, the forward's collectives again under full
+// recompute, and its backward collectives; the embedding and head passes as there. Expert-parallel passes
+// (MoE, ep > 1) price only their dense kernels (moe_dense_forward_ops) plus the same TP collectives.
+LowerBound::Table LowerBound::build_table(int node_group, int tp, double samples, Recompute rc) const {
+  const ModelConfig& m = model_;
+  Worker w;
+  for (const Node& n : cluster_.nodes)
+    if (n.group == node_group) {
+      w.gpus = {n.first_gpu};
+      break;
+    }
+  w.tp = tp;
+  w.tp_closed_form = true;
+  const GpuSpec& gpu = cluster_.gpu_spec(w.gpus.front());
+  const ShardSpec sh{tp, false, samples};
+  auto price = [&](const std::vector<OpCost>& ops, const std::vector<TpCollectives>& calls) {
+    return price_pass(ops, calls, w, cluster_, m);
+  };
+  auto concat = [](std::vector<OpCost> a, const std::vector<OpCost>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  Table t;
+  const int L = m.layers;
+  t.fwd.assign(L + 1, 0.0);
+  t.bwd.assign(L + 1, 0.0);
+  t.fwd_ep.assign(L + 1, 0.0);
+  t.bwd_ep.assign(L + 1, 0.0);
+  for (int l = 0; l < L; ++l) {
+    const TpCollectives tc = layer_tp_collectives(m, sh);
+    std::vector<TpCollectives> bcalls;
+    if (rc == Recompute::Full) bcalls.push_back(tc);
+    const std::vector<TpCollectives> bc = layer_tp_backward_collectives(m, l, sh);
+    bcalls.insert(bcalls.end(), bc.begin(), bc.end());
+    const PassCost f = price(layer_forward_ops(m, l, sh), {tc});
+    const PassCost b = price(concat(layer_recompute_ops(m, l, sh, rc), layer_backward_ops(m, l, sh)), bcalls);
+    double f_ep = pass_time(f), b_ep = pass_time(b);
+    if (m.moe && m.is_moe_layer(l)) {
+      const std::vector<OpCost> d = moe_dense_forward_ops(m, l, sh);
+      std::vector<OpCost> rec;
+      if (rc == Recompute::Full) rec = d;
+      if (rc == Recompute::Selective) rec = layer_recompute_ops(m, l, sh, Recompute::Selective);
+      f_ep = ops_time_s(d, gpu, m.dtype) + f.tp_closed_form_s;
+      b_ep = ops_time_s(rec, gpu, m.dtype) + ops_time_s(backward_of(d), gpu, m.dtype) + b.tp_closed_form_s;
+    }
+    t.fwd[l + 1] = t.fwd[l] + pass_time(f);
+    t.bwd[l + 1] = t.bwd[l] + pass_time(b);
+    t.fwd_ep[l + 1] = t.fwd_ep[l] + f_ep;
+    t.bwd_ep[l + 1] = t.bwd_ep[l] + b_ep;
+  }
+  t.emb_f = pass_time(price(embedding_forward_ops(m, sh), embedding_tp_collectives(m, sh, true)));
+  t.emb_b = pass_time(price(embedding_backward_ops(m, sh), {}));
+  t.head_f = pass_time(price(head_forward_ops(m, sh), head_tp_collectives(m, sh, true)));
+  t.head_b = pass_time(price(head_backward_ops(m, sh), head_tp_collectives(m, sh, false)));
+  return t;
+}
+
+const LowerBound::Table& LowerBound::table(int node_group, int tp, double samples, Recompute rc) const {
+  // Integer sample counts (the search's) go through a hashed index first.
+  const bool packed = samples == static_cast<double>(static_cast<long>(samples)) && samples < (1 << 20) &&
+                      node_group < (1 << 12) && tp < (1 << 12);
+  const std::uint64_t pk = (static_cast<std::uint64_t>(node_group) << 40) | (static_cast<std::uint64_t>(tp) << 28) |
+                           (static_cast<std::uint64_t>(samples) << 4) | static_cast<std::uint64_t>(rc);
+  if (packed) {
+    auto hit = table_index_.find(pk);
+    if (hit != table_index_.end()) return *hit->second;
+  }
+  const auto key = std::make_tuple(node_group, tp, samples, static_cast<int>(rc));
+  auto it = tables_.find(key);
+  if (it == tables_.end()) it = tables_.emplace(key, build_table(node_group, tp, samples, rc)).first;
+  if (packed) table_index_.emplace(pk, &it->second);
+  return it->second;
+}
+
+GroupTimes LowerBound::group_times(int node_group, int tp, double samples, int begin, int end, Recompute rc,
+                                   bool zero1, int ep) const {
+  const Table& t = table(node_group, tp, samples, rc);
+  const int L = model_.layers;
+  const double ends_f = (begin == 0 ? t.emb_f : 0.0) + (end == L ? t.head_f : 0.0);
+  const double ends_b = (begin == 0 ? t.emb_b : 0.0) + (end == L ? t.head_b : 0.0);
+  const double f = t.fwd[end] - t.fwd[begin], b = t.bwd[end] - t.bwd[begin];
+  const double f_ep = t.fwd_ep[end] - t.fwd_ep[begin], b_ep = t.bwd_ep[end] - t.bwd_ep[begin];
+  GroupTimes g;
+  const bool moe = model_.moe.has_value();
+  if (!moe || ep == 1) {
+    g.forward_s = f + ends_f;
+    g.backward_s = b + ends_b;
+  } else if (ep > 1) {
+    g.forward_s = f_ep + ends_f;
+    g.backward_s = b_ep + ends_b;
+  } else {
+    g.forward_s = std::min(f, f_ep) + ends_f;
+    g.backward_s = std::min(b, b_ep) + ends_b;
+  }
+  if (!moe && !zero1) {
+    // The parameters build_stage_work steps (ChunkCost::params_per_rank): layers, embedding, head.
+    std::vector<double>& pre = params_prefix_[tp];
+    if (pre.empty()) {
+      pre.assign(L + 1, 0.0);
+      for (int l = 0; l < L; ++l) pre[l + 1] = pre[l] + layer_params_per_rank(model_, l, tp);
+    }
+    double params = pre[end] - pre[begin];
+    if (begin == 0) params += embedding_params_per_rank(model_, tp);
+    if (end == L) params += head_params_per_rank(model_, tp);
+    for (const Node& n : cluster_.nodes)
+      if (n.group == node_group) {
+        g.optimizer_s = optimizer_step_s(params, cluster_.gpu_spec(n.first_gpu), model_);
+        break;
+      }
+  }
+  return g;
+}
+
+bool LowerBound::out_of_memory(int node_group, int tp, double samples, int begin, int end, Recompute rc,
+                               double in_flight, bool zero1, int zero1_dp) const {
+  auto memory = [&](double flight, int dp) {
+    StageMemoryInput in;
+    in.layer_begin = begin;
+    in.layer_end = end;
+    in.has_embedding = begin == 0;
+    in.has_head = end == model_.layers;
+    in.shard = {tp, false, samples};
+    in.recompute = rc;
+    in.zero1 = zero1;
+    in.dp = std::max(1, dp);
+    in.in_flight = flight;
+    // MoE: no routed expert held and no dispatch buffers - less than under any EP (a lower bound).
+    if (model_.moe) in.local_experts = 0;
+    MemoryBreakdown mb = stage_memory(model_, in);
+    if (zero1 && zero1_dp <= 0) mb.optimizer = 0;
+    return mb.total();
+  };
+  const double cap = capacity_[node_group];
+  // Integer sample counts (the search) are cached as a line in in_flight; within 1e-9 of the capacity the
+  // exact value decides. The simulator's test: total / memory_bytes > 1 (sim/exec/iteration.cpp).
+  if (samples == static_cast<int>(samples) && samples < (1 << 16) && node_group < 256 && tp < 256 &&
+      model_.layers < 1024 && (!zero1 || zero1_dp <= 0)) {
+    const std::uint64_t key = (static_cast<std::uint64_t>(node_group) << 56) | (static_cast<std::uint64_t>(tp) << 48) |
+                              (static_cast<std::uint64_t>(samples) << 32) | (static_cast<std::uint64_t>(begin) << 20) |
+                              (static_cast<std::uint64_t>(end) << 8) | (static_cast<std::uint64_t>(rc) << 1) |
+                              (zero1 ? 1u : 0u);
+    auto it = memory_.find(key);
+    if (it == memory_.end()) {
+      const double m1 = memory(1, zero1_dp), m2 = memory(2, zero1_dp);
+      it = memory_.emplace(key, MemoryLine{2 * m1 - m2, m2 - m1, 0}).first;
+    }
+    const double estimate = it->second.fixed + in_flight * it->second.per_micro_batch;
+    if (estimate > cap * (1 + 1e-9)) return true;
+    if (estimate < cap * (1 - 1e-9)) return false;
+  }
+  return memory(in_flight, zero1_dp) / cap > 1.0;
+}
+
+const std::vector<double>& LowerBound::per_sample_floor(int node_group, int tp, Recompute rc, int max_samples) const {
+  const auto key = std::make_tuple(node_group, tp, static_cast<int>(rc), max_samples);
+  auto it = floors_.find(key);
+  if (it != floors_.end()) return it->second;
+  const int L = model_.layers;
+  std::vector<double> best(L + 2, kInf);
+  for (int s = 1; s <= max_samples; ++s) {
+    const Table& t = table(node_group, tp, s, rc);
+    for (int l = 0; l < L; ++l) {
+      double c = t.fwd[l + 1] - t.fwd[l] + t.bwd[l + 1] - t.bwd[l];
+      if (model_.moe) c = std::min(c, t.fwd_ep[l + 1] - t.fwd_ep[l] + t.bwd_ep[l + 1] - t.bwd_ep[l]);
+      best[l] = std::min(best[l], c / s);
+    }
+    best[L] = std::min(best[L], (t.emb_f + t.emb_b) / s);
+    best[L + 1] = std::min(best[L + 1], (t.head_f + t.head_b) / s);
+  }
+  return floors_.emplace(key, std::move(best)).first->second;
+}
+
+std::optional<double> LowerBound::plan_bound(const Plan& plan) const {
+  if (plan.schedule != Schedule::OneFOneB || plan.interleave != 1 || plan.sequence_parallel) return 0.0;
+  // Groups holding each layer (the ZeRO-1 shard count of a worker is that of its first layer).
+  std::vector<int> holders(model_.layers, 0);
+  for (const Pipeline& pl : plan.pipelines)
+    for (const Stage& st : pl.stages)
+      for (int l = st.layer_begin; l < st.layer_end; ++l) holders[l] += static_cast<int>(st.groups.size());
+  double bound = 0;
+  for (const Pipeline& pl : plan.pipelines) {
+    const int S = static_cast<int>(pl.stages.size());
+    std::vector<std::vector<GroupTimes>> stages(S);
+    for (int k = 0; k < S; ++k) {
+      const Stage& st = pl.stages[k];
+      const int dp = holders[st.layer_begin];
+      const double in_flight = activations_in_flight(Schedule::OneFOneB, S, k, 1, pl.micro_batches);
+      for (const TpGroup& g : st.groups) {
+        const int ng = cluster_.nodes[cluster_.node_of(g.gpus.front())].group;
+        const double samples = pl.micro_batch * g.share;
+        if (out_of_memory(ng, g.tp, samples, st.layer_begin, st.layer_end, plan.recompute, in_flight, plan.zero1, dp))
+          return std::nullopt;
+        GroupTimes t = group_times(ng, g.tp, samples, st.layer_begin, st.layer_end, plan.recompute, false, st.ep);
+        if (plan.zero1) t.optimizer_s /= dp;  // ZeRO-1 steps 1/dp of the parameters
+        stages[k].push_back(t);
+      }
+    }
+    bound = std::max(bound, pipeline_lower_bound(stages, pl.micro_batches));
+  }
+  return bound;
+}
+
+}  // namespace arachne::planner
