@@ -862,9 +862,9 @@ void Oracle::phase1() {
 
 // Phase 0 (unless disabled): the plans the baselines' searches return are simulated first, so the
 // oracle's answer is never worse than theirs even where a budget cuts its enumeration.
-// First each with its own cost model and the request's budget (those evaluations are not simulations and
-// are not charged), then each with the simulator as its cost model on an eighth of the remaining budget
-// (charged: they are simulations). Without phase 0 the oracle stands on its enumeration alone (what the
+// First each with its own cost model (its own-model pricing is free; the simulations it makes, e.g. AMP's
+// trials, are charged), then each with the simulator as its cost model on an eighth of the remaining budget
+// (charged). Without phase 0 the oracle stands on its enumeration alone (what the
 // oracle-never-beaten test checks).
 void Oracle::seed_from_baselines() {
   for (const CostModel cm : {CostModel::Own, CostModel::Simulator})
@@ -872,13 +872,17 @@ void Oracle::seed_from_baselines() {
       if (out_of_budget()) return;
       PlanRequest r = req_;
       r.cost_model = cm;
-      if (cm == CostModel::Simulator) r.budget_evaluations = std::max(1L, (req_.budget_evaluations - eval_.evaluations()) / 8);
+      // A seed needs at least one simulation of its own (AMP's trials, a simulator-priced search) and one
+      // to simulate the plan it returns.
+      const long remaining = req_.budget_evaluations - eval_.evaluations();
+      if (remaining < 2) return;
+      r.budget_evaluations = cm == CostModel::Simulator ? std::max(1L, remaining / 8) : remaining - 1;
       if (req_.budget_wall_s > 0) {
         r.budget_wall_s = req_.budget_wall_s - eval_.elapsed_s();
         if (r.budget_wall_s <= 0) return;
       }
       const PlanResult seed = make_planner(name)->plan(r);
-      if (cm == CostModel::Simulator) eval_.charge(seed.evaluations);
+      eval_.charge(seed.evaluations);
       if (!seed.plan) continue;
       ++stats_.candidates;
       const int rc = seed.plan->recompute == Recompute::Full ? 2 : seed.plan->recompute == Recompute::Selective ? 1 : 0;

@@ -3,6 +3,7 @@
 // and a bad input leaves no output. Skipped when /usr/bin/python3 lacks matplotlib or h5py, except under
 // CI (the environment variable CI set), where that is a failure.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <sys/wait.h>
 
@@ -37,7 +38,7 @@ bool python_has_plot_modules() {
   } while (0)
 
 fs::path temp_dir(const std::string& name) {
-  const fs::path d = fs::path(testing::TempDir()) / ("arachne_plot_scripts_" + name);
+  const fs::path d = fs::path(testing::TempDir()) / ("arachne_plot_scripts_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
   return d;

@@ -1,6 +1,7 @@
 // `arachne trace` and `arachne replay` from the command line: format detection, statistics, conversion
 // round trip, the DESIGN replay JSON, and bad input (malformed trace rows, unknown GPU types) -> exit 2.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -36,7 +37,7 @@ CliRun run(const std::string& args, const fs::path& dir) {
 }
 
 fs::path temp_dir(const std::string& name) {
-  const fs::path d = fs::path(testing::TempDir()) / ("arachne_trace_cli_" + name);
+  const fs::path d = fs::path(testing::TempDir()) / ("arachne_trace_cli_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(d);
   fs::create_directories(d);
   return d;
