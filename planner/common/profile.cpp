@@ -6,7 +6,7 @@
 
 #include "sim/model/compute_time.h"
 #include "sim/model/memory.h"
-#include "sim/net/collectives.h"
+#include "sim/exec/stage_work.h"
 
 namespace arachne::planner {
 
@@ -41,32 +41,35 @@ LayerProfile Profiler::compute(int which, const ProfileKey& key) const {
   const ShardSpec s{key.tp, key.sequence_parallel, key.samples};
   LayerProfile p;
   const std::string& dt = priced_.dtype;
+  auto tp_time = [&](const std::vector<TpCollectives>& calls) {
+    return intra_node_tp_collectives_s(calls, key.tp, group_of_type(key.gpu_type), gpu, dt);
+  };
   if (which >= 0) {
     p.forward_s = ops_time_s(layer_forward_ops(priced_, which, s), gpu, dt);
     p.backward_s = ops_time_s(layer_backward_ops(priced_, which, s), gpu, dt) +
                    ops_time_s(layer_recompute_ops(priced_, which, s, key.recompute), gpu, dt);
-    if (key.tp > 1) {
-      // Closed-form ring collectives inside one node (sim/net/collectives.h, Patarasuk & Yuan 2009), with
-      // the type's calibrated link efficiency and per-call overhead, as the simulator prices them.
-      const TpCollectives c = layer_tp_collectives(priced_, s);
-      const NodeGroup& ng = group_of_type(key.gpu_type);
-      const double bw = ng.intra_bw * gpu.compute.link_eff;
-      const double lat = ng.intra_kind == LinkKind::Pcie ? 2e-6 : 1e-6;  // as sim/hw/topology.cpp
-      const double one = gpu.compute.collective_overhead_s +
-                         intra_node_collective_time(CollectiveKind::AllReduce, key.tp, c.bytes, bw, lat);
-      p.tp_comm_forward_s = c.count * one;
-      // Full recompute repeats the forward collectives before the backward (Korthikanti et al. 2022).
-      p.tp_comm_backward_s = c.count * one * (key.recompute == Recompute::Full ? 2 : 1);
-    }
+    // TP collectives priced as the simulator prices them inside one node (sim/exec/stage_work.h): NCCL's
+    // ring with its protocol latencies, the per-call overhead, and the backward's input-gradient all-reduces
+    // beside their weight-gradient GEMMs. Full recompute repeats the forward's collectives before the
+    // backward (Korthikanti et al. 2022 §5).
+    const TpCollectives fwd = layer_tp_collectives(priced_, s);
+    std::vector<TpCollectives> bwd = layer_tp_backward_collectives(priced_, which, s);
+    if (key.recompute == Recompute::Full) bwd.push_back(fwd);
+    p.tp_comm_forward_s = tp_time({fwd});
+    p.tp_comm_backward_s = tp_time(bwd);
     p.activation_bytes = layer_activation_bytes(model_, which, s, key.recompute);
     p.params = layer_params_per_rank(model_, which, key.tp);
   } else if (which == -1) {
     p.forward_s = ops_time_s(embedding_forward_ops(priced_, s), gpu, dt);
     p.backward_s = ops_time_s(embedding_backward_ops(priced_, s), gpu, dt);
+    p.tp_comm_forward_s = tp_time(embedding_tp_collectives(priced_, s, true));
+    p.tp_comm_backward_s = tp_time(embedding_tp_collectives(priced_, s, false));
     p.params = embedding_params_per_rank(model_, key.tp);
   } else {
     p.forward_s = ops_time_s(head_forward_ops(priced_, s), gpu, dt);
     p.backward_s = ops_time_s(head_backward_ops(priced_, s), gpu, dt);
+    p.tp_comm_forward_s = tp_time(head_tp_collectives(priced_, s, true));
+    p.tp_comm_backward_s = tp_time(head_tp_collectives(priced_, s, false));
     p.params = head_params_per_rank(model_, key.tp);
   }
   return p;
@@ -102,8 +105,9 @@ double Profiler::stage_time_s(int begin, int end, const ProfileKey& key) const {
     const LayerProfile& p = layer(l, key);
     t += p.forward_s + p.backward_s + p.tp_comm_forward_s + p.tp_comm_backward_s;
   }
-  if (begin == 0) t += embedding(key).forward_s + embedding(key).backward_s;
-  if (end == model_.layers) t += head(key).forward_s + head(key).backward_s;
+  auto add = [&t](const LayerProfile& p) { t += p.forward_s + p.backward_s + p.tp_comm_forward_s + p.tp_comm_backward_s; };
+  if (begin == 0) add(embedding(key));
+  if (end == model_.layers) add(head(key));
   return t;
 }
 

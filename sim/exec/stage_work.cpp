@@ -31,17 +31,6 @@ double adam_step_bytes_per_param(const ModelConfig& m) { return m.dtype == "bf16
 
 LinkClass intra_class(LinkKind k) { return k == LinkKind::Pcie ? LinkClass::Pcie : LinkClass::NvLink; }
 
-// Time a collective adds to its pass. Blocking: all of it. Beside a kernel of time t_k (Megatron's async
-// TP all-reduce next to the weight-gradient GEMM): the kernel runs (1 + kappa) times slower while the
-// collective is in flight (shared SMs and HBM; kappa = overlap_slowdown, see gpu.h), so the pair ends at
-// max(t_c, t_k + t_c·kappa/(1 + kappa)) and adds that minus t_k.
-double exposed_collective_s(double call_s, const OpCost& beside, const GpuSpec& gpu, const std::string& dtype) {
-  if (beside.flops <= 0) return call_s;
-  const double kernel_s = op_time_s(beside, gpu, dtype);
-  const double k = gpu.compute.overlap_slowdown;
-  return std::max(call_s, kernel_s + call_s * k / (1.0 + k)) - kernel_s;
-}
-
 }  // namespace
 
 PassCost price_pass(const std::vector<OpCost>& ops, const std::vector<TpCollectives>& calls, const Worker& w,
@@ -56,11 +45,7 @@ PassCost price_pass(const std::vector<OpCost>& ops, const std::vector<TpCollecti
     pc.tp_collectives += c.count;
     if (!w.tp_closed_form) continue;
     const NodeGroup& ng = cluster.group_of_node(cluster.node_of(w.gpus.front()));
-    const double bw = ng.intra_bw * gpu.compute.link_eff;
-    const double call_s = gpu.compute.collective_overhead_s +
-                          nccl_intra_node_collective_time(CollectiveKind::AllReduce, w.tp, c.bytes, bw,
-                                                          ng.intra_kind != LinkKind::Pcie);
-    pc.tp_closed_form_s += c.count * exposed_collective_s(call_s, c.overlaps, gpu, model.dtype);
+    pc.tp_closed_form_s += intra_node_tp_collectives_s({c}, w.tp, ng, gpu, model.dtype);
     // Ring all-reduce: every rank sends 2(t-1)/t of the buffer (Patarasuk & Yuan 2009).
     pc.tp_closed_form_bytes[static_cast<int>(intra_class(ng.intra_kind))] += c.count * c.bytes * 2.0 * (w.tp - 1);
   }
@@ -102,6 +87,32 @@ StageLink make_link(const Worker& src, const Worker& dst, int dst_worker, int ds
 }
 
 }  // namespace
+
+// Per call: the NCCL ring inside the node (nccl_intra_node_collective_time) at the achieved link bandwidth,
+// plus the per-call software overhead. Blocking calls add all of it. A call beside a kernel of time t_k
+// (Megatron's async TP all-reduce next to the weight-gradient GEMM) slows that kernel (1 + kappa) times while
+// it is in flight (shared SMs and HBM; kappa = overlap_slowdown, Lee et al. 2025, see gpu.h), so the pair
+// ends at max(t_c, t_k + t_c·kappa/(1 + kappa)) and adds that minus t_k.
+double intra_node_tp_collectives_s(const std::vector<TpCollectives>& calls, int tp, const NodeGroup& node,
+                                   const GpuSpec& gpu, const std::string& dtype) {
+  if (tp <= 1) return 0.0;
+  const double bw = node.intra_bw * gpu.compute.link_eff;
+  const double k = gpu.compute.overlap_slowdown;
+  double total = 0;
+  for (const TpCollectives& c : calls) {
+    if (c.count <= 0) continue;
+    const double call_s = gpu.compute.collective_overhead_s +
+                          nccl_intra_node_collective_time(CollectiveKind::AllReduce, tp, c.bytes, bw,
+                                                          node.intra_kind != LinkKind::Pcie);
+    double exposed = call_s;
+    if (c.overlaps.flops > 0) {
+      const double kernel_s = op_time_s(c.overlaps, gpu, dtype);
+      exposed = std::max(call_s, kernel_s + call_s * k / (1.0 + k)) - kernel_s;
+    }
+    total += c.count * exposed;
+  }
+  return total;
+}
 
 double reduced_grad_bytes_per_param(const ModelConfig& m) { return m.dtype == "bf16" ? 4.0 : 2.0; }
 

@@ -3,15 +3,24 @@
 // make to neighbouring stages, and their memory.
 #pragma once
 #include <array>
+#include <string>
 #include <vector>
 
+#include "sim/hw/cluster.h"
 #include "sim/hw/topology.h"
+#include "sim/model/layer_costs.h"
 #include "sim/model/memory.h"
 #include "sim/model/model.h"
 #include "sim/net/flow_network.h"
 #include "sim/plan/plan.h"
 
 namespace arachne {
+
+// Time the TP collectives `calls` of one pass add to it on a TP group of `tp` GPUs inside one node of
+// `node` (closed form; DESIGN.md allows it inside a node): the single definition the simulator's passes and
+// the planners' profiler (planner/common/profile.h) both use.
+double intra_node_tp_collectives_s(const std::vector<TpCollectives>& calls, int tp, const NodeGroup& node,
+                                   const GpuSpec& gpu, const std::string& dtype);
 
 struct PassCost {
   double compute_s = 0;            // kernels (GEMM, attention, memory-bound) of the pass
