@@ -878,7 +878,9 @@ void Oracle::seed_from_baselines() {
       if (remaining < 2) return;
       r.budget_evaluations = cm == CostModel::Simulator ? std::max(1L, remaining / 8) : remaining - 1;
       if (req_.budget_wall_s > 0) {
-        r.budget_wall_s = req_.budget_wall_s - eval_.elapsed_s();
+        // An eighth of the wall time left, as of the simulations: a baseline whose own search runs to its
+        // time cap (Metis) must not take the time the oracle's own phases need.
+        r.budget_wall_s = (req_.budget_wall_s - eval_.elapsed_s()) / 8;
         if (r.budget_wall_s <= 0) return;
       }
       const PlanResult seed = make_planner(name)->plan(r);

@@ -3,7 +3,7 @@
 // Its space and what lies outside it are written down in planner/oracle/README.md; the search:
 //  Phase 0 (unless constructed without it): the plans amp, metis, flashflex and sailor return (own cost model
 //    with the remaining budget for their simulations, e.g. AMP's trials; then the simulator as cost model on an
-//    eighth of what is left) are simulated.
+//    eighth of what is left; each gets an eighth of the wall time left) are simulated.
 //  Phase 1: the Megatron shorthand grid (tp, pp | layers, dp, micro-batch 1/2/4/8, EP for MoE) on the whole
 //    cluster and on each GPU type's nodes.
 //  Phase 2 (heuristic): structures up to symmetry priced by the Profiler (planner/common/profile.h) with
