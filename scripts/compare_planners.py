@@ -7,7 +7,7 @@ planner - and per planner the mean absolute error of its own cost model against 
 mean of its throughput relative to the reference, and its planning time. A `*` marks a search that a budget or
 a cap cut short (`search_complete: false`). Used for README's planner figures:
 
-    scripts/compare_planners.py [--binary build/arachne] [--budget 2000] [--cost-model own] > results/planners.md
+    scripts/compare_planners.py [--binary build/arachne] [--budget 2000] [--budget-wall S] [--cost-model own]
 """
 import argparse
 import json
@@ -32,9 +32,11 @@ CASES = [
 ]
 
 
-def run_case(binary, cluster, model, batch, budget, cost_model, planners):
+def run_case(binary, cluster, model, batch, budget, budget_wall, cost_model, planners):
     cmd = [binary, "plan", "--cluster", cluster, "--model", model, "--global-batch", str(batch),
            "--planner", planners, "--budget", str(budget), "--cost-model", cost_model, "--json"]
+    if budget_wall > 0:
+        cmd += ["--budget-wall", str(budget_wall)]
     p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if p.returncode not in (0, 3):
         sys.exit(f"error: {' '.join(cmd)} exited {p.returncode}: {p.stderr.strip()}")
@@ -45,20 +47,23 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "arachne"))
     ap.add_argument("--budget", type=int, default=2000)
+    ap.add_argument("--budget-wall", type=float, default=0, help="wall-clock cap per planner and case, seconds")
     ap.add_argument("--cost-model", default="own", choices=["own", "simulator"])
     ap.add_argument("--planners", default="all")
     args = ap.parse_args()
 
     per_planner = {}
     out = []
-    out.append(f"Planners, budget {args.budget} simulator evaluations, cost model `{args.cost_model}`; "
+    wall = f", at most {args.budget_wall:g} s each" if args.budget_wall > 0 else ""
+    out.append(f"Planners, budget {args.budget} simulator evaluations{wall}, cost model `{args.cost_model}`; "
                "tokens/s of each plan simulated on the full cluster, relative to the reference of the case: "
                "the oracle where its search is complete, else the best plan found (\"best found\"). "
                "`*`: the planner's search was cut short (budget or cap).\n")
     header = None
     for cluster, model, batch in CASES:
         print(f"compare: {model} on {cluster} ...", file=sys.stderr)
-        results = run_case(args.binary, cluster, model, batch, args.budget, args.cost_model, args.planners)
+        results = run_case(args.binary, cluster, model, batch, args.budget, args.budget_wall, args.cost_model,
+                           args.planners)
         names = [r["planner"] for r in results]
         if header is None:
             header = names
