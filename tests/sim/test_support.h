@@ -99,6 +99,16 @@ inline void expect_same_result(const SimResult& a, const SimResult& b) {
   EXPECT_EQ(sorted_spans(a), sorted_spans(b));
 }
 
+// The same timeline in the same order: every span's start, duration and name.
+inline void expect_same_timeline_order(const SimResult& a, const SimResult& b) {
+  ASSERT_EQ(a.timeline.size(), b.timeline.size());
+  for (std::size_t i = 0; i < a.timeline.size(); ++i) {
+    EXPECT_EQ(a.timeline[i].start_s, b.timeline[i].start_s) << i;
+    EXPECT_EQ(a.timeline[i].dur_s, b.timeline[i].dur_s) << i;
+    EXPECT_EQ(a.timeline[i].name, b.timeline[i].name) << i;
+  }
+}
+
 }  // namespace arachne::test
 
 // Skips the test when the shared data is absent, except in CI where that is a failure.
