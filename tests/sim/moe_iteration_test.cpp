@@ -233,6 +233,18 @@ TEST(MoeIteration, ExpertParallelismInsideOneTpGroup) {
 namespace arachne {
 namespace {
 
+// PP 2 x DP gpus/2 with EP 8 over replica pipelines, micro-batch 1, four micro-batches each, full recompute.
+Plan pp2_ep8_plan(const Cluster& c, int gpus, const ModelConfig& m) {
+  Shorthand s;
+  s.pp = 2;
+  s.dp = gpus / 2;
+  s.ep = 8;
+  s.micro_batch = 1;
+  s.global_batch = 4L * s.dp;
+  s.recompute = Recompute::Full;
+  return plan_from_shorthand(s, c, m);
+}
+
 // The exact shortcuts (component recompute, skipped refills after completions that change no rate) give the
 // full simulation's output bit for bit: skewed routing so that every EP rank receives a different amount, EP
 // groups inside one node (every all-to-all's refills skipped) and spanning two nodes over shared NICs (flows
@@ -242,14 +254,7 @@ TEST(MoeIteration, ExactShortcutsMatchFullSimulation) {
   for (const auto& [spec, gpus] : {std::pair{"H100:4x8", 32}, std::pair{"H100:4x4", 16}}) {
     for (const bool hierarchical : {false, true}) {
       const Cluster c = parse_cluster_spec(spec, GpuCatalog::load_default());
-      Shorthand s;
-      s.pp = 2;
-      s.dp = gpus / 2;
-      s.ep = 8;
-      s.micro_batch = 1;
-      s.global_batch = 4L * s.dp;
-      s.recompute = Recompute::Full;
-      const Plan p = plan_from_shorthand(s, c, m);
+      const Plan p = pp2_ep8_plan(c, gpus, m);
       const Topology topo(c);
       SimOptions fast;
       fast.ignore_memory = true;
@@ -286,14 +291,7 @@ TEST(MoeIteration, BundledAllToAllMatchesUnbundled) {
   std::vector<Case> cases;
   for (const auto& [spec, gpus] : {std::pair{"H100:4x8", 32}, std::pair{"H100:4x4", 16}}) {
     const Cluster c = parse_cluster_spec(spec, GpuCatalog::load_default());
-    Shorthand s;
-    s.pp = 2;
-    s.dp = gpus / 2;
-    s.ep = 8;
-    s.micro_batch = 1;
-    s.global_batch = 4L * s.dp;
-    s.recompute = Recompute::Full;
-    cases.push_back({spec, c, plan_from_shorthand(s, c, m)});
+    cases.push_back({spec, c, pp2_ep8_plan(c, gpus, m)});
   }
   {
     const Cluster c = parse_cluster_spec("A100-80:1x8", GpuCatalog::load_default());
