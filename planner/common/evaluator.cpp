@@ -55,4 +55,13 @@ std::optional<std::string> request_problem(const PlanRequest& request, const std
   return std::nullopt;
 }
 
+std::optional<PlanResult> refused_request(const PlanRequest& request, const std::string& planner, const PlanTimer& timer,
+                                          long* global_batch) {
+  const std::optional<std::string> problem = request_problem(request, planner, global_batch);
+  if (!problem) return std::nullopt;
+  PlanResult result;
+  result.reason = *problem;
+  return timer.finish(result);
+}
+
 }  // namespace arachne::planner

@@ -61,5 +61,9 @@ class PlanTimer {
 // cluster or model (a programming error). Returns the global batch to plan for (the request's, else the
 // model's) in *global_batch, and a reason when there is nothing to plan: no global batch, no GPUs, no layers.
 std::optional<std::string> request_problem(const PlanRequest& request, const std::string& planner, long* global_batch);
+// request_problem as a planner's early answer: the finished result (no plan, the reason, the planning time)
+// when there is nothing to plan, nullopt otherwise.
+std::optional<PlanResult> refused_request(const PlanRequest& request, const std::string& planner, const PlanTimer& timer,
+                                          long* global_batch);
 
 }  // namespace arachne::planner

@@ -321,15 +321,11 @@ PlanResult AmpPlanner::plan(const PlanRequest& request) {
   const PlanTimer timer;
 
   long global = 0;
-  const std::optional<std::string> problem = request_problem(request, "amp", &global);
+  if (auto refused = refused_request(request, "amp", timer, &global)) return *refused;
   const Cluster& cluster = *request.cluster;
   const ModelConfig& model = *request.model;
 
   PlanResult result;
-  if (problem) {
-    result.reason = *problem;
-    return timer.finish(result);
-  }
   const int n_gpus = cluster.total_gpus();
   std::optional<Topology> own_topo;
   if (!request.topo) own_topo.emplace(cluster);

@@ -675,15 +675,11 @@ PlanResult FlashFlexPlanner::plan(const PlanRequest& request) {
   const PlanTimer timer;
   traces_.clear();
   long global = 0;
-  const std::optional<std::string> problem = request_problem(request, "flashflex", &global);
+  if (auto refused = refused_request(request, "flashflex", timer, &global)) return *refused;
   const Cluster& cluster = *request.cluster;
   const ModelConfig& model = *request.model;
 
   PlanResult result;
-  if (problem) {
-    result.reason = *problem;
-    return timer.finish(result);
-  }
 
   Search search(request, cluster, model, global);
   const int N = search.gpus();

@@ -53,15 +53,11 @@ PlanResult MegatronPlanner::plan(const PlanRequest& request) {
   const PlanTimer timer;
 
   long global = 0;
-  const std::optional<std::string> problem = request_problem(request, "megatron", &global);
+  if (auto refused = refused_request(request, "megatron", timer, &global)) return *refused;
   const Cluster& cluster = *request.cluster;
   const ModelConfig& model = *request.model;
 
   PlanResult result;
-  if (problem) {
-    result.reason = *problem;
-    return timer.finish(result);
-  }
 
   const std::string type = pick_type(cluster, model);
   std::vector<int> type_nodes;

@@ -448,16 +448,12 @@ PlanResult MetisPlanner::plan(const PlanRequest& request) {
   const PlanTimer timer;
 
   long global = 0;
-  const std::optional<std::string> problem = request_problem(request, "metis", &global);
+  if (auto refused = refused_request(request, "metis", timer, &global)) return *refused;
   const Cluster& cluster = *request.cluster;
   const ModelConfig& model = *request.model;
   const Options& opt = options_;
 
   PlanResult result;
-  if (problem) {
-    result.reason = *problem;
-    return timer.finish(result);
-  }
   const int N = cluster.total_gpus();
   const int L = model.layers;
 

@@ -611,17 +611,13 @@ Plan build_sailor_plan(const Cluster& c, const ModelConfig& model, const std::ve
 
 PlanResult SailorPlanner::plan(const PlanRequest& request) {
   const PlanTimer timer;
+  stats_ = Stats{};
   long global = 0;
-  const std::optional<std::string> problem = request_problem(request, "sailor", &global);
+  if (auto refused = refused_request(request, "sailor", timer, &global)) return *refused;
   const Cluster& cluster = *request.cluster;
   const ModelConfig& model = *request.model;
-  stats_ = Stats{};
 
   PlanResult result;
-  if (problem) {
-    result.reason = *problem;
-    return timer.finish(result);
-  }
 
   // GPU types ordered by name (Sailor: sorted quota keys); nodes of a type in fill order.
   std::map<std::string, std::vector<int>> by_type;
