@@ -1,0 +1,47 @@
+// Completion: from a structural template (planner/template/template.h) to plans the simulator can run, by
+// rule and a small priced candidate set:
+//   1. placement: the template's TP groups on concrete GPUs, a TP group inside one node, a stage inside one
+//      node or leaf where it can be, pipelines of one class on interchangeable nodes;
+//   2. layers: the exact min-max contiguous partition of each pipeline's layers over its stages, with the
+//      profiler's stage times and under each stage's memory limit;
+//   3. batch: per pipeline a micro-batch size and count; the global batch split into integers across
+//      pipelines in proportion to each pipeline's measured speed, then local moves;
+//   4. memory: recompute and ZeRO-1 only where the memory needs them; MoE: experts over EP ranks (uneven
+//      in proportion to GPU speed where the template says so);
+//   5. the candidates the rules leave open (micro-batch sizes, recompute levels, share splits) are priced by
+//      `price` and returned best first.
+#pragma once
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "planner/template/template.h"
+#include "sim/hw/topology.h"
+
+namespace arachne::planner {
+
+// Prices a validated plan: its iteration time in seconds, or nullopt when it does not fit in memory.
+using PlanPricer = std::function<std::optional<double>(const Plan&)>;
+
+struct CompletionOptions {
+  int max_candidates = 8;  // plans returned (best first)
+};
+
+struct CompletedPlan {
+  Plan plan;
+  double priced_s = 0;  // what `price` said
+};
+
+struct CompletionInput {
+  const Cluster* cluster = nullptr;
+  const Topology* topo = nullptr;
+  const ModelConfig* model = nullptr;
+  long global_batch = 0;
+};
+
+// Plans for the template, each valid (validate_plan) and priced as fitting, best first; empty when the
+// template cannot be completed (e.g. nothing fits in memory). Deterministic.
+std::vector<CompletedPlan> complete_template(const Template& t, const CompletionInput& in, const PlanPricer& price,
+                                             const CompletionOptions& opt = {});
+
+}  // namespace arachne::planner
