@@ -25,6 +25,7 @@ using PlanPricer = std::function<std::optional<double>(const Plan&)>;
 
 struct CompletionOptions {
   int max_candidates = 8;  // plans returned (best first)
+  int max_priced = 32;     // calls of `price` per memory level tried
 };
 
 struct CompletedPlan {

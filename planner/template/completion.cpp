@@ -1,0 +1,534 @@
+// Completion of a template into priced plans (see completion.h). The steps:
+//   placement (placement.h) -> plan order, EP blocks and expert counts -> per memory level, cheapest first:
+//   per-class costs (pipeline_costs.h: shares, min-max partition under memory) -> batch split (proportional to
+//   speed, then analytic local moves) -> candidates (the split, other micro-batch sizes, priced local moves)
+//   priced by the caller -> best first. The first memory level with a fitting candidate is the answer.
+#include "planner/template/completion.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "planner/common/plan_builder.h"
+#include "planner/common/profile.h"
+#include "planner/template/pipeline_costs.h"
+#include "planner/template/placement.h"
+#include "sim/io/input_error.h"
+#include "sim/plan/plan_yaml.h"
+
+namespace arachne::planner {
+namespace {
+
+constexpr double kInf = PipelineCosts::kInf;
+
+// ---------------------------------------------------------------- plan order, EP blocks and experts
+
+// A stage's expert layout in the plan, and the routed experts each of its groups holds (for memory).
+struct StageExperts {
+  int ep = 1;
+  EpScope scope = EpScope::Pipelines;
+  std::vector<int> experts;       // per EP rank; empty = even
+  std::vector<double> local;      // per group: routed experts per MoE layer it holds (-1: all, no EP)
+};
+
+// Pipelines that must take equal samples: an aligned block of EP peers (ep_scope pipelines), else one.
+struct Unit {
+  int pipeline_class = 0;
+  std::vector<int> pipelines;  // indices into Layout::pipelines
+  int size() const { return static_cast<int>(pipelines.size()); }
+};
+
+struct Layout {
+  std::vector<PlacedPipeline> pipelines;           // plan order
+  std::vector<std::vector<StageExperts>> experts;  // [pipeline][stage]
+  std::vector<Unit> units;
+};
+
+// EP peers across pipelines: the least common multiple of the class's ep_scope-pipelines EP degrees.
+int block_size(const PipelineTemplate& pt, const ModelConfig& model) {
+  int k = 1;
+  if (!model.moe) return k;
+  for (const StageTemplate& st : pt.stages)
+    if (st.ep > 1 && st.ep_scope == EpScope::Pipelines) k = std::lcm(k, st.ep);
+  return k;
+}
+
+// Relative speed of one GPU of a type in a TP group of `tp`: the inverse of its per-sample time over the
+// model's layers (profiler), divided over the group's GPUs.
+double gpu_speed(LayerTimes& times, const std::string& type, int tp) {
+  const int layers = times.profiler().model().layers;
+  return 1.0 / (times.layers_s({type, tp, 1.0, Recompute::None, false}, 0, layers) * tp);
+}
+
+// Experts per EP rank: even, or (uneven) in proportion to the ranks' speeds, each >= 1. nullopt when the
+// count cannot be placed (even but ep does not divide it; fewer experts than ranks).
+std::optional<std::vector<int>> expert_counts(int experts, const std::vector<double>& rank_speed, bool uneven) {
+  const int ep = static_cast<int>(rank_speed.size());
+  if (!uneven) {
+    if (experts % ep != 0) return std::nullopt;
+    return std::vector<int>{};
+  }
+  if (experts < ep) return std::nullopt;
+  const std::vector<long> split = split_proportional(experts, rank_speed, 1);
+  std::vector<int> out(split.begin(), split.end());
+  if (std::all_of(out.begin(), out.end(), [&](int e) { return e == out.front(); })) out.clear();  // even after all
+  return out;
+}
+
+// Layout of one stage of one pipeline: EP ranks are the stage in `ep` consecutive pipelines (the EP block,
+// all of one class: the same types, so the same speed), the stage's groups (ep = groups), or ep equal slices
+// of the stage's GPUs in group order (sim/exec/stage_work.cpp reads `experts` in that rank order).
+std::optional<StageExperts> stage_experts(const StageTemplate& st, const PlacedStage& ps, const ModelConfig& model,
+                                          LayerTimes& times) {
+  StageExperts out;
+  out.local.assign(ps.groups.size(), -1.0);
+  if (!model.moe || st.ep <= 1) return out;
+  const int experts = model.moe->experts;
+  out.ep = st.ep;
+  out.scope = st.ep_scope;
+  std::vector<double> gpu_speeds;  // the stage's GPUs in group order
+  for (const PlacedGroup& g : ps.groups)
+    for (size_t k = 0; k < g.gpus.size(); ++k) gpu_speeds.push_back(gpu_speed(times, g.gpu_type, st.tp));
+  const int n = static_cast<int>(gpu_speeds.size());
+  std::vector<double> rank_speed(st.ep, 0.0);
+  if (st.ep_scope == EpScope::Pipelines) {
+    std::fill(rank_speed.begin(), rank_speed.end(), std::accumulate(gpu_speeds.begin(), gpu_speeds.end(), 0.0));
+  } else {
+    if (n % st.ep != 0) return std::nullopt;
+    for (int i = 0; i < n; ++i) rank_speed[i / (n / st.ep)] += gpu_speeds[i];
+  }
+  const auto counts = expert_counts(experts, rank_speed, st.uneven_experts);
+  if (!counts) return std::nullopt;
+  out.experts = *counts;
+  auto held = [&](int rank) { return out.experts.empty() ? static_cast<double>(experts) / st.ep : out.experts[rank]; };
+  const int groups = static_cast<int>(ps.groups.size());
+  for (int g = 0; g < groups; ++g) {
+    if (st.ep_scope == EpScope::Pipelines) {  // the rank is the pipeline's place in its block: the most any holds
+      double most = 0;
+      for (int r = 0; r < st.ep; ++r) most = std::max(most, held(r));
+      out.local[g] = most;
+    } else if (groups == st.ep) {
+      out.local[g] = held(g);
+    } else {  // EP over GPU slices of the stage: each GPU holds experts x tp / N (sim/exec/stage_work.cpp)
+      out.local[g] = static_cast<double>(experts) * st.tp / n;
+    }
+  }
+  return out;
+}
+
+// Plan order: classes with the largest EP blocks first (blocks must start at multiples of their size), each
+// class's replicas consecutive; then the units and every stage's experts. nullopt when the blocks cannot
+// align or the experts cannot be placed.
+std::optional<Layout> plan_layout(const Template& t, const std::vector<PlacedPipeline>& placed, const ModelConfig& model,
+                                  LayerTimes& times) {
+  std::vector<int> classes(t.pipelines.size());
+  std::iota(classes.begin(), classes.end(), 0);
+  std::stable_sort(classes.begin(), classes.end(), [&](int a, int b) {
+    return block_size(t.pipelines[a], model) > block_size(t.pipelines[b], model);
+  });
+  Layout out;
+  for (const int c : classes) {
+    const int k = block_size(t.pipelines[c], model);
+    const int first = static_cast<int>(out.pipelines.size());
+    if (first % k != 0 || t.pipelines[c].replicas % k != 0) return std::nullopt;
+    for (const PlacedPipeline& p : placed)
+      if (p.pipeline_class == c) {
+        if ((static_cast<int>(out.pipelines.size()) - first) % k == 0) out.units.push_back({c, {}});
+        out.units.back().pipelines.push_back(static_cast<int>(out.pipelines.size()));
+        out.pipelines.push_back(p);
+      }
+  }
+  for (const PlacedPipeline& p : out.pipelines) {
+    const PipelineTemplate& pt = t.pipelines[p.pipeline_class];
+    std::vector<StageExperts> stages;
+    for (size_t j = 0; j < pt.stages.size(); ++j) {
+      auto e = stage_experts(pt.stages[j], p.stages[j], model, times);
+      if (!e) return std::nullopt;
+      stages.push_back(std::move(*e));
+    }
+    out.experts.push_back(std::move(stages));
+  }
+  return out;
+}
+
+// ZeRO-1 can save memory only where a layer has more than one holder.
+bool zero1_helps(const Layout& layout) {
+  if (layout.pipelines.size() > 1) return true;
+  for (const PlacedStage& s : layout.pipelines.front().stages)
+    if (s.groups.size() > 1) return true;
+  return false;
+}
+
+// ---------------------------------------------------------------- per-class costs
+
+// The class costs at one memory level, built from the class's first pipeline (replicas share the types).
+std::vector<PipelineCosts> class_costs(const Template& t, const Layout& layout, LayerTimes& times, MemoryLevel level) {
+  // ZeRO-1 shards over every group holding a layer (sim/exec/stage_work.cpp): each other pipeline holds the
+  // stage's first layer in at least its narrowest stage's groups.
+  auto fewest_groups = [](const PlacedPipeline& p) {
+    size_t n = p.stages.front().groups.size();
+    for (const PlacedStage& s : p.stages) n = std::min(n, s.groups.size());
+    return static_cast<int>(n);
+  };
+  int all_fewest = 0;
+  for (const PlacedPipeline& p : layout.pipelines) all_fewest += fewest_groups(p);
+  std::vector<PipelineCosts> out;
+  for (int c = 0; c < static_cast<int>(t.pipelines.size()); ++c) {
+    int first = 0;
+    while (layout.pipelines[first].pipeline_class != c) ++first;
+    const PlacedPipeline& p = layout.pipelines[first];
+    std::vector<StageCostSpec> stages;
+    for (size_t j = 0; j < p.stages.size(); ++j) {
+      StageCostSpec s;
+      s.tp = t.pipelines[c].stages[j].tp;
+      s.ep = layout.experts[first][j].ep;
+      for (size_t g = 0; g < p.stages[j].groups.size(); ++g)
+        s.groups.push_back({p.stages[j].groups[g].gpu_type, layout.experts[first][j].local[g]});
+      s.zero1_dp = static_cast<int>(p.stages[j].groups.size()) + all_fewest - fewest_groups(p);
+      stages.push_back(std::move(s));
+    }
+    out.emplace_back(times, std::move(stages), level);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- batch split
+
+// Samples per pipeline of each unit (every pipeline of a unit takes the same), and each pipeline's
+// micro-batch size.
+struct BatchSplit {
+  std::vector<long> samples;    // per unit, per pipeline of the unit
+  std::vector<int> micro_batch; // per pipeline (plan order)
+  auto key() const { return std::tie(samples, micro_batch); }
+  bool operator<(const BatchSplit& o) const { return key() < o.key(); }
+};
+
+class BatchPlanner {
+ public:
+  BatchPlanner(const Layout& layout, std::vector<PipelineCosts>& costs, long global)
+      : layout_(layout), costs_(costs), global_(global) {}
+
+  // Proportional split, then analytic local moves; micro-batch sizes the best for each pipeline's samples.
+  std::optional<BatchSplit> split() {
+    std::optional<std::vector<long>> a = proportional();
+    if (!a) return std::nullopt;
+    local_moves(*a);
+    for (size_t u = 0; u < a->size(); ++u)
+      if (unit_time(u, (*a)[u]) == kInf) return std::nullopt;
+    return with_best_micro_batches(*a);
+  }
+
+  BatchSplit with_best_micro_batches(const std::vector<long>& a) {
+    BatchSplit s;
+    s.samples = a;
+    s.micro_batch.assign(layout_.pipelines.size(), 0);
+    for (size_t u = 0; u < a.size(); ++u)
+      for (const int p : layout_.units[u].pipelines) s.micro_batch[p] = cls(u).best(a[u]).micro_batch;
+    return s;
+  }
+
+  // The same split with class c's pipelines on their `rank`-th best micro-batch size (rank 1 = the runner-up);
+  // nullopt when a pipeline has no such size.
+  std::optional<BatchSplit> other_micro_batch(const BatchSplit& s, int c, int rank) {
+    BatchSplit out = s;
+    bool changed = false;
+    for (size_t u = 0; u < s.samples.size(); ++u) {
+      if (layout_.units[u].pipeline_class != c) continue;
+      std::vector<std::pair<double, int>> options;
+      for (long b = 1; b <= s.samples[u]; ++b)
+        if (s.samples[u] % b == 0) {
+          const double t = cls(u).time(s.samples[u], static_cast<int>(b));
+          if (t < kInf) options.emplace_back(t, static_cast<int>(b));
+        }
+      std::sort(options.begin(), options.end());
+      if (static_cast<int>(options.size()) <= rank) return std::nullopt;
+      for (const int p : layout_.units[u].pipelines) out.micro_batch[p] = options[rank].second;
+      changed = true;
+    }
+    if (!changed) return std::nullopt;
+    return out;
+  }
+
+  // Moves of samples between classes from `s`: per ordered pair of classes, the slowest unit of the first
+  // gives the smallest admissible amount, and the amount best for the pair, to the fastest unit of the
+  // second. Ordered by the analytic time after the move.
+  std::vector<BatchSplit> neighbours(const BatchSplit& s) {
+    std::vector<std::pair<double, std::vector<long>>> moves;
+    const int classes = static_cast<int>(costs_.size());
+    for (int from = 0; from < classes; ++from)
+      for (int to = 0; to < classes; ++to) {
+        const int u = extreme_unit(s.samples, from, true), v = extreme_unit(s.samples, to, false);
+        if (u < 0 || v < 0 || u == v) continue;
+        const long step = std::lcm(unit_size(u), unit_size(v));
+        std::set<long> amounts;
+        long best_amount = 0;
+        double best_t = kInf;
+        for (long d = step; d <= kMaxMove * step && d / unit_size(u) < s.samples[u]; d += step) {
+          const double t = std::max(unit_time(u, s.samples[u] - d / unit_size(u)), unit_time(v, s.samples[v] + d / unit_size(v)));
+          if (t == kInf) continue;
+          if (amounts.empty()) amounts.insert(d);
+          if (t < best_t) {
+            best_t = t;
+            best_amount = d;
+          }
+        }
+        if (best_amount > 0) amounts.insert(best_amount);
+        for (const long d : amounts) {
+          std::vector<long> a = s.samples;
+          a[u] -= d / unit_size(u);
+          a[v] += d / unit_size(v);
+          moves.emplace_back(objective(a).first, std::move(a));
+        }
+      }
+    std::stable_sort(moves.begin(), moves.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+    std::vector<BatchSplit> out;
+    for (const auto& m : moves) out.push_back(with_best_micro_batches(m.second));
+    return out;
+  }
+
+ private:
+  static constexpr long kMaxMove = 64;  // largest move, in steps, the local search looks at
+  const Layout& layout_;
+  std::vector<PipelineCosts>& costs_;
+  long global_;
+
+  PipelineCosts& cls(size_t u) { return costs_[layout_.units[u].pipeline_class]; }
+  long unit_size(size_t u) const { return layout_.units[u].size(); }
+  double unit_time(size_t u, long n) { return n < 1 ? kInf : cls(u).best(n).time_s; }
+
+  // The first split: every pipeline's share of the batch in proportion to its class's steady-state speed
+  // (split_proportional), a unit's pipelines levelled down to their mean, the rest of the samples handed
+  // out where they cost least.
+  std::optional<std::vector<long>> proportional() {
+    const long np = static_cast<long>(layout_.pipelines.size());
+    if (np > global_) return std::nullopt;
+    std::vector<double> speed(costs_.size());
+    for (size_t c = 0; c < costs_.size(); ++c) speed[c] = costs_[c].speed(global_);
+    std::vector<double> weights;
+    for (const PlacedPipeline& p : layout_.pipelines) weights.push_back(speed[p.pipeline_class]);
+    if (std::all_of(weights.begin(), weights.end(), [](double w) { return w <= 0; })) return std::nullopt;
+    const std::vector<long> per_pipeline = split_proportional(global_, weights, 1);
+    std::vector<long> a(layout_.units.size());
+    long left = global_;
+    for (size_t u = 0; u < a.size(); ++u) {
+      long sum = 0;
+      for (const int p : layout_.units[u].pipelines) sum += per_pipeline[p];
+      a[u] = std::max(1L, sum / unit_size(u));
+      left -= a[u] * unit_size(u);
+    }
+    while (left > 0) {  // hand out the rest where the unit's time grows least
+      int pick = -1;
+      double pick_t = kInf;
+      for (size_t u = 0; u < a.size(); ++u) {
+        if (unit_size(u) > left) continue;
+        const double t = unit_time(u, a[u] + 1);
+        if (pick < 0 || t < pick_t) {
+          pick = static_cast<int>(u);
+          pick_t = t;
+        }
+      }
+      if (pick < 0) return std::nullopt;
+      ++a[pick];
+      left -= unit_size(pick);
+    }
+    return left == 0 ? std::optional(a) : std::nullopt;
+  }
+
+  // (slowest time, pipelines within a part in 10^12 of it): lower is better.
+  std::pair<double, int> objective(const std::vector<long>& a) {
+    double worst = 0;
+    for (size_t u = 0; u < a.size(); ++u) worst = std::max(worst, unit_time(u, a[u]));
+    int at = 0;
+    for (size_t u = 0; u < a.size(); ++u)
+      if (unit_time(u, a[u]) >= worst * (1 - 1e-12)) at += static_cast<int>(unit_size(u));
+    return {worst, at};
+  }
+
+  // The slowest (or fastest) unit of class c; -1 when the class has none.
+  int extreme_unit(const std::vector<long>& a, int c, bool slowest) {
+    int pick = -1;
+    for (size_t u = 0; u < a.size(); ++u) {
+      if (layout_.units[u].pipeline_class != c) continue;
+      const double t = unit_time(u, a[u]);
+      if (pick < 0 || (slowest ? t > unit_time(pick, a[pick]) : t < unit_time(pick, a[pick]))) pick = static_cast<int>(u);
+    }
+    return pick;
+  }
+
+  // Moves samples from the slowest unit to whichever class's fastest unit (and amount) lowers the objective most, while it
+  // falls (samples are integers, so the proportional split is only close; divisibility makes the time of n
+  // samples uneven in n, hence amounts beyond one step).
+  void local_moves(std::vector<long>& a) {
+    for (long guard = 0; guard < 4 * global_; ++guard) {
+      const auto current = objective(a);
+      int slow = 0;
+      for (size_t u = 1; u < a.size(); ++u)
+        if (unit_time(u, a[u]) > unit_time(slow, a[slow])) slow = static_cast<int>(u);
+      std::optional<std::vector<long>> best;
+      auto best_obj = current;
+      for (int c = 0; c < static_cast<int>(costs_.size()); ++c) {  // replicas are alike: each class's fastest unit
+        const int v = extreme_unit(a, c, false);
+        if (v < 0 || v == slow) continue;
+        const long step = std::lcm(unit_size(slow), unit_size(v));
+        for (long d = step; d <= kMaxMove * step && d / unit_size(slow) < a[slow]; d += step) {
+          std::vector<long> b = a;
+          b[slow] -= d / unit_size(slow);
+          b[v] += d / unit_size(v);
+          const auto obj = objective(b);
+          if (obj < best_obj) {
+            best_obj = obj;
+            best = std::move(b);
+          }
+        }
+      }
+      if (!best) return;
+      a = std::move(*best);
+    }
+  }
+};
+
+// ---------------------------------------------------------------- plans and pricing
+
+Plan assemble(const Template& t, const Layout& layout, std::vector<PipelineCosts>& costs, const BatchSplit& split,
+              MemoryLevel level, const Cluster& cluster) {
+  std::vector<long> samples(layout.pipelines.size());
+  for (size_t u = 0; u < layout.units.size(); ++u)
+    for (const int p : layout.units[u].pipelines) samples[p] = split.samples[u];
+  std::vector<PipelineSpec> specs;
+  for (size_t i = 0; i < layout.pipelines.size(); ++i) {
+    const PlacedPipeline& pp = layout.pipelines[i];
+    PipelineCosts& pc = costs[pp.pipeline_class];
+    PipelineSpec ps;
+    ps.micro_batch = split.micro_batch[i];
+    ps.micro_batches = static_cast<int>(samples[i] / ps.micro_batch);
+    const std::vector<int>& bounds = pc.partition(ps.micro_batch, ps.micro_batches);
+    for (size_t j = 0; j < pp.stages.size(); ++j) {
+      StageSpec ss;
+      ss.layer_begin = bounds[j];
+      ss.layer_end = bounds[j + 1];
+      const std::vector<int>& shares = pc.shares(static_cast<int>(j), ps.micro_batch);
+      for (size_t g = 0; g < pp.stages[j].groups.size(); ++g)
+        ss.groups.push_back({pp.stages[j].groups[g].gpus, t.pipelines[pp.pipeline_class].stages[j].tp,
+                             static_cast<double>(shares[g]) / ps.micro_batch});
+      ps.stages.push_back(std::move(ss));
+    }
+    specs.push_back(std::move(ps));
+  }
+  Plan plan = build_plan(specs, cluster, level.recompute);
+  plan.zero1 = level.zero1;
+  for (size_t i = 0; i < plan.pipelines.size(); ++i)
+    for (size_t j = 0; j < plan.pipelines[i].stages.size(); ++j) {
+      Stage& st = plan.pipelines[i].stages[j];
+      const StageExperts& e = layout.experts[i][j];
+      st.ep = e.ep;
+      st.ep_scope = e.scope;
+      st.experts = e.experts;
+    }
+  return plan;
+}
+
+// Prices candidates once each, in the order given, within the budget of pricer calls.
+class Pricer {
+ public:
+  Pricer(const Template& t, const Layout& layout, std::vector<PipelineCosts>& costs, const CompletionInput& in,
+         const PlanPricer& price, MemoryLevel level, int budget)
+      : t_(t), layout_(layout), costs_(costs), in_(in), price_(price), level_(level), budget_(budget) {}
+
+  // The priced time of the split (nullopt: over budget, invalid, or out of memory).
+  std::optional<double> price(const BatchSplit& s) {
+    if (auto it = seen_.find(s); it != seen_.end()) return it->second;
+    if (calls_ >= budget_) return std::nullopt;
+    Plan plan = assemble(t_, layout_, costs_, s, level_, *in_.cluster);
+    try {
+      validate_plan(plan, *in_.cluster, *in_.model, in_.global_batch, "completion");
+    } catch (const InputError&) {
+      return seen_[s] = std::nullopt;
+    }
+    ++calls_;
+    const std::optional<double> time = price_(plan);
+    if (time) done_.push_back({std::move(plan), *time});
+    return seen_[s] = time;
+  }
+  bool spent() const { return calls_ >= budget_; }
+  std::vector<CompletedPlan> take() { return std::move(done_); }
+
+ private:
+  const Template& t_;
+  const Layout& layout_;
+  std::vector<PipelineCosts>& costs_;
+  const CompletionInput& in_;
+  const PlanPricer& price_;
+  MemoryLevel level_;
+  int budget_;
+  int calls_ = 0;
+  std::map<BatchSplit, std::optional<double>> seen_;
+  std::vector<CompletedPlan> done_;
+};
+
+// The candidates the rules leave open: the split with each pipeline's best micro-batch size, the
+// runner-up sizes per class, then moves of samples between classes while the priced time falls.
+void price_candidates(BatchPlanner& batch, const BatchSplit& first, int classes, Pricer& pricer) {
+  std::optional<double> best_t = pricer.price(first);
+  BatchSplit best = first;
+  for (int c = 0; c < classes; ++c)
+    for (const int rank : {1, 2})
+      if (auto other = batch.other_micro_batch(first, c, rank)) {
+        const std::optional<double> t = pricer.price(*other);
+        if (t && (!best_t || *t < *best_t)) {
+          best_t = t;
+          best = *other;
+        }
+      }
+  for (bool improved = true; improved && !pricer.spent();) {
+    improved = false;
+    for (const BatchSplit& next : batch.neighbours(best)) {
+      const std::optional<double> t = pricer.price(next);
+      if (t && (!best_t || *t < *best_t)) {
+        best_t = t;
+        best = next;
+        improved = true;
+        break;  // first improvement in analytic order: the next round starts from it
+      }
+      if (pricer.spent()) break;
+    }
+  }
+}
+
+std::vector<CompletedPlan> best_first(std::vector<CompletedPlan> plans, int max_candidates) {
+  std::stable_sort(plans.begin(), plans.end(), [](const CompletedPlan& a, const CompletedPlan& b) { return a.priced_s < b.priced_s; });
+  if (static_cast<int>(plans.size()) > max_candidates) plans.resize(std::max(0, max_candidates));
+  return plans;
+}
+
+bool usable(const Template& t, const CompletionInput& in) {
+  return in.cluster && in.model && in.global_batch > 0 && in.model->layers > 0 && !t.pipelines.empty() &&
+         std::all_of(t.pipelines.begin(), t.pipelines.end(), [](const PipelineTemplate& p) { return p.replicas >= 1 && !p.stages.empty(); });
+}
+
+}  // namespace
+
+std::vector<CompletedPlan> complete_template(const Template& t, const CompletionInput& in, const PlanPricer& price,
+                                             const CompletionOptions& opt) {
+  if (!usable(t, in)) return {};
+  const auto placed = place_template(t, *in.cluster);
+  if (!placed) return {};
+  const Profiler profiler(*in.cluster, *in.model);
+  LayerTimes times(profiler);
+  const auto layout = plan_layout(t, *placed, *in.model, times);
+  if (!layout) return {};
+  for (const MemoryLevel level : memory_levels(zero1_helps(*layout))) {
+    std::vector<PipelineCosts> costs = class_costs(t, *layout, times, level);
+    BatchPlanner batch(*layout, costs, in.global_batch);
+    const std::optional<BatchSplit> split = batch.split();
+    if (!split) continue;  // nothing fits at this level
+    Pricer pricer(t, *layout, costs, in, price, level, opt.max_priced);
+    price_candidates(batch, *split, static_cast<int>(t.pipelines.size()), pricer);
+    std::vector<CompletedPlan> plans = pricer.take();
+    if (!plans.empty()) return best_first(std::move(plans), opt.max_candidates);
+  }
+  return {};
+}
+
+}  // namespace arachne::planner

@@ -1,0 +1,205 @@
+// Analytic costs of a pipeline class during completion (see pipeline_costs.h).
+#include "planner/template/pipeline_costs.h"
+
+#include <algorithm>
+
+#include "planner/common/partition.h"
+#include "planner/common/plan_builder.h"
+#include "sim/model/memory.h"
+
+namespace arachne::planner {
+
+std::vector<MemoryLevel> memory_levels(bool zero1_helps) {
+  std::vector<MemoryLevel> out;
+  for (const Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+    out.push_back({r, false});
+    if (zero1_helps) out.push_back({r, true});
+  }
+  return out;
+}
+
+const LayerTimes::Table& LayerTimes::table(const ProfileKey& key) {
+  auto it = tables_.find(key);
+  if (it != tables_.end()) return it->second;
+  Table t;
+  const int layers = profiler_.model().layers;
+  auto total = [](const LayerProfile& p) { return p.forward_s + p.backward_s + p.tp_comm_forward_s + p.tp_comm_backward_s; };
+  t.prefix.assign(layers + 1, 0.0);
+  for (int l = 0; l < layers; ++l) t.prefix[l + 1] = t.prefix[l] + total(profiler_.layer(l, key));
+  t.embedding = total(profiler_.embedding(key));
+  t.head = total(profiler_.head(key));
+  return tables_.emplace(key, std::move(t)).first->second;
+}
+
+double LayerTimes::layers_s(const ProfileKey& key, int begin, int end) {
+  const Table& t = table(key);
+  return t.prefix[end] - t.prefix[begin];
+}
+
+double LayerTimes::stage_s(const ProfileKey& key, int begin, int end) {
+  const Table& t = table(key);
+  double s = t.prefix[end] - t.prefix[begin];
+  if (begin == 0) s += t.embedding;
+  if (end == static_cast<int>(t.prefix.size()) - 1) s += t.head;
+  return s;
+}
+
+PipelineCosts::PipelineCosts(LayerTimes& times, std::vector<StageCostSpec> stages, MemoryLevel level)
+    : times_(times), stages_(std::move(stages)), level_(level), layers_(times.profiler().model().layers) {
+  for (const StageCostSpec& s : stages_) min_micro_batch_ = std::max(min_micro_batch_, static_cast<int>(s.groups.size()));
+}
+
+double PipelineCosts::group_s(int stage, int group, int samples, int begin, int end) {
+  const StageCostSpec& s = stages_[stage];
+  const ProfileKey key{s.groups[group].gpu_type, s.tp, static_cast<double>(samples), level_.recompute, false};
+  return times_.stage_s(key, begin, end);
+}
+
+const std::vector<int>& PipelineCosts::shares(int stage, int b) {
+  const auto k = std::make_pair(stage, b);
+  if (auto it = shares_.find(k); it != shares_.end()) return it->second;
+  const int n = static_cast<int>(stages_[stage].groups.size());
+  // A group's time for s samples over the model's layers: the shares hold for every layer range.
+  const StageCostSpec& st = stages_[stage];
+  auto t = [&](int g, int s) {
+    return times_.layers_s({st.groups[g].gpu_type, st.tp, static_cast<double>(s), level_.recompute, false}, 0, layers_);
+  };
+  std::vector<double> speed(n);
+  const int even = std::max(1, b / n);
+  for (int g = 0; g < n; ++g) speed[g] = even / t(g, even);
+  std::vector<long> split = split_proportional(b, speed, 1);
+  std::vector<int> s(split.begin(), split.end());
+  // Single-sample moves from the slowest group to the group that stays fastest with one more, while the
+  // slowest time falls (integer shares: the proportional split can be a sample off).
+  for (int guard = 0; guard < b; ++guard) {
+    int slow = 0;
+    for (int g = 1; g < n; ++g)
+      if (t(g, s[g]) > t(slow, s[slow])) slow = g;
+    if (s[slow] <= 1) break;
+    int fast = -1;
+    for (int g = 0; g < n; ++g)
+      if (g != slow && (fast < 0 || t(g, s[g] + 1) < t(fast, s[fast] + 1))) fast = g;
+    if (fast < 0) break;
+    double rest = 0;  // the slowest of the groups the move leaves alone
+    for (int g = 0; g < n; ++g)
+      if (g != slow && g != fast) rest = std::max(rest, t(g, s[g]));
+    const double before = t(slow, s[slow]);
+    const double after = std::max({rest, t(slow, s[slow] - 1), t(fast, s[fast] + 1)});
+    if (!(after < before)) break;
+    --s[slow];
+    ++s[fast];
+  }
+  return shares_.emplace(k, std::move(s)).first->second;
+}
+
+std::vector<int> PipelineCosts::max_ends(int stage, int b, long in_flight) {
+  const StageCostSpec& st = stages_[stage];
+  const std::vector<int>& s = shares(stage, b);
+  const ModelConfig& model = times_.profiler().model();
+  auto fits = [&](int begin, int end) {
+    for (size_t g = 0; g < st.groups.size(); ++g) {
+      StageMemoryInput in;
+      in.layer_begin = begin;
+      in.layer_end = end;
+      in.has_embedding = begin == 0;
+      in.has_head = end == layers_;
+      in.shard = {st.tp, false, static_cast<double>(s[g])};
+      in.recompute = level_.recompute;
+      in.zero1 = level_.zero1;
+      in.dp = std::max(1, st.zero1_dp);
+      in.in_flight = static_cast<double>(in_flight);
+      in.local_experts = st.groups[g].local_experts;
+      in.ep = st.ep;
+      if (stage_memory(model, in).total() > times_.profiler().gpu_memory_bytes(st.groups[g].gpu_type)) return false;
+    }
+    return true;
+  };
+  // A stage's memory grows with its layer range (more weights, activations, the head), so the largest
+  // fitting end never falls as the start moves right: one sweep of two pointers.
+  std::vector<int> out(layers_, 0);
+  int end = 0;
+  for (int x = 0; x < layers_; ++x) {
+    end = std::max(end, x);
+    while (end < layers_ && fits(x, end + 1)) ++end;
+    out[x] = end;
+  }
+  return out;
+}
+
+const std::vector<int>& PipelineCosts::partition(int b, long m) {
+  const long cap = std::min<long>(m, depth());
+  const auto k = std::make_pair(b, cap);
+  if (auto it = partitions_.find(k); it != partitions_.end()) return it->second;
+  std::vector<int> bounds;
+  if (b >= min_micro_batch_ && b < too_big_) {
+    std::vector<std::vector<int>> ends(depth());
+    for (int j = 0; j < depth(); ++j) ends[j] = max_ends(j, b, std::min<long>(depth() - j, m));
+    auto cost = [&](int j, int begin, int end) {
+      if (end > ends[j][begin]) return kInf;
+      double worst = 0;
+      const std::vector<int>& s = shares(j, b);
+      for (size_t g = 0; g < s.size(); ++g) worst = std::max(worst, group_s(j, static_cast<int>(g), s[g], begin, end));
+      return worst;
+    };
+    bounds = minmax_partition(layers_, depth(), cost);
+    if (bounds.empty() && cap == 1) too_big_ = std::min<long>(too_big_, b);  // memory only grows with b
+  }
+  return partitions_.emplace(k, std::move(bounds)).first->second;
+}
+
+std::vector<double> PipelineCosts::stage_times(int b, long m) {
+  const std::vector<int>& bounds = partition(b, m);
+  std::vector<double> t;
+  if (bounds.empty()) return t;
+  for (int j = 0; j < depth(); ++j) {
+    const std::vector<int>& s = shares(j, b);
+    double worst = 0;
+    for (size_t g = 0; g < s.size(); ++g)
+      worst = std::max(worst, group_s(j, static_cast<int>(g), s[g], bounds[j], bounds[j + 1]));
+    t.push_back(worst);
+  }
+  return t;
+}
+
+double PipelineCosts::time(long n, int b) {
+  if (b < min_micro_batch_ || n < b || n % b != 0) return kInf;
+  const long m = n / b;
+  const std::vector<double> t = stage_times(b, m);
+  if (t.empty()) return kInf;
+  double sum = 0, worst = 0;
+  for (const double x : t) {
+    sum += x;
+    worst = std::max(worst, x);
+  }
+  // 1F1B (Narayanan et al. SC'21 §2.2): every stage's first micro-batch fills the pipeline, the other m - 1
+  // pass at the pace of the slowest stage.
+  return sum + static_cast<double>(m - 1) * worst;
+}
+
+PipelineCosts::Choice PipelineCosts::best(long n) {
+  if (auto it = best_.find(n); it != best_.end()) return it->second;
+  Choice c;
+  for (long b = min_micro_batch_; b <= n && b < too_big_; ++b) {
+    if (n % b != 0) continue;
+    const double t = time(n, static_cast<int>(b));
+    if (t < c.time_s) c = {t, static_cast<int>(b)};
+  }
+  return best_.emplace(n, c).first->second;
+}
+
+double PipelineCosts::speed(long max_b) {
+  double best = 0;
+  for (long b = 1; b <= max_b && b < too_big_; b *= 2) {
+    if (b < min_micro_batch_) continue;
+    const std::vector<double> t = stage_times(static_cast<int>(b), depth());
+    if (t.empty()) continue;
+    best = std::max(best, static_cast<double>(b) / *std::max_element(t.begin(), t.end()));
+  }
+  if (best == 0 && min_micro_batch_ <= max_b) {  // no power of two fits: the smallest micro-batch
+    const std::vector<double> t = stage_times(min_micro_batch_, depth());
+    if (!t.empty()) best = min_micro_batch_ / *std::max_element(t.begin(), t.end());
+  }
+  return best;
+}
+
+}  // namespace arachne::planner

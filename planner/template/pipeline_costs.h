@@ -1,0 +1,105 @@
+// The profiler's view of one pipeline class during completion (planner/template/completion.h): how a stage's
+// micro-batch splits over its TP groups, the exact min-max layer partition under the memory limit, and an
+// analytic 1F1B time for n samples run as micro-batches of b. These times only steer completion (batch split,
+// micro-batch sizes, which candidates to price); the caller's pricer judges the plans.
+//
+// Times are the profiler's (planner/common/profile.h: the simulator's per-layer kernel and intra-node TP
+// costs); memory is the simulator's own per-stage formula (sim/model/memory.h) with the stage's EP experts.
+#pragma once
+#include <limits>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "planner/common/profile.h"
+#include "sim/model/model.h"
+
+namespace arachne::planner {
+
+// Plan-wide memory savers, cheapest first (memory_levels()).
+struct MemoryLevel {
+  Recompute recompute = Recompute::None;
+  bool zero1 = false;
+};
+// none, none+ZeRO-1, selective, selective+ZeRO-1, full, full+ZeRO-1 (ZeRO-1 levels only when `zero1_helps`).
+std::vector<MemoryLevel> memory_levels(bool zero1_helps);
+
+struct GroupCostSpec {
+  std::string gpu_type;
+  double local_experts = -1;  // routed experts per MoE layer this group's GPUs hold (sim/model/memory.h); -1: all
+};
+struct StageCostSpec {
+  int tp = 1;
+  int ep = 1;
+  std::vector<GroupCostSpec> groups;
+  int zero1_dp = 1;  // a lower bound on the groups that hold the stage's first layer (ZeRO-1 shards)
+};
+
+// Per-layer times of one profile key as prefix sums, so a stage's time is O(1).
+class LayerTimes {
+ public:
+  explicit LayerTimes(const Profiler& profiler) : profiler_(profiler) {}
+  // Seconds of one micro-batch's forward + backward (compute and TP) over layers [begin, end), with the
+  // embedding when begin == 0 and the head when end == layers (Profiler::stage_time_s).
+  double stage_s(const ProfileKey& key, int begin, int end);
+  // The same without the embedding and the head.
+  double layers_s(const ProfileKey& key, int begin, int end);
+  const Profiler& profiler() const { return profiler_; }
+
+ private:
+  struct Table {
+    std::vector<double> prefix;  // prefix[l] = layers [0, l)
+    double embedding = 0, head = 0;
+  };
+  const Table& table(const ProfileKey& key);
+  const Profiler& profiler_;
+  std::map<ProfileKey, Table> tables_;
+};
+
+class PipelineCosts {
+ public:
+  static constexpr double kInf = std::numeric_limits<double>::infinity();
+
+  PipelineCosts(LayerTimes& times, std::vector<StageCostSpec> stages, MemoryLevel level);
+
+  int depth() const { return static_cast<int>(stages_.size()); }
+  // The smallest micro-batch: every TP group of every stage takes at least one sample.
+  int min_micro_batch() const { return min_micro_batch_; }
+  // Samples of each group of stage j for micro-batch b (b >= min_micro_batch), summing to b: proportional to
+  // the groups' speeds, then single-sample moves from the slowest group while the slowest time falls.
+  const std::vector<int>& shares(int stage, int b);
+  // Layer bounds (depth + 1) of the min-max partition for micro-batch b run m times (1F1B keeps
+  // min(depth - j, m) micro-batches in flight on stage j); empty when no partition fits in memory.
+  const std::vector<int>& partition(int b, long m);
+  // Seconds per micro-batch of each stage under that partition (empty when it does not fit).
+  std::vector<double> stage_times(int b, long m);
+  // 1F1B with m = n / b micro-batches: the stage sum (fill and drain) plus (m - 1) times the slowest stage.
+  // Infinite when b does not divide n, b < min_micro_batch or nothing fits.
+  double time(long n, int b);
+  struct Choice {
+    double time_s = kInf;
+    int micro_batch = 0;  // 0: none fits
+  };
+  // The best micro-batch size for n samples among the divisors of n (ties: the smaller).
+  Choice best(long n);
+  // Steady-state samples per second: the best b / slowest-stage time over power-of-two b up to max_b.
+  double speed(long max_b);
+
+ private:
+  LayerTimes& times_;
+  std::vector<StageCostSpec> stages_;
+  MemoryLevel level_;
+  int layers_ = 0;
+  int min_micro_batch_ = 1;
+  long too_big_ = std::numeric_limits<long>::max();  // smallest b that fits nowhere even with one micro-batch
+  std::map<std::pair<int, int>, std::vector<int>> shares_;              // (stage, b)
+  std::map<std::pair<int, long>, std::vector<int>> partitions_;         // (b, micro-batches in flight cap)
+  std::map<long, Choice> best_;
+
+  double group_s(int stage, int group, int samples, int begin, int end);
+  // max_end[x]: the largest end such that every group of the stage fits layers [x, end) in memory (x if none).
+  std::vector<int> max_ends(int stage, int b, long in_flight);
+};
+
+}  // namespace arachne::planner

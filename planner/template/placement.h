@@ -1,0 +1,43 @@
+// Placement, the first step of completion (planner/template/completion.h): the template's TP groups on
+// concrete GPUs of the cluster.
+//
+// Rules, in order of precedence:
+//   - a TP group lies inside one node of its GPU type (its tp lowest free local GPUs, consecutive where the
+//     node has such a run);
+//   - the groups of one kind of a stage share one node when a node can hold them all, else one leaf switch
+//     (cluster.network.nodes_per_leaf consecutive nodes share a leaf, sim/hw/topology.h), else any nodes;
+//   - a stage prefers the nodes (then the leaf) its pipeline already uses, so pipeline transfers stay local;
+//   - whole nodes first: among nodes of one type, larger nodes (partial nodes, as left after preemption,
+//     have fewer GPUs) before smaller ones, then the tightest fit, then the lower node id - so the replicas
+//     of a pipeline class fill the same kind of node one after another;
+//   - pipelines are placed in template order, replicas one after another; when that order strands a wide
+//     group (fragmentation), the kinds are placed again widest tp first.
+// Deterministic.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/template/template.h"
+#include "sim/hw/cluster.h"
+
+namespace arachne::planner {
+
+struct PlacedGroup {
+  std::string gpu_type;
+  std::vector<GpuId> gpus;  // rank order
+};
+struct PlacedStage {
+  std::vector<PlacedGroup> groups;  // the template's kinds in order, each kind's groups in placement order
+};
+struct PlacedPipeline {
+  int pipeline_class = 0;  // index into Template::pipelines
+  int replica = 0;
+  std::vector<PlacedStage> stages;
+};
+
+// One entry per pipeline (classes in template order, replicas consecutive); nullopt when the cluster cannot
+// hold the template's groups.
+std::optional<std::vector<PlacedPipeline>> place_template(const Template& t, const Cluster& cluster);
+
+}  // namespace arachne::planner
