@@ -2,11 +2,20 @@
 //   placement (placement.h) -> plan order, EP blocks and expert counts -> per memory level, cheapest first:
 //   per-class costs (pipeline_costs.h: shares, min-max partition under memory) -> batch split (proportional to
 //   speed, then analytic local moves) -> candidates (the split, other micro-batch sizes, priced local moves)
-//   priced by the caller -> best first. The first memory level with a fitting candidate is the answer.
+//   priced by the caller -> best first over all levels.
+// Recompute only where memory needs it: a candidate with recompute is one that fits at no level of less
+// recompute, and a recompute level is tried only when the micro-batches it lets fit make the analytic split
+// faster than the levels of less recompute (so a template that fits without recompute and gains nothing from
+// larger micro-batches gets none). ZeRO-1 is priced on and off wherever a layer has several holders: besides
+// the memory it saves, it shards the optimizer step over the data-parallel groups (each updates 1/dp of the
+// parameters, Rajbhandari et al. 2020 "ZeRO" §5.1; sim/exec/stage_work.cpp) at the price of a parameter
+// all-gather, so whether it pays is a question for the pricer.
 #include "planner/template/completion.h"
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <memory>
 #include <map>
 #include <numeric>
 #include <set>
@@ -55,11 +64,11 @@ int block_size(const PipelineTemplate& pt, const ModelConfig& model) {
   return k;
 }
 
-// Relative speed of one GPU of a type in a TP group of `tp`: the inverse of its per-sample time over the
-// model's layers (profiler), divided over the group's GPUs.
-double gpu_speed(LayerTimes& times, const std::string& type, int tp) {
-  const int layers = times.profiler().model().layers;
-  return 1.0 / (times.layers_s({type, tp, 1.0, Recompute::None, false}, 0, layers) * tp);
+// The expert GEMM throughput of one GPU of a type: dense peak for the model's dtype times the calibrated
+// asymptotic GEMM efficiency (sim/model/compute_time.h prices expert FFNs as GEMMs with these constants).
+double expert_speed(const Cluster& cluster, const ModelConfig& model, const std::string& type) {
+  const GpuSpec& g = cluster.catalog.at(type);
+  return g.peak_for(model.dtype) * g.compute.gemm_eff_max;
 }
 
 // Experts per EP rank: even, or (uneven) in proportion to the ranks' speeds, each >= 1. nullopt when the
@@ -71,7 +80,7 @@ std::optional<std::vector<int>> expert_counts(int experts, const std::vector<dou
     return std::vector<int>{};
   }
   if (experts < ep) return std::nullopt;
-  const std::vector<long> split = split_proportional(experts, rank_speed, 1);
+  const std::vector<long> split = proportional_split(experts, rank_speed);
   std::vector<int> out(split.begin(), split.end());
   if (std::all_of(out.begin(), out.end(), [&](int e) { return e == out.front(); })) out.clear();  // even after all
   return out;
@@ -80,8 +89,8 @@ std::optional<std::vector<int>> expert_counts(int experts, const std::vector<dou
 // Layout of one stage of one pipeline: EP ranks are the stage in `ep` consecutive pipelines (the EP block,
 // all of one class: the same types, so the same speed), the stage's groups (ep = groups), or ep equal slices
 // of the stage's GPUs in group order (sim/exec/stage_work.cpp reads `experts` in that rank order).
-std::optional<StageExperts> stage_experts(const StageTemplate& st, const PlacedStage& ps, const ModelConfig& model,
-                                          LayerTimes& times) {
+std::optional<StageExperts> stage_experts(const StageTemplate& st, const PlacedStage& ps, const Cluster& cluster,
+                                          const ModelConfig& model) {
   StageExperts out;
   out.local.assign(ps.groups.size(), -1.0);
   if (!model.moe || st.ep <= 1) return out;
@@ -90,7 +99,7 @@ std::optional<StageExperts> stage_experts(const StageTemplate& st, const PlacedS
   out.scope = st.ep_scope;
   std::vector<double> gpu_speeds;  // the stage's GPUs in group order
   for (const PlacedGroup& g : ps.groups)
-    for (size_t k = 0; k < g.gpus.size(); ++k) gpu_speeds.push_back(gpu_speed(times, g.gpu_type, st.tp));
+    for (size_t k = 0; k < g.gpus.size(); ++k) gpu_speeds.push_back(expert_speed(cluster, model, g.gpu_type));
   const int n = static_cast<int>(gpu_speeds.size());
   std::vector<double> rank_speed(st.ep, 0.0);
   if (st.ep_scope == EpScope::Pipelines) {
@@ -121,8 +130,8 @@ std::optional<StageExperts> stage_experts(const StageTemplate& st, const PlacedS
 // Plan order: classes with the largest EP blocks first (blocks must start at multiples of their size), each
 // class's replicas consecutive; then the units and every stage's experts. nullopt when the blocks cannot
 // align or the experts cannot be placed.
-std::optional<Layout> plan_layout(const Template& t, const std::vector<PlacedPipeline>& placed, const ModelConfig& model,
-                                  LayerTimes& times) {
+std::optional<Layout> plan_layout(const Template& t, const std::vector<PlacedPipeline>& placed, const Cluster& cluster,
+                                  const ModelConfig& model) {
   std::vector<int> classes(t.pipelines.size());
   std::iota(classes.begin(), classes.end(), 0);
   std::stable_sort(classes.begin(), classes.end(), [&](int a, int b) {
@@ -144,7 +153,7 @@ std::optional<Layout> plan_layout(const Template& t, const std::vector<PlacedPip
     const PipelineTemplate& pt = t.pipelines[p.pipeline_class];
     std::vector<StageExperts> stages;
     for (size_t j = 0; j < pt.stages.size(); ++j) {
-      auto e = stage_experts(pt.stages[j], p.stages[j], model, times);
+      auto e = stage_experts(pt.stages[j], p.stages[j], cluster, model);
       if (!e) return std::nullopt;
       stages.push_back(std::move(*e));
     }
@@ -219,6 +228,17 @@ class BatchPlanner {
       if (unit_time(u, (*a)[u]) == kInf) return std::nullopt;
     return with_best_micro_batches(*a);
   }
+
+  // The analytic time of the split: its slowest pipeline (infinite when one does not fit).
+  double time(const BatchSplit& s) {
+    double worst = 0;
+    for (size_t u = 0; u < s.samples.size(); ++u)
+      for (const int p : layout_.units[u].pipelines)
+        worst = std::max(worst, cls(u).time(s.samples[u], s.micro_batch[p]));
+    return worst;
+  }
+  // Whether every pipeline's micro-batches fit at this level.
+  bool fits(const BatchSplit& s) { return time(s) < kInf; }
 
   BatchSplit with_best_micro_batches(const std::vector<long>& a) {
     BatchSplit s;
@@ -299,7 +319,7 @@ class BatchPlanner {
   double unit_time(size_t u, long n) { return n < 1 ? kInf : cls(u).best(n).time_s; }
 
   // The first split: every pipeline's share of the batch in proportion to its class's steady-state speed
-  // (split_proportional), a unit's pipelines levelled down to their mean, the rest of the samples handed
+  // (proportional_split), a unit's pipelines levelled down to their mean, the rest of the samples handed
   // out where they cost least.
   std::optional<std::vector<long>> proportional() {
     const long np = static_cast<long>(layout_.pipelines.size());
@@ -309,7 +329,7 @@ class BatchPlanner {
     std::vector<double> weights;
     for (const PlacedPipeline& p : layout_.pipelines) weights.push_back(speed[p.pipeline_class]);
     if (std::all_of(weights.begin(), weights.end(), [](double w) { return w <= 0; })) return std::nullopt;
-    const std::vector<long> per_pipeline = split_proportional(global_, weights, 1);
+    const std::vector<long> per_pipeline = proportional_split(global_, weights);
     std::vector<long> a(layout_.units.size());
     long left = global_;
     for (size_t u = 0; u < a.size(); ++u) {
@@ -429,17 +449,20 @@ Plan assemble(const Template& t, const Layout& layout, std::vector<PipelineCosts
   return plan;
 }
 
-// Prices candidates once each, in the order given, within the budget of pricer calls.
+// Prices candidates once each, in the order given, within the budget of pricer calls; a candidate that
+// fits at a cheaper memory level is not this level's (memory savers only where memory needs them).
 class Pricer {
  public:
+  using Admit = std::function<bool(const BatchSplit&)>;
   Pricer(const Template& t, const Layout& layout, std::vector<PipelineCosts>& costs, const CompletionInput& in,
-         const PlanPricer& price, MemoryLevel level, int budget)
-      : t_(t), layout_(layout), costs_(costs), in_(in), price_(price), level_(level), budget_(budget) {}
+         const PlanPricer& price, MemoryLevel level, Admit admit, int budget)
+      : t_(t), layout_(layout), costs_(costs), in_(in), price_(price), level_(level), admit_(std::move(admit)), budget_(budget) {}
 
-  // The priced time of the split (nullopt: over budget, invalid, or out of memory).
+  // The priced time of the split (nullopt: not admitted, over budget, invalid, or out of memory).
   std::optional<double> price(const BatchSplit& s) {
     if (auto it = seen_.find(s); it != seen_.end()) return it->second;
     if (calls_ >= budget_) return std::nullopt;
+    if (!admit_(s)) return seen_[s] = std::nullopt;
     Plan plan = assemble(t_, layout_, costs_, s, level_, *in_.cluster);
     try {
       validate_plan(plan, *in_.cluster, *in_.model, in_.global_batch, "completion");
@@ -461,6 +484,7 @@ class Pricer {
   const CompletionInput& in_;
   const PlanPricer& price_;
   MemoryLevel level_;
+  Admit admit_;
   int budget_;
   int calls_ = 0;
   std::map<BatchSplit, std::optional<double>> seen_;
@@ -502,6 +526,25 @@ std::vector<CompletedPlan> best_first(std::vector<CompletedPlan> plans, int max_
   return plans;
 }
 
+// One memory level: its class costs and batch planner (the planner keeps a reference to the costs).
+struct Level {
+  MemoryLevel memory;
+  std::vector<PipelineCosts> costs;
+  BatchPlanner batch;
+  Level(const Template& t, const Layout& layout, LayerTimes& times, MemoryLevel m, long global)
+      : memory(m), costs(class_costs(t, layout, times, m)), batch(layout, costs, global) {}
+};
+
+// Admits a split at the last of `levels` only when it fits at no level of less recompute.
+Pricer::Admit needs_recompute(const std::vector<std::unique_ptr<Level>>& levels) {
+  return [&levels](const BatchSplit& s) {
+    const Recompute mine = levels.back()->memory.recompute;
+    for (size_t l = 0; l + 1 < levels.size(); ++l)
+      if (levels[l]->memory.recompute < mine && levels[l]->batch.fits(s)) return false;
+    return true;
+  };
+}
+
 bool usable(const Template& t, const CompletionInput& in) {
   return in.cluster && in.model && in.global_batch > 0 && in.model->layers > 0 && !t.pipelines.empty() &&
          std::all_of(t.pipelines.begin(), t.pipelines.end(), [](const PipelineTemplate& p) { return p.replicas >= 1 && !p.stages.empty(); });
@@ -516,19 +559,30 @@ std::vector<CompletedPlan> complete_template(const Template& t, const Completion
   if (!placed) return {};
   const Profiler profiler(*in.cluster, *in.model);
   LayerTimes times(profiler);
-  const auto layout = plan_layout(t, *placed, *in.model, times);
+  const auto layout = plan_layout(t, *placed, *in.cluster, *in.model);
   if (!layout) return {};
-  for (const MemoryLevel level : memory_levels(zero1_helps(*layout))) {
-    std::vector<PipelineCosts> costs = class_costs(t, *layout, times, level);
-    BatchPlanner batch(*layout, costs, in.global_batch);
-    const std::optional<BatchSplit> split = batch.split();
+  std::vector<std::unique_ptr<Level>> levels;
+  std::vector<CompletedPlan> plans;
+  std::map<Recompute, double> analytic;  // best analytic split of each recompute level that gave plans
+  for (const MemoryLevel memory : memory_levels(zero1_helps(*layout))) {
+    levels.push_back(std::make_unique<Level>(t, *layout, times, memory, in.global_batch));
+    Level& level = *levels.back();
+    const std::optional<BatchSplit> split = level.batch.split();
     if (!split) continue;  // nothing fits at this level
-    Pricer pricer(t, *layout, costs, in, price, level, opt.max_priced);
-    price_candidates(batch, *split, static_cast<int>(t.pipelines.size()), pricer);
-    std::vector<CompletedPlan> plans = pricer.take();
-    if (!plans.empty()) return best_first(std::move(plans), opt.max_candidates);
+    const double time = level.batch.time(*split);
+    double cheaper = kInf;
+    for (const auto& [r, t] : analytic)
+      if (r < memory.recompute) cheaper = std::min(cheaper, t);
+    if (!(time < cheaper)) continue;  // the recompute buys no faster split
+    Pricer pricer(t, *layout, level.costs, in, price, memory, needs_recompute(levels), opt.max_priced);
+    price_candidates(level.batch, *split, static_cast<int>(t.pipelines.size()), pricer);
+    std::vector<CompletedPlan> priced = pricer.take();
+    if (priced.empty()) continue;
+    const auto [it, fresh] = analytic.emplace(memory.recompute, time);
+    if (!fresh) it->second = std::min(it->second, time);
+    for (CompletedPlan& p : priced) plans.push_back(std::move(p));
   }
-  return {};
+  return best_first(std::move(plans), opt.max_candidates);
 }
 
 }  // namespace arachne::planner

@@ -31,6 +31,18 @@ const LayerTimes::Table& LayerTimes::table(const ProfileKey& key) {
   return tables_.emplace(key, std::move(t)).first->second;
 }
 
+std::vector<long> proportional_split(long total, const std::vector<double>& weights) {
+  std::vector<long> out = split_proportional(total, weights);
+  for (long& part : out)
+    if (part < 1) {
+      long& largest = *std::max_element(out.begin(), out.end());
+      if (largest <= 1) break;  // total < parts
+      --largest;
+      ++part;
+    }
+  return out;
+}
+
 double LayerTimes::layers_s(const ProfileKey& key, int begin, int end) {
   const Table& t = table(key);
   return t.prefix[end] - t.prefix[begin];
@@ -67,7 +79,7 @@ const std::vector<int>& PipelineCosts::shares(int stage, int b) {
   std::vector<double> speed(n);
   const int even = std::max(1, b / n);
   for (int g = 0; g < n; ++g) speed[g] = even / t(g, even);
-  std::vector<long> split = split_proportional(b, speed, 1);
+  std::vector<long> split = proportional_split(b, speed);
   std::vector<int> s(split.begin(), split.end());
   // Single-sample moves from the slowest group to the group that stays fastest with one more, while the
   // slowest time falls (integer shares: the proportional split can be a sample off).

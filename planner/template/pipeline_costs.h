@@ -25,6 +25,12 @@ struct MemoryLevel {
 // none, none+ZeRO-1, selective, selective+ZeRO-1, full, full+ZeRO-1 (ZeRO-1 levels only when `zero1_helps`).
 std::vector<MemoryLevel> memory_levels(bool zero1_helps);
 
+// `total` in integers proportional to `weights` (largest remainder: split_proportional), then every part
+// raised to at least 1 by taking from the largest part (ties: the lower index). Needs total >= parts.
+// (split_proportional's own minimum hands the minimum out first and splits only the rest in proportion,
+// which flattens the split when the total is a small multiple of the parts.)
+std::vector<long> proportional_split(long total, const std::vector<double>& weights);
+
 struct GroupCostSpec {
   std::string gpu_type;
   double local_experts = -1;  // routed experts per MoE layer this group's GPUs hold (sim/model/memory.h); -1: all

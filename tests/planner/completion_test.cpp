@@ -6,6 +6,8 @@
 // 1 % where the oracle's search is complete.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -100,7 +102,9 @@ void expect_sound(const std::vector<CompletedPlan>& plans, const Fixture& f, lon
     const SimResult r = simulate_iteration(f.cluster, f.topo, f.model, p, SimOptions{});
     EXPECT_FALSE(r.oom);
     EXPECT_DOUBLE_EQ(r.iteration_time_s, plans[i].priced_s);
-    if (i > 0) EXPECT_LE(plans[i - 1].priced_s, plans[i].priced_s);
+    if (i > 0) {
+      EXPECT_LE(plans[i - 1].priced_s, plans[i].priced_s);
+    }
     for (const Pipeline& pl : p.pipelines)
       for (const Stage& s : pl.stages)
         for (const TpGroup& g : s.groups)
@@ -108,28 +112,253 @@ void expect_sound(const std::vector<CompletedPlan>& plans, const Fixture& f, lon
   }
 }
 
-TEST(Completion, OracleDump) {
-  auto env = [](const char* k, const char* d) { return std::getenv(k) ? std::getenv(k) : d; };
-  const std::string model = env("ORACLE_MODEL", "small-gpt");
-  Fixture f(env("ORACLE_SPEC", "A100-80:1x2,V100-32:1x2"),
-            model == "small-gpt" ? test::small_gpt_model(32) : model == "small-moe" ? test::small_moe_model(32) : load_model(model));
+GroupKind kind(const std::string& type, int groups) { return {type, groups}; }
+
+std::string type_of(const Fixture& f, const TpGroup& g) { return f.cluster.gpu_spec(g.gpus.front()).name; }
+
+TEST(Completion, HomogeneousTemplateGivesValidPlansOnEveryGpuOfItsNode) {
+  const Fixture f("A100-80:1x8", test::small_gpt_model(32));
+  Template t;
+  t.pipelines = {pipeline(2, {stage(2, {kind("A100-80", 1)}), stage(2, {kind("A100-80", 1)})})};
+  const auto plans = complete_template(t, f.input(), simulator(f.cluster, f.topo, f.model));
+  expect_sound(plans, f, 32);
+  const Plan& p = plans.front().plan;
+  EXPECT_EQ(p.num_gpus(), 8);
+  ASSERT_EQ(p.pipelines.size(), 2u);
+  for (const Pipeline& pl : p.pipelines) {
+    ASSERT_EQ(pl.stages.size(), 2u);
+    EXPECT_EQ(pl.stages[0].groups.size(), 1u);
+    EXPECT_EQ(pl.stages[0].groups[0].tp, 2);
+  }
+}
+
+TEST(Completion, FasterPipelinesTakeMoreSamples) {
+  // A100 (312 TFLOP/s bf16, 2 TB/s) against V100 (125 TFLOP/s fp16, 0.9 TB/s): every A100 pipeline gets more
+  // of the batch than every V100 pipeline, and the batch is split exactly.
+  const Fixture f("A100-80:1x2,V100-32:1x2", test::small_gpt_model(32));
+  Template t;
+  t.pipelines = {pipeline(2, {stage(1, {kind("A100-80", 1)})}), pipeline(2, {stage(1, {kind("V100-32", 1)})})};
+  const auto plans = complete_template(t, f.input(), simulator(f.cluster, f.topo, f.model));
+  expect_sound(plans, f, 32);
+  const Plan& p = plans.front().plan;
+  long a100_min = 1 << 30, v100_max = 0;
+  for (const Pipeline& pl : p.pipelines) {
+    if (type_of(f, pl.stages[0].groups[0]) == "A100-80") a100_min = std::min(a100_min, pl.samples());
+    else v100_max = std::max(v100_max, pl.samples());
+  }
+  EXPECT_GT(a100_min, v100_max);
+  // No memory saver: everything fits without one.
+  for (const CompletedPlan& c : plans) EXPECT_EQ(c.plan.recompute, Recompute::None);
+}
+
+TEST(Completion, MultiTypeStageSplitsItsMicroBatchByGroupSpeed) {
+  // One stage with two A100 and two V100 groups (a Metis device group): A100 groups take larger shares;
+  // then a two-stage pipeline with an A100 stage and a V100 stage of equal GPU counts: the faster stage
+  // holds at least as many layers.
+  const Fixture f("A100-80:1x2,V100-32:1x2", test::small_gpt_model(32));
+  Template t;
+  t.pipelines = {pipeline(1, {stage(1, {kind("A100-80", 2), kind("V100-32", 2)})})};
+  const auto plans = complete_template(t, f.input(), simulator(f.cluster, f.topo, f.model));
+  expect_sound(plans, f, 32);
+  const Stage& s = plans.front().plan.pipelines[0].stages[0];
+  ASSERT_EQ(s.groups.size(), 4u);
+  double a100 = 1, v100 = 0;
+  for (const TpGroup& g : s.groups) {
+    if (type_of(f, g) == "A100-80") a100 = std::min(a100, g.share);
+    else v100 = std::max(v100, g.share);
+  }
+  EXPECT_GT(a100, v100);
+
+  Template two;
+  two.pipelines = {pipeline(1, {stage(1, {kind("A100-80", 2)}), stage(2, {kind("V100-32", 1)})})};
+  const auto staged = complete_template(two, f.input(), simulator(f.cluster, f.topo, f.model));
+  expect_sound(staged, f, 32);
+  const Pipeline& pl = staged.front().plan.pipelines[0];
+  ASSERT_EQ(pl.stages.size(), 2u);
+  EXPECT_EQ(type_of(f, pl.stages[0].groups[0]), "A100-80");
+  EXPECT_GE(pl.stages[0].layer_end - pl.stages[0].layer_begin, pl.stages[1].layer_end - pl.stages[1].layer_begin);
+}
+
+TEST(Completion, UnevenExpertsFollowGpuSpeed) {
+  // EP over the four groups of a mixed stage, uneven: the 8 experts split in proportion to speed, each rank
+  // at least one, the A100 ranks holding more than the V100 ranks.
+  const Fixture f("A100-80:1x2,V100-32:1x2", test::small_moe_model(32));
+  Template t;
+  StageTemplate st = stage(1, {kind("A100-80", 2), kind("V100-32", 2)});
+  st.ep = 4;
+  st.ep_scope = EpScope::Stage;
+  st.uneven_experts = true;
+  t.pipelines = {pipeline(1, {st})};
+  const auto plans = complete_template(t, f.input(), simulator(f.cluster, f.topo, f.model));
+  expect_sound(plans, f, 32);
+  const Stage& s = plans.front().plan.pipelines[0].stages[0];
+  EXPECT_EQ(s.ep, 4);
+  EXPECT_EQ(s.ep_scope, EpScope::Stage);
+  ASSERT_EQ(s.experts.size(), 4u);
+  int sum = 0;
+  for (size_t r = 0; r < 4; ++r) {
+    EXPECT_GE(s.experts[r], 1);
+    sum += s.experts[r];
+  }
+  EXPECT_EQ(sum, 8);
+  ASSERT_EQ(type_of(f, s.groups[0]), "A100-80");
+  ASSERT_EQ(type_of(f, s.groups[3]), "V100-32");
+  EXPECT_GT(std::min(s.experts[0], s.experts[1]), std::max(s.experts[2], s.experts[3]));
+}
+
+TEST(Completion, ExpertParallelismAcrossReplicasKeepsTheBlockAlike) {
+  // EP 2 over two replicas (ep_scope pipelines) beside a pipeline of another class: the replicas form an
+  // aligned block with equal samples and micro-batch counts, experts even.
+  const Fixture f("A100-80:1x2,V100-32:1x2", test::small_moe_model(32));
+  StageTemplate st = stage(1, {kind("A100-80", 1)});
+  st.ep = 2;
+  st.ep_scope = EpScope::Pipelines;
+  Template t;
+  t.pipelines = {pipeline(1, {stage(2, {kind("V100-32", 1)})}), pipeline(2, {st})};
+  const auto plans = complete_template(t, f.input(), simulator(f.cluster, f.topo, f.model));
+  expect_sound(plans, f, 32);
+  const Plan& p = plans.front().plan;
+  ASSERT_EQ(p.pipelines.size(), 3u);
+  EXPECT_EQ(p.pipelines[0].stages[0].ep, 2);
+  EXPECT_EQ(p.pipelines[1].stages[0].ep, 2);
+  EXPECT_EQ(p.pipelines[0].micro_batches, p.pipelines[1].micro_batches);
+  EXPECT_EQ(p.pipelines[0].samples(), p.pipelines[1].samples());
+  EXPECT_TRUE(p.pipelines[0].stages[0].experts.empty());
+  EXPECT_EQ(p.pipelines[2].stages[0].ep, 1);
+}
+
+// The same plan at a lower memory level (less recompute) does not fit: the simulator says out of memory.
+void expect_recompute_needed(const Plan& plan, const Fixture& f) {
+  const Recompute lower[] = {Recompute::None, Recompute::Selective};
+  for (const Recompute r : lower) {
+    if (r >= plan.recompute) break;
+    Plan p = plan;
+    p.recompute = r;
+    for (const bool z : {false, true}) {
+      p.zero1 = z;
+      EXPECT_TRUE(simulate_iteration(f.cluster, f.topo, f.model, p, SimOptions{}).oom)
+          << "recompute " << to_string(plan.recompute) << " not needed: fits with " << to_string(r) << (z ? " and ZeRO-1" : "");
+    }
+  }
+}
+
+TEST(Completion, RecomputeOnlyWhereMemoryNeedsIt) {
+  // GPT-3 1.3B on one V100-32: weights, gradients and Adam state take 16 B x 1.3 G = 21 GB, and one
+  // sequence's activations without recompute 24 layers x sbh(34 + 5as/h) = 11.5 GB (Korthikanti et al. 2022
+  // Table 2): it needs recompute. The plan fits, and the same plan without (or with less) recompute does not.
+  const Fixture f("V100-32:1x1", load_model("gpt3-1.3b"));
+  Template t;
+  t.pipelines = {pipeline(1, {stage(1, {kind("V100-32", 1)})})};
+  const auto plans = complete_template(t, f.input(4), simulator(f.cluster, f.topo, f.model));
+  expect_sound(plans, f, 4);
+  for (const CompletedPlan& c : plans) {
+    EXPECT_NE(c.plan.recompute, Recompute::None);
+    EXPECT_FALSE(c.plan.zero1);  // one GPU holds every layer alone: nothing to shard over
+    expect_recompute_needed(c.plan, f);
+  }
+}
+
+TEST(Completion, PlacementKeepsStagesInOneNodeElseOneLeaf) {
+  // Four 2-GPU nodes, two per leaf. A one-GPU pipeline takes n0:0; then a stage of four one-GPU groups
+  // cannot sit in one node, and leaf 0 has only three free GPUs: it goes whole to leaf 1.
+  Cluster c = parse_cluster_spec("A100-80:4x2", GpuCatalog::load_default());
+  c.network.nodes_per_leaf = 2;
+  Template t;
+  t.pipelines = {pipeline(1, {stage(1, {kind("A100-80", 1)})}), pipeline(1, {stage(1, {kind("A100-80", 4)}), stage(1, {kind("A100-80", 2)})})};
+  const auto placed = place_template(t, c);
+  ASSERT_TRUE(placed);
+  ASSERT_EQ(placed->size(), 2u);
+  std::set<int> leaves;
+  for (const PlacedGroup& g : (*placed)[1].stages[0].groups) leaves.insert(c.node_of(g.gpus.front()) / 2);
+  EXPECT_EQ(leaves, std::set<int>{1});
+  // The second stage's two groups share one node.
+  std::set<int> nodes;
+  for (const PlacedGroup& g : (*placed)[1].stages[1].groups) nodes.insert(c.node_of(g.gpus.front()));
+  EXPECT_EQ(nodes.size(), 1u);
+  // A template that needs more GPUs than the cluster has places nothing.
+  Template big;
+  big.pipelines = {pipeline(9, {stage(1, {kind("A100-80", 1)})})};
+  EXPECT_FALSE(place_template(big, c));
+}
+
+TEST(Completion, PlacementUsesWholeNodesFirst) {
+  // One A100 node of 8 GPUs and one partial node of 4 (as after preemption): a 4-GPU TP group goes to the
+  // whole node, although the partial node fits it exactly.
+  const Cluster c = parse_cluster_spec("A100-80:1x4,A100-80:1x8", GpuCatalog::load_default());
+  Template t;
+  t.pipelines = {pipeline(1, {stage(4, {kind("A100-80", 1)})})};
+  const auto placed = place_template(t, c);
+  ASSERT_TRUE(placed);
+  EXPECT_EQ(c.nodes[c.node_of((*placed)[0].stages[0].groups[0].gpus.front())].gpus, 8);
+}
+
+TEST(Completion, IsDeterministicAndRespectsMaxCandidates) {
+  const Fixture f("A100-80:1x2,V100-32:1x2", test::small_gpt_model(32));
+  Template t;
+  t.pipelines = {pipeline(1, {stage(1, {kind("A100-80", 2)}), stage(1, {kind("V100-32", 2)})})};
+  CompletionOptions opt;
+  opt.max_candidates = 3;
+  const auto a = complete_template(t, f.input(), simulator(f.cluster, f.topo, f.model), opt);
+  const auto b = complete_template(t, f.input(), simulator(f.cluster, f.topo, f.model), opt);
+  ASSERT_FALSE(a.empty());
+  EXPECT_LE(a.size(), 3u);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(plan_to_yaml(a[i].plan, f.cluster), plan_to_yaml(b[i].plan, f.cluster));
+    EXPECT_EQ(a[i].priced_s, b[i].priced_s);
+  }
+}
+
+TEST(Completion, ImpossibleTemplatesGiveNoPlan) {
+  const Fixture f("A100-80:1x2", test::small_gpt_model(32));
+  Template wrong_type;
+  wrong_type.pipelines = {pipeline(1, {stage(1, {kind("V100-32", 1)})})};
+  EXPECT_TRUE(complete_template(wrong_type, f.input(), simulator(f.cluster, f.topo, f.model)).empty());
+  Template too_many;  // more pipelines than samples
+  too_many.pipelines = {pipeline(2, {stage(1, {kind("A100-80", 1)})})};
+  EXPECT_TRUE(complete_template(too_many, f.input(1), simulator(f.cluster, f.topo, f.model)).empty());
+  Template gpt_1_3b_on_small;  // more stages than layers
+  gpt_1_3b_on_small.pipelines = {pipeline(1, std::vector<StageTemplate>(9, stage(1, {kind("A100-80", 1)})))};
+  EXPECT_TRUE(complete_template(gpt_1_3b_on_small, f.input(), simulator(f.cluster, f.topo, f.model)).empty());
+}
+
+// The oracle (no phase-0 seeds, as its own tests run it) on a cluster where its search completes; its plan's
+// structure completed with the simulator as the pricer comes within 1 % of the oracle's simulated time.
+void expect_recovers_oracle(const std::string& spec, const ModelConfig& model) {
+  const Fixture f(spec, model);
   PlanRequest req;
   req.cluster = &f.cluster;
   req.topo = &f.topo;
   req.model = &f.model;
   req.global_batch = f.model.global_batch;
   req.budget_evaluations = 1'000'000'000;
-  req.budget_wall_s = 600;
-  OraclePlanner oracle(false, 2);
+  OraclePlanner oracle(false, 0);
   const PlanResult r = oracle.plan(req);
   ASSERT_TRUE(r.plan) << r.reason;
-  std::printf("oracle %.6f s complete=%d in %.1f s\n%s\n", r.predicted_iteration_time_s, r.search_complete, r.planning_time_s,
-              plan_to_yaml(*r.plan, f.cluster).c_str());
+  ASSERT_TRUE(r.search_complete) << spec << ": " << oracle.stats().incomplete_reason;
   const Template t = structure_of(*r.plan, f.cluster);
+  const auto t0 = std::chrono::steady_clock::now();
   const auto plans = complete_template(t, f.input(), simulator(f.cluster, f.topo, f.model));
-  ASSERT_FALSE(plans.empty());
-  std::printf("completion %.6f s ratio %.4f\n%s\n", plans.front().priced_s, plans.front().priced_s / r.predicted_iteration_time_s,
-              plan_to_yaml(plans.front().plan, f.cluster).c_str());
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  expect_sound(plans, f, f.model.global_batch);
+  const double ratio = plans.front().priced_s / r.predicted_iteration_time_s;
+  std::printf("[completion vs oracle] %s %s G=%ld: oracle %.6f s (%.1f s search), completion %.6f s (%.2f s), ratio %.4f\n",
+              spec.c_str(), f.model.name.c_str(), f.model.global_batch, r.predicted_iteration_time_s, r.planning_time_s,
+              plans.front().priced_s, wall, ratio);
+  // Within 1 %: the target. Completion may beat the oracle only through plans outside its declared
+  // space (planner/oracle/README.md), e.g. another GPU order inside a node.
+  EXPECT_LE(ratio, 1.01) << plan_to_yaml(plans.front().plan, f.cluster) << "\noracle:\n" << plan_to_yaml(*r.plan, f.cluster);
+}
+
+TEST(Completion, RecoversOracleOnMixedFourGpus) { expect_recovers_oracle("A100-80:1x2,V100-32:1x2", test::small_gpt_model(32)); }
+
+// Slower cases (the oracle's complete search takes 20 s to 2 min on two cores); scripts/completion_vs_oracle.sh.
+TEST(Completion, DISABLED_RecoversOracleOnMixedFourGpusGpt13b) {
+  expect_recovers_oracle("A100-80:1x2,V100-32:1x2", load_model("gpt3-1.3b"));
+}
+TEST(Completion, DISABLED_RecoversOracleOnOneNodeOfEight) { expect_recovers_oracle("A100-80:1x8", test::small_gpt_model(32)); }
+TEST(Completion, DISABLED_RecoversOracleOnH100AndA100Gpt13b) {
+  expect_recovers_oracle("H100:1x2,A100-80:1x2", load_model("gpt3-1.3b"));
 }
 
 }  // namespace
