@@ -271,16 +271,15 @@ class BatchPlanner {
     return out;
   }
 
-  // Moves of samples between classes from `s`: per ordered pair of classes, the slowest unit of the first
-  // gives the smallest admissible amount, and the amount best for the pair, to the fastest unit of the
-  // second. Ordered by the analytic time after the move.
+  // Moves of samples from `s`: between every two units in different states (class and samples; units in
+  // the same state are interchangeable), the smallest admissible amount and the amount best for the pair.
+  // Ordered by the analytic time after the move.
   std::vector<BatchSplit> neighbours(const BatchSplit& s) {
     std::vector<std::pair<double, std::vector<long>>> moves;
-    const int classes = static_cast<int>(costs_.size());
-    for (int from = 0; from < classes; ++from)
-      for (int to = 0; to < classes; ++to) {
-        const int u = extreme_unit(s.samples, from, true), v = extreme_unit(s.samples, to, false);
-        if (u < 0 || v < 0 || u == v) continue;
+    const std::vector<int> states = distinct_units(s.samples);
+    for (const int u : states)
+      for (const int v : states) {
+        if (u == v) continue;
         const long step = std::lcm(unit_size(u), unit_size(v));
         std::set<long> amounts;
         long best_amount = 0;
@@ -366,18 +365,16 @@ class BatchPlanner {
     return {worst, at};
   }
 
-  // The slowest (or fastest) unit of class c; -1 when the class has none.
-  int extreme_unit(const std::vector<long>& a, int c, bool slowest) {
-    int pick = -1;
-    for (size_t u = 0; u < a.size(); ++u) {
-      if (layout_.units[u].pipeline_class != c) continue;
-      const double t = unit_time(u, a[u]);
-      if (pick < 0 || (slowest ? t > unit_time(pick, a[pick]) : t < unit_time(pick, a[pick]))) pick = static_cast<int>(u);
-    }
-    return pick;
+  // The first unit of each state (class and samples), in unit order.
+  std::vector<int> distinct_units(const std::vector<long>& a) const {
+    std::set<std::pair<int, long>> seen;
+    std::vector<int> out;
+    for (size_t u = 0; u < a.size(); ++u)
+      if (seen.emplace(layout_.units[u].pipeline_class, a[u]).second) out.push_back(static_cast<int>(u));
+    return out;
   }
 
-  // Moves samples from the slowest unit to whichever class's fastest unit (and amount) lowers the objective most, while it
+  // Moves samples from the slowest unit to whichever unit state (and amount) lowers the objective most, while it
   // falls (samples are integers, so the proportional split is only close; divisibility makes the time of n
   // samples uneven in n, hence amounts beyond one step).
   void local_moves(std::vector<long>& a) {
@@ -388,9 +385,8 @@ class BatchPlanner {
         if (unit_time(u, a[u]) > unit_time(slow, a[slow])) slow = static_cast<int>(u);
       std::optional<std::vector<long>> best;
       auto best_obj = current;
-      for (int c = 0; c < static_cast<int>(costs_.size()); ++c) {  // replicas are alike: each class's fastest unit
-        const int v = extreme_unit(a, c, false);
-        if (v < 0 || v == slow) continue;
+      for (const int v : distinct_units(a)) {
+        if (v == slow || (layout_.units[v].pipeline_class == layout_.units[slow].pipeline_class && a[v] == a[slow])) continue;
         const long step = std::lcm(unit_size(slow), unit_size(v));
         for (long d = step; d <= kMaxMove * step && d / unit_size(slow) < a[slow]; d += step) {
           std::vector<long> b = a;

@@ -48,13 +48,7 @@ double LayerTimes::layers_s(const ProfileKey& key, int begin, int end) {
   return t.prefix[end] - t.prefix[begin];
 }
 
-double LayerTimes::stage_s(const ProfileKey& key, int begin, int end) {
-  const Table& t = table(key);
-  double s = t.prefix[end] - t.prefix[begin];
-  if (begin == 0) s += t.embedding;
-  if (end == static_cast<int>(t.prefix.size()) - 1) s += t.head;
-  return s;
-}
+double LayerTimes::stage_s(const ProfileKey& key, int begin, int end) { return table(key).stage_s(begin, end); }
 
 PipelineCosts::PipelineCosts(LayerTimes& times, std::vector<StageCostSpec> stages, MemoryLevel level)
     : times_(times), stages_(std::move(stages)), level_(level), layers_(times.profiler().model().layers) {
@@ -138,23 +132,34 @@ std::vector<int> PipelineCosts::max_ends(int stage, int b, long in_flight) {
   return out;
 }
 
+bool PipelineCosts::known_too_big(int b, long cap) const {
+  for (const auto& [fb, fc] : too_big_)
+    if (fb <= b && fc <= cap) return true;
+  return false;
+}
+
 const std::vector<int>& PipelineCosts::partition(int b, long m) {
   const long cap = std::min<long>(m, depth());
   const auto k = std::make_pair(b, cap);
   if (auto it = partitions_.find(k); it != partitions_.end()) return it->second;
   std::vector<int> bounds;
-  if (b >= min_micro_batch_ && b < too_big_) {
+  if (b >= min_micro_batch_ && !known_too_big(b, cap)) {
     std::vector<std::vector<int>> ends(depth());
-    for (int j = 0; j < depth(); ++j) ends[j] = max_ends(j, b, std::min<long>(depth() - j, m));
+    std::vector<std::vector<const LayerTimes::Table*>> tables(depth());  // per stage, per group
+    for (int j = 0; j < depth(); ++j) {
+      ends[j] = max_ends(j, b, std::min<long>(depth() - j, m));
+      const std::vector<int>& s = shares(j, b);
+      for (size_t g = 0; g < s.size(); ++g)
+        tables[j].push_back(&times_.table({stages_[j].groups[g].gpu_type, stages_[j].tp, static_cast<double>(s[g]), level_.recompute, false}));
+    }
     auto cost = [&](int j, int begin, int end) {
       if (end > ends[j][begin]) return kInf;
       double worst = 0;
-      const std::vector<int>& s = shares(j, b);
-      for (size_t g = 0; g < s.size(); ++g) worst = std::max(worst, group_s(j, static_cast<int>(g), s[g], begin, end));
+      for (const LayerTimes::Table* t : tables[j]) worst = std::max(worst, t->stage_s(begin, end));
       return worst;
     };
     bounds = minmax_partition(layers_, depth(), cost);
-    if (bounds.empty() && cap == 1) too_big_ = std::min<long>(too_big_, b);  // memory only grows with b
+    if (bounds.empty()) too_big_.emplace_back(b, cap);
   }
   return partitions_.emplace(k, std::move(bounds)).first->second;
 }
@@ -191,7 +196,7 @@ double PipelineCosts::time(long n, int b) {
 PipelineCosts::Choice PipelineCosts::best(long n) {
   if (auto it = best_.find(n); it != best_.end()) return it->second;
   Choice c;
-  for (long b = min_micro_batch_; b <= n && b < too_big_; ++b) {
+  for (long b = min_micro_batch_; b <= n; ++b) {
     if (n % b != 0) continue;
     const double t = time(n, static_cast<int>(b));
     if (t < c.time_s) c = {t, static_cast<int>(b)};
@@ -201,7 +206,7 @@ PipelineCosts::Choice PipelineCosts::best(long n) {
 
 double PipelineCosts::speed(long max_b) {
   double best = 0;
-  for (long b = 1; b <= max_b && b < too_big_; b *= 2) {
+  for (long b = 1; b <= max_b; b *= 2) {
     if (b < min_micro_batch_) continue;
     const std::vector<double> t = stage_times(static_cast<int>(b), depth());
     if (t.empty()) continue;

@@ -53,12 +53,17 @@ class LayerTimes {
   double layers_s(const ProfileKey& key, int begin, int end);
   const Profiler& profiler() const { return profiler_; }
 
- private:
   struct Table {
     std::vector<double> prefix;  // prefix[l] = layers [0, l)
     double embedding = 0, head = 0;
+    double stage_s(int begin, int end) const {
+      return prefix[end] - prefix[begin] + (begin == 0 ? embedding : 0) + (end + 1 == static_cast<int>(prefix.size()) ? head : 0);
+    }
   };
+  // The key's table; the reference stays valid for the LayerTimes' lifetime.
   const Table& table(const ProfileKey& key);
+
+ private:
   const Profiler& profiler_;
   std::map<ProfileKey, Table> tables_;
 };
@@ -98,7 +103,10 @@ class PipelineCosts {
   MemoryLevel level_;
   int layers_ = 0;
   int min_micro_batch_ = 1;
-  long too_big_ = std::numeric_limits<long>::max();  // smallest b that fits nowhere even with one micro-batch
+  // (b, in-flight cap) pairs with no partition that fits: memory grows with b and with the micro-batches in
+  // flight, so every (b' >= b, cap' >= cap) fails too (up to the rounding of group shares).
+  std::vector<std::pair<int, long>> too_big_;
+  bool known_too_big(int b, long cap) const;
   std::map<std::pair<int, int>, std::vector<int>> shares_;              // (stage, b)
   std::map<std::pair<int, long>, std::vector<int>> partitions_;         // (b, micro-batches in flight cap)
   std::map<long, Choice> best_;
