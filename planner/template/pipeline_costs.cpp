@@ -2,6 +2,7 @@
 #include "planner/template/pipeline_costs.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "planner/common/partition.h"
 #include "planner/common/plan_builder.h"
@@ -53,6 +54,9 @@ double LayerTimes::stage_s(const ProfileKey& key, int begin, int end) { return t
 PipelineCosts::PipelineCosts(LayerTimes& times, std::vector<StageCostSpec> stages, MemoryLevel level)
     : times_(times), stages_(std::move(stages)), level_(level), layers_(times.profiler().model().layers) {
   for (const StageCostSpec& s : stages_) min_micro_batch_ = std::max(min_micro_batch_, static_cast<int>(s.groups.size()));
+  const ModelConfig& model = times_.profiler().model();
+  moe_prefix_.assign(layers_ + 1, 0);
+  for (int l = 0; l < layers_; ++l) moe_prefix_[l + 1] = moe_prefix_[l] + (model.moe && model.is_moe_layer(l) ? 1 : 0);
 }
 
 double PipelineCosts::group_s(int stage, int group, int samples, int begin, int end) {
@@ -98,26 +102,47 @@ const std::vector<int>& PipelineCosts::shares(int stage, int b) {
   return shares_.emplace(k, std::move(s)).first->second;
 }
 
+double PipelineCosts::memory_bytes(int stage, int group, int samples, int begin, int end, long in_flight) {
+  const StageCostSpec& st = stages_[stage];
+  const GroupCostSpec& g = st.groups[group];
+  // Layers differ in memory only by kind (sim/model/memory.cpp reads the layer index through is_moe_layer),
+  // and the memory is affine in the micro-batches in flight (activations = in_flight x one micro-batch's +
+  // the recompute working set): one evaluation per kind count, ends and in-flight slope serves every range
+  // alike (equal up to the order of floating-point sums).
+  const int moe = moe_prefix_[end] - moe_prefix_[begin];
+  const auto key = std::make_tuple(g.gpu_type, st.tp, samples, g.local_experts, st.ep, st.zero1_dp, end - begin - moe, moe,
+                                   begin == 0, end == layers_);
+  auto it = memory_.find(key);
+  if (it == memory_.end()) {
+    StageMemoryInput in;
+    in.layer_begin = begin;
+    in.layer_end = end;
+    in.has_embedding = begin == 0;
+    in.has_head = end == layers_;
+    in.shard = {st.tp, false, static_cast<double>(samples)};
+    in.recompute = level_.recompute;
+    in.zero1 = level_.zero1;
+    in.dp = std::max(1, st.zero1_dp);
+    in.local_experts = g.local_experts;
+    in.ep = st.ep;
+    const ModelConfig& model = times_.profiler().model();
+    in.in_flight = 0;
+    const double idle = stage_memory(model, in).total();
+    in.in_flight = 1;
+    const double one = stage_memory(model, in).total();
+    it = memory_.emplace(key, std::make_pair(idle, one - idle)).first;
+  }
+  return it->second.first + static_cast<double>(in_flight) * it->second.second;
+}
+
 std::vector<int> PipelineCosts::max_ends(int stage, int b, long in_flight) {
   const StageCostSpec& st = stages_[stage];
   const std::vector<int>& s = shares(stage, b);
-  const ModelConfig& model = times_.profiler().model();
   auto fits = [&](int begin, int end) {
-    for (size_t g = 0; g < st.groups.size(); ++g) {
-      StageMemoryInput in;
-      in.layer_begin = begin;
-      in.layer_end = end;
-      in.has_embedding = begin == 0;
-      in.has_head = end == layers_;
-      in.shard = {st.tp, false, static_cast<double>(s[g])};
-      in.recompute = level_.recompute;
-      in.zero1 = level_.zero1;
-      in.dp = std::max(1, st.zero1_dp);
-      in.in_flight = static_cast<double>(in_flight);
-      in.local_experts = st.groups[g].local_experts;
-      in.ep = st.ep;
-      if (stage_memory(model, in).total() > times_.profiler().gpu_memory_bytes(st.groups[g].gpu_type)) return false;
-    }
+    for (size_t g = 0; g < st.groups.size(); ++g)
+      if (memory_bytes(stage, static_cast<int>(g), s[g], begin, end, in_flight) >
+          times_.profiler().gpu_memory_bytes(st.groups[g].gpu_type))
+        return false;
     return true;
   };
   // A stage's memory grows with its layer range (more weights, activations, the head), so the largest
@@ -193,13 +218,48 @@ double PipelineCosts::time(long n, int b) {
   return sum + static_cast<double>(m - 1) * worst;
 }
 
+double PipelineCosts::work_lower_bound(int b) {
+  if (auto it = work_.find(b); it != work_.end()) return it->second;
+  // A stage's time over a range is its slowest group's, so at least any one group's: per layer, the fastest
+  // group of the fastest stage bounds what the layer adds to the stage sum, whatever the partition.
+  std::vector<std::vector<const LayerTimes::Table*>> tables(depth());
+  for (int j = 0; j < depth(); ++j) {
+    const std::vector<int>& s = shares(j, b);
+    for (size_t g = 0; g < s.size(); ++g)
+      tables[j].push_back(&times_.table({stages_[j].groups[g].gpu_type, stages_[j].tp, static_cast<double>(s[g]), level_.recompute, false}));
+  }
+  auto fastest = [&](int j, const std::function<double(const LayerTimes::Table&)>& f) {
+    double t = kInf;
+    for (const LayerTimes::Table* tab : tables[j]) t = std::min(t, f(*tab));
+    return t;
+  };
+  double w = fastest(0, [](const LayerTimes::Table& t) { return t.embedding; }) +
+             fastest(depth() - 1, [](const LayerTimes::Table& t) { return t.head; });
+  for (int l = 0; l < layers_; ++l) {
+    double layer = kInf;
+    for (int j = 0; j < depth(); ++j) layer = std::min(layer, fastest(j, [l](const LayerTimes::Table& t) { return t.prefix[l + 1] - t.prefix[l]; }));
+    w += layer;
+  }
+  return work_.emplace(b, w).first->second;
+}
+
 PipelineCosts::Choice PipelineCosts::best(long n) {
   if (auto it = best_.find(n); it != best_.end()) return it->second;
-  Choice c;
+  // Branch and bound over the divisors: the stage sum is at least the work bound W and the slowest stage at
+  // least W / depth, so time(n, b) >= W (1 + (m - 1) / depth); sizes are tried in ascending bound and the
+  // rest skipped once the bound reaches the best time (exact: the same choice as trying every divisor).
+  std::vector<std::pair<double, int>> order;
   for (long b = min_micro_batch_; b <= n; ++b) {
-    if (n % b != 0) continue;
-    const double t = time(n, static_cast<int>(b));
-    if (t < c.time_s) c = {t, static_cast<int>(b)};
+    if (n % b != 0 || known_too_big(static_cast<int>(b), 1)) continue;
+    const double m = static_cast<double>(n / b);
+    order.emplace_back(work_lower_bound(static_cast<int>(b)) * (1 + (m - 1) / depth()), static_cast<int>(b));
+  }
+  std::sort(order.begin(), order.end());
+  Choice c;
+  for (const auto& [bound, b] : order) {
+    if (bound > c.time_s || (bound == c.time_s && b > c.micro_batch)) break;
+    const double t = time(n, b);
+    if (t < c.time_s || (t == c.time_s && b < c.micro_batch)) c = {t, b};
   }
   return best_.emplace(n, c).first->second;
 }

@@ -111,7 +111,18 @@ class PipelineCosts {
   std::map<std::pair<int, long>, std::vector<int>> partitions_;         // (b, micro-batches in flight cap)
   std::map<long, Choice> best_;
 
+  std::vector<int> moe_prefix_;  // MoE layers in [0, l)
+  // (type, tp, samples, local experts, ep, ZeRO-1 dp, dense layers, MoE layers, embedding, head) ->
+  // (bytes with nothing in flight, bytes per micro-batch in flight)
+  std::map<std::tuple<std::string, int, int, double, int, int, int, int, bool, bool>, std::pair<double, double>> memory_;
+
+  std::map<int, double> work_;  // b -> work_lower_bound(b)
+
   double group_s(int stage, int group, int samples, int begin, int end);
+  // A lower bound on the sum of the stage times of one micro-batch of b, over every partition.
+  double work_lower_bound(int b);
+  // Per-GPU bytes of group `group` of stage `stage` holding layers [begin, end) (sim/model/memory.h).
+  double memory_bytes(int stage, int group, int samples, int begin, int end, long in_flight);
   // max_end[x]: the largest end such that every group of the stage fits layers [x, end) in memory (x if none).
   std::vector<int> max_ends(int stage, int b, long in_flight);
 };

@@ -17,6 +17,7 @@
 
 #include "planner/oracle/oracle_planner.h"
 #include "planner/template/completion.h"
+#include "planner/template/pipeline_costs.h"
 #include "planner/template/placement.h"
 #include "sim/exec/simulate.h"
 #include "sim/hw/cluster.h"
@@ -320,6 +321,29 @@ TEST(Completion, ImpossibleTemplatesGiveNoPlan) {
   Template gpt_1_3b_on_small;  // more stages than layers
   gpt_1_3b_on_small.pipelines = {pipeline(1, std::vector<StageTemplate>(9, stage(1, {kind("A100-80", 1)})))};
   EXPECT_TRUE(complete_template(gpt_1_3b_on_small, f.input(), simulator(f.cluster, f.topo, f.model)).empty());
+}
+
+TEST(Completion, BestMicroBatchIsTheBestDivisor) {
+  // PipelineCosts::best prunes divisors with a lower bound; it must choose what trying every divisor chooses.
+  const Cluster c = parse_cluster_spec("A100-80:1x2,V100-32:1x2", GpuCatalog::load_default());
+  const ModelConfig m = load_model("gpt3-1.3b");
+  const Profiler profiler(c, m);
+  LayerTimes times(profiler);
+  for (const MemoryLevel level : memory_levels(true)) {
+    PipelineCosts costs(times, {{1, 1, {{"A100-80"}, {"V100-32"}}, 2}, {1, 1, {{"V100-32"}}, 2}}, level);
+    for (long n = 1; n <= 96; ++n) {
+      double best = PipelineCosts::kInf;
+      int best_b = 0;
+      for (int b = 1; b <= n; ++b)
+        if (const double t = costs.time(n, b); t < best) {
+          best = t;
+          best_b = b;
+        }
+      const PipelineCosts::Choice got = costs.best(n);
+      EXPECT_EQ(got.micro_batch, best_b) << "n=" << n;
+      EXPECT_EQ(got.time_s, best) << "n=" << n;
+    }
+  }
 }
 
 // The oracle (no phase-0 seeds, as its own tests run it) on a cluster where its search completes; its plan's
