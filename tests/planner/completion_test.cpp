@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -24,6 +25,7 @@
 #include "sim/hw/topology.h"
 #include "sim/io/input_error.h"
 #include "sim/plan/plan_yaml.h"
+#include "tests/planner/random_plans.h"
 #include "tests/sim/test_support.h"
 
 namespace arachne::planner {
@@ -344,6 +346,56 @@ TEST(Completion, BestMicroBatchIsTheBestDivisor) {
       EXPECT_EQ(got.time_s, best) << "n=" << n;
     }
   }
+}
+
+// Whether completion's template space holds the plan's structure: every stage's groups share one tp, and
+// EP across pipelines (ep_scope pipelines) joins replicas of one pipeline class (completion does not form EP
+// blocks of pipelines of different structure, which the simulator would also run).
+bool in_template_space(const Plan& p, const Cluster& c) {
+  for (const Pipeline& pl : p.pipelines)
+    for (const Stage& s : pl.stages)
+      for (const TpGroup& g : s.groups)
+        if (g.tp != s.groups.front().tp) return false;
+  for (const PipelineTemplate& pt : structure_of(p, c).pipelines)
+    for (const StageTemplate& st : pt.stages)
+      if (st.ep > 1 && st.ep_scope == EpScope::Pipelines && pt.replicas % st.ep != 0) return false;
+  return true;
+}
+
+// Random valid plans (tests/planner/random_plans.h, drawn independently of completion) are each one way to
+// complete their own structure - random layer cuts, batch split, shares, micro-batch sizes, placement. The
+// rules should do better on the whole: the geometric mean of completion / plan is below 1, and completion
+// finds a fitting plan for every structure that fits. Prints the distribution (COMPLETION_RANDOM_PLANS sets
+// the count; default 40 per model).
+void expect_beats_random_completions(const std::string& spec, const ModelConfig& model) {
+  const Fixture f(spec, model);
+  const int count = std::getenv("COMPLETION_RANDOM_PLANS") ? std::atoi(std::getenv("COMPLETION_RANDOM_PLANS")) : 40;
+  test::RandomPlanSpace space;
+  space.uneven_experts = model.moe.has_value();
+  const test::FittingDraws draws = test::draw_fitting_plans(f.cluster, f.topo, f.model, 32, count, 7, 50 * count, space);
+  std::vector<double> ratios;
+  for (const test::SimulatedPlan& sp : draws.plans) {
+    if (!in_template_space(sp.plan, f.cluster)) continue;
+    const auto plans = complete_template(structure_of(sp.plan, f.cluster), f.input(32), simulator(f.cluster, f.topo, f.model));
+    ASSERT_FALSE(plans.empty()) << plan_to_yaml(sp.plan, f.cluster);
+    ratios.push_back(plans.front().priced_s / sp.result.iteration_time_s);
+  }
+  ASSERT_GE(ratios.size(), static_cast<size_t>(count / 4));  // most draws fall in the template space
+  std::sort(ratios.begin(), ratios.end());
+  double log_sum = 0;
+  for (const double r : ratios) log_sum += std::log(r);
+  const double geomean = std::exp(log_sum / static_cast<double>(ratios.size()));
+  const auto slower = std::count_if(ratios.begin(), ratios.end(), [](double r) { return r > 1.01; });
+  std::printf("[completion vs random plans] %s %s: %zu structures, completion/plan geomean %.3f, median %.3f, max %.3f, "
+              "%ld more than 1 %% slower\n",
+              spec.c_str(), f.model.name.c_str(), ratios.size(), geomean, ratios[ratios.size() / 2], ratios.back(),
+              static_cast<long>(slower));
+  EXPECT_LT(geomean, 1.0);
+}
+
+TEST(Completion, BeatsRandomCompletionsOfTheSameStructures) {
+  expect_beats_random_completions("A100-80:1x4,V100-32:2x2", test::small_gpt_model(32));
+  expect_beats_random_completions("A100-80:1x4,V100-32:2x2", test::small_moe_model(32));
 }
 
 // The oracle (no phase-0 seeds, as its own tests run it) on a cluster where its search completes; its plan's
