@@ -311,7 +311,8 @@ TEST_F(ClusterYaml, ToYamlRoundTrips) {
 TEST_F(ClusterYaml, TextFormParsesLikeTheFileAndNamesItsSourceInErrors) {
   const Cluster a = parse_cluster_yaml(write_temp(kDesignExample, "_in"), catalog());
   const Cluster b = parse_cluster_yaml_text(a.to_yaml(), "dataset config 3", GpuCatalog());
-  EXPECT_EQ(b.to_yaml(), a.to_yaml());
+  const auto body = [](const std::string& yaml) { return yaml.substr(yaml.find('\n')); };  // after "# ... from SOURCE"
+  EXPECT_EQ(body(b.to_yaml()), body(a.to_yaml()));
   EXPECT_EQ(b.source, "dataset config 3");
   try {
     parse_cluster_yaml_text("version: 1\nnode_groups: [\n", "dataset config 4", catalog());
