@@ -1,6 +1,6 @@
 // Counts the templates of the token space (planner/template/enumerate.h) for a cluster and a model, and
 // the time the walk takes:
-//   build/template_space CLUSTER MODEL [--classes K] [--stages S] [--types T] [--divisors] [--max N] [--wall SECONDS]
+//   build/template_space CLUSTER MODEL [--classes K] [--stages S] [--types T] [--divisors] [--blocks] [--max N] [--wall SECONDS]
 // e.g. build/template_space A100-80:2x8,V100-32:2x8 gpt3-1.3b --classes 2 --stages 4
 #include <chrono>
 #include <cstdio>
@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
   using namespace arachne;
   using namespace arachne::planner;
   if (argc < 3) {
-    std::fprintf(stderr, "usage: template_space CLUSTER MODEL [--classes K] [--stages S] [--types T] [--divisors] [--max N] [--wall S]\n");
+    std::fprintf(stderr, "usage: template_space CLUSTER MODEL [--classes K] [--stages S] [--types T] [--divisors] [--blocks] [--max N] [--wall S]\n");
     return 2;
   }
   EnumerationLimits limits;
@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
     if (a == "--divisors") limits.divisor_counts = true;
+    else if (a == "--blocks") limits.type_blocks = true;
     else if (a == "--classes" && has_value) limits.max_classes = std::atoi(argv[++i]);
     else if (a == "--stages" && has_value) limits.max_stages = std::atoi(argv[++i]);
     else if (a == "--types" && has_value) limits.max_types_per_stage = std::atoi(argv[++i]);

@@ -3,6 +3,7 @@
 #include "planner/template/enumerate.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <map>
 #include <cmath>
@@ -36,12 +37,44 @@ class Restriction {
     if (t.kind == TokenKind::Type && s.phase == Phase::AfterGroups && limits_.max_types_per_stage > 0 &&
         s.stage_kinds >= limits_.max_types_per_stage)
       return false;
-    if (t.kind == TokenKind::Count && s.phase == Phase::AfterType && limits_.divisor_counts)
-      return type_gpus_[s.last_type] % (s.replicas * s.tp * t.value) == 0;
+    if (t.kind == TokenKind::Type && s.phase == Phase::AfterGroups && limits_.type_blocks) return false;
+    if (t.kind == TokenKind::Count && s.phase == Phase::AfterType) {
+      if (limits_.divisor_counts && type_gpus_[s.last_type] % (s.replicas * s.tp * t.value) != 0) return false;
+      if (limits_.type_blocks && !continues_blocks(s, t.value)) return false;
+    }
     return true;
   }
 
  private:
+  // The current class's earlier stages as (type, tp, groups) of their first kind, from the body's tokens.
+  static std::vector<std::array<int, 3>> earlier_stages(const std::vector<int>& body) {
+    std::vector<std::array<int, 3>> out;
+    int tp = 0, type = -1;
+    bool first_kind = false;
+    for (const int id : body) {
+      const Token t = token_of(id);
+      if (t.kind == TokenKind::Stage) first_kind = true;
+      if (t.kind == TokenKind::Tp) tp = t.value;
+      if (t.kind == TokenKind::Type) type = t.value;
+      if (t.kind == TokenKind::Count && first_kind) {
+        out.push_back({type, tp, t.value});
+        first_kind = false;
+      }
+    }
+    return out;
+  }
+
+  // The stage being completed (last_type, tp, groups) continues the last block or opens a new type's block.
+  static bool continues_blocks(const TokenGrammar::State& s, int groups) {
+    const auto earlier = earlier_stages(s.body);
+    if (earlier.empty()) return true;
+    const auto& last = earlier.back();
+    if (last[0] == s.last_type) return last[1] == s.tp && last[2] == groups;
+    for (const auto& e : earlier)
+      if (e[0] == s.last_type) return false;
+    return true;
+  }
+
   EnumerationLimits limits_;
   std::vector<int> type_gpus_;
 };

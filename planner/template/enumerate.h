@@ -12,8 +12,9 @@
 //
 // The space grows roughly exponentially with the GPU count (a pipeline is any sequence of stages), so past
 // a few dozen GPUs only the restricted mode finishes: at most K pipeline classes, at most S stages per
-// pipeline, at most T GPU types per stage, and optionally each kind's GPU count (replicas x tp x groups) a
-// divisor of the cluster's GPUs of that type (the type's GPUs split evenly).
+// pipeline, at most T GPU types per stage, optionally each kind's GPU count (replicas x tp x groups) a
+// divisor of the cluster's GPUs of that type (the type's GPUs split evenly), and optionally pipelines made
+// of type blocks (below).
 #pragma once
 #include <functional>
 #include <string>
@@ -31,6 +32,10 @@ struct EnumerationLimits {
   int max_stages = 0;           // stages per pipeline (the model's layers bound it anyway)
   int max_types_per_stage = 0;  // GPU types in one stage
   bool divisor_counts = false;  // replicas x tp x groups of every kind divides the cluster's GPUs of its type
+  // Type blocks: one GPU type per stage, and a pipeline is a sequence of blocks, each block consecutive
+  // stages of one type with one TP width and group count (EP aside), each type in at most one block of a
+  // pipeline (the shape of Metis's device groups and of the heuristic below).
+  bool type_blocks = false;
 };
 
 struct Enumeration {

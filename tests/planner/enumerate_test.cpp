@@ -125,7 +125,7 @@ TEST(EnumerateTemplates, EqualsTheBruteForceOnSmallClusters) {
                         Case{"A100-80:1x2,V100-32:1x1", true}, Case{"A100-80:1x2,V100-32:2x1,T4:1x1", false}}) {
     const Cluster c = spec(k.cluster);
     ModelConfig m = k.moe ? test::small_moe_model(16) : test::small_gpt_model(16);
-    m.layers = 4;  // keeps the brute force small
+    m.layers = k.moe ? 2 : 3;  // keeps the brute force small (MoE stages have 13 EP variants each)
     const Enumeration e = enumerate_templates(c, m);
     ASSERT_TRUE(e.complete);
     expect_valid_distinct_canonical(e.templates, c, m);
@@ -178,6 +178,38 @@ TEST(EnumerateTemplates, RestrictedModeKeepsItsBounds) {
   small.divisor_counts = false;
   small.max_templates = 0;
   EXPECT_LT(e.templates.size(), enumerate_templates(c, m, small).templates.size());
+}
+
+TEST(EnumerateTemplates, TypeBlocksAreContiguousUniformRunsOfOneType) {
+  const Cluster c = spec("A100-80:1x4,V100-32:1x2,T4:2x1");
+  const ModelConfig m = test::small_gpt_model(16);
+  EnumerationLimits r;
+  r.type_blocks = true;
+  r.max_classes = 1;
+  const Enumeration e = enumerate_templates(c, m, r);
+  ASSERT_TRUE(e.complete);
+  expect_valid_distinct_canonical(e.templates, c, m);
+  bool saw_two_blocks = false;
+  for (const Template& t : e.templates)
+    for (const PipelineTemplate& p : t.pipelines) {
+      std::set<std::string> closed;  // types whose block has ended
+      for (size_t j = 0; j < p.stages.size(); ++j) {
+        const StageTemplate& s = p.stages[j];
+        ASSERT_EQ(s.kinds.size(), 1u) << to_text(t);
+        const std::string& type = s.kinds[0].gpu_type;
+        EXPECT_FALSE(closed.count(type)) << to_text(t);
+        if (j == 0) continue;
+        const StageTemplate& prev = p.stages[j - 1];
+        if (prev.kinds[0].gpu_type == type) {
+          EXPECT_EQ(prev.tp, s.tp) << to_text(t);
+          EXPECT_EQ(prev.kinds[0].groups, s.kinds[0].groups) << to_text(t);
+        } else {
+          closed.insert(prev.kinds[0].gpu_type);
+          saw_two_blocks = true;
+        }
+      }
+    }
+  EXPECT_TRUE(saw_two_blocks);
 }
 
 // ------------------------------------------------------------------ heuristic templates
