@@ -75,3 +75,4 @@ BENCHMARK(BM_Estimate_Gpt3_175B_1024xA100)->Arg(0)->Arg(1)->Unit(benchmark::kMic
 
 }  // namespace
 }  // namespace arachne
+BENCHMARK_MAIN();

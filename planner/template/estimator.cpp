@@ -63,6 +63,13 @@ struct Phase {
   double latency_s = 0, per_byte_s = 0;
 };
 
+// A collective's phases, and the links it keeps busiest: seconds per byte of buffer on each (summed over its
+// phases), those within a factor 4 of its most loaded link.
+struct CollectiveShape {
+  std::vector<Phase> phases;
+  std::vector<std::pair<int, double>> busy_links;
+};
+
 struct Chunk {
   int vstage = 0, begin = 0, end = 0;
   bool emb = false, head = false;
@@ -123,7 +130,7 @@ struct Estimator::Impl {
 
   // Caches (not thread-safe).
   mutable std::map<std::tuple<int, int, double, int, bool>, Table> tables;
-  mutable std::map<std::vector<int>, std::vector<Phase>> collective_phases;  // by kind, lcm, holders' GPUs
+  mutable std::map<std::vector<int>, CollectiveShape> collective_phases;  // by kind and member sets
   mutable std::map<std::tuple<int, int, int, bool, bool, int, bool, double, int, bool, int, double, int>,
                    std::pair<MemoryBreakdown, MemoryBreakdown>>
       memory_lines;  // stage_memory at in_flight 0 and 1 (it is affine in in_flight)
@@ -132,13 +139,21 @@ struct Estimator::Impl {
   mutable std::vector<double> load;  // per link, bytes (scratch)
   mutable std::vector<int> touched;
   mutable std::map<std::tuple<Schedule, int, int, int, int>, std::vector<ScheduleStep>> programs;
+  mutable std::map<std::vector<double>, double> transfers;  // transfer_s by stages and micro-batch
+  // Schedules by their inputs (schedule, depth, chunks, micro-batches, task and transfer times): per rank its
+  // end, then its last-backward start per chunk.
+  mutable std::map<std::vector<double>, std::vector<double>> schedules;
+  mutable std::vector<double> scratch_key;
 
   Impl(const Cluster& c, const Topology& t, const ModelConfig& m, const EstimatorCoefficients& k)
       : cluster(c), topo(t), model(m), coef(k), L(m.layers) {
     load.assign(topo.links().size(), 0.0);
+    link_use.assign(topo.links().size(), LinkUse{});
+    for (const Node& n : cluster.nodes) node_of.insert(node_of.end(), n.gpus, n.id);
   }
 
-  int node_group_of(GpuId g) const { return cluster.nodes[cluster.node_of(g)].group; }
+  std::vector<int> node_of;  // per GPU
+  int node_group_of(GpuId g) const { return cluster.nodes[node_of[g]].group; }
 
   // ---------------------------------------------------------------- passes
   // build_stage_work's pricing (sim/exec/stage_work.cpp), one layer at a time: forward kernels and TP
@@ -205,7 +220,7 @@ struct Estimator::Impl {
   // The time concurrent flows take when each is limited by its route's most loaded link (summed bytes over
   // capacity; sim/net/flow_network.h shares links max-min fairly, so the most loaded link finishes last) plus
   // the largest latency. Contention with flows outside the set is ignored.
-  double flows_time(const std::vector<Flow>& flows) const {
+  double flows_time(const std::vector<Flow>& flows, std::vector<std::pair<int, double>>* busy = nullptr) const {
     double lat = 0;
     for (const Flow& f : flows) {
       if (f.src == f.dst || f.bytes <= 0) continue;
@@ -216,8 +231,10 @@ struct Estimator::Impl {
       }
     }
     double worst = 0;
+    for (int l : touched) worst = std::max(worst, load[l] / topo.links()[l].capacity);
     for (int l : touched) {
-      worst = std::max(worst, load[l] / topo.links()[l].capacity);
+      const double t = load[l] / topo.links()[l].capacity;
+      if (busy && t >= worst / 4) busy->push_back({l, t});
       load[l] = 0;
     }
     touched.clear();
@@ -227,7 +244,7 @@ struct Estimator::Impl {
   // Phases of `kind` run at once over each of `sets` (GradSync::launch: one collective per TP slice), per
   // byte of buffer: the flows collective_transfers (sim/net/collectives.cpp) starts for one byte, their
   // bottleneck link per phase. Cached by kind and member sets.
-  const std::vector<Phase>& phases(CollectiveKind kind, const std::vector<std::vector<GpuId>>& sets) const {
+  const CollectiveShape& phases(CollectiveKind kind, const std::vector<std::vector<GpuId>>& sets) const {
     std::vector<int> key{static_cast<int>(kind)};
     for (const auto& s : sets) {
       key.push_back(-1);
@@ -241,20 +258,26 @@ struct Estimator::Impl {
         if (static_cast<int>(by_phase.size()) <= t.phase) by_phase.resize(t.phase + 1);
         by_phase[t.phase].push_back({t.src, t.dst, t.bytes, ns_to_seconds(t.latency)});
       }
-    std::vector<Phase> out;
+    CollectiveShape out;
+    std::vector<std::pair<int, double>> busy;
     for (const auto& flows : by_phase) {
       double lat = 0;
       for (const Flow& f : flows) lat = std::max(lat, f.latency_s);
       std::vector<Flow> scaled = flows;
       for (Flow& f : scaled) f.latency_s = 0;
-      out.push_back({lat, flows_time(scaled)});
+      out.phases.push_back({lat, flows_time(scaled, &busy)});
+    }
+    std::sort(busy.begin(), busy.end());
+    for (const auto& [l, t] : busy) {
+      if (!out.busy_links.empty() && out.busy_links.back().first == l) out.busy_links.back().second += t;
+      else out.busy_links.push_back({l, t});
     }
     return collective_phases.emplace(std::move(key), std::move(out)).first->second;
   }
 
-  static double phases_time(const std::vector<Phase>& ph, double bytes) {
+  static double phases_time(const CollectiveShape& c, double bytes) {
     double t = 0;
-    for (const Phase& p : ph) t += p.latency_s + bytes * p.per_byte_s;
+    for (const Phase& p : c.phases) t += p.latency_s + bytes * p.per_byte_s;
     return t;
   }
 
@@ -279,8 +302,8 @@ struct Estimator::Impl {
           w.tg = &pl.stages[r].groups[g];
           w.node_group = node_group_of(w.tg->gpus.front());
           w.gpu = &cluster.gpu_spec(w.tg->gpus.front());
-          const int n0 = cluster.node_of(w.tg->gpus.front());
-          w.one_node = std::all_of(w.tg->gpus.begin(), w.tg->gpus.end(), [&](GpuId x) { return cluster.node_of(x) == n0; });
+          const int n0 = node_of[w.tg->gpus.front()];
+          w.one_node = std::all_of(w.tg->gpus.begin(), w.tg->gpus.end(), [&](GpuId x) { return node_of[x] == n0; });
           for (int c = 0; c < chunks; ++c) worker_of[p][c * depth + r].push_back(static_cast<int>(ws.size()));
           ws.push_back(std::move(w));
         }
@@ -482,6 +505,20 @@ struct Estimator::Impl {
     const int nj = dir == 0 ? j + 1 : j - 1;
     const Stage& st = pl.stages[j];
     const Stage& ns = pl.stages[nj];
+    // Cached by what decides it: the micro-batch and both stages' groups (GPUs, TP, share).
+    std::vector<double>& key = scratch_key;
+    key.assign(1, pl.micro_batch);
+    for (const Stage* x : {&st, &ns}) {
+      key.push_back(-1);
+      for (const TpGroup& g : x->groups) {
+        key.push_back(g.tp);
+        key.push_back(g.share);
+        key.insert(key.end(), g.gpus.begin(), g.gpus.end());
+        key.push_back(-2);
+      }
+    }
+    auto hit = transfers.find(key);
+    if (hit != transfers.end()) return hit->second;
     std::vector<Flow> flows;
     double lo = 0;
     for (const TpGroup& a : st.groups) {
@@ -502,7 +539,9 @@ struct Estimator::Impl {
       }
       lo = hi;
     }
-    return coef.p2p * flows_time(flows);
+    const double t = coef.p2p * flows_time(flows);
+    transfers.emplace(key, t);
+    return t;
   }
 
   // ---------------------------------------------------------------- schedule
@@ -527,6 +566,29 @@ struct Estimator::Impl {
       if (j + 1 < nst) send_f[j] = transfer_s(pl, j, 0);
       if (j > 0) send_b[j] = transfer_s(pl, j, 1);
     }
+    std::vector<double> key = {static_cast<double>(plan.schedule), static_cast<double>(pp), static_cast<double>(chunks),
+                               static_cast<double>(m)};
+    for (const auto* v : {&fwd, &bwd, &send_f, &send_b}) key.insert(key.end(), v->begin(), v->end());
+    auto hit = schedules.find(key);
+    if (hit == schedules.end())
+      hit = schedules.emplace(std::move(key), schedule(plan.schedule, pp, chunks, m, fwd, bwd, send_f, send_b)).first;
+    const std::vector<double>& times = hit->second;
+    double end = 0;
+    for (int j = 0; j < nst; ++j)
+      for (int w : worker_of[p][j]) {
+        const int r = j % pp;
+        ws[w].last_backward_start[j / pp] = times[r * (chunks + 1) + 1 + j / pp];
+        ws[w].backward_done = times[r * (chunks + 1)];
+        end = std::max(end, ws[w].backward_done);
+      }
+    return end;
+  }
+
+  // The recurrence of run_pipeline: per rank its end, then its last-backward start per chunk.
+  std::vector<double> schedule(Schedule schedule, int pp, int chunks, int m, const std::vector<double>& fwd,
+                               const std::vector<double>& bwd, const std::vector<double>& send_f,
+                               const std::vector<double>& send_b) const {
+    const int nst = pp * chunks;
     // Channels: activations from rank r go to rank (r+1) % pp (index r), gradients to (r-1) % pp (pp + r).
     struct Channel {
       std::vector<double> send_post, send_s;
@@ -548,9 +610,9 @@ struct Estimator::Impl {
     };
     std::vector<Rank> ranks(pp);
     for (int r = 0; r < pp; ++r) {
-      const auto key = std::make_tuple(plan.schedule, pp, r, chunks, m);
+      const auto key = std::make_tuple(schedule, pp, r, chunks, m);
       auto it = programs.find(key);
-      if (it == programs.end()) it = programs.emplace(key, rank_program(plan.schedule, pp, r, chunks, m)).first;
+      if (it == programs.end()) it = programs.emplace(key, rank_program(schedule, pp, r, chunks, m)).first;
       ranks[r].prog = &it->second;
       ranks[r].last_backward.assign(chunks, 0.0);
     }
@@ -619,15 +681,12 @@ struct Estimator::Impl {
       if (done) break;
       if (!moved) throw std::logic_error("estimator: pipeline schedule deadlock");
     }
-    double end = 0;
-    for (int j = 0; j < nst; ++j)
-      for (int w : worker_of[p][j]) {
-        const Rank& rk = ranks[j % pp];
-        ws[w].last_backward_start[j / pp] = rk.last_backward[j / pp];
-        ws[w].backward_done = rk.t;
-        end = std::max(end, rk.t);
-      }
-    return end;
+    std::vector<double> out;
+    for (const Rank& rk : ranks) {
+      out.push_back(rk.t);
+      out.insert(out.end(), rk.last_backward.begin(), rk.last_backward.end());
+    }
+    return out;
   }
 
   // ---------------------------------------------------------------- gradient reduction
@@ -640,8 +699,15 @@ struct Estimator::Impl {
     std::vector<Holder> holders;
     double full_params = 0;
     int lcm_tp = 1, communicator = 0;
-    double ready = 0, end = 0;
+    int holder_set = -1;  // buckets with the same holders share it (their collectives' member sets)
+    double ready = 0, start = 0, end = 0;
   };
+  struct LinkUse {
+    double first = 0, busy = 0, last_end = 0;
+    int last = -1;  // the bucket that ends last on the link
+  };
+  mutable std::vector<LinkUse> link_use;  // per link (scratch of run_family)
+  mutable std::vector<int> used_links;
 
   // Seconds after the start of its last backward at which holder h has the gradients of bucket b
   // (stage_work.cpp layer_grad_ready_s: backward runs head -> last layer -> first layer -> embedding;
@@ -694,6 +760,7 @@ struct Estimator::Impl {
         cur.holders = hs;
         cur.lcm_tp = lcm_tp;
         cur.communicator = dense_comm;
+        cur.holder_set = dense_comm;
         out.push_back(cur);
         cur = Bucket{};
       };
@@ -712,7 +779,7 @@ struct Estimator::Impl {
             eb.layer_begin = l;
             eb.layer_end = l + 1;
             eb.holders = members;
-            eb.communicator = expert_comm[key];
+            eb.communicator = eb.holder_set = expert_comm[key];
             eb.full_params = key.second * mp.experts;
             for (const Holder& h : members) eb.lcm_tp = std::lcm(eb.lcm_tp, ws[h.worker].tg->tp);
             out.push_back(eb);
@@ -743,7 +810,7 @@ struct Estimator::Impl {
           for (int w : stages[v]) bk.holders.push_back({w, v / depth});
         if (bk.holders.front().worker == bk.holders.back().worker) continue;
         for (const Holder& h : bk.holders) bk.lcm_tp = std::lcm(bk.lcm_tp, ws[h.worker].tg->tp);
-        bk.communicator = communicator++;
+        bk.communicator = bk.holder_set = communicator++;
         out.push_back(std::move(bk));
       }
     return out;
@@ -751,8 +818,17 @@ struct Estimator::Impl {
 
   // One collective per TP slice of the bucket over the GPUs holding it (GradSync::launch, slice_members:
   // sorted, as NCCL builds rings), after the slowest holder's per-call overhead.
+  // Per holder set and collective kind: the phases and the overhead (memo of one estimate).
+  mutable std::map<std::pair<int, CollectiveKind>, std::pair<const CollectiveShape*, double>> bucket_memo;
   double bucket_s(const std::vector<Worker>& ws, const Bucket& bk, CollectiveKind kind, double bytes_per_param) const {
     if (bk.holders.size() < 2) return 0.0;
+    auto it = bucket_memo.find({bk.holder_set, kind});
+    if (it == bucket_memo.end()) it = bucket_memo.emplace(std::make_pair(bk.holder_set, kind), bucket_phases(ws, bk, kind)).first;
+    const auto& [ph, ovh] = it->second;
+    return coef.dp * (ovh + phases_time(*ph, bk.full_params / bk.lcm_tp * bytes_per_param));
+  }
+  std::pair<const CollectiveShape*, double> bucket_phases(const std::vector<Worker>& ws, const Bucket& bk,
+                                                             CollectiveKind kind) const {
     std::vector<std::vector<GpuId>> sets(bk.lcm_tp);
     double ovh = 0;
     for (int k = 0; k < bk.lcm_tp; ++k) {
@@ -763,7 +839,7 @@ struct Estimator::Impl {
       std::sort(sets[k].begin(), sets[k].end());
     }
     for (const Holder& h : bk.holders) ovh = std::max(ovh, ws[h.worker].gpu->compute.collective_overhead_s);
-    return coef.dp * (ovh + phases_time(phases(kind, sets), bk.full_params / bk.lcm_tp * bytes_per_param));
+    return {&phases(kind, sets), ovh};
   }
 
   // GradSync's timeline: each bucket starts when all its holders have its gradients (during the last
@@ -787,16 +863,11 @@ struct Estimator::Impl {
     for (size_t b = 0; b < bks.size(); ++b)
       if (!bks[b].tied) order.push_back(static_cast<int>(b));
     std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return bks[x].ready < bks[y].ready; });
-    std::map<int, double> free_at;
-    const CollectiveKind kind = plan.zero1 ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
+    run_family(ws, bks, order, plan.zero1 ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, grad_bytes,
+               [](const Bucket& bk) { return bk.ready; });
     for (Worker& w : ws) w.reduced = w.backward_done;
-    for (int b : order) {
-      Bucket& bk = bks[b];
-      const double start = std::max(bk.ready, free_at[bk.communicator]);
-      bk.end = start + bucket_s(ws, bk, kind, grad_bytes);
-      free_at[bk.communicator] = bk.end;
-      for (const Holder& h : bk.holders) ws[h.worker].reduced = std::max(ws[h.worker].reduced, bk.end);
-    }
+    for (int b : order)
+      for (const Holder& h : bks[b].holders) ws[h.worker].reduced = std::max(ws[h.worker].reduced, bks[b].end);
     for (Bucket& bk : bks) {
       if (!bk.tied) continue;
       double start = 0;
@@ -806,15 +877,53 @@ struct Estimator::Impl {
     }
     for (Worker& w : ws) w.finished = w.reduced + w.optimizer_s;
     if (!plan.zero1) return;
+    // ZeRO-1: each bucket's all-gather once all its holders stepped (GradSync::on_optimizer_done). The
+    // gathers of a segment start together and share their links; max-min fair sharing ends k equal
+    // collectives when k back to back would, so they are timed back to back on their communicator.
+    run_family(ws, bks, order, CollectiveKind::AllGather, param_bytes, [&](const Bucket& bk) {
+      double t = 0;
+      for (const Holder& h : bk.holders) t = std::max(t, ws[h.worker].finished);
+      return t;
+    });
     std::vector<double> gathered(ws.size(), 0.0);
-    for (const Bucket& bk : bks) {
-      if (bk.tied) continue;
-      double start = 0;
-      for (const Holder& h : bk.holders) start = std::max(start, ws[h.worker].finished);
-      const double end = start + bucket_s(ws, bk, CollectiveKind::AllGather, param_bytes);
-      for (const Holder& h : bk.holders) gathered[h.worker] = std::max(gathered[h.worker], end);
-    }
+    for (int b : order)
+      for (const Holder& h : bks[b].holders) gathered[h.worker] = std::max(gathered[h.worker], bks[b].end);
     for (size_t w = 0; w < ws.size(); ++w) ws[w].finished = std::max(ws[w].finished, gathered[w]);
+  }
+
+  // Runs the buckets `order` (reductions or all-gathers): each on its communicator one at a time, from
+  // max(earliest(bucket), communicator free) (NCCL runs a communicator's collectives in issue order). Then the
+  // links several communicators share: a link carries at most its capacity (sim/net/flow_network.h), so the
+  // last collective crossing it ends no earlier than the first start there plus all their time on it.
+  template <class Earliest>
+  void run_family(const std::vector<Worker>& ws, std::vector<Bucket>& bks, const std::vector<int>& order,
+                  CollectiveKind kind, double bytes_per_param, Earliest earliest) const {
+    std::map<int, double> free_at;
+    for (int b : order) {
+      Bucket& bk = bks[b];
+      bk.start = std::max(earliest(bk), free_at[bk.communicator]);
+      bk.end = bk.start + bucket_s(ws, bk, kind, bytes_per_param);
+      free_at[bk.communicator] = bk.end;
+    }
+    for (int b : order) {
+      const Bucket& bk = bks[b];
+      if (bk.holders.size() < 2) continue;
+      const CollectiveShape& shape = *bucket_memo.at({bk.holder_set, kind}).first;
+      const double bytes = bk.full_params / bk.lcm_tp * bytes_per_param;
+      for (const auto& [l, per_byte] : shape.busy_links) {
+        LinkUse& u = link_use[l];
+        if (u.last < 0) used_links.push_back(l), u = LinkUse{bk.start, 0.0, bk.end, b};
+        u.first = std::min(u.first, bk.start);
+        u.busy += coef.dp * per_byte * bytes;
+        if (bk.end > u.last_end) u.last_end = bk.end, u.last = b;
+      }
+    }
+    for (int l : used_links) {
+      LinkUse& u = link_use[l];
+      bks[u.last].end = std::max(bks[u.last].end, u.first + u.busy);
+      u = LinkUse{};
+    }
+    used_links.clear();
   }
 
   // ---------------------------------------------------------------- memory
@@ -860,7 +969,9 @@ struct Estimator::Impl {
         total.activations += m0.activations + x * (m1.activations - m0.activations);
         total.other = std::max(total.other, m0.other + x * (m1.other - m0.other));
       }
-      for (GpuId g : w.tg->gpus) worst = std::max(worst, total.total() / cluster.gpu_spec(g).memory_bytes);
+      if (w.one_node) worst = std::max(worst, total.total() / w.gpu->memory_bytes);  // one node, one type
+      else
+        for (GpuId g : w.tg->gpus) worst = std::max(worst, total.total() / cluster.gpu_spec(g).memory_bytes);
     }
     return worst;
   }
@@ -876,6 +987,7 @@ struct Estimator::Impl {
     for (size_t p = 0; p < plan.pipelines.size(); ++p)
       e.pipeline_s = std::max(e.pipeline_s, run_pipeline(plan, static_cast<int>(p), worker_of, ws));
     std::vector<Bucket> bks = buckets(ws, worker_of);
+    bucket_memo.clear();
     reduce_gradients(plan, ws, bks);
     for (const Worker& w : ws) e.iteration_s = std::max(e.iteration_s, w.finished);
     e.after_pipeline_s = e.iteration_s - e.pipeline_s;

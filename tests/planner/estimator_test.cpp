@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "planner/template/estimator_coefficients.h"
 #include "sim/exec/simulate.h"
@@ -128,6 +129,52 @@ TEST(EstimatorValidation, DISABLED_FitCoefficients) {
   print("fitted, held-out half", test::estimator_figures(k, true));
   std::printf("inline constexpr EstimatorCoefficients kFittedEstimatorCoefficients{%.4g, %.4g, %.4g, %.4g};\n",
               k.compute, k.p2p, k.dp, k.ep);
+}
+
+}  // namespace
+}  // namespace arachne::planner
+
+namespace arachne::planner {
+namespace {
+
+// Per cell: plans, Spearman and mean relative error with the fitted coefficients (for the report).
+TEST(EstimatorValidation, DISABLED_PerCell) {
+  for (const test::ValidationCell& c : test::estimator_validation_cells()) {
+    const Estimator est(c.cluster, *c.topo, c.model);
+    std::vector<double> e, s;
+    double err = 0;
+    for (const test::SimulatedPlan& sp : c.plans) {
+      e.push_back(est.estimate(sp.plan).iteration_s);
+      s.push_back(sp.result.iteration_time_s);
+      err += std::abs(e.back() - s.back()) / s.back();
+    }
+    std::printf("%-45s %-18s %s plans %2zu  Spearman %6.3f  mean |rel err| %.3f\n", c.cluster_spec.c_str(),
+                c.model_name.c_str(), c.index % 2 ? "held-out" : "fitting ", c.plans.size(),
+                c.plans.size() >= 3 ? test::spearman(e, s) : 0.0, c.plans.empty() ? 0.0 : err / c.plans.size());
+  }
+}
+
+}  // namespace
+}  // namespace arachne::planner
+
+namespace arachne::planner {
+namespace {
+
+// The plans of the cells whose spec contains $ESTIMATOR_CELL, estimated beside the simulator's breakdown.
+TEST(EstimatorValidation, DISABLED_Plans) {
+  const char* want = std::getenv("ESTIMATOR_CELL");
+  for (const test::ValidationCell& c : test::estimator_validation_cells()) {
+    if (want && c.cluster_spec + " " + c.model_name != want) continue;
+    const Estimator est(c.cluster, *c.topo, c.model);
+    for (const test::SimulatedPlan& sp : c.plans) {
+      const Estimate e = est.estimate(sp.plan);
+      const Breakdown& b = sp.result.breakdown;
+      std::printf("%s | est %.4f (pipe %.4f after %.4f) sim %.4f [compute %.4f tp %.4f pp %.4f bubble %.4f dp %.4f ep %.4f wait %.4f opt %.4f] %s\n",
+                  c.model_name.c_str(), e.iteration_s, e.pipeline_s, e.after_pipeline_s, sp.result.iteration_time_s,
+                  b.compute, b.tp_comm, b.pp_comm, b.bubble, b.dp_comm, b.ep_comm, b.wait, b.optimizer,
+                  sp.plan.zero1 ? "zero1" : "");
+    }
+  }
 }
 
 }  // namespace

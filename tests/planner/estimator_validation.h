@@ -7,7 +7,8 @@
 // on the even half and the figures that judge them are taken on the odd half (out of sample).
 //
 // Figures: Spearman's rank correlation between estimated and simulated iteration times within each cell
-// (one cluster and model: the plans a planner would rank against each other), averaged over cells; the
+// (one cluster and model: the plans a planner would rank against each other; cells of >= 10 plans), averaged
+// over cells; the
 // same pooled over all plans of the half; and the mean absolute relative error |est - sim| / sim.
 #pragma once
 #include <string>
@@ -32,7 +33,7 @@ struct ValidationCell {
 const std::vector<ValidationCell>& estimator_validation_cells();
 
 struct EstimatorFigures {
-  int cells = 0, plans = 0;
+  int cells = 0, plans = 0;  // cells in the per-cell figures; plans in all
   double mean_cell_spearman = 0, min_cell_spearman = 0, pooled_spearman = 0;
   double mean_abs_rel_error = 0;
   double estimate_us = 0;  // mean wall time of one estimate
