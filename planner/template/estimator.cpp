@@ -194,6 +194,7 @@ struct Estimator::Impl {
       t.fwd[l + 1] += price(layer_forward_ops(m, l, sh), {tc});
       t.bwd[l + 1] = t.bwd[l];
       t.bwd[l + 1] += price(bops, bcalls);
+      if (!m.moe) continue;  // only expert-parallel passes use the dense-only prices
       // stage_work.cpp, expert-parallel segments: dense(l), its recompute, backward_of(dense(l)).
       const std::vector<OpCost> d = m.is_moe_layer(l) ? moe_dense_forward_ops(m, l, sh) : layer_forward_ops(m, l, sh);
       std::vector<OpCost> rec;

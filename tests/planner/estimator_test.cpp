@@ -101,9 +101,9 @@ TEST(Estimator, MemoryVerdictIsTheSimulators) {
 
 void print(const char* what, const test::EstimatorFigures& f) {
   std::printf("%s: %d plans in %d cells; Spearman per cell mean %.3f (min %.3f), pooled %.3f; "
-              "mean |relative error| %.3f; %.1f us per estimate\n",
+              "mean |relative error| %.4f; %.1f us per estimate cold, %.1f warm\n",
               what, f.plans, f.cells, f.mean_cell_spearman, f.min_cell_spearman, f.pooled_spearman,
-              f.mean_abs_rel_error, f.estimate_us);
+              f.mean_abs_rel_error, f.estimate_us, f.warm_estimate_us);
 }
 
 // Rank agreement with the simulator on the held-out half of the validation clusters (the coefficients were

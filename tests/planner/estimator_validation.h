@@ -36,7 +36,8 @@ struct EstimatorFigures {
   int cells = 0, plans = 0;  // cells in the per-cell figures; plans in all
   double mean_cell_spearman = 0, min_cell_spearman = 0, pooled_spearman = 0;
   double mean_abs_rel_error = 0;
-  double estimate_us = 0;  // mean wall time of one estimate
+  double estimate_us = 0;       // mean CPU time of one estimate, one fresh estimator per cell (cold caches)
+  double warm_estimate_us = 0;  // the same plans priced again (the per-layer tables and links cached)
 };
 
 // Figures of the estimator with `coefficients` over the cells of one half (held_out: odd positions).
