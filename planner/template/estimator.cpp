@@ -143,6 +143,9 @@ struct Estimator::Impl {
   // Schedules by their inputs (schedule, depth, chunks, micro-batches, task and transfer times): per rank its
   // end, then its last-backward start per chunk.
   mutable std::map<std::vector<double>, std::vector<double>> schedules;
+  // Routed experts of one EP rank, forward and backward, by GPU type, shards, experts, tokens each, full recompute.
+  mutable std::map<std::tuple<const GpuSpec*, int, int, long, bool>, std::pair<double, double>> experts_s;
+  mutable std::map<std::vector<double>, double> alltoalls;  // one MoE all-to-all by its layout and tokens
   mutable std::vector<double> scratch_key;
 
   Impl(const Cluster& c, const Topology& t, const ModelConfig& m, const EstimatorCoefficients& k)
@@ -447,18 +450,35 @@ struct Estimator::Impl {
         double expert_f = 0, expert_b = 0;
         for (int r = 0; r < c.ep; ++r) {
           const int shards = c.ep_members ? c.ep_etp : w.tg->tp;
-          const std::vector<OpCost> ops =
-              expert_forward_ops(model, std::vector<long>(rank_experts[r], std::lround(kept)), shards);
-          const double f = ops_time_s(ops, *w.gpu, model.dtype);
-          expert_f = std::max(expert_f, f);
-          expert_b = std::max(expert_b, ops_time_s(backward_of(ops), *w.gpu, model.dtype) +
-                                            (plan.recompute == Recompute::Full ? f : 0.0));
+          const bool full = plan.recompute == Recompute::Full;
+          const auto key = std::make_tuple(w.gpu, shards, rank_experts[r], std::lround(kept), full);
+          auto it = experts_s.find(key);
+          if (it == experts_s.end()) {
+            const std::vector<OpCost> ops =
+                expert_forward_ops(model, std::vector<long>(rank_experts[r], std::lround(kept)), shards);
+            const double f = ops_time_s(ops, *w.gpu, model.dtype);
+            it = experts_s.emplace(key, std::make_pair(f, ops_time_s(backward_of(ops), *w.gpu, model.dtype) + (full ? f : 0.0))).first;
+          }
+          expert_f = std::max(expert_f, it->second.first);
+          expert_b = std::max(expert_b, it->second.second);
         }
         // All-to-alls (iteration.cpp run_alltoall): each member sends every rank its share of the rank's kept
         // tokens; under full recompute the backward's carry the recomputed forward's too.
         std::vector<long> rank_kept(c.ep);
         for (int r = 0; r < c.ep; ++r) rank_kept[r] = std::lround(kept * rank_experts[r]);
         auto a2a = [&](double repeat) {
+          // Cached by what decides it: the layout, the peers' GPUs and tokens, the kept tokens per rank.
+          std::vector<double>& key = scratch_key;
+          key.assign({repeat, static_cast<double>(c.ep_members), static_cast<double>(c.ep_etp)});
+          for (size_t k = 0; k < c.ep_peers.size(); ++k) {
+            const TpGroup& g = *ws[c.ep_peers[k]].tg;
+            key.push_back(-1);
+            key.push_back(static_cast<double>(owned[k]));
+            key.insert(key.end(), g.gpus.begin(), g.gpus.end());
+          }
+          key.insert(key.end(), rank_kept.begin(), rank_kept.end());
+          auto hit = alltoalls.find(key);
+          if (hit != alltoalls.end()) return hit->second;
           std::vector<Flow> flows;
           if (c.ep_members) {
             std::vector<GpuId> members;
@@ -488,7 +508,9 @@ struct Estimator::Impl {
                   flows.push_back({src, dst, bytes, topo.latency_s(src, dst)});
                 }
           }
-          return w.gpu->compute.collective_overhead_s + flows_time(flows);
+          const double t = w.gpu->compute.collective_overhead_s + flows_time(flows);
+          alltoalls.emplace(key, t);
+          return t;
         };
         const double fwd_a2a = a2a(1.0);
         const double bwd_a2a = plan.recompute == Recompute::Full ? a2a(2.0) : fwd_a2a;
