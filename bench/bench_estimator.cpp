@@ -44,6 +44,7 @@ struct FourTypeCase {
   }
 };
 
+// The estimate beside the simulator's iteration time of the same plan (simulated once per case).
 template <class Case>
 void run(benchmark::State& state, const Case& c) {
   const planner::Estimator warm(c.cluster, c.topo, c.model);
@@ -57,7 +58,9 @@ void run(benchmark::State& state, const Case& c) {
       benchmark::DoNotOptimize(warm.estimate(c.plan));
     }
   }
+  static const double simulated = simulate_iteration(c.cluster, c.topo, c.model, c.plan, SimOptions{}).iteration_time_s;
   state.counters["estimated_iteration_s"] = once.iteration_s;
+  state.counters["simulated_iteration_s"] = simulated;
   state.counters["fits"] = once.fits;
 }
 
