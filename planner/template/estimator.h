@@ -1,7 +1,8 @@
 // The fast estimator: prices a complete plan in microseconds, without the event simulator, so that a planner
 // can rank thousands of completed templates and simulate only the best few (the simulator stays the judge).
 //
-// Model: analytic 1F1B per pipeline with the simulator's own per-layer costs (planner/common/profile.h),
+// Model: analytic 1F1B per pipeline with the simulator's own per-layer pass prices (sim/exec/stage_work.h
+// price_pass, as planner/oracle/lower_bound.cpp uses them),
 // point-to-point transfers on the links the stages actually use, the exposed part of the data-parallel
 // gradient reduction and of the MoE all-to-all on the actual links, the optimizer step, and the memory of
 // every stage (sim/model/memory.h). Its few coefficients are fitted against the simulator by a script;
@@ -18,15 +19,17 @@
 //    other transfers); the bubbles follow from the recurrence, no bubble formula is assumed;
 //  - gradient reduction: the simulator's segments and Megatron buckets (sim/exec/grad_sync.cpp), each
 //    bucket ready at its layer's point in the last backward, one at a time per communicator, timed as the
-//    simulator's collective flows (sim/net/collectives.h collective_transfers) at their bottleneck link;
-//    the tied-embedding all-reduce, the optimizer step and the ZeRO-1 all-gather after it;
+//    simulator's collective flows (sim/net/collectives.h collective_transfers) at their bottleneck link, and
+//    no faster than the busiest link shared by several communicators can carry them all; the tied-embedding
+//    all-reduce, the optimizer step and the ZeRO-1 all-gather after it;
 //  - MoE expert parallelism: per MoE layer the dispatch and combine all-to-alls (flat, sim/net/alltoall.h)
-//    at their bottleneck link and the routed experts at the expected (uniform) load, the slowest EP peer
-//    gating each layer;
-//  - memory: stage_memory (sim/model/memory.h) with the inputs build_stage_work gives it.
-// It ignores: contention between different transfers and collectives (each is timed alone), the routing
-// draw's imbalance (expected loads), the coupling of pipelines through expert-parallel rendezvous, and the
-// difference between the TP groups of one stage (the stage runs at its slowest group's pace).
+//    at their bottleneck link and the routed experts at the expected load (multinomial routing with the
+//    capacity cut, sim/model/moe_routing.h), the slowest EP rank gating each layer;
+//  - memory: stage_memory (sim/model/memory.h) with the inputs build_stage_work gives it - the same verdict.
+// It ignores: contention of a pipeline transfer or an all-to-all with any other traffic (each is timed alone
+// on its links; the fitted p2p coefficient absorbs part of it), the routing draw's variation around the
+// expected expert load, the coupling of pipelines through expert-parallel rendezvous, and the differences
+// between the TP groups of one stage (the stage runs at its slowest group's pace).
 #pragma once
 #include <memory>
 
