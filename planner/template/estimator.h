@@ -1,11 +1,35 @@
 // The fast estimator: prices a complete plan in microseconds, without the event simulator, so that a planner
 // can rank thousands of completed templates and simulate only the best few (the simulator stays the judge).
 //
-// Model: analytic 1F1B per pipeline with the simulator's own per-layer costs (planner/common/profile.h),
+// Model: analytic 1F1B per pipeline with the simulator's own per-layer pass prices (sim/exec/stage_work.h
+// price_pass, as planner/oracle/lower_bound.cpp uses them),
 // point-to-point transfers on the links the stages actually use, the exposed part of the data-parallel
 // gradient reduction and of the MoE all-to-all on the actual links, the optimizer step, and the memory of
 // every stage (sim/model/memory.h). Its few coefficients are fitted against the simulator by a script;
 // its rank agreement with the simulator is reported in README.
+//
+// How (estimator.cpp, each formula beside the simulator code it mirrors):
+//  - every pass (forward / backward of a TP group) costs what build_stage_work prices it at
+//    (sim/exec/stage_work.h price_pass: kernels + TP collectives), from per-layer prefix sums cached per
+//    (GPU type, TP, samples, recompute, sequence parallelism);
+//  - each pipeline runs the simulator's own rank programs (sim/exec/pipeline_schedule.h rank_program:
+//    Megatron's warm-up / steady state / cool-down with blocking exchanges), one timeline per stage (the
+//    slowest of its TP groups), the exchanges' transfers paired in posting order as the simulator pairs
+//    them; a transfer lasts its latency plus its bottleneck link's load over capacity (no contention with
+//    other transfers); the bubbles follow from the recurrence, no bubble formula is assumed;
+//  - gradient reduction: the simulator's segments and Megatron buckets (sim/exec/grad_sync.cpp), each
+//    bucket ready at its layer's point in the last backward, one at a time per communicator, timed as the
+//    simulator's collective flows (sim/net/collectives.h collective_transfers) at their bottleneck link, and
+//    no faster than the busiest link shared by several communicators can carry them all; the tied-embedding
+//    all-reduce, the optimizer step and the ZeRO-1 all-gather after it;
+//  - MoE expert parallelism: per MoE layer the dispatch and combine all-to-alls (flat, sim/net/alltoall.h)
+//    at their bottleneck link and the routed experts at the expected load (multinomial routing with the
+//    capacity cut, sim/model/moe_routing.h), the slowest EP rank gating each layer;
+//  - memory: stage_memory (sim/model/memory.h) with the inputs build_stage_work gives it - the same verdict.
+// It ignores: contention of a pipeline transfer or an all-to-all with any other traffic (each is timed alone
+// on its links; the fitted p2p coefficient absorbs part of it), the routing draw's variation around the
+// expected expert load, the coupling of pipelines through expert-parallel rendezvous, and the differences
+// between the TP groups of one stage (the stage runs at its slowest group's pace).
 #pragma once
 #include <memory>
 
@@ -16,16 +40,35 @@
 
 namespace arachne::planner {
 
+// Multiplicative corrections of the estimator's terms, fitted against the simulator
+// (planner/template/estimator_coefficients.h holds the fitted values and the command that produced them).
+struct EstimatorCoefficients {
+  double compute = 1;   // forward / backward passes (kernels + TP collectives)
+  double p2p = 1;       // pipeline point-to-point transfers
+  double dp = 1;        // gradient-reduction collectives (and the ZeRO-1 all-gather)
+  double ep = 1;        // MoE all-to-alls and routed-expert kernels
+};
+
+// The fitted coefficients (estimator_coefficients.h).
+EstimatorCoefficients fitted_estimator_coefficients();
+
 struct Estimate {
   double iteration_s = 0;         // estimated iteration time (meaningless when !fits)
   bool fits = true;               // every GPU within its usable memory
   double peak_memory_fraction = 0;  // highest used / usable memory over the plan's GPUs
+  // Where the time goes (meaningless when !fits): the end of the slowest pipeline's schedule, and what the
+  // gradient reduction, optimizer step and ZeRO-1 all-gather add after it on the critical worker.
+  double pipeline_s = 0;
+  double after_pipeline_s = 0;
 };
 
 class Estimator {
  public:
-  // Keeps references to cluster, topo and model (they must outlive the estimator).
+  // Keeps references to cluster, topo and model (they must outlive the estimator). Cheap: the per-layer
+  // tables are built on first use.
   Estimator(const Cluster& cluster, const Topology& topo, const ModelConfig& model);
+  Estimator(const Cluster& cluster, const Topology& topo, const ModelConfig& model,
+            const EstimatorCoefficients& coefficients);
   ~Estimator();
   Estimator(Estimator&&) noexcept;
   // The plan must have passed validate_plan. Not thread-safe (caches): one estimator per thread.

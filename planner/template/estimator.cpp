@@ -1,0 +1,1031 @@
+// The fast estimator (see estimator.h for the model and what it leaves out).
+#include "planner/template/estimator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "planner/template/estimator_coefficients.h"
+#include "sim/exec/pipeline_schedule.h"
+#include "sim/exec/stage_work.h"
+#include "sim/model/compute_time.h"
+#include "sim/model/layer_costs.h"
+#include "sim/model/memory.h"
+#include "sim/model/moe_costs.h"
+#include "sim/model/moe_routing.h"
+#include "sim/net/collectives.h"
+
+namespace arachne::planner {
+
+EstimatorCoefficients fitted_estimator_coefficients() { return kFittedEstimatorCoefficients; }
+
+namespace {
+
+// What price_pass (sim/exec/stage_work.cpp) reports for a pass, summable over layers: kernels, the TP
+// collectives' closed-form time inside a node, and their volume and call count (for groups across nodes).
+struct Cost {
+  double compute = 0, tp_s = 0, tp_bytes = 0, tp_calls = 0;
+  Cost& operator+=(const Cost& o) {
+    compute += o.compute, tp_s += o.tp_s, tp_bytes += o.tp_bytes, tp_calls += o.tp_calls;
+    return *this;
+  }
+  Cost operator-(const Cost& o) const {
+    return {compute - o.compute, tp_s - o.tp_s, tp_bytes - o.tp_bytes, tp_calls - o.tp_calls};
+  }
+};
+
+Cost cost_of(const PassCost& p) { return {p.compute_s, p.tp_closed_form_s, p.tp_bytes, static_cast<double>(p.tp_collectives)}; }
+
+// Per-layer prefix sums of pass costs for one (node group, tp, samples, recompute, sequence parallelism),
+// as build_stage_work prices them layer by layer.
+struct Table {
+  std::vector<Cost> fwd, bwd;                 // size layers + 1
+  std::vector<double> fwd_dense, bwd_dense;   // expert-parallel passes: kernels without routed experts
+  Cost emb_f, emb_b, head_f, head_b;
+};
+
+// A flow of a collective, all-to-all or pipeline transfer.
+struct Flow {
+  GpuId src = 0, dst = 0;
+  double bytes = 0;
+  double latency_s = 0;
+};
+
+// One phase of a collective whose volume scales with the buffer: lasts latency + buffer x per_byte.
+struct Phase {
+  double latency_s = 0, per_byte_s = 0;
+};
+
+// A collective's phases, and the links it keeps busiest: seconds per byte of buffer on each (summed over its
+// phases), those within a factor 4 of its most loaded link.
+struct CollectiveShape {
+  std::vector<Phase> phases;
+  std::vector<std::pair<int, double>> busy_links;
+};
+
+struct Chunk {
+  int vstage = 0, begin = 0, end = 0;
+  bool emb = false, head = false;
+  double samples = 0;
+  const Table* table = nullptr;
+  double forward_s = 0, backward_s = 0;  // one task, coefficients applied
+  double backward_compute_s = 0;         // kernels of the backward (gradient readiness)
+  // Expert parallelism (as build_stage_work sets it).
+  int ep = 1, ep_rank = 0, ep_etp = 1;
+  double local_experts = -1;
+  std::vector<int> ep_peers;  // workers
+  bool ep_members = false;    // EP ranks inside the stage's TP groups
+  double params = 0;
+};
+
+struct Worker {
+  int pipeline = 0, rank = 0, group = 0;
+  const TpGroup* tg = nullptr;
+  int node_group = 0;
+  bool one_node = true;
+  const GpuSpec* gpu = nullptr;
+  std::vector<Chunk> chunks;
+  int dp_degree = 1;
+  double optimizer_s = 0;
+  // Filled by the schedule and the gradient reduction.
+  std::vector<double> last_backward_start;  // per chunk
+  double backward_done = 0, reduced = 0, finished = 0;
+};
+
+// Expected tokens an expert keeps when `tokens` tokens are routed (sim/model/moe_routing.cpp draws a
+// multinomial over Zipf shares under a uniform random permutation, then cuts at the capacity): averaged over
+// the ranks an expert may take, E[min(X, c)] = mu - E[(X - c)+] with X ~ Bin(n, p) taken as normal,
+// E[(X - c)+] = sigma phi(z) - (c - mu)(1 - Phi(z)), z = (c - mu) / sigma (normal approximation of the
+// binomial).
+double expected_kept_per_expert(const MoeConfig& moe, long tokens) {
+  const int e = moe.experts;
+  const double n = static_cast<double>(tokens) * moe.top_k;
+  const double cap = std::ceil(moe.capacity_factor * n / e);
+  const std::vector<double> share = zipf_shares(e, moe.routing_skew);
+  double total = 0;
+  for (double p : share) {
+    const double mu = n * p, sigma = std::sqrt(std::max(n * p * (1 - p), 1e-12));
+    const double z = (cap - mu) / sigma;
+    const double phi = std::exp(-0.5 * z * z) / std::sqrt(2 * M_PI), upper = 0.5 * std::erfc(z / std::sqrt(2.0));
+    total += mu - std::max(0.0, sigma * phi - (cap - mu) * upper);
+  }
+  return total / e;
+}
+
+}  // namespace
+
+struct Estimator::Impl {
+  const Cluster& cluster;
+  const Topology& topo;
+  const ModelConfig& model;
+  EstimatorCoefficients coef;
+  int L = 0;
+
+  // Caches (not thread-safe).
+  mutable std::map<std::tuple<int, int, double, int, bool>, Table> tables;
+  mutable std::map<std::vector<int>, CollectiveShape> collective_phases;  // by kind and member sets
+  mutable std::map<std::tuple<int, int, int, bool, bool, int, bool, double, int, bool, int, double, int>,
+                   std::pair<MemoryBreakdown, MemoryBreakdown>>
+      memory_lines;  // stage_memory at in_flight 0 and 1 (it is affine in in_flight)
+  mutable std::map<int, std::array<std::vector<double>, 3>> params_prefix;  // per tp: full, dense, experts
+  mutable std::map<long, double> kept_per_expert;
+  mutable std::vector<double> load;  // per link, bytes (scratch)
+  mutable std::vector<int> touched;
+  mutable std::map<std::tuple<Schedule, int, int, int, int>, std::vector<ScheduleStep>> programs;
+  mutable std::map<std::vector<double>, double> transfers;  // transfer_s by stages and micro-batch
+  // Schedules by their inputs (schedule, depth, chunks, micro-batches, task and transfer times): per rank its
+  // end, then its last-backward start per chunk.
+  mutable std::map<std::vector<double>, std::vector<double>> schedules;
+  // Routed experts of one EP rank, forward and backward, by GPU type, shards, experts, tokens each, full recompute.
+  mutable std::map<std::tuple<const GpuSpec*, int, int, long, bool>, std::pair<double, double>> experts_s;
+  mutable std::map<std::vector<double>, double> alltoalls;  // one MoE all-to-all by its layout and tokens
+  mutable std::vector<double> scratch_key;
+
+  Impl(const Cluster& c, const Topology& t, const ModelConfig& m, const EstimatorCoefficients& k)
+      : cluster(c), topo(t), model(m), coef(k), L(m.layers) {
+    load.assign(topo.links().size(), 0.0);
+    link_use.assign(topo.links().size(), LinkUse{});
+    for (const Node& n : cluster.nodes) node_of.insert(node_of.end(), n.gpus, n.id);
+  }
+
+  std::vector<int> node_of;  // per GPU
+  int node_group_of(GpuId g) const { return cluster.nodes[node_of[g]].group; }
+
+  // ---------------------------------------------------------------- passes
+  // build_stage_work's pricing (sim/exec/stage_work.cpp), one layer at a time: forward kernels and TP
+  // collectives; backward = recompute + backward kernels, the forward's collectives again under full
+  // recompute (Korthikanti et al. 2022 §5), and the backward collectives; the embedding and head passes.
+  // Expert-parallel passes price their dense kernels only (the routed experts are added per EP group).
+  Table build_table(int node_group, int tp, double samples, Recompute rc, bool sp) const {
+    const ModelConfig& m = model;
+    arachne::Worker w;
+    for (const Node& n : cluster.nodes)
+      if (n.group == node_group) {
+        w.gpus = {n.first_gpu};
+        break;
+      }
+    w.tp = tp;
+    w.tp_closed_form = true;
+    const GpuSpec& gpu = cluster.gpu_spec(w.gpus.front());
+    const ShardSpec sh{tp, sp, samples};
+    auto price = [&](const std::vector<OpCost>& ops, const std::vector<TpCollectives>& calls) {
+      return cost_of(price_pass(ops, calls, w, cluster, m));
+    };
+    auto time = [&](const std::vector<OpCost>& ops) { return ops_time_s(ops, gpu, m.dtype); };
+    Table t;
+    t.fwd.assign(L + 1, Cost{});
+    t.bwd.assign(L + 1, Cost{});
+    t.fwd_dense.assign(L + 1, 0.0);
+    t.bwd_dense.assign(L + 1, 0.0);
+    for (int l = 0; l < L; ++l) {
+      const TpCollectives tc = layer_tp_collectives(m, sh);
+      std::vector<TpCollectives> bcalls;
+      if (rc == Recompute::Full) bcalls.push_back(tc);
+      const std::vector<TpCollectives> bc = layer_tp_backward_collectives(m, l, sh);
+      bcalls.insert(bcalls.end(), bc.begin(), bc.end());
+      std::vector<OpCost> bops = layer_recompute_ops(m, l, sh, rc);
+      const std::vector<OpCost> b = layer_backward_ops(m, l, sh);
+      bops.insert(bops.end(), b.begin(), b.end());
+      t.fwd[l + 1] = t.fwd[l];
+      t.fwd[l + 1] += price(layer_forward_ops(m, l, sh), {tc});
+      t.bwd[l + 1] = t.bwd[l];
+      t.bwd[l + 1] += price(bops, bcalls);
+      if (!m.moe) continue;  // only expert-parallel passes use the dense-only prices
+      // stage_work.cpp, expert-parallel segments: dense(l), its recompute, backward_of(dense(l)).
+      const std::vector<OpCost> d = m.is_moe_layer(l) ? moe_dense_forward_ops(m, l, sh) : layer_forward_ops(m, l, sh);
+      std::vector<OpCost> rec;
+      if (rc == Recompute::Full) rec = d;
+      if (rc == Recompute::Selective) rec = layer_recompute_ops(m, l, sh, Recompute::Selective);
+      t.fwd_dense[l + 1] = t.fwd_dense[l] + time(d);
+      t.bwd_dense[l + 1] = t.bwd_dense[l] + time(rec) + time(backward_of(d));
+    }
+    t.emb_f = price(embedding_forward_ops(m, sh), embedding_tp_collectives(m, sh, true));
+    t.emb_b = price(embedding_backward_ops(m, sh), {});
+    t.head_f = price(head_forward_ops(m, sh), head_tp_collectives(m, sh, true));
+    t.head_b = price(head_backward_ops(m, sh), head_tp_collectives(m, sh, false));
+    return t;
+  }
+
+  const Table& table(int node_group, int tp, double samples, Recompute rc, bool sp) const {
+    const auto key = std::make_tuple(node_group, tp, samples, static_cast<int>(rc), sp);
+    auto it = tables.find(key);
+    if (it == tables.end()) it = tables.emplace(key, build_table(node_group, tp, samples, rc, sp)).first;
+    return it->second;
+  }
+
+  // ---------------------------------------------------------------- links
+  // The time concurrent flows take when each is limited by its route's most loaded link (summed bytes over
+  // capacity; sim/net/flow_network.h shares links max-min fairly, so the most loaded link finishes last) plus
+  // the largest latency. Contention with flows outside the set is ignored.
+  double flows_time(const std::vector<Flow>& flows, std::vector<std::pair<int, double>>* busy = nullptr) const {
+    double lat = 0;
+    for (const Flow& f : flows) {
+      if (f.src == f.dst || f.bytes <= 0) continue;
+      lat = std::max(lat, f.latency_s);
+      for (LinkId l : topo.route(f.src, f.dst)) {
+        if (load[l] == 0) touched.push_back(l);
+        load[l] += f.bytes;
+      }
+    }
+    double worst = 0;
+    for (int l : touched) worst = std::max(worst, load[l] / topo.links()[l].capacity);
+    for (int l : touched) {
+      const double t = load[l] / topo.links()[l].capacity;
+      if (busy && t >= worst / 4) busy->push_back({l, t});
+      load[l] = 0;
+    }
+    touched.clear();
+    return lat + worst;
+  }
+
+  // Phases of `kind` run at once over each of `sets` (GradSync::launch: one collective per TP slice), per
+  // byte of buffer: the flows collective_transfers (sim/net/collectives.cpp) starts for one byte, their
+  // bottleneck link per phase. Cached by kind and member sets.
+  const CollectiveShape& phases(CollectiveKind kind, const std::vector<std::vector<GpuId>>& sets) const {
+    std::vector<int> key{static_cast<int>(kind)};
+    for (const auto& s : sets) {
+      key.push_back(-1);
+      key.insert(key.end(), s.begin(), s.end());
+    }
+    auto it = collective_phases.find(key);
+    if (it != collective_phases.end()) return it->second;
+    std::vector<std::vector<Flow>> by_phase;
+    for (const auto& s : sets)
+      for (const CollectiveTransfer& t : collective_transfers(topo, kind, s, 1.0)) {
+        if (static_cast<int>(by_phase.size()) <= t.phase) by_phase.resize(t.phase + 1);
+        by_phase[t.phase].push_back({t.src, t.dst, t.bytes, ns_to_seconds(t.latency)});
+      }
+    CollectiveShape out;
+    std::vector<std::pair<int, double>> busy;
+    for (const auto& flows : by_phase) {
+      double lat = 0;
+      for (const Flow& f : flows) lat = std::max(lat, f.latency_s);
+      std::vector<Flow> scaled = flows;
+      for (Flow& f : scaled) f.latency_s = 0;
+      out.phases.push_back({lat, flows_time(scaled, &busy)});
+    }
+    std::sort(busy.begin(), busy.end());
+    for (const auto& [l, t] : busy) {
+      if (!out.busy_links.empty() && out.busy_links.back().first == l) out.busy_links.back().second += t;
+      else out.busy_links.push_back({l, t});
+    }
+    return collective_phases.emplace(std::move(key), std::move(out)).first->second;
+  }
+
+  static double phases_time(const CollectiveShape& c, double bytes) {
+    double t = 0;
+    for (const Phase& p : c.phases) t += p.latency_s + bytes * p.per_byte_s;
+    return t;
+  }
+
+  // ---------------------------------------------------------------- workers
+  // One worker per TP group of a physical stage, its chunks, passes, EP layout, parameters and optimizer
+  // step, as build_stage_work lowers the plan.
+  std::vector<Worker> lower(const Plan& plan, std::vector<std::vector<std::vector<int>>>& worker_of) const {
+    const bool interleaved = plan.schedule == Schedule::Interleaved;
+    const int chunks = interleaved ? plan.interleave : 1;
+    std::vector<Worker> ws;
+    worker_of.assign(plan.pipelines.size(), {});
+    for (size_t p = 0; p < plan.pipelines.size(); ++p) {
+      const Pipeline& pl = plan.pipelines[p];
+      const int depth = static_cast<int>(pl.stages.size()) / chunks;
+      worker_of[p].resize(pl.stages.size());
+      for (int r = 0; r < depth; ++r)
+        for (size_t g = 0; g < pl.stages[r].groups.size(); ++g) {
+          Worker w;
+          w.pipeline = static_cast<int>(p);
+          w.rank = r;
+          w.group = static_cast<int>(g);
+          w.tg = &pl.stages[r].groups[g];
+          w.node_group = node_group_of(w.tg->gpus.front());
+          w.gpu = &cluster.gpu_spec(w.tg->gpus.front());
+          const int n0 = node_of[w.tg->gpus.front()];
+          w.one_node = std::all_of(w.tg->gpus.begin(), w.tg->gpus.end(), [&](GpuId x) { return node_of[x] == n0; });
+          for (int c = 0; c < chunks; ++c) worker_of[p][c * depth + r].push_back(static_cast<int>(ws.size()));
+          ws.push_back(std::move(w));
+        }
+    }
+    std::vector<int> holders(L, 0);
+    for (const Pipeline& pl : plan.pipelines)
+      for (const Stage& st : pl.stages)
+        for (int l = st.layer_begin; l < st.layer_end; ++l) holders[l] += static_cast<int>(st.groups.size());
+    for (size_t p = 0; p < plan.pipelines.size(); ++p) {
+      const Pipeline& pl = plan.pipelines[p];
+      const int nst = static_cast<int>(pl.stages.size());
+      for (int j = 0; j < nst; ++j) {
+        const Stage& st = pl.stages[j];
+        for (size_t g = 0; g < st.groups.size(); ++g) {
+          Worker& w = ws[worker_of[p][j][g]];
+          Chunk c;
+          c.vstage = j;
+          c.begin = st.layer_begin;
+          c.end = st.layer_end;
+          c.emb = j == 0;
+          c.head = j == nst - 1;
+          c.samples = pl.micro_batch * w.tg->share;
+          c.table = &table(w.node_group, w.tg->tp, c.samples, plan.recompute, plan.sequence_parallel);
+          set_expert_parallelism(st, static_cast<int>(p), static_cast<int>(g), w, worker_of, c);
+          price_chunk(w, c);
+          w.chunks.push_back(std::move(c));
+        }
+      }
+    }
+    for (Worker& w : ws) {
+      w.dp_degree = holders[w.chunks.front().begin];
+      double params = 0;
+      for (const Chunk& c : w.chunks) params += c.params;
+      // sim/exec/stage_work.cpp: the Adam step over the worker's parameters (1/dp of them under ZeRO-1).
+      w.optimizer_s = optimizer_step_s(plan.zero1 ? params / w.dp_degree : params, *w.gpu, model);
+      w.last_backward_start.assign(w.chunks.size(), 0.0);
+    }
+    return ws;
+  }
+
+  // stage_work.cpp: EP ranks are the same stage of `ep` consecutive pipelines (scope pipelines) or the
+  // stage's groups; otherwise EP ranks are sets of the stage's GPUs, tp·ep/N experts per GPU.
+  void set_expert_parallelism(const Stage& st, int p, int g, const Worker& w,
+                              const std::vector<std::vector<std::vector<int>>>& worker_of, Chunk& c) const {
+    if (!model.moe || st.ep <= 1) return;
+    const int experts = model.moe->experts;
+    const int j = c.vstage;
+    c.ep = st.ep;
+    const bool across = st.ep_scope == EpScope::Pipelines;
+    if (across || static_cast<int>(st.groups.size()) == st.ep) {
+      c.ep_rank = across ? p % st.ep : g;
+      c.local_experts = st.experts.empty() ? static_cast<double>(experts) / st.ep : st.experts[c.ep_rank];
+      const int p0 = across ? p - p % st.ep : p;
+      for (int k = 0; k < st.ep; ++k) c.ep_peers.push_back(across ? worker_of[p0 + k][j][g] : worker_of[p][j][k]);
+    } else {
+      int n_gpus = 0;
+      for (const TpGroup& tg : st.groups) n_gpus += static_cast<int>(tg.gpus.size());
+      c.ep_rank = g;
+      c.local_experts = static_cast<double>(experts) * w.tg->tp / n_gpus;
+      c.ep_members = true;
+      c.ep_etp = n_gpus / st.ep;
+      for (size_t k = 0; k < st.groups.size(); ++k) c.ep_peers.push_back(worker_of[p][j][k]);
+    }
+  }
+
+  // A chunk's forward and backward task (kernels + TP collectives: closed form inside a node; across nodes
+  // the per-call overheads and one all-reduce on the real links, iteration.cpp after_compute) and its
+  // parameters per rank (stage_work.cpp params_per_rank).
+  void price_chunk(const Worker& w, Chunk& c) const {
+    const Table& t = *c.table;
+    Cost f = t.fwd[c.end] - t.fwd[c.begin], b = t.bwd[c.end] - t.bwd[c.begin];
+    if (c.emb) f += t.emb_f, b += t.emb_b;
+    if (c.head) f += t.head_f, b += t.head_b;
+    c.backward_compute_s = b.compute;
+    if (c.ep > 1) {  // expert-parallel pass: dense kernels only
+      f.compute = t.fwd_dense[c.end] - t.fwd_dense[c.begin] + (c.emb ? t.emb_f.compute : 0) + (c.head ? t.head_f.compute : 0);
+      b.compute = t.bwd_dense[c.end] - t.bwd_dense[c.begin] + (c.emb ? t.emb_b.compute : 0) + (c.head ? t.head_b.compute : 0);
+    }
+    auto tp_time = [&](const Cost& x) {
+      if (w.tg->tp <= 1 || x.tp_bytes <= 0) return 0.0;
+      if (w.one_node) return x.tp_s;
+      return x.tp_calls * w.gpu->compute.collective_overhead_s +
+             phases_time(phases(CollectiveKind::AllReduce, {w.tg->gpus}), x.tp_bytes);
+    };
+    c.forward_s = coef.compute * (f.compute + tp_time(f));
+    c.backward_s = coef.compute * (b.compute + tp_time(b));
+    // Parameters per rank: dense layers whole, MoE layers' routed experts only the local ones under EP.
+    const auto& pre = params(w.tg->tp);
+    c.params = c.local_experts >= 0 ? pre[1][c.end] - pre[1][c.begin] + c.local_experts * (pre[2][c.end] - pre[2][c.begin])
+                                    : pre[0][c.end] - pre[0][c.begin];
+    if (c.emb) c.params += embedding_params_per_rank(model, w.tg->tp);
+    if (c.head) c.params += head_params_per_rank(model, w.tg->tp);
+  }
+
+  const std::array<std::vector<double>, 3>& params(int tp) const {
+    auto& pre = params_prefix[tp];
+    if (pre[0].empty()) {
+      for (auto& v : pre) v.assign(L + 1, 0.0);
+      for (int l = 0; l < L; ++l) {
+        double full = layer_params_per_rank(model, l, tp), dense = full, experts = 0;
+        if (model.moe && model.is_moe_layer(l)) {
+          const MoeLayerParams mp = moe_layer_params_per_rank(model, l, tp, 1);
+          dense = mp.dense, experts = mp.experts;
+        }
+        pre[0][l + 1] = pre[0][l] + full;
+        pre[1][l + 1] = pre[1][l] + dense;
+        pre[2][l + 1] = pre[2][l] + experts;
+      }
+    }
+    return pre;
+  }
+
+  // ---------------------------------------------------------------- expert parallelism
+  // Adds to every expert-parallel chunk's passes what its MoE layers add (iteration.cpp run_phase): per
+  // MoE layer the dispatch and the combine all-to-all and the routed experts; every all-to-all waits for
+  // all EP peers, so the slowest peer's experts gate the layer. Tokens per expert: the expected kept load.
+  void add_expert_parallel_time(const Plan& plan, std::vector<Worker>& ws) const {
+    if (!model.moe) return;
+    const double per_assignment = dispatch_bytes_per_assignment(model);
+    for (Worker& w : ws)
+      for (Chunk& c : w.chunks) {
+        if (c.ep <= 1) continue;
+        int moe_layers = 0;
+        for (int l = c.begin; l < c.end; ++l) moe_layers += model.is_moe_layer(l);
+        if (moe_layers == 0) continue;
+        const int chunk = static_cast<int>(&c - w.chunks.data());
+        std::vector<long> owned;
+        long tokens = 0;
+        for (int peer : c.ep_peers) {
+          owned.push_back(std::lround(ws[peer].chunks[chunk].samples * static_cast<double>(model.seq_len)));
+          tokens += owned.back();
+        }
+        auto kit = kept_per_expert.find(tokens);
+        if (kit == kept_per_expert.end()) kit = kept_per_expert.emplace(tokens, expected_kept_per_expert(*model.moe, tokens)).first;
+        const double kept = kit->second;
+        const Stage& st = plan.pipelines[w.pipeline].stages[c.vstage];
+        std::vector<int> rank_experts = st.experts;
+        if (rank_experts.empty()) rank_experts.assign(c.ep, model.moe->experts / c.ep);
+        // Routed experts (iteration.cpp expert_time_s): the slowest EP rank, forward and backward.
+        double expert_f = 0, expert_b = 0;
+        for (int r = 0; r < c.ep; ++r) {
+          const int shards = c.ep_members ? c.ep_etp : w.tg->tp;
+          const bool full = plan.recompute == Recompute::Full;
+          const auto key = std::make_tuple(w.gpu, shards, rank_experts[r], std::lround(kept), full);
+          auto it = experts_s.find(key);
+          if (it == experts_s.end()) {
+            const std::vector<OpCost> ops =
+                expert_forward_ops(model, std::vector<long>(rank_experts[r], std::lround(kept)), shards);
+            const double f = ops_time_s(ops, *w.gpu, model.dtype);
+            it = experts_s.emplace(key, std::make_pair(f, ops_time_s(backward_of(ops), *w.gpu, model.dtype) + (full ? f : 0.0))).first;
+          }
+          expert_f = std::max(expert_f, it->second.first);
+          expert_b = std::max(expert_b, it->second.second);
+        }
+        // All-to-alls (iteration.cpp run_alltoall): each member sends every rank its share of the rank's kept
+        // tokens; under full recompute the backward's carry the recomputed forward's too.
+        std::vector<long> rank_kept(c.ep);
+        for (int r = 0; r < c.ep; ++r) rank_kept[r] = std::lround(kept * rank_experts[r]);
+        auto a2a = [&](double repeat) {
+          // Cached by what decides it: the layout, the peers' GPUs and tokens, the kept tokens per rank.
+          std::vector<double>& key = scratch_key;
+          key.assign({repeat, static_cast<double>(c.ep_members), static_cast<double>(c.ep_etp)});
+          for (size_t k = 0; k < c.ep_peers.size(); ++k) {
+            const TpGroup& g = *ws[c.ep_peers[k]].tg;
+            key.push_back(-1);
+            key.push_back(static_cast<double>(owned[k]));
+            key.insert(key.end(), g.gpus.begin(), g.gpus.end());
+          }
+          key.insert(key.end(), rank_kept.begin(), rank_kept.end());
+          auto hit = alltoalls.find(key);
+          if (hit != alltoalls.end()) return hit->second;
+          std::vector<Flow> flows;
+          if (c.ep_members) {
+            std::vector<GpuId> members;
+            std::vector<double> own;
+            for (size_t k = 0; k < c.ep_peers.size(); ++k)
+              for (GpuId gpu : ws[c.ep_peers[k]].tg->gpus) {
+                members.push_back(gpu);
+                own.push_back(static_cast<double>(owned[k]) / ws[c.ep_peers[k]].tg->tp);
+              }
+            for (size_t i = 0; i < members.size(); ++i)
+              for (size_t j = 0; j < members.size(); ++j) {
+                const int r = static_cast<int>(j) / c.ep_etp;
+                const double bytes = static_cast<double>(rank_kept[r]) * own[i] / tokens * per_assignment * repeat / c.ep_etp;
+                flows.push_back({members[i], members[j], bytes, topo.latency_s(members[i], members[j])});
+              }
+          } else {
+            int channels = 1 << 30;
+            for (int peer : c.ep_peers) channels = std::min(channels, ws[peer].tg->tp);
+            for (int ch = 0; ch < channels; ++ch)
+              for (size_t i = 0; i < c.ep_peers.size(); ++i)
+                for (size_t j = 0; j < c.ep_peers.size(); ++j) {
+                  const Worker& a = ws[c.ep_peers[i]];
+                  const Worker& b = ws[c.ep_peers[j]];
+                  const GpuId src = a.tg->gpus[static_cast<size_t>(ch) * a.tg->tp / channels];
+                  const GpuId dst = b.tg->gpus[static_cast<size_t>(ch) * b.tg->tp / channels];
+                  const double bytes = static_cast<double>(rank_kept[j]) * owned[i] / tokens * per_assignment * repeat / channels;
+                  flows.push_back({src, dst, bytes, topo.latency_s(src, dst)});
+                }
+          }
+          const double t = w.gpu->compute.collective_overhead_s + flows_time(flows);
+          alltoalls.emplace(key, t);
+          return t;
+        };
+        const double fwd_a2a = a2a(1.0);
+        const double bwd_a2a = plan.recompute == Recompute::Full ? a2a(2.0) : fwd_a2a;
+        c.forward_s += coef.ep * moe_layers * (2 * fwd_a2a + expert_f);
+        c.backward_s += coef.ep * moe_layers * (2 * bwd_a2a + expert_b);
+      }
+  }
+
+  // ---------------------------------------------------------------- pipeline transfers
+  // The transfers from stage j of pipeline p to its neighbour (dir 0: activations to j+1; dir 1: gradients
+  // to j-1), as build_stage_work makes them: one per pair of groups whose sample intervals overlap, each
+  // over min(tp) rank pairs carrying 1/k of the activation (Megatron's scatter/gather optimisation,
+  // Narayanan et al. SC'21 §4.1), after the route latency and the sender's per-call overhead.
+  double transfer_s(const Pipeline& pl, int j, int dir) const {
+    const int nj = dir == 0 ? j + 1 : j - 1;
+    const Stage& st = pl.stages[j];
+    const Stage& ns = pl.stages[nj];
+    // Cached by what decides it: the micro-batch and both stages' groups (GPUs, TP, share).
+    std::vector<double>& key = scratch_key;
+    key.assign(1, pl.micro_batch);
+    for (const Stage* x : {&st, &ns}) {
+      key.push_back(-1);
+      for (const TpGroup& g : x->groups) {
+        key.push_back(g.tp);
+        key.push_back(g.share);
+        key.insert(key.end(), g.gpus.begin(), g.gpus.end());
+        key.push_back(-2);
+      }
+    }
+    auto hit = transfers.find(key);
+    if (hit != transfers.end()) return hit->second;
+    std::vector<Flow> flows;
+    double lo = 0;
+    for (const TpGroup& a : st.groups) {
+      const double hi = lo + a.share;
+      double nlo = 0;
+      const double ovh = cluster.gpu_spec(a.gpus.front()).compute.collective_overhead_s;
+      for (const TpGroup& b : ns.groups) {
+        const double nhi = nlo + b.share;
+        const double overlap = std::min(hi, nhi) - std::max(lo, nlo);
+        nlo = nhi;
+        if (overlap <= 1e-12) continue;
+        const int k = std::min(a.tp, b.tp);
+        const double bytes = p2p_bytes(model, overlap * pl.micro_batch) / k;
+        for (int m = 0; m < k; ++m) {
+          const GpuId s = a.gpus[static_cast<size_t>(m) * a.tp / k], d = b.gpus[static_cast<size_t>(m) * b.tp / k];
+          flows.push_back({s, d, bytes, topo.latency_s(s, d) + ovh});
+        }
+      }
+      lo = hi;
+    }
+    const double t = coef.p2p * flows_time(flows);
+    transfers.emplace(key, t);
+    return t;
+  }
+
+  // ---------------------------------------------------------------- schedule
+  // Runs the ranks' programs (rank_program, the simulator's own) against each other with one timeline per
+  // physical stage: a task lasts the slowest of the stage's groups; an exchange ends when all the transfers
+  // it waits for have (a transfer starts once both ends posted it - eager sends at once - and lasts its
+  // transfer_s), as iteration.cpp pairs them: per (sender, receiver, direction) channel in posting order.
+  // Fills each worker's last-backward start per chunk and backward end; returns the pipeline's end.
+  double run_pipeline(const Plan& plan, int p, const std::vector<std::vector<std::vector<int>>>& worker_of,
+                      std::vector<Worker>& ws) const {
+    const Pipeline& pl = plan.pipelines[p];
+    const int nst = static_cast<int>(pl.stages.size());
+    const int chunks = plan.schedule == Schedule::Interleaved ? plan.interleave : 1;
+    const int pp = nst / chunks, m = pl.micro_batches;
+    std::vector<double> fwd(nst, 0.0), bwd(nst, 0.0), send_f(nst, 0.0), send_b(nst, 0.0);
+    for (int j = 0; j < nst; ++j) {
+      for (int w : worker_of[p][j]) {
+        const Chunk& c = ws[w].chunks[j / pp];
+        fwd[j] = std::max(fwd[j], c.forward_s);
+        bwd[j] = std::max(bwd[j], c.backward_s);
+      }
+      if (j + 1 < nst) send_f[j] = transfer_s(pl, j, 0);
+      if (j > 0) send_b[j] = transfer_s(pl, j, 1);
+    }
+    std::vector<double> key = {static_cast<double>(plan.schedule), static_cast<double>(pp), static_cast<double>(chunks),
+                               static_cast<double>(m)};
+    for (const auto* v : {&fwd, &bwd, &send_f, &send_b}) key.insert(key.end(), v->begin(), v->end());
+    auto hit = schedules.find(key);
+    if (hit == schedules.end())
+      hit = schedules.emplace(std::move(key), schedule(plan.schedule, pp, chunks, m, fwd, bwd, send_f, send_b)).first;
+    const std::vector<double>& times = hit->second;
+    double end = 0;
+    for (int j = 0; j < nst; ++j)
+      for (int w : worker_of[p][j]) {
+        const int r = j % pp;
+        ws[w].last_backward_start[j / pp] = times[r * (chunks + 1) + 1 + j / pp];
+        ws[w].backward_done = times[r * (chunks + 1)];
+        end = std::max(end, ws[w].backward_done);
+      }
+    return end;
+  }
+
+  // The recurrence of run_pipeline: per rank its end, then its last-backward start per chunk.
+  std::vector<double> schedule(Schedule schedule, int pp, int chunks, int m, const std::vector<double>& fwd,
+                               const std::vector<double>& bwd, const std::vector<double>& send_f,
+                               const std::vector<double>& send_b) const {
+    const int nst = pp * chunks;
+    // Channels: activations from rank r go to rank (r+1) % pp (index r), gradients to (r-1) % pp (pp + r).
+    struct Channel {
+      std::vector<double> send_post, send_s;
+      std::vector<char> eager;
+      std::vector<double> recv_post;
+    };
+    std::vector<Channel> ch(2 * pp);
+    struct Wait {
+      int channel, index;
+      bool send;
+    };
+    struct Rank {
+      const std::vector<ScheduleStep>* prog = nullptr;
+      size_t pc = 0;
+      double t = 0;
+      bool posted = false;
+      std::vector<Wait> waits;
+      std::vector<double> last_backward;
+    };
+    std::vector<Rank> ranks(pp);
+    for (int r = 0; r < pp; ++r) {
+      const auto key = std::make_tuple(schedule, pp, r, chunks, m);
+      auto it = programs.find(key);
+      if (it == programs.end()) it = programs.emplace(key, rank_program(schedule, pp, r, chunks, m)).first;
+      ranks[r].prog = &it->second;
+      ranks[r].last_backward.assign(chunks, 0.0);
+    }
+    auto vstage = [&](int r, const ScheduledTask& t) { return t.chunk * pp + r; };
+    auto transfer_end = [&](const Channel& c, int i) {
+      const double start = c.eager[i] ? c.send_post[i] : std::max(c.send_post[i], c.recv_post[i]);
+      return start + c.send_s[i];
+    };
+    auto post = [&](Rank& rk, int r, const ScheduleStep& s) {
+      for (int i = 0; i < s.num_sends; ++i) {
+        const int j = vstage(r, s.sends[i]);
+        const bool f = s.sends[i].forward;
+        if (f ? j + 1 >= nst : j == 0) continue;  // no neighbour that way
+        Channel& c = ch[f ? r : pp + r];
+        c.send_post.push_back(rk.t);
+        c.send_s.push_back(f ? send_f[j] : send_b[j]);
+        c.eager.push_back(s.eager);
+        if (!s.eager) rk.waits.push_back({f ? r : pp + r, static_cast<int>(c.send_post.size()) - 1, true});
+      }
+      for (int i = 0; i < s.num_recvs; ++i) {
+        const int j = vstage(r, s.recvs[i]);
+        const bool f = s.recvs[i].forward;
+        if (f ? j == 0 : j + 1 >= nst) continue;
+        const int src = f ? (r - 1 + pp) % pp : (r + 1) % pp;
+        const int idx = f ? src : pp + src;
+        ch[idx].recv_post.push_back(rk.t);
+        rk.waits.push_back({idx, static_cast<int>(ch[idx].recv_post.size()) - 1, false});
+      }
+      rk.posted = true;
+    };
+    // Advances rank r until it blocks; true when it made progress.
+    auto advance = [&](int r) {
+      Rank& rk = ranks[r];
+      bool moved = false;
+      while (rk.pc < rk.prog->size()) {
+        const ScheduleStep& s = (*rk.prog)[rk.pc];
+        if (!s.exchange) {
+          const int j = vstage(r, s.task);
+          if (!s.task.forward && s.task.micro_batch == m - 1) rk.last_backward[s.task.chunk] = rk.t;
+          rk.t += s.task.forward ? fwd[j] : bwd[j];
+        } else {
+          if (!rk.posted) post(rk, r, s);
+          double end = rk.t;
+          for (const Wait& w : rk.waits) {
+            const Channel& c = ch[w.channel];
+            const bool paired = w.send ? static_cast<int>(c.recv_post.size()) > w.index
+                                       : static_cast<int>(c.send_post.size()) > w.index;
+            if (!paired) return moved;
+            end = std::max(end, transfer_end(c, w.index));
+          }
+          rk.t = end;
+          rk.waits.clear();
+          rk.posted = false;
+        }
+        ++rk.pc;
+        moved = true;
+      }
+      return moved;
+    };
+    for (;;) {
+      bool moved = false, done = true;
+      for (int r = 0; r < pp; ++r) {
+        moved |= advance(r);
+        done &= ranks[r].pc == ranks[r].prog->size();
+      }
+      if (done) break;
+      if (!moved) throw std::logic_error("estimator: pipeline schedule deadlock");
+    }
+    std::vector<double> out;
+    for (const Rank& rk : ranks) {
+      out.push_back(rk.t);
+      out.insert(out.end(), rk.last_backward.begin(), rk.last_backward.end());
+    }
+    return out;
+  }
+
+  // ---------------------------------------------------------------- gradient reduction
+  struct Holder {
+    int worker, chunk;
+  };
+  struct Bucket {
+    int layer_begin = 0, layer_end = 0;
+    bool embedding = false, head = false, tied = false;
+    std::vector<Holder> holders;
+    double full_params = 0;
+    int lcm_tp = 1, communicator = 0;
+    int holder_set = -1;  // buckets with the same holders share it (their collectives' member sets)
+    double ready = 0, start = 0, end = 0;
+  };
+  struct LinkUse {
+    double first = 0, busy = 0, last_end = 0;
+    int last = -1;  // the bucket that ends last on the link
+  };
+  mutable std::vector<LinkUse> link_use;  // per link (scratch of run_family)
+  mutable std::vector<int> used_links;
+
+  // Seconds after the start of its last backward at which holder h has the gradients of bucket b
+  // (stage_work.cpp layer_grad_ready_s: backward runs head -> last layer -> first layer -> embedding;
+  // an expert-parallel pass in proportion to its kernels).
+  double ready_offset(const std::vector<Worker>& ws, const Holder& h, const Bucket& b) const {
+    const Chunk& c = ws[h.worker].chunks[h.chunk];
+    const Table& t = *c.table;
+    double k = (c.head ? t.head_b.compute : 0);
+    if (b.embedding) k = c.backward_compute_s;
+    else if (b.layer_begin < b.layer_end) k += t.bwd[c.end].compute - t.bwd[b.layer_begin].compute;
+    if (c.ep > 1) return c.backward_compute_s > 0 ? c.backward_s * k / c.backward_compute_s : 0;
+    return coef.compute * k;
+  }
+
+  // The segments and Megatron buckets of GradSync (sim/exec/grad_sync.cpp): layers cut at every stage
+  // boundary; each segment filled from its last layer backwards into buckets of max(40M, 1M x dp) local
+  // parameters (Megatron-LM DistributedDataParallel); routed-expert gradients per expert-data-parallel
+  // group and MoE layer on the group's own communicator; the tied-embedding all-reduce per pipeline.
+  std::vector<Bucket> buckets(const std::vector<Worker>& ws, const std::vector<std::vector<std::vector<int>>>& worker_of) const {
+    std::vector<char> cut(L + 1, 0);
+    cut[0] = cut[L] = 1;
+    for (const Worker& w : ws)
+      for (const Chunk& c : w.chunks) cut[c.begin] = cut[c.end] = 1;
+    std::vector<Bucket> out;
+    int communicator = 0;
+    for (int a = 0; a < L;) {
+      int b = a + 1;
+      while (!cut[b]) ++b;
+      std::vector<Holder> hs;
+      int lcm_tp = 1, max_tp = 1;
+      for (size_t wi = 0; wi < ws.size(); ++wi)
+        for (size_t c = 0; c < ws[wi].chunks.size(); ++c)
+          if (ws[wi].chunks[c].begin <= a && b <= ws[wi].chunks[c].end) {
+            hs.push_back({static_cast<int>(wi), static_cast<int>(c)});
+            lcm_tp = std::lcm(lcm_tp, ws[wi].tg->tp);
+            max_tp = std::max(max_tp, ws[wi].tg->tp);
+          }
+      const double limit = std::max(40e6, 1e6 * static_cast<double>(hs.size()));
+      const int dense_comm = communicator++;
+      std::map<std::pair<int, double>, std::vector<Holder>> expert_groups;
+      for (const Holder& h : hs) {
+        const Chunk& c = ws[h.worker].chunks[h.chunk];
+        if (c.local_experts >= 0) expert_groups[{c.ep_rank, c.local_experts}].push_back(h);
+      }
+      std::map<std::pair<int, double>, int> expert_comm;
+      for (const auto& [key, members] : expert_groups) expert_comm[key] = communicator++;
+      Bucket cur;
+      auto flush = [&]() {
+        if (cur.layer_begin == cur.layer_end && !cur.embedding && !cur.head) return;
+        cur.holders = hs;
+        cur.lcm_tp = lcm_tp;
+        cur.communicator = dense_comm;
+        cur.holder_set = dense_comm;
+        out.push_back(cur);
+        cur = Bucket{};
+      };
+      cur.layer_begin = cur.layer_end = b;
+      if (b == L) {
+        cur.head = true;
+        cur.full_params += head_params_per_rank(model, 1);
+      }
+      for (int l = b - 1; l >= a; --l) {
+        cur.layer_begin = l;
+        if (!expert_groups.empty() && model.is_moe_layer(l)) {
+          const MoeLayerParams mp = moe_layer_params_per_rank(model, l, 1, 1);
+          cur.full_params += mp.dense;
+          for (const auto& [key, members] : expert_groups) {
+            Bucket eb;
+            eb.layer_begin = l;
+            eb.layer_end = l + 1;
+            eb.holders = members;
+            eb.communicator = eb.holder_set = expert_comm[key];
+            eb.full_params = key.second * mp.experts;
+            for (const Holder& h : members) eb.lcm_tp = std::lcm(eb.lcm_tp, ws[h.worker].tg->tp);
+            out.push_back(eb);
+          }
+        } else {
+          cur.full_params += layer_params_per_rank(model, l, 1);
+        }
+        if (cur.full_params / max_tp >= limit) {
+          flush();
+          cur.layer_begin = cur.layer_end = l;
+        }
+      }
+      if (a == 0) {
+        cur.embedding = true;
+        cur.full_params += embedding_params_per_rank(model, 1);
+      }
+      flush();
+      a = b;
+    }
+    if (model.tied_embeddings())
+      for (const auto& stages : worker_of) {
+        if (stages.size() < 2) continue;
+        const int depth = static_cast<int>(stages.size()) / static_cast<int>(ws[stages[0][0]].chunks.size());
+        Bucket bk;
+        bk.tied = bk.embedding = true;
+        bk.full_params = static_cast<double>(model.vocab) * static_cast<double>(model.hidden);
+        for (const int v : {0, static_cast<int>(stages.size()) - 1})
+          for (int w : stages[v]) bk.holders.push_back({w, v / depth});
+        if (bk.holders.front().worker == bk.holders.back().worker) continue;
+        for (const Holder& h : bk.holders) bk.lcm_tp = std::lcm(bk.lcm_tp, ws[h.worker].tg->tp);
+        bk.communicator = bk.holder_set = communicator++;
+        out.push_back(std::move(bk));
+      }
+    return out;
+  }
+
+  // One collective per TP slice of the bucket over the GPUs holding it (GradSync::launch, slice_members:
+  // sorted, as NCCL builds rings), after the slowest holder's per-call overhead.
+  // Per holder set and collective kind: the phases and the overhead (memo of one estimate).
+  mutable std::map<std::pair<int, CollectiveKind>, std::pair<const CollectiveShape*, double>> bucket_memo;
+  double bucket_s(const std::vector<Worker>& ws, const Bucket& bk, CollectiveKind kind, double bytes_per_param) const {
+    if (bk.holders.size() < 2) return 0.0;
+    auto it = bucket_memo.find({bk.holder_set, kind});
+    if (it == bucket_memo.end()) it = bucket_memo.emplace(std::make_pair(bk.holder_set, kind), bucket_phases(ws, bk, kind)).first;
+    const auto& [ph, ovh] = it->second;
+    return coef.dp * (ovh + phases_time(*ph, bk.full_params / bk.lcm_tp * bytes_per_param));
+  }
+  std::pair<const CollectiveShape*, double> bucket_phases(const std::vector<Worker>& ws, const Bucket& bk,
+                                                             CollectiveKind kind) const {
+    std::vector<std::vector<GpuId>> sets(bk.lcm_tp);
+    double ovh = 0;
+    for (int k = 0; k < bk.lcm_tp; ++k) {
+      for (const Holder& h : bk.holders) {
+        const Worker& w = ws[h.worker];
+        sets[k].push_back(w.tg->gpus[static_cast<size_t>(k) * w.tg->tp / bk.lcm_tp]);
+      }
+      std::sort(sets[k].begin(), sets[k].end());
+    }
+    for (const Holder& h : bk.holders) ovh = std::max(ovh, ws[h.worker].gpu->compute.collective_overhead_s);
+    return {&phases(kind, sets), ovh};
+  }
+
+  // GradSync's timeline: each bucket starts when all its holders have its gradients (during the last
+  // backward with overlap_grad_reduce, after the backward otherwise) and its communicator is free (NCCL runs
+  // one communicator's collectives in issue order); the tied-embedding all-reduce once a worker's other
+  // buckets are reduced; then the optimizer step; under ZeRO-1 reduce-scatter, then the parameter
+  // all-gather once every holder stepped. Fills each worker's end.
+  void reduce_gradients(const Plan& plan, std::vector<Worker>& ws, std::vector<Bucket>& bks) const {
+    const double grad_bytes = reduced_grad_bytes_per_param(model);
+    const double param_bytes = model.dtype == "fp32" ? 4.0 : 2.0;
+    for (Bucket& bk : bks) {
+      if (bk.tied) continue;
+      bk.ready = 0;
+      for (const Holder& h : bk.holders) {
+        const Worker& w = ws[h.worker];
+        const double r = plan.overlap_grad_reduce ? w.last_backward_start[h.chunk] + ready_offset(ws, h, bk) : w.backward_done;
+        bk.ready = std::max(bk.ready, std::min(r, w.backward_done));
+      }
+    }
+    std::vector<int> order;
+    for (size_t b = 0; b < bks.size(); ++b)
+      if (!bks[b].tied) order.push_back(static_cast<int>(b));
+    std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return bks[x].ready < bks[y].ready; });
+    run_family(ws, bks, order, plan.zero1 ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, grad_bytes,
+               [](const Bucket& bk) { return bk.ready; });
+    for (Worker& w : ws) w.reduced = w.backward_done;
+    for (int b : order)
+      for (const Holder& h : bks[b].holders) ws[h.worker].reduced = std::max(ws[h.worker].reduced, bks[b].end);
+    for (Bucket& bk : bks) {
+      if (!bk.tied) continue;
+      double start = 0;
+      for (const Holder& h : bk.holders) start = std::max(start, ws[h.worker].reduced);
+      bk.end = start + bucket_s(ws, bk, CollectiveKind::AllReduce, grad_bytes);
+      for (const Holder& h : bk.holders) ws[h.worker].reduced = std::max(ws[h.worker].reduced, bk.end);
+    }
+    for (Worker& w : ws) w.finished = w.reduced + w.optimizer_s;
+    if (!plan.zero1) return;
+    // ZeRO-1: each bucket's all-gather once all its holders stepped (GradSync::on_optimizer_done). The
+    // gathers of a segment start together and share their links; max-min fair sharing ends k equal
+    // collectives when k back to back would, so they are timed back to back on their communicator.
+    run_family(ws, bks, order, CollectiveKind::AllGather, param_bytes, [&](const Bucket& bk) {
+      double t = 0;
+      for (const Holder& h : bk.holders) t = std::max(t, ws[h.worker].finished);
+      return t;
+    });
+    std::vector<double> gathered(ws.size(), 0.0);
+    for (int b : order)
+      for (const Holder& h : bks[b].holders) gathered[h.worker] = std::max(gathered[h.worker], bks[b].end);
+    for (size_t w = 0; w < ws.size(); ++w) ws[w].finished = std::max(ws[w].finished, gathered[w]);
+  }
+
+  // Runs the buckets `order` (reductions or all-gathers): each on its communicator one at a time, from
+  // max(earliest(bucket), communicator free) (NCCL runs a communicator's collectives in issue order). Then the
+  // links several communicators share: a link carries at most its capacity (sim/net/flow_network.h), so the
+  // last collective crossing it ends no earlier than the first start there plus all their time on it.
+  template <class Earliest>
+  void run_family(const std::vector<Worker>& ws, std::vector<Bucket>& bks, const std::vector<int>& order,
+                  CollectiveKind kind, double bytes_per_param, Earliest earliest) const {
+    std::map<int, double> free_at;
+    for (int b : order) {
+      Bucket& bk = bks[b];
+      bk.start = std::max(earliest(bk), free_at[bk.communicator]);
+      bk.end = bk.start + bucket_s(ws, bk, kind, bytes_per_param);
+      free_at[bk.communicator] = bk.end;
+    }
+    for (int b : order) {
+      const Bucket& bk = bks[b];
+      if (bk.holders.size() < 2) continue;
+      const CollectiveShape& shape = *bucket_memo.at({bk.holder_set, kind}).first;
+      const double bytes = bk.full_params / bk.lcm_tp * bytes_per_param;
+      for (const auto& [l, per_byte] : shape.busy_links) {
+        LinkUse& u = link_use[l];
+        if (u.last < 0) used_links.push_back(l), u = LinkUse{bk.start, 0.0, bk.end, b};
+        u.first = std::min(u.first, bk.start);
+        u.busy += coef.dp * per_byte * bytes;
+        if (bk.end > u.last_end) u.last_end = bk.end, u.last = b;
+      }
+    }
+    for (int l : used_links) {
+      LinkUse& u = link_use[l];
+      bks[u.last].end = std::max(bks[u.last].end, u.first + u.busy);
+      u = LinkUse{};
+    }
+    used_links.clear();
+  }
+
+  // ---------------------------------------------------------------- memory
+  // build_stage_work's memory per worker: stage_memory per chunk with the schedule's activations in flight
+  // (split over the chunks), weights/gradients/optimizer/activations summed, framework overhead once; the
+  // simulator refuses the plan when a GPU's total exceeds its memory. stage_memory is affine in in_flight,
+  // so each input is evaluated once at 0 and 1 micro-batches and cached (as planner/oracle/lower_bound.cpp).
+  double peak_fraction(const Plan& plan, const std::vector<Worker>& ws) const {
+    const int chunks = plan.schedule == Schedule::Interleaved ? plan.interleave : 1;
+    double worst = 0;
+    for (const Worker& w : ws) {
+      const Pipeline& pl = plan.pipelines[w.pipeline];
+      const int depth = static_cast<int>(pl.stages.size()) / chunks;
+      const double in_flight = activations_in_flight(plan.schedule, depth, w.rank, chunks, pl.micro_batches);
+      MemoryBreakdown total;
+      for (const Chunk& c : w.chunks) {
+        const auto key = std::make_tuple(c.begin, c.end, w.tg->tp, c.emb, c.head, static_cast<int>(plan.recompute),
+                                         plan.sequence_parallel, c.samples, w.dp_degree, plan.zero1,
+                                         c.ep, c.local_experts, 0);
+        auto it = memory_lines.find(key);
+        if (it == memory_lines.end()) {
+          StageMemoryInput in;
+          in.layer_begin = c.begin;
+          in.layer_end = c.end;
+          in.has_embedding = c.emb;
+          in.has_head = c.head;
+          in.shard = {w.tg->tp, plan.sequence_parallel, c.samples};
+          in.recompute = plan.recompute;
+          in.zero1 = plan.zero1;
+          in.dp = w.dp_degree;
+          in.local_experts = c.local_experts;
+          in.ep = c.ep;
+          in.in_flight = 0;
+          const MemoryBreakdown m0 = stage_memory(model, in);
+          in.in_flight = 1;
+          it = memory_lines.emplace(key, std::make_pair(m0, stage_memory(model, in))).first;
+        }
+        const auto& [m0, m1] = it->second;
+        const double x = in_flight / static_cast<double>(w.chunks.size());
+        total.weights += m0.weights + x * (m1.weights - m0.weights);
+        total.gradients += m0.gradients + x * (m1.gradients - m0.gradients);
+        total.optimizer += m0.optimizer + x * (m1.optimizer - m0.optimizer);
+        total.activations += m0.activations + x * (m1.activations - m0.activations);
+        total.other = std::max(total.other, m0.other + x * (m1.other - m0.other));
+      }
+      if (w.one_node) worst = std::max(worst, total.total() / w.gpu->memory_bytes);  // one node, one type
+      else
+        for (GpuId g : w.tg->gpus) worst = std::max(worst, total.total() / cluster.gpu_spec(g).memory_bytes);
+    }
+    return worst;
+  }
+
+  Estimate estimate(const Plan& plan) const {
+    Estimate e;
+    std::vector<std::vector<std::vector<int>>> worker_of;
+    std::vector<Worker> ws = lower(plan, worker_of);
+    e.peak_memory_fraction = peak_fraction(plan, ws);
+    e.fits = e.peak_memory_fraction <= 1.0;
+    if (!e.fits) return e;
+    add_expert_parallel_time(plan, ws);
+    for (size_t p = 0; p < plan.pipelines.size(); ++p)
+      e.pipeline_s = std::max(e.pipeline_s, run_pipeline(plan, static_cast<int>(p), worker_of, ws));
+    std::vector<Bucket> bks = buckets(ws, worker_of);
+    bucket_memo.clear();
+    reduce_gradients(plan, ws, bks);
+    for (const Worker& w : ws) e.iteration_s = std::max(e.iteration_s, w.finished);
+    e.after_pipeline_s = e.iteration_s - e.pipeline_s;
+    return e;
+  }
+};
+
+Estimator::Estimator(const Cluster& cluster, const Topology& topo, const ModelConfig& model)
+    : Estimator(cluster, topo, model, fitted_estimator_coefficients()) {}
+Estimator::Estimator(const Cluster& cluster, const Topology& topo, const ModelConfig& model,
+                     const EstimatorCoefficients& coefficients)
+    : impl_(std::make_unique<Impl>(cluster, topo, model, coefficients)) {}
+Estimator::~Estimator() = default;
+Estimator::Estimator(Estimator&&) noexcept = default;
+
+Estimate Estimator::estimate(const Plan& plan) const { return impl_->estimate(plan); }
+
+}  // namespace arachne::planner

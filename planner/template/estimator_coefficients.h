@@ -1,0 +1,16 @@
+// The estimator's fitted coefficients (planner/template/estimator.h EstimatorCoefficients): the one place
+// they are stored. Produced by
+//   scripts/fit_estimator.sh
+// which fits them against the simulator on the fitting half of the validation clusters
+// (tests/planner/estimator_test.cpp) and prints this initializer.
+#pragma once
+#include "planner/template/estimator.h"
+
+namespace arachne::planner {
+
+// Fitted values (compute, p2p, dp, ep): the terms mirror the simulator's own costs, so the fit leaves compute,
+// gradient reduction and expert parallelism at 1 and lengthens point-to-point transfers by 19 % (the contention
+// of transfers with other traffic, which the estimator does not model).
+inline constexpr EstimatorCoefficients kFittedEstimatorCoefficients{1, 1.189, 1, 1};
+
+}  // namespace arachne::planner
