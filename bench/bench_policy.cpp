@@ -114,3 +114,4 @@ BENCHMARK(BM_PolicyBeam_1024Gpus_4Types)->Arg(1)->Arg(8)->Arg(32)->Unit(benchmar
 
 }  // namespace
 }  // namespace arachne::planner
+BENCHMARK_MAIN();

@@ -175,7 +175,8 @@ int policy_tensor(const ArachnePolicy* p, int64_t index, const char** name, int6
         if (index < 0 || index >= static_cast<int64_t>(p->names.size()))
           throw std::invalid_argument("policy tensor index out of range");
         torch::NoGradGuard no_grad;
-        const torch::Tensor* t = p->trainer->net()->named_parameters().find(p->names[index]);
+        const auto params = p->trainer->net()->named_parameters();  // find() points into this dictionary
+        const torch::Tensor* t = params.find(p->names[index]);
         if (t == nullptr) throw std::logic_error("policy: no parameter " + p->names[index]);
         const torch::Tensor values = t->detach().contiguous().to(torch::kFloat);
         *name = p->names[index].c_str();

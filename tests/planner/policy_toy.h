@@ -2,6 +2,8 @@
 // template vocabulary: Bos 0, Eos 1, Type0..Type3 = 2..5, Count1..Count4 = 6..9.
 // Grammar: Bos (Type(k) Count(c)){1..max_pairs} Eos with k < groups.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -66,12 +68,15 @@ inline RequestFeatures random_features(int groups, std::mt19937_64& rng) {
   return f;
 }
 
-// The toy task's label: Bos, Type of the group with the largest first feature, Count(groups), Eos.
+// The toy task's label: Bos, Type(k) of the group with the largest first feature, Count(c) with c read off
+// that group's second feature (floor(x + 2) clamped to 1..4: the decoder must carry the named group's
+// encoding to the next step), Eos.
 inline std::vector<int> label(const RequestFeatures& f) {
   int best = 0;
   for (int k = 1; k < f.groups; ++k)
     if (f.group[k * kGroupFeatures] > f.group[best * kGroupFeatures]) best = k;
-  return {kBos, kType0 + best, kCount1 + f.groups - 1, kEos};
+  const int c = std::clamp(static_cast<int>(std::floor(f.group[best * kGroupFeatures + 1] + 2.0f)), 0, 3);
+  return {kBos, kType0 + best, kCount1 + c, kEos};
 }
 
 }  // namespace arachne::planner::toy

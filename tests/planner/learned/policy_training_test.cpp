@@ -1,7 +1,7 @@
 // The Torch policy network: its parameters are the listed ones; the plain-C++ inference reproduces its
 // logits from exported weights; training is deterministic under a seed, resumes bit-identically from a
-// checkpoint, and learns: imitation on a toy task (name the group with the largest first feature, then
-// the group count) drives the loss down and the exported network's beam decodes the labels of unseen
+// checkpoint, and learns: imitation on a toy task (name the group with the largest first feature, then a
+// count read off that group's second feature) drives the loss down and the exported network's beam decodes the labels of unseen
 // requests; REINFORCE raises the probability of rewarded sequences.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -90,14 +90,15 @@ TEST(PolicyTraining, ParametersAreTheListedOnes) {
 }
 
 TEST(PolicyTraining, PlainInferenceReproducesTorchLogits) {
-  // Weights of a larger scale than the initialiser's (so that the GRU saturates somewhere) and random
-  // token sequences, not only grammatical ones: the two forward passes must agree everywhere.
+  // Weights of a larger scale than the initialiser's (N(0, 0.4^2): pre-activations of several units, the
+  // GRU's gates partly saturated) and random token sequences, not only grammatical ones: the two forward
+  // passes must agree everywhere.
   constexpr int kRequests = 6, kMaxLength = 15;
   PolicyTrainer t(toy::shape(24, 12, 40), TrainOptions{5});
   {
     torch::NoGradGuard no_grad;
     torch::manual_seed(6);
-    for (auto& p : t.net()->parameters()) p.normal_(0.0, 0.6);
+    for (auto& p : t.net()->parameters()) p.normal_(0.0, 0.4);
   }
   std::mt19937_64 rng(8);
   std::vector<RequestFeatures> features;
@@ -134,6 +135,10 @@ TEST(PolicyTraining, PlainInferenceReproducesTorchLogits) {
   planner::write_policy_weights(path, export_weights(t.net()));
   const planner::PolicyNet plain = planner::PolicyNet::load(path);
   fs::remove(path);
+  // Float32 forward passes that sum in different orders differ by a few units in the last place of the
+  // larger terms (2^-24 = 6e-8 relative per rounding, ~100 terms per dot product): 1e-5 of the logit's
+  // size (at least 1) bounds that with a wide margin, and any real difference of the two definitions
+  // (a missing bias, a swapped gate) is of the order of the logits themselves.
   double worst = 0, largest = 0;
   int compared = 0;
   for (int i = 0; i < kRequests; ++i) {
@@ -145,12 +150,13 @@ TEST(PolicyTraining, PlainInferenceReproducesTorchLogits) {
           EXPECT_EQ(a, b) << "request " << i << " step " << s << " token " << v;
           continue;
         }
-        worst = std::max(worst, static_cast<double>(std::abs(a - b)));
+        worst = std::max(worst, std::abs(a - b) / std::max(1.0, std::abs(static_cast<double>(a))));
         largest = std::max(largest, static_cast<double>(std::abs(a)));
         ++compared;
       }
   }
-  std::printf("plain vs Torch: max |difference| %.3g over %d logits (largest |logit| %.3g)\n", worst, compared, largest);
+  std::printf("plain vs Torch: max |difference| / max(1, |logit|) = %.3g over %d logits (largest |logit| %.3g)\n",
+              worst, compared, largest);
   EXPECT_LE(worst, 1e-5);
   EXPECT_GT(compared, 300);
   EXPECT_GT(largest, 1.0);  // logits of a realistic size, not all near zero
@@ -185,25 +191,27 @@ TEST(PolicyTraining, SameSeedSameWeightsAndCheckpointsResumeExactly) {
 }
 
 TEST(PolicyTraining, ImitationLearnsTheToyTaskAndTheExportDecodesIt) {
-  const auto [features, labels] = toy_task(256, 2);
-  const PolicyBatch batch = make_batch(features, labels);
+  // A fresh batch of 128 requests at every step (seeded), so that the policy learns the rule rather than the
+  // examples; the loss is measured on a fixed batch it never trains on.
+  const auto [eval_features, eval_labels] = toy_task(256, 2);
+  const PolicyBatch eval = make_batch(eval_features, eval_labels);
   PolicyTrainer t(toy::shape(), TrainOptions{7, 1, 1e-2, 1.0});
-  const double initial = t.imitation_loss(batch);
+  const double initial = t.imitation_loss(eval);
   const auto start = std::chrono::steady_clock::now();
-  int steps = 0;
-  // A few seconds at most on one core.
-  while (steps < 400 && std::chrono::steady_clock::now() - start < std::chrono::seconds(8)) {
-    t.imitation_step(batch);
-    ++steps;
+  constexpr int kSteps = 250;  // ~2 s on an idle core
+  for (int step = 0; step < kSteps; ++step) {
+    const auto [features, labels] = toy_task(128, 100 + step);
+    t.imitation_step(make_batch(features, labels));
   }
-  const double final_loss = t.imitation_loss(batch);
-  std::printf("toy imitation: loss %.4f -> %.4f in %d steps\n", initial, final_loss, steps);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double final_loss = t.imitation_loss(eval);
+  std::printf("toy imitation: held-out loss %.4f -> %.4f in %d steps, %.1f s\n", initial, final_loss, kSteps, seconds);
   // Chance level: the mean over the three steps of log(allowed choices) = (log 2.5 + log 4 + log 3.5) / 3
   // for 1..4 groups; a loss under 15 % of the start means the policy found the rule, not the prior.
   EXPECT_GT(initial, 0.5);
   EXPECT_LT(final_loss, 0.15 * initial);
 
-  // Unseen requests: the exported network's best beam sequence is the label.
+  // Other unseen requests: the exported network's best beam sequence is the label.
   const planner::PolicyNet plain(export_weights(t.net()));
   const auto [test_features, test_labels] = toy_task(100, 3);
   int right = 0;
