@@ -262,11 +262,12 @@ std::vector<DecodedSequence> PolicyNet::beam(const RequestFeatures& f, const Dec
   live[0].grammar = after_bos(grammar, shape_.bos_token);
   std::vector<DecodedSequence> done;
 
+  // A one-token extension of live[parent]. Parents have equal lengths, so comparing (parent's tokens,
+  // token) is comparing the extended sequences.
   struct Candidate {
     int parent;
     int token;
     double log_prob;
-    std::vector<int> tokens;
   };
   std::vector<float> logits;
   for (int t = 0; t < max_steps && !live.empty(); ++t) {
@@ -277,26 +278,28 @@ std::vector<DecodedSequence> PolicyNet::beam(const RequestFeatures& f, const Dec
       step(enc, hyp.h, hyp.tokens.back(), logits);
       const std::vector<int> allowed = hyp.grammar->allowed();
       const std::vector<double> lp = masked_log_softmax(logits, allowed);
-      for (size_t i = 0; i < allowed.size(); ++i) {
-        std::vector<int> tokens = hyp.tokens;
-        tokens.push_back(allowed[i]);
-        candidates.push_back({p, allowed[i], hyp.log_prob + lp[i], std::move(tokens)});
-      }
+      for (size_t i = 0; i < allowed.size(); ++i) candidates.push_back({p, allowed[i], hyp.log_prob + lp[i]});
     }
     // Keep the `width` best; completed sequences leave the beam.
     const size_t keep = std::min(candidates.size(), static_cast<size_t>(width));
     std::partial_sort(candidates.begin(), candidates.begin() + static_cast<long>(keep), candidates.end(),
-                      [](const Candidate& a, const Candidate& b) { return better(a.log_prob, a.tokens, b.log_prob, b.tokens); });
+                      [&live](const Candidate& a, const Candidate& b) {
+                        if (a.log_prob != b.log_prob) return a.log_prob > b.log_prob;
+                        if (a.parent != b.parent) return live[a.parent].tokens < live[b.parent].tokens;
+                        return a.token < b.token;
+                      });
     std::vector<Hypothesis> next;
     for (size_t i = 0; i < keep; ++i) {
-      Candidate& c = candidates[i];
+      const Candidate& c = candidates[i];
+      std::vector<int> tokens = live[c.parent].tokens;
+      tokens.push_back(c.token);
       std::unique_ptr<DecodingGrammar> g = live[c.parent].grammar->clone();
       g->push(c.token);
       if (g->allowed().empty()) {
-        done.push_back({std::move(c.tokens), c.log_prob});
+        done.push_back({std::move(tokens), c.log_prob});
         continue;
       }
-      next.push_back({std::move(c.tokens), c.log_prob, live[c.parent].h, std::move(g)});
+      next.push_back({std::move(tokens), c.log_prob, live[c.parent].h, std::move(g)});
     }
     live = std::move(next);
     // Scores only fall as sequences grow: once `width` completed sequences beat every live one, stop.

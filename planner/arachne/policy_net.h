@@ -18,8 +18,21 @@
 
 #include "planner/arachne/features.h"
 #include "planner/arachne/policy_weights.h"
+#include "planner/template/tokens.h"
 
 namespace arachne::planner {
+
+// The network's shape for the template vocabulary (planner/template/tokens.h) and the features of
+// features.h, with the default widths: what the learned planner trains and loads.
+inline PolicyShape template_policy_shape() {
+  PolicyShape s;
+  s.group_features = kGroupFeatures;
+  s.global_features = kGlobalFeatures;
+  s.vocabulary = vocabulary_size();
+  s.bos_token = token_id(Token{TokenKind::Bos, 0});
+  for (int k = 0; k < kMaxGpuTypes; ++k) s.type_tokens.push_back(token_id(Token{TokenKind::Type, k}));
+  return s;
+}
 
 // What masked decoding needs from a grammar.
 class DecodingGrammar {
