@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "planner/arachne/features.h"
+#include "planner/arachne/policy_weights.h"
 #include "planner/learned/module_abi.h"
 
 namespace arachne::planner {
@@ -30,25 +32,64 @@ const ArachneLearnedModule& learned_module();
 // LibTorch cannot be unloaded safely). Throws InputError("learned planner", reason).
 const ArachneLearnedModule& load_learned_module(const std::string& path);
 
-// A structure-policy network held by the module (seeded construction; see structure_policy.h).
+// One training sequence: a request's features, a token sequence (Bos first), and before each token after
+// Bos the ids the grammar allowed there (allowed_along() in planner/arachne/policy_net.h).
+struct TrainingSequence {
+  RequestFeatures features;
+  std::vector<int> tokens;
+  std::vector<std::vector<int>> allowed;  // tokens.size() - 1 lists
+  double reward = 0;                      // policy gradient only
+  int64_t request = 0;                    // policy gradient only: the same id for the samples of one request
+};
+
+// Sequences padded into the module's batch layout (module_abi.h, ArachneBatch).
+class TrainingBatch {
+ public:
+  // Throws std::invalid_argument for an empty batch, features of another size than the shape's, more
+  // groups than it has Type tokens, or a mask list of the wrong length or with ids outside the vocabulary.
+  TrainingBatch(const PolicyShape& shape, const std::vector<TrainingSequence>& sequences);
+  // A view of the arrays (valid while the batch lives).
+  ArachneBatch view() const;
+
+ private:
+  int64_t size_ = 0, max_groups_ = 0, steps_ = 0;
+  std::vector<float> group_x_, global_x_;
+  std::vector<int64_t> group_counts_, tokens_, lengths_, request_;
+  std::vector<uint8_t> allowed_;
+  std::vector<double> rewards_;
+};
+
+// A policy network held by the module while it trains (planner/learned/training.h). Failures of the
+// module (bad shape, bad batch, unreadable checkpoint) throw std::runtime_error with its message.
 class LearnedPolicy {
  public:
-  struct Shape {
-    int64_t features = 16;
-    int64_t hidden = 64;
-    int64_t layers = 2;
+  struct Options {
+    uint64_t seed = 1;
+    int threads = 1;
+    double learning_rate = 1e-3;
+    double grad_clip = 1.0;
   };
-  LearnedPolicy(const ArachneLearnedModule& module, const Shape& shape, uint64_t seed);
+  LearnedPolicy(const ArachneLearnedModule& module, const PolicyShape& shape, const Options& options);
+  // Resumes a checkpoint written by save(); threads > 0 overrides the stored count.
+  static LearnedPolicy load(const ArachneLearnedModule& module, const std::string& path, int threads = 0);
 
-  // One logit per candidate; `rows` holds candidates x features floats, row-major.
-  std::vector<float> score(const std::vector<float>& rows) const;
-  int64_t features() const;
+  // Each returns the loss before the step (imitation: mean masked cross-entropy per token).
+  double imitation_step(const TrainingBatch& batch);
+  double imitation_loss(const TrainingBatch& batch);  // no step
+  double policy_gradient_step(const TrainingBatch& batch);
+  void save(const std::string& path);
+
+  PolicyShape shape() const;
+  // The current parameters, for PolicyNet (plain-C++ decoding) or write_policy_weights().
+  PolicyWeights weights() const;
+  void export_weights(const std::string& path) const { write_policy_weights(path, weights()); }
 
  private:
   struct Release {
     const ArachneLearnedModule* module;
     void operator()(ArachnePolicy* p) const { module->policy_destroy(p); }
   };
+  LearnedPolicy(const ArachneLearnedModule& module, ArachnePolicy* policy);
   const ArachneLearnedModule* module_;
   std::unique_ptr<ArachnePolicy, Release> policy_;
 };

@@ -2,10 +2,11 @@
 // and `--version` never map a Torch library, nor HDF5 when they write no results file (the dynamic
 // loader's own log says which libraries it loads);
 // learned_module() loads the module on first use in a process that had no Torch mapped, and the policy it
-// serves is seeded and deterministic; a missing module is a one-line bad-input error naming the fix.
+// serves is seeded and deterministic and trains; a missing module is a one-line bad-input error naming the fix.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -109,15 +110,32 @@ void lazy_load_scenario() {
   check(std::string(m.torch_version).rfind("1.", 0) == 0 || std::string(m.torch_version).rfind("2.", 0) == 0,
         "module reports no LibTorch version");
 
-  const LearnedPolicy::Shape shape{4, 8, 2};
-  const std::vector<float> rows = {0.1f, -0.2f, 0.3f, 0.4f, 1.0f, 0.0f, -1.0f, 0.5f, -0.3f, 0.2f, 0.9f, -0.7f};
-  const std::vector<float> a = LearnedPolicy(m, shape, 7).score(rows);
-  const std::vector<float> b = LearnedPolicy(m, shape, 7).score(rows);
-  const std::vector<float> c = LearnedPolicy(m, shape, 8).score(rows);
-  check(a.size() == 3, "not one logit per candidate");
-  check(a == b, "same seed gave different logits");
-  check(a != c, "different seeds gave the same logits");
-  check(a[0] != a[1] || a[1] != a[2], "distinct candidates got identical logits");
+  // A tiny network over a six-token vocabulary (Bos 0, Eos 1, Type0 2, Type1 3, two others).
+  PolicyShape shape;
+  shape.group_features = 3;
+  shape.global_features = 2;
+  shape.vocabulary = 6;
+  shape.bos_token = 0;
+  shape.type_tokens = {2, 3};
+  shape.encoder_width = 8;
+  shape.token_width = 4;
+  shape.decoder_width = 8;
+  auto make = [&](uint64_t seed) { return LearnedPolicy(m, shape, LearnedPolicy::Options{seed, 1, 1e-2, 1.0}); };
+  const PolicyWeights a = make(7).weights(), b = make(7).weights(), c = make(8).weights();
+  check(a.tensors == b.tensors, "same seed gave different parameters");
+  check(a.tensors != c.tensors, "different seeds gave the same parameters");
+  check(a.shape == shape, "the module did not keep the shape");
+  // One imitation step on one sequence, Bos Type1 Eos, moves the parameters and reports a finite loss.
+  TrainingSequence s;
+  s.features.groups = 2;
+  s.features.group = {0.1f, -0.2f, 0.3f, 0.4f, 1.0f, 0.0f};
+  s.features.global = {-1.0f, 0.5f};
+  s.tokens = {0, 3, 1};
+  s.allowed = {{2, 3}, {1}};
+  LearnedPolicy p = make(7);
+  const double loss = p.imitation_step(TrainingBatch(shape, {s}));
+  check(std::isfinite(loss) && loss > 0, "imitation loss not a positive number");
+  check(p.weights().tensors != a.tensors, "an imitation step left the parameters unchanged");
   std::fprintf(stderr, "lazy load ok\n");
   std::exit(0);
 }
