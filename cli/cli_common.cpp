@@ -1,4 +1,5 @@
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 
@@ -88,6 +89,14 @@ int parse_options(const std::vector<std::string>& args, const boost::program_opt
     return option_error(e, subcommand);
   }
   return -1;
+}
+
+double parse_double_flag(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v))
+    throw InputError(flag, "'" + text + "' is not a number");
+  return v;
 }
 
 }  // namespace arachne::cli

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "cli/commands.h"
@@ -206,6 +207,8 @@ int run_replay(const std::vector<std::string>& args, const std::string& command_
                  trace.trace.nodes.size(), (ro.until_s >= 0 ? ro.until_s : trace.trace.end_s) / 3600);
     const bool tty = isatty(fileno(stderr)) != 0;
     long planned = 0;
+    std::optional<Plan> previous_plan;  // the last plan returned, on the snapshot it was made for
+    std::optional<Cluster> previous_cluster;
     const ReplanCallback cb = [&](const Cluster& snap, long batch) {
       // Progress on a terminal: distinct snapshots planned so far (repeated snapshots come from the cache).
       if (tty && ++planned % 10 == 0) std::fprintf(stderr, "\rreplay: %s: %ld snapshots planned", p->name().c_str(), planned);
@@ -216,7 +219,15 @@ int run_replay(const std::vector<std::string>& args, const std::string& command_
       req.model = &model;
       req.global_batch = batch;
       req.budget_evaluations = budget;
+      if (previous_plan) {
+        req.previous_plan = &*previous_plan;
+        req.previous_cluster = &*previous_cluster;
+      }
       const planner::PlanResult r = p->plan(req);
+      if (r.plan) {
+        previous_plan = r.plan;
+        previous_cluster = snap;
+      }
       ReplanOutcome o;
       o.plan = r.plan;
       o.planning_time_s = r.planning_time_s;

@@ -39,14 +39,6 @@ Example (two days, 8 A100-80 and 8 T4 nodes, half the GPUs busy, a few spot recl
 
 Options)";
 
-double parse_double_flag(const std::string& flag, const std::string& text) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v))
-    throw InputError(flag, "'" + text + "' is not a number");
-  return v;
-}
-
 std::vector<std::pair<std::string, int>> parse_nodes(const std::string& text) {
   std::vector<std::pair<std::string, int>> out;
   std::size_t pos = 0;

@@ -156,6 +156,12 @@ int run_trace_plot(const std::vector<std::string>& args) {
   return kExitOk;
 }
 
+int plot_training_png(const std::string& h5_path, const std::string& png_path) {
+  const ScriptResult r = run_script("plot_training.py", {png_path, h5_path}, temporary_path_for(png_path));
+  if (r.status != 0) std::fprintf(stderr, "error: --out: %s\n", r.last_error.c_str());
+  return r.status == 0 ? 0 : (r.status > 0 ? r.status : kExitInternal);
+}
+
 int plot_replay_png(const std::string& h5_path, const std::string& png_path) {
   const ScriptResult r = run_script("plot_replay.py", {png_path, h5_path}, temporary_path_for(png_path));
   if (r.status != 0) std::fprintf(stderr, "error: --out: %s\n", r.last_error.c_str());

@@ -26,8 +26,12 @@ int run_replay(const std::vector<std::string>& args, const std::string& command_
 int run_trace(const std::vector<std::string>& args);
 int run_trace_generate(const std::vector<std::string>& args);
 int run_trace_plot(const std::vector<std::string>& args);
+int run_gen_data(const std::vector<std::string>& args, const std::string& command_line);
+int run_train(const std::vector<std::string>& args, const std::string& command_line);
 // Draws the replay PNG (throughput and cumulative tokens per planner) from a replay HDF5 file.
 int plot_replay_png(const std::string& h5_path, const std::string& png_path);
+// Draws the training curves PNG (scripts/plot_training.py) from a `train` curves file.
+int plot_training_png(const std::string& h5_path, const std::string& png_path);
 
 // Prints `error: <where>: <reason>` to stderr and returns kExitBadInput.
 int input_error(const std::string& where, const std::string& reason);
@@ -49,5 +53,7 @@ std::string quoted_command_line(int argc, char** argv);
 // Strict integer flag values: throw InputError(flag, reason) unless `text` is an integer >= min_value.
 long parse_int_flag(const std::string& flag, const std::string& text, long min_value);
 unsigned long long parse_seed_flag(const std::string& flag, const std::string& text);
+// A finite decimal number; throws InputError(flag, reason) otherwise.
+double parse_double_flag(const std::string& flag, const std::string& text);
 
 }  // namespace arachne::cli

@@ -19,12 +19,14 @@ Usage: arachne <command> [options]        arachne <command> --help   for a comma
 Commands:
   simulate   simulate one training iteration of a plan: iteration time, tokens/s, MFU, memory per GPU,
              where the time goes; optional HDF5 results (--out) and a Perfetto timeline (--timeline)
-  plan       find a plan with one or more planners (megatron, amp, metis, flashflex, sailor, oracle)
-             and measure each in the simulator: tokens/s, ratio to the best, own prediction vs simulated
+  plan       find a plan with one or more planners (arachne, megatron, amp, metis, flashflex, sailor,
+             oracle) and measure each in the simulator: tokens/s, ratio to the best, own prediction vs simulated
   list       show the GPU catalog, the bundled models, the planners and the trace formats
   replay     how much training each planner gets done over an availability trace of a shared cluster
   trace      convert availability traces to the native format, or print their statistics
   calibrate  fit a GPU's compute-model constants to measured iterations (scripts/calibrate.sh)
+  gen-data   sample cluster configurations and label each with its best templates (learned planner's data)
+  train      train the learned planner's policy on a gen-data dataset (loads LibTorch)
 
 Common options:
   --seed N   seed of every random choice (default 0); same inputs and seed give the same results
@@ -67,6 +69,8 @@ int main(int argc, char** argv) {
       if (rest[0] == "calibrate") return run_calibrate(help);
       if (rest[0] == "replay") return run_replay(help, "");
       if (rest[0] == "trace") return run_trace(help);
+      if (rest[0] == "gen-data") return run_gen_data(help, "");
+      if (rest[0] == "train") return run_train(help, "");
       return input_error(rest[0], "unknown command (see 'arachne --help')");
     }
     if (cmd == "--version") {
@@ -79,6 +83,8 @@ int main(int argc, char** argv) {
     if (cmd == "calibrate") return run_calibrate(rest);
     if (cmd == "replay") return run_replay(rest, quoted_command_line(argc, argv));
     if (cmd == "trace") return run_trace(rest);
+    if (cmd == "gen-data") return run_gen_data(rest, quoted_command_line(argc, argv));
+    if (cmd == "train") return run_train(rest, quoted_command_line(argc, argv));
     return input_error(cmd, "unknown command (see 'arachne --help')");
   } catch (const arachne::InputError& e) {
     return input_error(e.where(), e.reason());

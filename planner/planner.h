@@ -31,6 +31,16 @@ struct PlanRequest {
   // FlashFlex: our hill-climbing refinement after the public code's search (`--flashflex-refine`; off = the
   // public code, whose refinement branch is dead).
   bool flashflex_refine = false;
+  // Re-planning (replay): the plan that ran before this snapshot and the cluster it ran on (GPU ids refer
+  // to it). The learned planner tries its template first (warm start); the others ignore it.
+  const Plan* previous_plan = nullptr;
+  const Cluster* previous_cluster = nullptr;
+  // The learned planner: templates decoded by beam search, plans completed per template, best-priced plans
+  // simulated (at most budget_evaluations), and the policy's weights file (empty: the shipped one).
+  int arachne_beam = 8;
+  int arachne_completions = 2;
+  int arachne_simulate = 3;
+  std::string arachne_policy;
 };
 
 struct PlanResult {

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "planner/arachne/arachne_planner.h"
 #include "planner/baselines/amp/amp_planner.h"
 #include "planner/baselines/flashflex/flashflex_planner.h"
 #include "planner/baselines/megatron/megatron_planner.h"
@@ -29,6 +30,8 @@ std::unique_ptr<Planner> make_one() {
 // Sorted by name.
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = {
+      {"arachne", "the learned planner: policy-proposed structural templates, completed by rule, estimator-priced, best few simulated",
+       make_one<ArachnePlanner>},
       {"amp", "AMP (Li et al. NeurIPS'22): (TP, DP, micro-batch) grid, layer DP, compute averaged over GPU types; top 10 trialled",
        make_one<AmpPlanner>},
       {"flashflex", "FlashFlex (Yan et al. 2024): graph-partitioned asymmetric pipelines (hill-climbing refinement with --flashflex-refine)",

@@ -1,0 +1,133 @@
+// `arachne gen-data`: the learned planner's training (or held-out evaluation) dataset: sampled
+// configurations labelled by the label search (planner/arachne/labeler.h), written as HDF5
+// (planner/arachne/dataset.h), resumable after an interruption.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/commands.h"
+#include "planner/arachne/gen_data.h"
+#include "planner/arachne/labeler.h"
+#include "sim/io/input_error.h"
+
+namespace arachne::cli {
+namespace {
+
+namespace po = boost::program_options;
+using planner::ConfigSamplerOptions;
+using planner::GenDataOptions;
+using planner::GenDataProgress;
+using planner::GenDataStats;
+using planner::LabelOptions;
+using planner::SampledConfig;
+using planner::Split;
+
+const char* kGenDataHelp = R"(arachne gen-data - sample cluster configurations and label each with its best templates
+
+Draws configurations (1-4 GPU types of the catalog, nodes of 1/2/4/8 GPUs, partial nodes, NIC bandwidths,
+8-1,024 GPUs, dense and MoE models, global batches; planner/arachne/config_sampler.h), and labels each
+with the best structural templates a wide search finds: the restricted template enumeration and the
+heuristic generator, every template completed and priced by the fast estimator, the best few simulated
+(planner/arachne/labeler.h). Writes an HDF5 dataset: features, label token sequences, every priced
+candidate with its estimated and simulated time (layout: DESIGN.md "HDF5", planner/arachne/dataset.h).
+
+Whole GPU-type families are held out for evaluation: --split held-out draws only those, --split train
+never does. Configuration i depends only on (options, --seed, i): kill the run and start it again with
+the same options, and it resumes from the shards in FILE.h5.shards/ and ends with the same file.
+
+Usage:
+  arachne gen-data --out FILE.h5 --configs N [--seed N] [--split train|held-out] [--threads T]
+                   [--min-gpus G] [--max-gpus G] [--max-templates N] [--simulate-top N] [--labels N]
+                   [--oracle-max-gpus G]
+
+Example:
+  arachne gen-data --out data/train.h5 --configs 2000 --seed 1 --threads 2
+)";
+
+Split parse_split(const std::string& s) {
+  if (s == "train") return Split::Train;
+  if (s == "held-out") return Split::HeldOut;
+  throw InputError("--split", "'" + s + "' is not train or held-out");
+}
+
+std::string sampler_text(const ConfigSamplerOptions& s, Split split, std::uint64_t seed, long configs) {
+  std::ostringstream o;
+  o << "configs " << configs << ", seed " << seed << ", split " << (split == Split::Train ? "train" : "held-out")
+    << ", gpus " << s.min_gpus << "-" << s.max_gpus << ", moe_fraction " << s.moe_fraction << ", held_out_modulus "
+    << s.held_out_modulus << ", dense";
+  for (const auto& m : s.dense_models) o << " " << m;
+  o << ", moe";
+  for (const auto& m : s.moe_models) o << " " << m;
+  o << "\n";
+  return o.str();
+}
+
+void print_progress(const GenDataProgress& p) {
+  const long fresh = p.done - p.resumed;
+  const double each = fresh > 0 ? p.elapsed_s / static_cast<double>(fresh) : 0;
+  std::fprintf(stderr, "\rgen-data: %ld/%ld configurations (%ld resumed), %.1f s each, ~%.0f min left   ", p.done,
+               p.total, p.resumed, each, each * static_cast<double>(p.total - p.done) / 60.0);
+}
+
+}  // namespace
+
+int run_gen_data(const std::vector<std::string>& args, const std::string& command_line) {
+  po::options_description opts("");
+  opts.add_options()("help", "this help")
+      ("out", po::value<std::string>()->value_name("FILE.h5"), "dataset to write (required)")
+      ("configs", po::value<std::string>()->value_name("N"), "configurations to sample and label (required)")
+      ("seed", po::value<std::string>()->value_name("N")->default_value("0"), "random seed")
+      ("split", po::value<std::string>()->value_name("train|held-out")->default_value("train"), "GPU-type families to draw")
+      ("threads", po::value<std::string>()->value_name("T"), "configurations labelled in parallel (default: all cores)")
+      ("min-gpus", po::value<std::string>()->value_name("G")->default_value("8"), "smallest cluster")
+      ("max-gpus", po::value<std::string>()->value_name("G")->default_value("1024"), "largest cluster")
+      ("max-templates", po::value<std::string>()->value_name("N")->default_value("1500"), "enumerated templates per configuration")
+      ("simulate-top", po::value<std::string>()->value_name("N")->default_value("8"), "templates simulated per configuration")
+      ("labels", po::value<std::string>()->value_name("N")->default_value("4"), "templates kept as labels")
+      ("oracle-max-gpus", po::value<std::string>()->value_name("G")->default_value("4"),
+       "also run the oracle on clusters up to this size, to compare the labels with (0: never)");
+  po::variables_map vm;
+  if (const int rc = parse_options(args, opts, vm, "gen-data"); rc >= 0) return rc;
+  if (vm.count("help")) {
+    std::cout << kGenDataHelp << "\n" << opts;
+    return kExitOk;
+  }
+  try {
+    if (!vm.count("out")) throw InputError("--out", "required (the HDF5 dataset to write)");
+    if (!vm.count("configs")) throw InputError("--configs", "required (how many configurations)");
+    GenDataOptions g;
+    g.out = vm["out"].as<std::string>();
+    check_output_path("--out", g.out);
+    g.configs = parse_int_flag("--configs", vm["configs"].as<std::string>(), 1);
+    g.seed = parse_seed_flag("--seed", vm["seed"].as<std::string>());
+    g.split = parse_split(vm["split"].as<std::string>());
+    g.threads = vm.count("threads") ? static_cast<int>(parse_int_flag("--threads", vm["threads"].as<std::string>(), 1))
+                                    : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    g.sampler.min_gpus = static_cast<int>(parse_int_flag("--min-gpus", vm["min-gpus"].as<std::string>(), 1));
+    g.sampler.max_gpus = static_cast<int>(parse_int_flag("--max-gpus", vm["max-gpus"].as<std::string>(), 1));
+    if (g.sampler.max_gpus < g.sampler.min_gpus) throw InputError("--max-gpus", "smaller than --min-gpus");
+    LabelOptions l;
+    l.enumeration.max_templates = parse_int_flag("--max-templates", vm["max-templates"].as<std::string>(), 1);
+    l.simulate_top = static_cast<int>(parse_int_flag("--simulate-top", vm["simulate-top"].as<std::string>(), 1));
+    l.labels = static_cast<int>(parse_int_flag("--labels", vm["labels"].as<std::string>(), 1));
+    l.oracle_max_gpus = static_cast<int>(parse_int_flag("--oracle-max-gpus", vm["oracle-max-gpus"].as<std::string>(), 0));
+    g.options_text = sampler_text(g.sampler, g.split, g.seed, g.configs) + l.text();
+    const GpuCatalog catalog = GpuCatalog::load_default();
+    const bool tty = isatty(fileno(stderr)) != 0;
+    const GenDataStats s = planner::run_gen_data(
+        g, catalog, planner::dataset_schema(), [&l](const SampledConfig& c) { return planner::label_config(c, l); },
+        {ARACHNE_VERSION, command_line, g.seed, g.options_text}, tty ? print_progress : std::function<void(const GenDataProgress&)>{});
+    if (tty) std::fprintf(stderr, "\n");
+    std::fprintf(stderr, "gen-data: wrote %s (%ld configurations, %ld resumed)\n", g.out.c_str(), g.configs, s.resumed);
+  } catch (const InputError& e) {
+    return input_error(e.where(), e.reason());
+  }
+  return kExitOk;
+}
+
+}  // namespace arachne::cli

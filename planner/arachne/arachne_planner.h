@@ -1,0 +1,28 @@
+// `arachne`: the learned planner. Planning is a search over structural templates (planner/template/):
+//   1. features of the request (planner/arachne/features.h);
+//   2. templates: the previous plan's template first when re-planning (warm start), then the `beam` most
+//      probable templates of the policy (plain-C++ inference of the exported weights, masked beam search
+//      over the token grammar; planner/arachne/policy_net.h);
+//   3. completion of every template by rule and a small candidate set, each candidate priced by the fast
+//      estimator (planner/template/completion.h, estimator.h);
+//   4. the `simulate` best-priced plans simulated (each counted against the request's budget); the fastest
+//      simulated plan is returned.
+// No LibTorch: the policy's weights are read from a file (default: the shipped configs/policy/
+// arachne.weights; DESIGN.md "Planners").
+#pragma once
+#include <string>
+
+#include "planner/planner.h"
+
+namespace arachne::planner {
+
+// Where the shipped policy weights are (configs_dir()/policy/arachne.weights).
+std::string default_policy_path();
+
+class ArachnePlanner : public Planner {
+ public:
+  std::string name() const override { return "arachne"; }
+  PlanResult plan(const PlanRequest& request) override;
+};
+
+}  // namespace arachne::planner
