@@ -38,6 +38,7 @@ class Restriction {
         s.stage_kinds >= limits_.max_types_per_stage)
       return false;
     if (t.kind == TokenKind::Type && s.phase == Phase::AfterGroups && limits_.type_blocks) return false;
+    if (limits_.type_blocks && s.stages > 1 && !same_ep_as_first_stage(s, t)) return false;
     if (t.kind == TokenKind::Count && s.phase == Phase::AfterType) {
       if (limits_.divisor_counts && type_gpus_[s.last_type] % (s.replicas * s.tp * t.value) != 0) return false;
       if (limits_.type_blocks && !continues_blocks(s, t.value)) return false;
@@ -62,6 +63,30 @@ class Restriction {
       }
     }
     return out;
+  }
+
+  // The EP clause (ep, scope) of the current class's first stage, from the body's tokens.
+  static std::array<int, 2> first_stage_ep(const std::vector<int>& body) {
+    std::array<int, 2> ep{1, static_cast<int>(EpScope::Pipelines)};
+    for (size_t i = 1; i < body.size(); ++i) {
+      const Token t = token_of(body[i]);
+      if (t.kind == TokenKind::Stage) break;
+      if (t.kind == TokenKind::Ep) ep[0] = t.value;
+      if (t.kind == TokenKind::Scope) ep[1] = t.value;
+    }
+    return ep;
+  }
+
+  // One EP clause for every stage of a pipeline (Megatron-Core has one expert-parallel size).
+  static bool same_ep_as_first_stage(const TokenGrammar::State& s, const Token& t) {
+    const std::array<int, 2> first = first_stage_ep(s.body);
+    const bool ends_stage = t.kind == TokenKind::Stage || t.kind == TokenKind::Pipeline || t.kind == TokenKind::Eos;
+    if (s.phase == Phase::AfterGroups) {
+      if (t.kind == TokenKind::Ep) return t.value == first[0];
+      if (ends_stage) return first[0] == 1;
+    }
+    if (s.phase == Phase::AfterEp && t.kind == TokenKind::Scope) return t.value == first[1];
+    return true;
   }
 
   // The stage being completed (last_type, tp, groups) continues the last block or opens a new type's block.

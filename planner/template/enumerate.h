@@ -33,8 +33,9 @@ struct EnumerationLimits {
   int max_types_per_stage = 0;  // GPU types in one stage
   bool divisor_counts = false;  // replicas x tp x groups of every kind divides the cluster's GPUs of its type
   // Type blocks: one GPU type per stage, and a pipeline is a sequence of blocks, each block consecutive
-  // stages of one type with one TP width and group count (EP aside), each type in at most one block of a
-  // pipeline (the shape of Metis's device groups and of the heuristic below).
+  // stages of one type with one TP width and group count, each type in at most one block of a pipeline (the
+  // shape of Metis's device groups and of the heuristic below); MoE: one EP clause for all stages of a
+  // pipeline (Megatron-Core has one expert-parallel size).
   bool type_blocks = false;
 };
 

@@ -8,8 +8,6 @@
 #include <cctype>
 #include <fstream>
 #include <numeric>
-#include <set>
-#include <sstream>
 #include <stdexcept>
 
 #include "sim/io/input_error.h"

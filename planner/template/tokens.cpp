@@ -3,7 +3,6 @@
 #include "planner/template/tokens.h"
 
 #include <algorithm>
-#include <functional>
 #include <set>
 #include <stdexcept>
 

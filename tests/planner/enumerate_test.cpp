@@ -181,35 +181,41 @@ TEST(EnumerateTemplates, RestrictedModeKeepsItsBounds) {
 }
 
 TEST(EnumerateTemplates, TypeBlocksAreContiguousUniformRunsOfOneType) {
-  const Cluster c = spec("A100-80:1x4,V100-32:1x2,T4:2x1");
-  const ModelConfig m = test::small_gpt_model(16);
-  EnumerationLimits r;
-  r.type_blocks = true;
-  r.max_classes = 1;
-  const Enumeration e = enumerate_templates(c, m, r);
-  ASSERT_TRUE(e.complete);
-  expect_valid_distinct_canonical(e.templates, c, m);
-  bool saw_two_blocks = false;
-  for (const Template& t : e.templates)
-    for (const PipelineTemplate& p : t.pipelines) {
-      std::set<std::string> closed;  // types whose block has ended
-      for (size_t j = 0; j < p.stages.size(); ++j) {
-        const StageTemplate& s = p.stages[j];
-        ASSERT_EQ(s.kinds.size(), 1u) << to_text(t);
-        const std::string& type = s.kinds[0].gpu_type;
-        EXPECT_FALSE(closed.count(type)) << to_text(t);
-        if (j == 0) continue;
-        const StageTemplate& prev = p.stages[j - 1];
-        if (prev.kinds[0].gpu_type == type) {
-          EXPECT_EQ(prev.tp, s.tp) << to_text(t);
-          EXPECT_EQ(prev.kinds[0].groups, s.kinds[0].groups) << to_text(t);
-        } else {
-          closed.insert(prev.kinds[0].gpu_type);
-          saw_two_blocks = true;
+  for (const bool moe : {false, true}) {
+    const Cluster c = spec("A100-80:1x4,V100-32:1x2,T4:2x1");
+    const ModelConfig m = moe ? test::small_moe_model(16) : test::small_gpt_model(16);
+    EnumerationLimits r;
+    r.type_blocks = true;
+    r.max_classes = 1;
+    const Enumeration e = enumerate_templates(c, m, r);
+    ASSERT_TRUE(e.complete);
+    expect_valid_distinct_canonical(e.templates, c, m);
+    bool saw_two_blocks = false, saw_ep = false;
+    for (const Template& t : e.templates)
+      for (const PipelineTemplate& p : t.pipelines) {
+        std::set<std::string> closed;  // types whose block has ended
+        for (size_t j = 0; j < p.stages.size(); ++j) {
+          const StageTemplate& s = p.stages[j];
+          ASSERT_EQ(s.kinds.size(), 1u) << to_text(t);
+          const std::string& type = s.kinds[0].gpu_type;
+          EXPECT_FALSE(closed.count(type)) << to_text(t);
+          EXPECT_EQ(s.ep, p.stages[0].ep) << to_text(t);
+          EXPECT_EQ(s.ep_scope, p.stages[0].ep_scope) << to_text(t);
+          saw_ep = saw_ep || s.ep > 1;
+          if (j == 0) continue;
+          const StageTemplate& prev = p.stages[j - 1];
+          if (prev.kinds[0].gpu_type == type) {
+            EXPECT_EQ(prev.tp, s.tp) << to_text(t);
+            EXPECT_EQ(prev.kinds[0].groups, s.kinds[0].groups) << to_text(t);
+          } else {
+            closed.insert(prev.kinds[0].gpu_type);
+            saw_two_blocks = true;
+          }
         }
       }
-    }
-  EXPECT_TRUE(saw_two_blocks);
+    EXPECT_TRUE(saw_two_blocks);
+    EXPECT_EQ(saw_ep, moe);
+  }
 }
 
 // ------------------------------------------------------------------ heuristic templates

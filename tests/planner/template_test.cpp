@@ -9,6 +9,8 @@
 #include <fstream>
 #include <random>
 
+#include <unistd.h>
+
 #include "sim/hw/cluster.h"
 #include "sim/io/input_error.h"
 #include "sim/plan/plan_yaml.h"
