@@ -541,9 +541,10 @@ Pricer::Admit needs_recompute(const std::vector<std::unique_ptr<Level>>& levels)
   };
 }
 
+// A request completion can work on: a cluster, a model, a batch, and a template the cluster can run
+// (template_problem: types, widths, EP, GPU counts, packing).
 bool usable(const Template& t, const CompletionInput& in) {
-  return in.cluster && in.model && in.global_batch > 0 && in.model->layers > 0 && !t.pipelines.empty() &&
-         std::all_of(t.pipelines.begin(), t.pipelines.end(), [](const PipelineTemplate& p) { return p.replicas >= 1 && !p.stages.empty(); });
+  return in.cluster && in.model && in.global_batch > 0 && template_problem(t, *in.cluster, *in.model).empty();
 }
 
 }  // namespace
