@@ -285,7 +285,8 @@ class BatchPlanner {
         long best_amount = 0;
         double best_t = kInf;
         for (long d = step; d <= kMaxMove * step && d / unit_size(u) < s.samples[u]; d += step) {
-          const double t = std::max(unit_time(u, s.samples[u] - d / unit_size(u)), unit_time(v, s.samples[v] + d / unit_size(v)));
+          const double t =
+              std::max(unit_time(u, s.samples[u] - d / unit_size(u)), unit_time(v, s.samples[v] + d / unit_size(v)));
           if (t == kInf) continue;
           if (amounts.empty()) amounts.insert(d);
           if (t < best_t) {
@@ -386,7 +387,8 @@ class BatchPlanner {
       std::optional<std::vector<long>> best;
       auto best_obj = current;
       for (const int v : distinct_units(a)) {
-        if (v == slow || (layout_.units[v].pipeline_class == layout_.units[slow].pipeline_class && a[v] == a[slow])) continue;
+        const bool same_state = layout_.units[v].pipeline_class == layout_.units[slow].pipeline_class && a[v] == a[slow];
+        if (v == slow || same_state) continue;
         const long step = std::lcm(unit_size(slow), unit_size(v));
         for (long d = step; d <= kMaxMove * step && d / unit_size(slow) < a[slow]; d += step) {
           std::vector<long> b = a;
@@ -452,7 +454,8 @@ class Pricer {
   using Admit = std::function<bool(const BatchSplit&)>;
   Pricer(const Template& t, const Layout& layout, std::vector<PipelineCosts>& costs, const CompletionInput& in,
          const PlanPricer& price, MemoryLevel level, Admit admit, int budget)
-      : t_(t), layout_(layout), costs_(costs), in_(in), price_(price), level_(level), admit_(std::move(admit)), budget_(budget) {}
+      : t_(t), layout_(layout), costs_(costs), in_(in), price_(price), level_(level), admit_(std::move(admit)),
+        budget_(budget) {}
 
   // The priced time of the split (nullopt: not admitted, over budget, invalid, or out of memory).
   std::optional<double> price(const BatchSplit& s) {
@@ -517,7 +520,8 @@ void price_candidates(BatchPlanner& batch, const BatchSplit& first, int classes,
 }
 
 std::vector<CompletedPlan> best_first(std::vector<CompletedPlan> plans, int max_candidates) {
-  std::stable_sort(plans.begin(), plans.end(), [](const CompletedPlan& a, const CompletedPlan& b) { return a.priced_s < b.priced_s; });
+  std::stable_sort(plans.begin(), plans.end(),
+                   [](const CompletedPlan& a, const CompletedPlan& b) { return a.priced_s < b.priced_s; });
   if (static_cast<int>(plans.size()) > max_candidates) plans.resize(std::max(0, max_candidates));
   return plans;
 }
@@ -541,9 +545,52 @@ Pricer::Admit needs_recompute(const std::vector<std::unique_ptr<Level>>& levels)
   };
 }
 
+// Recompute only where it pays: a level of more recompute is tried only when its analytic split is faster
+// than the best of the levels of less recompute that gave plans (it lets larger micro-batches fit).
+class RecomputeGate {
+ public:
+  bool pays(Recompute r, double analytic_s) const {
+    double cheaper = kInf;
+    for (const auto& [level, s] : best_)
+      if (level < r) cheaper = std::min(cheaper, s);
+    return analytic_s < cheaper;
+  }
+  void record(Recompute r, double analytic_s) {
+    const auto [it, fresh] = best_.emplace(r, analytic_s);
+    if (!fresh) it->second = std::min(it->second, analytic_s);
+  }
+
+ private:
+  std::map<Recompute, double> best_;  // best analytic split of each recompute level that gave plans
+};
+
+// Steps 2-5 at every memory level, cheapest first: costs, batch split, priced candidates.
+std::vector<CompletedPlan> price_levels(const Template& t, const Layout& layout, LayerTimes& times,
+                                        const CompletionInput& in, const PlanPricer& price, const CompletionOptions& opt) {
+  std::vector<std::unique_ptr<Level>> levels;
+  std::vector<CompletedPlan> plans;
+  RecomputeGate gate;
+  for (const MemoryLevel memory : memory_levels(zero1_helps(layout))) {
+    levels.push_back(std::make_unique<Level>(t, layout, times, memory, in.global_batch));
+    Level& level = *levels.back();
+    const std::optional<BatchSplit> split = level.batch.split();
+    if (!split) continue;  // nothing fits at this level
+    const double analytic_s = level.batch.time(*split);
+    if (!gate.pays(memory.recompute, analytic_s)) continue;
+    Pricer pricer(t, layout, level.costs, in, price, memory, needs_recompute(levels), opt.max_priced);
+    price_candidates(level.batch, *split, static_cast<int>(t.pipelines.size()), pricer);
+    std::vector<CompletedPlan> priced = pricer.take();
+    if (priced.empty()) continue;
+    gate.record(memory.recompute, analytic_s);
+    for (CompletedPlan& p : priced) plans.push_back(std::move(p));
+  }
+  return plans;
+}
+
+// A request completion can work on: a cluster, a model, a batch, and a template the cluster can run
+// (template_problem: types, widths, EP, GPU counts, packing).
 bool usable(const Template& t, const CompletionInput& in) {
-  return in.cluster && in.model && in.global_batch > 0 && in.model->layers > 0 && !t.pipelines.empty() &&
-         std::all_of(t.pipelines.begin(), t.pipelines.end(), [](const PipelineTemplate& p) { return p.replicas >= 1 && !p.stages.empty(); });
+  return in.cluster && in.model && in.global_batch > 0 && template_problem(t, *in.cluster, *in.model).empty();
 }
 
 }  // namespace
@@ -553,32 +600,11 @@ std::vector<CompletedPlan> complete_template(const Template& t, const Completion
   if (!usable(t, in)) return {};
   const auto placed = place_template(t, *in.cluster);
   if (!placed) return {};
-  const Profiler profiler(*in.cluster, *in.model);
-  LayerTimes times(profiler);
   const auto layout = plan_layout(t, *placed, *in.cluster, *in.model);
   if (!layout) return {};
-  std::vector<std::unique_ptr<Level>> levels;
-  std::vector<CompletedPlan> plans;
-  std::map<Recompute, double> analytic;  // best analytic split of each recompute level that gave plans
-  for (const MemoryLevel memory : memory_levels(zero1_helps(*layout))) {
-    levels.push_back(std::make_unique<Level>(t, *layout, times, memory, in.global_batch));
-    Level& level = *levels.back();
-    const std::optional<BatchSplit> split = level.batch.split();
-    if (!split) continue;  // nothing fits at this level
-    const double time = level.batch.time(*split);
-    double cheaper = kInf;
-    for (const auto& [r, t] : analytic)
-      if (r < memory.recompute) cheaper = std::min(cheaper, t);
-    if (!(time < cheaper)) continue;  // the recompute buys no faster split
-    Pricer pricer(t, *layout, level.costs, in, price, memory, needs_recompute(levels), opt.max_priced);
-    price_candidates(level.batch, *split, static_cast<int>(t.pipelines.size()), pricer);
-    std::vector<CompletedPlan> priced = pricer.take();
-    if (priced.empty()) continue;
-    const auto [it, fresh] = analytic.emplace(memory.recompute, time);
-    if (!fresh) it->second = std::min(it->second, time);
-    for (CompletedPlan& p : priced) plans.push_back(std::move(p));
-  }
-  return best_first(std::move(plans), opt.max_candidates);
+  const Profiler profiler(*in.cluster, *in.model);
+  LayerTimes times(profiler);
+  return best_first(price_levels(t, *layout, times, in, price, opt), opt.max_candidates);
 }
 
 }  // namespace arachne::planner

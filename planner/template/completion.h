@@ -6,10 +6,11 @@
 //      profiler's stage times and under each stage's memory limit;
 //   3. batch: per pipeline a micro-batch size and count; the global batch split into integers across
 //      pipelines in proportion to each pipeline's measured speed, then local moves;
-//   4. memory: recompute and ZeRO-1 only where the memory needs them; MoE: experts over EP ranks (uneven
-//      in proportion to GPU speed where the template says so);
-//   5. the candidates the rules leave open (micro-batch sizes, recompute levels, share splits) are priced by
-//      `price` and returned best first.
+//   4. memory: recompute only where the memory needs it (a plan with recompute fits at no level of less
+//      recompute); ZeRO-1 is priced on and off, since it also shards the optimizer step; MoE: experts over EP
+//      ranks (uneven in proportion to GPU speed where the template says so);
+//   5. the candidates the rules leave open (micro-batch sizes, moves of samples between pipelines, ZeRO-1,
+//      recompute levels that let larger micro-batches fit) are priced by `price` and returned best first.
 #pragma once
 #include <functional>
 #include <optional>
@@ -25,7 +26,7 @@ using PlanPricer = std::function<std::optional<double>(const Plan&)>;
 
 struct CompletionOptions {
   int max_candidates = 8;  // plans returned (best first)
-  int max_priced = 32;     // calls of `price` per memory level tried
+  int max_priced = 32;     // calls of `price` per memory level tried (at most 6 levels)
 };
 
 struct CompletedPlan {

@@ -157,6 +157,15 @@ std::vector<int> PipelineCosts::max_ends(int stage, int b, long in_flight) {
   return out;
 }
 
+std::vector<const LayerTimes::Table*> PipelineCosts::group_tables(int stage, int b) {
+  const std::vector<int>& s = shares(stage, b);
+  const StageCostSpec& st = stages_[stage];
+  std::vector<const LayerTimes::Table*> out;
+  for (size_t g = 0; g < s.size(); ++g)
+    out.push_back(&times_.table({st.groups[g].gpu_type, st.tp, static_cast<double>(s[g]), level_.recompute, false}));
+  return out;
+}
+
 bool PipelineCosts::known_too_big(int b, long cap) const {
   for (const auto& [fb, fc] : too_big_)
     if (fb <= b && fc <= cap) return true;
@@ -173,9 +182,7 @@ const std::vector<int>& PipelineCosts::partition(int b, long m) {
     std::vector<std::vector<const LayerTimes::Table*>> tables(depth());  // per stage, per group
     for (int j = 0; j < depth(); ++j) {
       ends[j] = max_ends(j, b, std::min<long>(depth() - j, m));
-      const std::vector<int>& s = shares(j, b);
-      for (size_t g = 0; g < s.size(); ++g)
-        tables[j].push_back(&times_.table({stages_[j].groups[g].gpu_type, stages_[j].tp, static_cast<double>(s[g]), level_.recompute, false}));
+      tables[j] = group_tables(j, b);
     }
     auto cost = [&](int j, int begin, int end) {
       if (end > ends[j][begin]) return kInf;
@@ -223,11 +230,7 @@ double PipelineCosts::work_lower_bound(int b) {
   // A stage's time over a range is its slowest group's, so at least any one group's: per layer, the fastest
   // group of the fastest stage bounds what the layer adds to the stage sum, whatever the partition.
   std::vector<std::vector<const LayerTimes::Table*>> tables(depth());
-  for (int j = 0; j < depth(); ++j) {
-    const std::vector<int>& s = shares(j, b);
-    for (size_t g = 0; g < s.size(); ++g)
-      tables[j].push_back(&times_.table({stages_[j].groups[g].gpu_type, stages_[j].tp, static_cast<double>(s[g]), level_.recompute, false}));
-  }
+  for (int j = 0; j < depth(); ++j) tables[j] = group_tables(j, b);
   auto fastest = [&](int j, const std::function<double(const LayerTimes::Table&)>& f) {
     double t = kInf;
     for (const LayerTimes::Table* tab : tables[j]) t = std::min(t, f(*tab));
@@ -237,7 +240,8 @@ double PipelineCosts::work_lower_bound(int b) {
              fastest(depth() - 1, [](const LayerTimes::Table& t) { return t.head; });
   for (int l = 0; l < layers_; ++l) {
     double layer = kInf;
-    for (int j = 0; j < depth(); ++j) layer = std::min(layer, fastest(j, [l](const LayerTimes::Table& t) { return t.prefix[l + 1] - t.prefix[l]; }));
+    for (int j = 0; j < depth(); ++j)
+      layer = std::min(layer, fastest(j, [l](const LayerTimes::Table& t) { return t.prefix[l + 1] - t.prefix[l]; }));
     w += layer;
   }
   return work_.emplace(b, w).first->second;

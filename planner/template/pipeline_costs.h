@@ -57,7 +57,8 @@ class LayerTimes {
     std::vector<double> prefix;  // prefix[l] = layers [0, l)
     double embedding = 0, head = 0;
     double stage_s(int begin, int end) const {
-      return prefix[end] - prefix[begin] + (begin == 0 ? embedding : 0) + (end + 1 == static_cast<int>(prefix.size()) ? head : 0);
+      const bool last = end + 1 == static_cast<int>(prefix.size());
+      return prefix[end] - prefix[begin] + (begin == 0 ? embedding : 0) + (last ? head : 0);
     }
   };
   // The key's table; the reference stays valid for the LayerTimes' lifetime.
@@ -119,6 +120,8 @@ class PipelineCosts {
   std::map<int, double> work_;  // b -> work_lower_bound(b)
 
   double group_s(int stage, int group, int samples, int begin, int end);
+  // The layer-time tables of stage `stage`'s groups at their shares of micro-batch b.
+  std::vector<const LayerTimes::Table*> group_tables(int stage, int b);
   // A lower bound on the sum of the stage times of one micro-batch of b, over every partition.
   double work_lower_bound(int b);
   // Per-GPU bytes of group `group` of stage `stage` holding layers [begin, end) (sim/model/memory.h).

@@ -25,7 +25,8 @@ class FreeGpus {
 
   // The GPUs of `groups` groups of `tp` GPUs of `type`, near the nodes in `near` (nodes the pipeline already
   // uses) where that is as good; nullopt when the free GPUs cannot hold them.
-  std::optional<std::vector<std::vector<GpuId>>> take(const std::string& type, int tp, int groups, const std::vector<int>& near) {
+  std::optional<std::vector<std::vector<GpuId>>> take(const std::string& type, int tp, int groups,
+                                                      const std::vector<int>& near) {
     if (const int node = one_node(type, tp * groups, near); node >= 0) return fill({node}, tp, groups, near);
     for (const int leaf : leaf_order(near)) {
       std::vector<int> nodes;
@@ -163,7 +164,8 @@ bool place_demands(const std::vector<Demand>& demands, const Template& t, const 
     const PipelineTemplate& pt = t.pipelines[pipelines[p].pipeline_class];
     for (size_t j = 0; j < pt.stages.size(); ++j)
       for (size_t k = 0; k < pt.stages[j].kinds.size(); ++k)
-        for (auto& gpus : kinds[p][j][k]) pipelines[p].stages[j].groups.push_back({pt.stages[j].kinds[k].gpu_type, std::move(gpus)});
+        for (auto& gpus : kinds[p][j][k])
+          pipelines[p].stages[j].groups.push_back({pt.stages[j].kinds[k].gpu_type, std::move(gpus)});
   }
   return true;
 }

@@ -54,37 +54,6 @@ PipelineTemplate pipeline(int replicas, std::vector<StageTemplate> stages) {
   return p;
 }
 
-// A plan's structure as a template, written here from the plan (template.h's template_of, canonical: kinds
-// merged per type and sorted, identical pipelines merged, pipelines sorted).
-Template structure_of(const Plan& plan, const Cluster& c) {
-  std::vector<PipelineTemplate> pipes;
-  for (const Pipeline& p : plan.pipelines) {
-    PipelineTemplate pt;
-    for (const Stage& s : p.stages) {
-      std::map<std::string, int> by_type;
-      for (const TpGroup& g : s.groups) ++by_type[c.gpu_spec(g.gpus.front()).name];
-      StageTemplate st;
-      st.tp = s.groups.front().tp;
-      for (const auto& [type, n] : by_type) st.kinds.push_back({type, n});
-      st.ep = s.ep;
-      st.ep_scope = s.ep_scope;
-      st.uneven_experts = !s.experts.empty();
-      pt.stages.push_back(st);
-    }
-    bool merged = false;
-    for (PipelineTemplate& q : pipes)
-      if (q.stages == pt.stages) {
-        ++q.replicas;
-        merged = true;
-      }
-    if (!merged) pipes.push_back(pt);
-  }
-  std::sort(pipes.begin(), pipes.end());
-  Template t;
-  t.pipelines = pipes;
-  return t;
-}
-
 struct Fixture {
   Cluster cluster;
   Topology topo;
@@ -348,18 +317,15 @@ TEST(Completion, BestMicroBatchIsTheBestDivisor) {
   }
 }
 
-// Whether completion's template space holds the plan's structure: every stage's groups share one tp, and
-// EP across pipelines (ep_scope pipelines) joins replicas of one pipeline class (completion does not form EP
-// blocks of pipelines of different structure, which the simulator would also run).
-bool in_template_space(const Plan& p, const Cluster& c) {
-  for (const Pipeline& pl : p.pipelines)
-    for (const Stage& s : pl.stages)
-      for (const TpGroup& g : s.groups)
-        if (g.tp != s.groups.front().tp) return false;
-  for (const PipelineTemplate& pt : structure_of(p, c).pipelines)
-    for (const StageTemplate& st : pt.stages)
-      if (st.ep > 1 && st.ep_scope == EpScope::Pipelines && pt.replicas % st.ep != 0) return false;
-  return true;
+// Whether the template space holds the plan's structure: every stage's groups share one tp (template_of
+// throws otherwise), and EP across pipelines (ep_scope pipelines) joins replicas of one pipeline class
+// (template_problem; the simulator would also run EP blocks of pipelines of different structure).
+bool in_template_space(const Plan& p, const Fixture& f) {
+  try {
+    return template_problem(template_of(p, f.cluster), f.cluster, f.model).empty();
+  } catch (const std::invalid_argument&) {
+    return false;
+  }
 }
 
 // Random valid plans (tests/planner/random_plans.h, drawn independently of completion) are each one way to
@@ -375,8 +341,8 @@ void expect_beats_random_completions(const std::string& spec, const ModelConfig&
   const test::FittingDraws draws = test::draw_fitting_plans(f.cluster, f.topo, f.model, 32, count, 7, 50 * count, space);
   std::vector<double> ratios;
   for (const test::SimulatedPlan& sp : draws.plans) {
-    if (!in_template_space(sp.plan, f.cluster)) continue;
-    const auto plans = complete_template(structure_of(sp.plan, f.cluster), f.input(32), simulator(f.cluster, f.topo, f.model));
+    if (!in_template_space(sp.plan, f)) continue;
+    const auto plans = complete_template(template_of(sp.plan, f.cluster), f.input(32), simulator(f.cluster, f.topo, f.model));
     ASSERT_FALSE(plans.empty()) << plan_to_yaml(sp.plan, f.cluster);
     ratios.push_back(plans.front().priced_s / sp.result.iteration_time_s);
   }
@@ -412,7 +378,7 @@ void expect_recovers_oracle(const std::string& spec, const ModelConfig& model) {
   const PlanResult r = oracle.plan(req);
   ASSERT_TRUE(r.plan) << r.reason;
   ASSERT_TRUE(r.search_complete) << spec << ": " << oracle.stats().incomplete_reason;
-  const Template t = structure_of(*r.plan, f.cluster);
+  const Template t = template_of(*r.plan, f.cluster);
   const auto t0 = std::chrono::steady_clock::now();
   const auto plans = complete_template(t, f.input(), simulator(f.cluster, f.topo, f.model));
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
