@@ -10,10 +10,13 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <set>
 
 #include "planner/arachne/features.h"
 #include "planner/arachne/policy_net.h"
 #include "planner/arachne/policy_weights.h"
+#include "planner/template/template.h"
+#include "planner/template/tokens.h"
 #include "sim/io/input_error.h"
 #include "tests/planner/policy_toy.h"
 #include "tests/sim/test_support.h"
@@ -212,6 +215,30 @@ TEST(ArachnePolicyNet, SamplingFollowsTheMaskedProbabilities) {
   for (int i = 0; i < 20; ++i) {
     EXPECT_EQ(net.sample(f, GrammarAdapter<toy::Grammar>(start), r1).tokens,
               net.sample(f, GrammarAdapter<toy::Grammar>(start), r2).tokens);
+  }
+}
+
+TEST(ArachnePolicyNet, BeamOverTheTokenGrammarGivesDistinctTemplatesTheClusterHolds) {
+  const Cluster cluster = parse_cluster_spec("A100-80:2x8,H100:1x8,V100-32:2x4,T4:1x4", GpuCatalog::load_default());
+  const ModelConfig model = test::small_gpt_model(64);
+  const PolicyNet net(random_weights(template_policy_shape(), 21));
+  const RequestFeatures f = request_features(cluster, model, 64);
+  ASSERT_EQ(f.groups, 4);
+  const std::vector<std::string> order = type_order(cluster);
+  const std::vector<DecodedSequence> best = net.beam(f, TokenGrammar(cluster, model), 8);
+  ASSERT_EQ(best.size(), 8u);
+  std::map<std::string, int> gpus;
+  for (const Node& n : cluster.nodes) gpus[cluster.groups[n.group].gpu] += n.gpus;
+  std::set<Template> seen;
+  for (size_t i = 0; i < best.size(); ++i) {
+    const Template t = decode(best[i].tokens, order);
+    EXPECT_TRUE(seen.insert(t).second) << "template " << i << " repeated";
+    for (const auto& [type, used] : t.gpus_by_type()) EXPECT_LE(used, gpus.at(type)) << type;
+    EXPECT_NEAR(best[i].log_prob, net.log_prob(f, GrammarAdapter<TokenGrammar>(TokenGrammar(cluster, model)), best[i].tokens),
+                1e-9);
+    if (i > 0) {
+      EXPECT_GE(best[i - 1].log_prob, best[i].log_prob);
+    }
   }
 }
 
