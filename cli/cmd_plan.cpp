@@ -16,6 +16,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "cli/commands.h"
+#include "planner/arachne/arachne_planner.h"
 #include "planner/planner.h"
 #include "planner/registry.h"
 #include "sim/exec/simulate.h"
@@ -225,6 +226,7 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
   }
   std::vector<std::unique_ptr<planner::Planner>> planners;
   for (const auto& n : names) planners.push_back(planner::make_planner(n));  // unknown name: exit 2
+  if (std::find(names.begin(), names.end(), "arachne") != names.end()) planner::load_policy(req.arachne_policy);
 
   const GpuCatalog catalog = GpuCatalog::load_default();
   const Cluster cluster = load_cluster(str("cluster"), catalog);

@@ -4,7 +4,7 @@
 Usage: /usr/bin/python3 scripts/plot_training.py OUT.png TRAINING.h5
 
 Reads only the file (h5py, no project code): the compound table `/epochs` (epoch, phase, train_loss,
-val_loss, val_quality, train_reward, wall_s). Left: training and validation loss (nats per token; in the
+val_loss, val_quality, train_reward, wall_s); epoch 0 is the untrained policy. Left: training and validation loss (nats per token; in the
 policy-gradient phase the training loss is REINFORCE's, so only the validation loss continues the
 imitation curve). Right: validation quality (geometric mean of the best label's estimated time over the
 beam's best, 1 = as good as the labels) and, in the policy-gradient phase, the mean sample reward.
@@ -42,8 +42,8 @@ def main(argv):
         print(f"error: {path}: {e}", file=sys.stderr)
         return 2
     fig, (loss, quality) = plt.subplots(1, 2, figsize=(11, 4))
-    imit = [r for r in rows if r["phase"] == "imitation"]
-    pg = [r for r in rows if r["phase"] != "imitation"]
+    imit = [r for r in rows if r["phase"] in ("untrained", "imitation")]  # epoch 0: the untrained policy
+    pg = [r for r in rows if r["phase"] == "policy-gradient"]
     loss.plot([r["epoch"] for r in imit], [r["train_loss"] for r in imit], marker="o", markersize=3, label="training (imitation)")
     loss.plot([r["epoch"] for r in rows], [r["val_loss"] for r in rows], marker="s", markersize=3, label="validation")
     loss.set_xlabel("epoch")

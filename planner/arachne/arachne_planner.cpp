@@ -17,8 +17,10 @@
 namespace arachne::planner {
 namespace {
 
-// The policy of a weights file, read once per process (planning must not pay the read twice).
-const PolicyNet& policy_at(const std::string& path) {
+}  // namespace
+
+const PolicyNet& load_policy(const std::string& path_or_empty) {
+  const std::string path = path_or_empty.empty() ? default_policy_path() : path_or_empty;
   static std::mutex mu;
   static std::map<std::string, std::unique_ptr<PolicyNet>> cache;
   const std::lock_guard<std::mutex> lock(mu);
@@ -27,7 +29,10 @@ const PolicyNet& policy_at(const std::string& path) {
   return *slot;
 }
 
-// The warm-start template (when the previous plan's template fits this cluster), then the beam's.
+namespace {
+
+}  // namespace
+
 std::vector<Template> proposed_templates(const PlanRequest& r, long global) {
   std::vector<Template> out;
   std::set<Template> seen;
@@ -39,8 +44,7 @@ std::vector<Template> proposed_templates(const PlanRequest& r, long global) {
       // The previous plan lies outside the template space (mixed TP in a stage): no warm start.
     }
   }
-  const std::string path = r.arachne_policy.empty() ? default_policy_path() : r.arachne_policy;
-  const PolicyNet& net = policy_at(path);
+  const PolicyNet& net = load_policy(r.arachne_policy);
   const std::vector<std::string> types = type_order(*r.cluster);
   for (const DecodedSequence& d : net.beam(request_features(*r.cluster, types, *r.model, global), TokenGrammar(*r.cluster, *r.model), r.arachne_beam)) {
     Template t = decode(d.tokens, types);
@@ -48,6 +52,8 @@ std::vector<Template> proposed_templates(const PlanRequest& r, long global) {
   }
   return out;
 }
+
+namespace {
 
 std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templates, const PlanRequest& r, long global,
                                              long* priced) {

@@ -13,11 +13,22 @@
 #include <string>
 
 #include "planner/planner.h"
+#include "planner/template/template.h"
 
 namespace arachne::planner {
 
 // Where the shipped policy weights are (configs_dir()/policy/arachne.weights).
 std::string default_policy_path();
+
+class PolicyNet;
+// The policy of a weights file (empty: the shipped one), read once per process and kept. Throws
+// InputError naming the file when it is missing or malformed; commands call it before planning so that
+// bad input fails first.
+const PolicyNet& load_policy(const std::string& path_or_empty);
+
+// Step 2: the warm-start template (when the previous plan's template runs on this cluster), then the
+// beam's templates in beam order, without repeats.
+std::vector<Template> proposed_templates(const PlanRequest& request, long global_batch);
 
 class ArachnePlanner : public Planner {
  public:

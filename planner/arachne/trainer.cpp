@@ -301,8 +301,9 @@ LearnedPolicy start_or_resume(const ArachneLearnedModule& module, const TrainerO
 
 std::string TrainerOptions::text() const {
   std::ostringstream s;
-  s << "data " << data << "\nvalidation " << validation << "\nimitation_epochs " << imitation_epochs << "\npg_epochs "
-    << pg_epochs << "\nbatch " << batch << "\npg_samples " << pg_samples << "\nvalidate_beam " << validate_beam
+  // The epoch counts are left out: a resumed run may go on for more epochs (epoch e's result does not
+  // depend on how many follow it).
+  s << "data " << data << "\nvalidation " << validation << "\nbatch " << batch << "\npg_samples " << pg_samples << "\nvalidate_beam " << validate_beam
     << "\nmax_validation " << max_validation << "\nseed " << seed << "\nthreads " << threads << "\nlearning_rate "
     << learning_rate << "\nwidths " << encoder_width << " " << token_width << " " << decoder_width << "\n";
   return s.str();
@@ -321,7 +322,16 @@ std::vector<EpochRecord> run_training(const TrainerOptions& opt, const ArachneLe
   fs::create_directories(opt.out_dir);
   std::vector<EpochRecord> epochs;
   LearnedPolicy policy = start_or_resume(module, opt, epochs);
-  for (int epoch = static_cast<int>(epochs.size()) + 1; epoch <= opt.imitation_epochs + opt.pg_epochs; ++epoch) {
+  if (epochs.empty()) {  // epoch 0: the untrained policy, the reference of every later epoch
+    const auto start = std::chrono::steady_clock::now();
+    EpochRecord r{0, "untrained", validation_loss(policy, train, opt.batch), validation_loss(policy, val, opt.batch),
+                  validation_quality(policy, val, opt.validate_beam), 0, 0};
+    r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    epochs.push_back(r);
+    save_epoch(policy, opt, epochs);
+    if (progress) progress(r);
+  }
+  for (int epoch = epochs.back().epoch + 1; epoch <= opt.imitation_epochs + opt.pg_epochs; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
     EpochRecord r;
     r.epoch = epoch;

@@ -12,7 +12,8 @@
 //   4. validation after every epoch on the held-out file: the imitation loss, and the beam's quality: the
 //      best of `validate_beam` decoded templates, completed and estimated, against the best label's
 //      estimate (geometric mean of label_s / beam_s; 1 = as good as the labels);
-//   5. after every epoch a torch::save checkpoint and the epoch's row in a journal; `resume` continues
+//   5. epoch 0 is the untrained policy, validated as the others are (the reference of the curves);
+//      after every epoch a torch::save checkpoint and the epoch's row in a journal; `resume` continues
 //      from them, with the same result as an uninterrupted run; at the end the exported weights (what
 //      `plan --planner arachne` reads), the curves as HDF5.
 // Deterministic: the same files, options, seed and thread count give bit-identical weights.
@@ -47,9 +48,9 @@ struct TrainerOptions {
 };
 
 struct EpochRecord {
-  int epoch = 0;          // 1-based over both phases
-  std::string phase;      // "imitation" | "policy-gradient"
-  double train_loss = 0;  // mean over the epoch's steps
+  int epoch = 0;          // 0: the untrained policy; then 1-based over both phases
+  std::string phase;      // "untrained" | "imitation" | "policy-gradient"
+  double train_loss = 0;  // mean over the epoch's steps (epoch 0: the imitation loss on the training labels)
   double val_loss = 0;    // imitation loss on the validation labels
   double val_quality = 0; // geometric mean of best-label estimate / beam-best estimate
   double train_reward = 0;  // policy gradient: mean reward of the samples (0 in imitation)

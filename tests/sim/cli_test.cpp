@@ -449,5 +449,44 @@ TEST(CliBinary, PlanWithNothingFeasibleExitsThreeWithReason) {
   EXPECT_FALSE(fs::exists(dir.work("best.yaml")));
 }
 
+// ------------------------------------------------------------------------------- the learned planner
+
+// gen-data, train and plan --planner arachne end to end on a tiny dataset (four configurations of at most
+// 16 GPUs): training lowers the loss and lifts the beam's quality above the untrained policy's on the same
+// configurations; the same seed gives the same weights, and an interrupted run resumed gives them too.
+TEST(CliLearned, GenDataTrainAndPlanEndToEnd) {
+  if (!fs::exists(fs::path(ARACHNE_BINARY).parent_path() / "libarachne_learned_module.so"))
+    GTEST_SKIP() << "built without the learned module (ARACHNE_WITH_TORCH=OFF)";
+  CliTempDir dir;
+  const RunResult gen = dir.run("gen-data --out data.h5 --configs 4 --seed 3 --threads 1 --max-gpus 16 --max-templates 100");
+  ASSERT_EQ(gen.exit_code, 0) << gen.err;
+  const std::string train = "train --data data.h5 --validation data.h5 --batch 8 --threads 1 --pg-epochs 0 ";
+  const RunResult t = dir.run(train + "--imitation-epochs 10 --out long");
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  const nlohmann::json j = nlohmann::json::parse(slurp(dir.work("long/journal.json")));
+  const auto& e = j["epochs"];
+  ASSERT_EQ(e.size(), 11u);
+  EXPECT_EQ(e[0]["phase"], "untrained");
+  EXPECT_LT(e[10]["train_loss"].get<double>(), 0.8 * e[0]["train_loss"].get<double>());
+  EXPECT_GT(e[10]["val_quality"].get<double>(), e[0]["val_quality"].get<double>());
+  EXPECT_TRUE(fs::exists(dir.work("long/training.png")));
+
+  ASSERT_EQ(dir.run(train + "--imitation-epochs 3 --out straight").exit_code, 0);
+  ASSERT_EQ(dir.run(train + "--imitation-epochs 1 --out resumed").exit_code, 0);
+  const RunResult resumed = dir.run(train + "--imitation-epochs 3 --out resumed --resume");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  EXPECT_EQ(slurp(dir.work("straight/policy.weights")), slurp(dir.work("resumed/policy.weights")));
+  expect_one_error_line(dir.run(train + "--imitation-epochs 3 --out resumed --resume --learning-rate 0.01"));
+
+  const RunResult plan = dir.run("plan --cluster A100-80:1x4,V100-32:1x4 --model gpt3-1.3b --planner arachne "
+                                 "--policy long/policy.weights --json");
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  const nlohmann::json p = nlohmann::json::parse(plan.out)["results"][0];
+  EXPECT_EQ(p["planner"], "arachne");
+  EXPECT_FALSE(p["plan"].is_null());
+  EXPECT_LE(p["evaluations"].get<long>(), 3);  // the default --simulate-top
+  expect_one_error_line(dir.run("plan --cluster A100-80:1x4 --model gpt3-1.3b --planner arachne --policy missing.weights"));
+}
+
 }  // namespace
 }  // namespace arachne

@@ -1,0 +1,146 @@
+#include "planner/arachne/arachne_planner.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "planner/arachne/config_sampler.h"
+#include "planner/arachne/labeler.h"
+#include "planner/arachne/policy_net.h"
+#include "planner/arachne/policy_weights.h"
+#include "planner/template/tokens.h"
+#include "sim/exec/simulate.h"
+#include "sim/io/input_error.h"
+#include "sim/plan/plan_yaml.h"
+#include "tests/sim/test_support.h"
+
+namespace arachne::planner {
+namespace {
+
+namespace fs = std::filesystem;
+
+// An untrained policy of the template vocabulary, written to a temporary weights file.
+class RandomPolicyFile {
+ public:
+  explicit RandomPolicyFile(std::uint64_t seed) {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = fs::temp_directory_path() / ("arachne_policy_" + std::string(info->name()) + "_" + std::to_string(::getpid()) + ".weights");
+    PolicyWeights w;
+    w.shape = template_policy_shape();
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> n(0.0f, 0.3f);
+    for (const ParameterSpec& p : policy_parameters(w.shape)) {
+      int64_t count = 1;
+      for (int64_t d : p.dims) count *= d;
+      for (int64_t i = 0; i < count; ++i) w.tensors[p.name].push_back(n(rng));
+    }
+    write_policy_weights(path_.string(), w);
+  }
+  ~RandomPolicyFile() { fs::remove(path_); }
+  std::string path() const { return path_.string(); }
+
+ private:
+  fs::path path_;
+};
+
+struct Snapshot {
+  Cluster cluster;
+  Topology topo;
+  ModelConfig model;
+  explicit Snapshot(const std::string& spec)
+      : cluster(load_cluster(spec, GpuCatalog::load_default())), topo(cluster), model(load_model("gpt3-1.3b")) {}
+  PlanRequest request(const std::string& policy) const {
+    PlanRequest r;
+    r.cluster = &cluster;
+    r.topo = &topo;
+    r.model = &model;
+    r.global_batch = 128;
+    r.arachne_policy = policy;
+    return r;
+  }
+};
+
+TEST(ArachnePlanner, ReturnsAValidPlanWithinItsSimulationBudget) {
+  const RandomPolicyFile policy(11);
+  const Snapshot s("A100-80:1x4,V100-32:2x2");
+  PlanRequest r = s.request(policy.path());
+  r.arachne_simulate = 2;
+  ArachnePlanner p;
+  const PlanResult res = p.plan(r);
+  ASSERT_TRUE(res.plan) << res.reason;
+  EXPECT_NO_THROW(validate_plan(*res.plan, s.cluster, s.model, 128, "arachne plan"));
+  EXPECT_EQ(res.plan->global_batch(), 128);
+  EXPECT_LE(res.evaluations, 2);
+  EXPECT_GT(res.own_model_evaluations, 0);
+  const SimResult sim = simulate_iteration(s.cluster, s.topo, s.model, *res.plan, SimOptions{});
+  EXPECT_FALSE(sim.oom);
+  // The estimator priced it within a few per cent of the simulator (README: ~1 % mean error).
+  EXPECT_NEAR(res.predicted_iteration_time_s, sim.iteration_time_s, 0.1 * sim.iteration_time_s);
+}
+
+TEST(ArachnePlanner, ReplanningTriesThePreviousPlansTemplateFirst) {
+  const RandomPolicyFile policy(12);
+  const Snapshot s("A100-80:1x4,V100-32:2x2");
+  const Plan previous = parse_plan_yaml_text(
+      "version: 1\nschedule: 1f1b\npipelines:\n  - micro_batch: 4\n    micro_batches: 16\n    stages:\n"
+      "      - layers: [0, 24]\n        groups:\n          - {gpus: \"n0:0-1\", tp: 2}\n"
+      "  - micro_batch: 4\n    micro_batches: 16\n    stages:\n"
+      "      - layers: [0, 24]\n        groups:\n          - {gpus: \"n0:2-3\", tp: 2}\n",
+      "previous plan", s.cluster);
+  PlanRequest r = s.request(policy.path());
+  r.previous_plan = &previous;
+  r.previous_cluster = &s.cluster;
+  const std::vector<Template> proposed = proposed_templates(r, 128);
+  ASSERT_FALSE(proposed.empty());
+  EXPECT_EQ(to_text(proposed.front()), to_text(template_of(previous, s.cluster)));
+  // On a cluster that lost the A100 node the previous template cannot run: no warm start.
+  const Snapshot small("V100-32:2x2");
+  PlanRequest r2 = small.request(policy.path());
+  r2.previous_plan = &previous;
+  r2.previous_cluster = &s.cluster;
+  for (const Template& t : proposed_templates(r2, 128)) EXPECT_NE(to_text(t), to_text(template_of(previous, s.cluster)));
+}
+
+TEST(ArachnePlanner, MissingPolicyFileIsBadInputNamingIt) {
+  const Snapshot s("A100-80:1x4");
+  ArachnePlanner p;
+  try {
+    p.plan(s.request("/nonexistent/arachne.weights"));
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/arachne.weights"), std::string::npos) << e.what();
+  }
+}
+
+// The label search on a small configuration: labels are the fastest simulated templates, best first, their
+// tokens are their templates, and the record does not depend on when it is made.
+TEST(ArachneLabeler, LabelsAreTheFastestSimulatedTemplatesAndDeterministic) {
+  ConfigSamplerOptions so;
+  so.max_gpus = 12;
+  const SampledConfig cfg = draw_config(so, GpuCatalog::load_default(), Split::Train, 4, 2);
+  LabelOptions lo;
+  lo.enumeration.max_templates = 60;
+  lo.simulate_top = 5;
+  lo.labels = 3;
+  const ConfigRecord a = label_config(cfg, lo);
+  ASSERT_FALSE(a.labels.empty());
+  const std::vector<std::string> types = type_order(cfg.cluster);
+  for (std::size_t i = 0; i < a.labels.size(); ++i) {
+    EXPECT_EQ(to_text(decode(a.labels[i].tokens, types)), a.labels[i].template_text);
+    if (i > 0) EXPECT_LE(a.labels[i - 1].simulated_s, a.labels[i].simulated_s);
+  }
+  int simulated = 0;
+  for (const CandidateRecord& c : a.candidates)
+    if (!std::isnan(c.simulated_s)) {
+      ++simulated;
+      EXPECT_GE(c.simulated_s, a.labels.front().simulated_s);  // no simulated candidate beats the best label
+    }
+  EXPECT_LE(simulated, 5);
+  EXPECT_EQ(record_to_json(a), record_to_json(label_config(cfg, lo)));
+}
+
+}  // namespace
+}  // namespace arachne::planner
