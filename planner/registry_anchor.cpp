@@ -30,10 +30,10 @@ std::unique_ptr<Planner> make_one() {
 // Sorted by name.
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = {
-      {"arachne", "the learned planner: policy-proposed structural templates, completed by rule, estimator-priced, best few simulated",
-       make_one<ArachnePlanner>},
       {"amp", "AMP (Li et al. NeurIPS'22): (TP, DP, micro-batch) grid, layer DP, compute averaged over GPU types; top 10 trialled",
        make_one<AmpPlanner>},
+      {"arachne", "the learned planner: policy-proposed structural templates, completed by rule, estimator-priced, best few simulated",
+       make_one<ArachnePlanner>},
       {"flashflex", "FlashFlex (Yan et al. 2024): graph-partitioned asymmetric pipelines (hill-climbing refinement with --flashflex-refine)",
        make_one<FlashFlexPlanner>},
       {"megatron", "Megatron-LM grid (TP/PP/DP/micro-batch/recompute/EP) on the largest homogeneous subset, simulator-priced",
