@@ -2,7 +2,10 @@
 #include "planner/oracle/lower_bound.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <numeric>
+#include <set>
 
 #include "sim/exec/pipeline_schedule.h"
 #include "sim/exec/stage_work.h"
@@ -25,19 +28,21 @@ double pass_time(const PassCost& p) { return p.compute_s + p.tp_closed_form_s; }
 }  // namespace
 
 double pipeline_lower_bound(const std::vector<std::vector<GroupTimes>>& stages, int m) {
-  double chain_f = 0, chain_b = 0, opt0 = kInf, best = 0;
+  double chain_f = 0, chain_b = 0, finish0 = kInf, best = 0;
   for (size_t k = 0; k < stages.size(); ++k) {
     double min_f = kInf, min_b = kInf;
     for (const GroupTimes& g : stages[k]) {
-      const double opt = k == 0 ? g.optimizer_s : opt0;
+      // After its last backward: its own reduction tail and step, or the chain back to a stage-0 group's.
+      const double own = g.tail_s + g.optimizer_s;
+      const double after = k == 0 ? own : std::max(own, chain_b + finish0);
       // Durations on the chain: k forwards and k backwards of earlier stages, 2m tasks, one optimizer step;
-      // each task is two scheduled durations (kernels, TP collectives).
+      // each task is two scheduled durations (kernels, TP collectives). The tail carries its own slack.
       const double durations = 2.0 * (2.0 * m + 2.0 * static_cast<double>(k) + 1.0);
-      const double t = chain_f + m * (g.forward_s + g.backward_s) + chain_b + opt;
+      const double t = chain_f + m * (g.forward_s + g.backward_s) + after;
       best = std::max(best, t * (1 - kRelativeSlack) - durations * kRoundingPerDuration);
       min_f = std::min(min_f, g.forward_s);
       min_b = std::min(min_b, g.backward_s);
-      if (k == 0) opt0 = std::min(opt0, g.optimizer_s);
+      if (k == 0) finish0 = std::min(finish0, own);
     }
     chain_f += min_f;
     chain_b += min_b;
@@ -45,7 +50,8 @@ double pipeline_lower_bound(const std::vector<std::vector<GroupTimes>>& stages, 
   return std::max(0.0, best);
 }
 
-LowerBound::LowerBound(const Cluster& cluster, const ModelConfig& model) : cluster_(cluster), model_(model) {
+LowerBound::LowerBound(const Cluster& cluster, const ModelConfig& model, const Topology* topo)
+    : cluster_(cluster), model_(model), topo_(topo) {
   for (const NodeGroup& g : cluster_.groups) capacity_.push_back(cluster_.catalog.at(g.gpu).memory_bytes);
 }
 
@@ -78,6 +84,7 @@ LowerBound::Table LowerBound::build_table(int node_group, int tp, double samples
   t.bwd.assign(L + 1, 0.0);
   t.fwd_ep.assign(L + 1, 0.0);
   t.bwd_ep.assign(L + 1, 0.0);
+  t.bwd_tp.assign(L + 1, 0.0);
   for (int l = 0; l < L; ++l) {
     const TpCollectives tc = layer_tp_collectives(m, sh);
     std::vector<TpCollectives> bcalls;
@@ -99,11 +106,14 @@ LowerBound::Table LowerBound::build_table(int node_group, int tp, double samples
     t.bwd[l + 1] = t.bwd[l] + pass_time(b);
     t.fwd_ep[l + 1] = t.fwd_ep[l] + f_ep;
     t.bwd_ep[l + 1] = t.bwd_ep[l] + b_ep;
+    t.bwd_tp[l + 1] = t.bwd_tp[l] + b.tp_closed_form_s;
   }
   t.emb_f = pass_time(price(embedding_forward_ops(m, sh), embedding_tp_collectives(m, sh, true)));
   t.emb_b = pass_time(price(embedding_backward_ops(m, sh), {}));
   t.head_f = pass_time(price(head_forward_ops(m, sh), head_tp_collectives(m, sh, true)));
-  t.head_b = pass_time(price(head_backward_ops(m, sh), head_tp_collectives(m, sh, false)));
+  const PassCost hb = price(head_backward_ops(m, sh), head_tp_collectives(m, sh, false));
+  t.head_b = pass_time(hb);
+  t.head_b_tp = hb.tp_closed_form_s;
   return t;
 }
 
@@ -229,8 +239,14 @@ std::optional<double> LowerBound::plan_bound(const Plan& plan) const {
   for (const Pipeline& pl : plan.pipelines)
     for (const Stage& st : pl.stages)
       for (int l = st.layer_begin; l < st.layer_end; ++l) holders[l] += static_cast<int>(st.groups.size());
+  // The gradient reduction's tail (dense models with a known topology): the collective of the bucket
+  // holding each group's first layer (overhead + floor; its backward's TP collectives are subtracted below),
+  // the tied-embedding all-reduce, the ZeRO-1 all-gather.
+  Tails tails, tied, gathers;
+  if (topo_ && !model_.moe) reduction_tails(plan, &tails, &tied, &gathers);
   double bound = 0;
-  for (const Pipeline& pl : plan.pipelines) {
+  for (size_t p = 0; p < plan.pipelines.size(); ++p) {
+    const Pipeline& pl = plan.pipelines[p];
     const int S = static_cast<int>(pl.stages.size());
     std::vector<std::vector<GroupTimes>> stages(S);
     for (int k = 0; k < S; ++k) {
@@ -244,12 +260,126 @@ std::optional<double> LowerBound::plan_bound(const Plan& plan) const {
           return std::nullopt;
         GroupTimes t = group_times(ng, g.tp, samples, st.layer_begin, st.layer_end, plan.recompute, false, st.ep);
         if (plan.zero1) t.optimizer_s /= dp;  // ZeRO-1 steps 1/dp of the parameters
+        if (!tails.empty()) {
+          const size_t gi = stages[k].size();
+          t.tail_s = tails[p][k][gi] > 0 ? std::max(0.0, tails[p][k][gi] - backward_tp_s(ng, g.tp, samples, st, plan.recompute)) : 0.0;
+          t.tail_s += tied[p][k][gi];
+          t.tail_s += gathers[p][k][gi];
+        }
         stages[k].push_back(t);
       }
     }
     bound = std::max(bound, pipeline_lower_bound(stages, pl.micro_batches));
   }
   return bound;
+}
+
+double LowerBound::backward_tp_s(int node_group, int tp, double samples, const Stage& st, Recompute rc) const {
+  const Table& t = table(node_group, tp, samples, rc);
+  const double tp_s = t.bwd_tp[st.layer_end] - t.bwd_tp[st.layer_begin] + (st.layer_end == model_.layers ? t.head_b_tp : 0.0);
+  return tp_s * (1 + kRelativeSlack) + kRoundingPerDuration;  // an upper bound: it is subtracted
+}
+
+// Every phase of the collective runs after the previous one has finished; a phase ends when its slowest
+// flow does, and a flow ends no earlier than its latency plus its bytes at its route's least capacity
+// (sim/net/flow_network.h: max-min fair shares never exceed a link's capacity).
+double LowerBound::collective_floor(CollectiveKind kind, const std::vector<GpuId>& members, double bytes) const {
+  if (members.size() < 2 || !topo_) return 0.0;
+  auto key = std::make_tuple(static_cast<int>(kind), members, bytes);
+  auto it = collective_floors_.find(key);
+  if (it != collective_floors_.end()) return it->second;
+  std::map<int, double> phase_end;
+  for (const CollectiveTransfer& x : collective_transfers(*topo_, kind, members, bytes)) {
+    double cap = kInf;
+    for (const LinkId l : topo_->route(x.src, x.dst)) cap = std::min(cap, topo_->links()[l].capacity);
+    const double t = ns_to_seconds(x.latency) + (std::isfinite(cap) && cap > 0 ? x.bytes / cap : 0.0);
+    double& e = phase_end[x.phase];
+    e = std::max(e, t);
+  }
+  double total = 0;
+  for (const auto& [phase, t] : phase_end)  // each phase: its latency and completion rounded to the ns
+    total += std::max(0.0, t * (1 - kRelativeSlack) - 2 * kRoundingPerDuration);
+  return collective_floors_.emplace(std::move(key), total).first->second;
+}
+
+// Per worker of a dense plan (sim/exec/grad_sync.cpp, GradSync's constructor): layers are cut at every stage
+// boundary; the segment [a, b) of a worker's first layer a is held by every group whose stage holds layer a;
+// its buckets are filled from layer b - 1 down in Megatron's sizes (max(40M, 1M x holders) parameters per
+// rank of the most sharded holder), the embedding joining the last one. The bucket holding layer a (or the
+// embedding) is ready when the worker's last backward kernels end; it is reduced (ZeRO-1: reduce-scattered)
+// in lcm(tp) slices after the slowest holder's call overhead. `dp` gets overhead + floor of that reduction,
+// `tied` the tied-embedding all-reduce, `gather` ZeRO-1's all-gather.
+void LowerBound::reduction_tails(const Plan& plan, Tails* dp, Tails* tied, Tails* gather) const {
+  const int L = model_.layers;
+  std::set<int> cuts{0, L};
+  for (const Pipeline& pl : plan.pipelines)
+    for (const Stage& st : pl.stages) cuts.insert(st.layer_begin), cuts.insert(st.layer_end);
+  const double grad_bytes = reduced_grad_bytes_per_param(model_);
+  const double param_bytes = model_.dtype == "fp32" ? 4.0 : 2.0;
+  auto overhead = [&](const TpGroup& g) { return cluster_.gpu_spec(g.gpus.front()).compute.collective_overhead_s; };
+  // Slices of a bucket over `holders`: one collective per slice, concurrently; the slowest slice's floor.
+  auto floor_of = [&](CollectiveKind kind, const std::vector<const TpGroup*>& holders, double params, double bytes_per_param) {
+    int lcm = 1;
+    double ovh = 0;
+    for (const TpGroup* h : holders) lcm = std::lcm(lcm, h->tp), ovh = std::max(ovh, overhead(*h));
+    double worst = 0;
+    for (int k = 0; k < lcm; ++k) {
+      std::vector<GpuId> members;
+      for (const TpGroup* h : holders) members.push_back(h->gpus[static_cast<size_t>(k) * h->tp / lcm]);
+      std::sort(members.begin(), members.end());
+      worst = std::max(worst, collective_floor(kind, members, params / lcm * bytes_per_param));
+    }
+    return std::max(0.0, ovh - kRoundingPerDuration) + worst;
+  };
+  std::map<int, std::pair<double, std::vector<const TpGroup*>>> segment;  // first layer -> bucket params, holders
+  for (const int a : cuts) {
+    if (a == L) continue;
+    const int b = *cuts.upper_bound(a);
+    std::vector<const TpGroup*> holders;
+    int max_tp = 1;
+    for (const Pipeline& pl : plan.pipelines)
+      for (const Stage& st : pl.stages)
+        if (st.layer_begin <= a && b <= st.layer_end)
+          for (const TpGroup& g : st.groups) holders.push_back(&g), max_tp = std::max(max_tp, g.tp);
+    const double limit = std::max(40e6, 1e6 * static_cast<double>(holders.size()));
+    double cur = b == L ? head_params_per_rank(model_, 1) : 0.0, flushed = 0;
+    bool flushed_at_a = false;
+    for (int l = b - 1; l >= a; --l) {
+      cur += layer_params_per_rank(model_, l, 1);
+      flushed_at_a = false;
+      if (cur / max_tp >= limit) flushed = cur, cur = 0, flushed_at_a = true;
+    }
+    const double params = a == 0 ? cur + embedding_params_per_rank(model_, 1) : flushed_at_a ? flushed : cur;
+    segment[a] = {params, std::move(holders)};
+  }
+  const CollectiveKind kind = plan.zero1 ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
+  for (Tails* t : {dp, tied, gather}) {
+    t->assign(plan.pipelines.size(), {});
+    for (size_t p = 0; p < plan.pipelines.size(); ++p)
+      for (const Stage& st : plan.pipelines[p].stages) (*t)[p].emplace_back(st.groups.size(), 0.0);
+  }
+  for (size_t p = 0; p < plan.pipelines.size(); ++p) {
+    const Pipeline& pl = plan.pipelines[p];
+    const int S = static_cast<int>(pl.stages.size());
+    double tied_s = 0;
+    if (model_.tied_embeddings() && S >= 2) {
+      std::vector<const TpGroup*> ends;
+      for (const int k : {0, S - 1})
+        for (const TpGroup& g : pl.stages[k].groups) ends.push_back(&g);
+      tied_s = floor_of(CollectiveKind::AllReduce, ends, static_cast<double>(model_.vocab) * model_.hidden, grad_bytes);
+    }
+    for (int k = 0; k < S; ++k) {
+      const auto& [params, holders] = segment.at(pl.stages[k].layer_begin);
+      const bool shared = holders.size() >= 2;
+      const double reduce = shared ? floor_of(kind, holders, params, grad_bytes) : 0.0;
+      const double gathered = shared && plan.zero1 ? floor_of(CollectiveKind::AllGather, holders, params, param_bytes) : 0.0;
+      for (size_t g = 0; g < pl.stages[k].groups.size(); ++g) {
+        (*dp)[p][k][g] = reduce;
+        (*gather)[p][k][g] = gathered;
+        if (k == 0 || k == S - 1) (*tied)[p][k][g] = tied_s;
+      }
+    }
+  }
 }
 
 }  // namespace arachne::planner
