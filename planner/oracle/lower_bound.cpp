@@ -239,20 +239,27 @@ std::optional<double> LowerBound::plan_bound(const Plan& plan) const {
   for (const Pipeline& pl : plan.pipelines)
     for (const Stage& st : pl.stages)
       for (int l = st.layer_begin; l < st.layer_end; ++l) holders[l] += static_cast<int>(st.groups.size());
-  // The gradient reduction's tail (dense models with a known topology): the collective of the bucket
-  // holding each group's first layer (overhead + floor; its backward's TP collectives are subtracted below),
-  // the tied-embedding all-reduce, the ZeRO-1 all-gather.
-  Tails tails, tied, gathers;
-  if (topo_ && !model_.moe) reduction_tails(plan, &tails, &tied, &gathers);
+  // The gradient reduction (dense models with a known topology): each segment's buckets, and per group what
+  // follows them (tied-embedding all-reduce, ZeRO-1 all-gather).
+  Segments segments;
+  Tails tails;
+  if (topo_ && !model_.moe) reduction_tails(plan, &segments, &tails);
+  // Per segment, per bucket: the latest time any holder can have it ready (a bucket starts once all have).
+  std::map<int, std::vector<double>> ready;
+  struct After {  // a group's segments and what it still runs once their buckets are reduced
+    int begin, end;
+    double rest;
+  };
+  std::vector<After> after;
   double bound = 0;
   for (size_t p = 0; p < plan.pipelines.size(); ++p) {
     const Pipeline& pl = plan.pipelines[p];
-    const int S = static_cast<int>(pl.stages.size());
+    const int S = static_cast<int>(pl.stages.size()), m = pl.micro_batches;
     std::vector<std::vector<GroupTimes>> stages(S);
     for (int k = 0; k < S; ++k) {
       const Stage& st = pl.stages[k];
       const int dp = holders[st.layer_begin];
-      const double in_flight = activations_in_flight(Schedule::OneFOneB, S, k, 1, pl.micro_batches);
+      const double in_flight = activations_in_flight(Schedule::OneFOneB, S, k, 1, m);
       for (const TpGroup& g : st.groups) {
         const int ng = cluster_.nodes[cluster_.node_of(g.gpus.front())].group;
         const double samples = pl.micro_batch * g.share;
@@ -260,24 +267,93 @@ std::optional<double> LowerBound::plan_bound(const Plan& plan) const {
           return std::nullopt;
         GroupTimes t = group_times(ng, g.tp, samples, st.layer_begin, st.layer_end, plan.recompute, false, st.ep);
         if (plan.zero1) t.optimizer_s /= dp;  // ZeRO-1 steps 1/dp of the parameters
-        if (!tails.empty()) {
-          const size_t gi = stages[k].size();
-          t.tail_s = tails[p][k][gi] > 0 ? std::max(0.0, tails[p][k][gi] - backward_tp_s(ng, g.tp, samples, st, plan.recompute)) : 0.0;
-          t.tail_s += tied[p][k][gi];
-          t.tail_s += gathers[p][k][gi];
-        }
         stages[k].push_back(t);
       }
     }
-    bound = std::max(bound, pipeline_lower_bound(stages, pl.micro_batches));
+    // Each group's last backward starts no earlier than the forward chain to its stage plus m forwards and
+    // m - 1 backwards of its own (2m - 1 + k tasks of two rounded durations each).
+    double chain_f = 0;
+    for (int k = 0; k < S && !segments.empty(); ++k) {
+      const Stage& st = pl.stages[k];
+      double min_f = kInf;
+      for (size_t gi = 0; gi < st.groups.size(); ++gi) {
+        GroupTimes& t = stages[k][gi];
+        const TpGroup& g = st.groups[gi];
+        const int ng = cluster_.nodes[cluster_.node_of(g.gpus.front())].group;
+        const double start = (chain_f + m * t.forward_s + (m - 1) * t.backward_s) * (1 - kRelativeSlack) -
+                             2.0 * (2.0 * m + k) * kRoundingPerDuration;
+        const double own = bucket_releases(segments, ng, g.tp, pl.micro_batch * g.share, st, plan.recompute, start, &ready);
+        t.tail_s = std::max(0.0, own - start - t.backward_s) + tails[p][k][gi];
+        after.push_back({st.layer_begin, st.layer_end, tails[p][k][gi] + t.optimizer_s});
+        min_f = std::min(min_f, t.forward_s);
+      }
+      chain_f += min_f;
+    }
+    bound = std::max(bound, pipeline_lower_bound(stages, m));
+  }
+  // Every holder of a segment waits for all its buckets, which start only once every holder has them ready.
+  std::map<int, double> reduced;
+  for (const auto& [a, buckets] : segments) reduced[a] = buckets_reduced(buckets, ready[a]);
+  // Every link carries the bytes of the buckets released at or after any time r after r, at its capacity
+  // at most (the flows sharing it max-min fairly): the last of them ends no earlier than r + bytes / capacity.
+  std::map<LinkId, std::vector<std::pair<double, double>>> on_link;  // (release, bytes)
+  for (const auto& [a, buckets] : segments)
+    for (size_t b = 0; b < buckets.size(); ++b)
+      for (const auto& [l, bytes] : buckets[b].link_bytes) on_link[l].emplace_back(ready[a][b], bytes);
+  for (auto& [l, loads] : on_link) {
+    std::sort(loads.begin(), loads.end());
+    const double cap = topo_->links()[l].capacity;
+    double bytes = 0;
+    for (size_t i = loads.size(); i-- > 0;) {
+      bytes += loads[i].second;
+      if (cap > 0) bound = std::max(bound, loads[i].first + bytes / cap * (1 - kRelativeSlack) - 2 * kRoundingPerDuration);
+    }
+  }
+  for (const After& w : after) {
+    double done = 0;
+    for (auto it = reduced.lower_bound(w.begin); it != reduced.end() && it->first < w.end; ++it) done = std::max(done, it->second);
+    bound = std::max(bound, done + w.rest * (1 - kRelativeSlack) - kRoundingPerDuration);
   }
   return bound;
 }
 
-double LowerBound::backward_tp_s(int node_group, int tp, double samples, const Stage& st, Recompute rc) const {
+// A bucket is ready when the group's backward kernels reach its first layer (stage_work.cpp
+// layer_grad_ready_s: the head, then the layers from the last; the embedding last) in its last backward,
+// which starts at `start` or later. Raises ready[segment][bucket] to that time for the group's segments, and
+// returns when the group's own buckets could be reduced at the earliest (buckets_reduced on its own times).
+double LowerBound::bucket_releases(const Segments& segments, int node_group, int tp, double samples, const Stage& st,
+                                   Recompute rc, double start, std::map<int, std::vector<double>>* ready) const {
   const Table& t = table(node_group, tp, samples, rc);
-  const double tp_s = t.bwd_tp[st.layer_end] - t.bwd_tp[st.layer_begin] + (st.layer_end == model_.layers ? t.head_b_tp : 0.0);
-  return tp_s * (1 + kRelativeSlack) + kRoundingPerDuration;  // an upper bound: it is subtracted
+  auto compute = [&](int l) { return (t.bwd[l + 1] - t.bwd[l]) - (t.bwd_tp[l + 1] - t.bwd_tp[l]); };
+  const int L = model_.layers;
+  double own = start;
+  for (auto it = segments.lower_bound(st.layer_begin); it != segments.end() && it->first < st.layer_end; ++it) {
+    const std::vector<BucketFloor>& buckets = it->second;
+    double release = st.layer_end == L ? t.head_b - t.head_b_tp : 0.0;
+    int next = st.layer_end;
+    std::vector<double> r(buckets.size());
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      for (; next > buckets[b].layer_begin; --next) release += compute(next - 1);
+      r[b] = start + (buckets[b].embedding ? release + t.emb_b : release) * (1 - kRelativeSlack) - 2 * kRoundingPerDuration;
+    }
+    std::vector<double>& latest = (*ready)[it->first];
+    latest.resize(buckets.size(), 0.0);
+    for (size_t b = 0; b < buckets.size(); ++b) latest[b] = std::max(latest[b], r[b]);
+    own = std::max(own, buckets_reduced(buckets, r));
+  }
+  return own;
+}
+
+// The buckets of a segment run one at a time on its communicator, in the order they become ready (fill order,
+// sim/exec/grad_sync.cpp), each for its overhead + collective floor at least: a one-machine schedule with
+// release times, which ends no earlier than any release plus the work released at or after it.
+double LowerBound::buckets_reduced(const std::vector<BucketFloor>& buckets, const std::vector<double>& release) {
+  double done = 0, work = 0;
+  for (size_t b = buckets.size(); b-- > 0;) {
+    work += buckets[b].busy_s;
+    if (b < release.size()) done = std::max(done, release[b] + work);
+  }
+  return done;
 }
 
 // Every phase of the collective runs after the previous one has finished; a phase ends when its slowest
@@ -302,14 +378,14 @@ double LowerBound::collective_floor(CollectiveKind kind, const std::vector<GpuId
   return collective_floors_.emplace(std::move(key), total).first->second;
 }
 
-// Per worker of a dense plan (sim/exec/grad_sync.cpp, GradSync's constructor): layers are cut at every stage
-// boundary; the segment [a, b) of a worker's first layer a is held by every group whose stage holds layer a;
-// its buckets are filled from layer b - 1 down in Megatron's sizes (max(40M, 1M x holders) parameters per
-// rank of the most sharded holder), the embedding joining the last one. The bucket holding layer a (or the
-// embedding) is ready when the worker's last backward kernels end; it is reduced (ZeRO-1: reduce-scattered)
-// in lcm(tp) slices after the slowest holder's call overhead. `dp` gets overhead + floor of that reduction,
-// `tied` the tied-embedding all-reduce, `gather` ZeRO-1's all-gather.
-void LowerBound::reduction_tails(const Plan& plan, Tails* dp, Tails* tied, Tails* gather) const {
+// The buckets of a dense plan (sim/exec/grad_sync.cpp, GradSync's constructor): layers are cut at every
+// stage boundary; a segment [a, b) is held by every group whose stage holds it; its buckets are filled from
+// layer b - 1 down in Megatron's sizes (a flush at >= max(40M, 1M x holders) parameters per rank of the most
+// sharded holder), the head joining the first and the embedding the last; each is reduced (ZeRO-1:
+// reduce-scattered) in lcm(tp) slices after the slowest holder's call overhead. `segments` gets, per segment,
+// each bucket's overhead + collective floor; `tails` per group what follows all of them: the tied-embedding
+// all-reduce (first and last stage, 2+ stages) and ZeRO-1's all-gathers (its buckets', concurrently).
+void LowerBound::reduction_tails(const Plan& plan, Segments* segments, Tails* tails) const {
   const int L = model_.layers;
   std::set<int> cuts{0, L};
   for (const Pipeline& pl : plan.pipelines)
@@ -318,7 +394,9 @@ void LowerBound::reduction_tails(const Plan& plan, Tails* dp, Tails* tied, Tails
   const double param_bytes = model_.dtype == "fp32" ? 4.0 : 2.0;
   auto overhead = [&](const TpGroup& g) { return cluster_.gpu_spec(g.gpus.front()).compute.collective_overhead_s; };
   // Slices of a bucket over `holders`: one collective per slice, concurrently; the slowest slice's floor.
-  auto floor_of = [&](CollectiveKind kind, const std::vector<const TpGroup*>& holders, double params, double bytes_per_param) {
+  auto floor_of = [&](CollectiveKind kind, const std::vector<const TpGroup*>& holders, double params,
+                      double bytes_per_param, std::map<LinkId, double>* loads = nullptr) {
+    if (holders.size() < 2) return 0.0;  // nothing to reduce: done at once
     int lcm = 1;
     double ovh = 0;
     for (const TpGroup* h : holders) lcm = std::lcm(lcm, h->tp), ovh = std::max(ovh, overhead(*h));
@@ -327,11 +405,16 @@ void LowerBound::reduction_tails(const Plan& plan, Tails* dp, Tails* tied, Tails
       std::vector<GpuId> members;
       for (const TpGroup* h : holders) members.push_back(h->gpus[static_cast<size_t>(k) * h->tp / lcm]);
       std::sort(members.begin(), members.end());
-      worst = std::max(worst, collective_floor(kind, members, params / lcm * bytes_per_param));
+      const double bytes = params / lcm * bytes_per_param;
+      worst = std::max(worst, collective_floor(kind, members, bytes));
+      if (loads)
+        for (const CollectiveTransfer& x : collective_transfers(*topo_, kind, members, bytes))
+          for (const LinkId l : topo_->route(x.src, x.dst)) (*loads)[l] += x.bytes;
     }
     return std::max(0.0, ovh - kRoundingPerDuration) + worst;
   };
-  std::map<int, std::pair<double, std::vector<const TpGroup*>>> segment;  // first layer -> bucket params, holders
+  const CollectiveKind kind = plan.zero1 ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
+  std::map<int, double> gather;  // per segment: ZeRO-1 all-gather floor of its last bucket
   for (const int a : cuts) {
     if (a == L) continue;
     const int b = *cuts.upper_bound(a);
@@ -342,22 +425,24 @@ void LowerBound::reduction_tails(const Plan& plan, Tails* dp, Tails* tied, Tails
         if (st.layer_begin <= a && b <= st.layer_end)
           for (const TpGroup& g : st.groups) holders.push_back(&g), max_tp = std::max(max_tp, g.tp);
     const double limit = std::max(40e6, 1e6 * static_cast<double>(holders.size()));
-    double cur = b == L ? head_params_per_rank(model_, 1) : 0.0, flushed = 0;
-    bool flushed_at_a = false;
+    std::vector<BucketFloor>& out = (*segments)[a];
+    auto add = [&](int first, bool embedding, double params) {
+      BucketFloor bf{first, embedding, 0.0, {}};
+      std::map<LinkId, double> loads;
+      bf.busy_s = floor_of(kind, holders, params, grad_bytes, &loads);
+      bf.link_bytes.assign(loads.begin(), loads.end());
+      out.push_back(std::move(bf));
+      if (plan.zero1) gather[a] = std::max(gather[a], floor_of(CollectiveKind::AllGather, holders, params, param_bytes));
+    };
+    double cur = b == L ? head_params_per_rank(model_, 1) : 0.0;
     for (int l = b - 1; l >= a; --l) {
       cur += layer_params_per_rank(model_, l, 1);
-      flushed_at_a = false;
-      if (cur / max_tp >= limit) flushed = cur, cur = 0, flushed_at_a = true;
+      if (cur / max_tp >= limit) add(l, false, cur), cur = 0;
     }
-    const double params = a == 0 ? cur + embedding_params_per_rank(model_, 1) : flushed_at_a ? flushed : cur;
-    segment[a] = {params, std::move(holders)};
+    if (a == 0) add(0, true, cur + embedding_params_per_rank(model_, 1));
+    else if (cur > 0) add(a, false, cur);
   }
-  const CollectiveKind kind = plan.zero1 ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
-  for (Tails* t : {dp, tied, gather}) {
-    t->assign(plan.pipelines.size(), {});
-    for (size_t p = 0; p < plan.pipelines.size(); ++p)
-      for (const Stage& st : plan.pipelines[p].stages) (*t)[p].emplace_back(st.groups.size(), 0.0);
-  }
+  tails->assign(plan.pipelines.size(), {});
   for (size_t p = 0; p < plan.pipelines.size(); ++p) {
     const Pipeline& pl = plan.pipelines[p];
     const int S = static_cast<int>(pl.stages.size());
@@ -369,15 +454,11 @@ void LowerBound::reduction_tails(const Plan& plan, Tails* dp, Tails* tied, Tails
       tied_s = floor_of(CollectiveKind::AllReduce, ends, static_cast<double>(model_.vocab) * model_.hidden, grad_bytes);
     }
     for (int k = 0; k < S; ++k) {
-      const auto& [params, holders] = segment.at(pl.stages[k].layer_begin);
-      const bool shared = holders.size() >= 2;
-      const double reduce = shared ? floor_of(kind, holders, params, grad_bytes) : 0.0;
-      const double gathered = shared && plan.zero1 ? floor_of(CollectiveKind::AllGather, holders, params, param_bytes) : 0.0;
-      for (size_t g = 0; g < pl.stages[k].groups.size(); ++g) {
-        (*dp)[p][k][g] = reduce;
-        (*gather)[p][k][g] = gathered;
-        if (k == 0 || k == S - 1) (*tied)[p][k][g] = tied_s;
-      }
+      const Stage& st = pl.stages[k];
+      double gathered = 0;  // all its buckets are gathered concurrently after its step: the slowest
+      for (auto it = gather.lower_bound(st.layer_begin); it != gather.end() && it->first < st.layer_end; ++it)
+        gathered = std::max(gathered, it->second);
+      (*tails)[p].emplace_back(st.groups.size(), (k == 0 || k == S - 1 ? tied_s : 0.0) + gathered);
     }
   }
 }

@@ -106,11 +106,23 @@ class LowerBound {
     std::vector<double> bwd_tp;                     // the TP collectives' part of bwd
     double emb_f = 0, emb_b = 0, head_f = 0, head_b = 0, head_b_tp = 0;
   };
-  // Per pipeline, stage, group of a dense plan: the gradient reduction's parts (see lower_bound.cpp).
+  // The gradient reduction of a dense plan (see lower_bound.cpp): per segment (first layer) its buckets in
+  // fill order, each with the layer it starts at and its overhead + collective floor; per pipeline, stage and
+  // group what follows them all (tied-embedding all-reduce, ZeRO-1 all-gather).
+  struct BucketFloor {
+    int layer_begin = 0;
+    bool embedding = false;
+    double busy_s = 0;
+    std::vector<std::pair<LinkId, double>> link_bytes;  // bytes its collectives put on each link
+  };
+  using Segments = std::map<int, std::vector<BucketFloor>>;
   using Tails = std::vector<std::vector<std::vector<double>>>;
-  void reduction_tails(const Plan& plan, Tails* dp, Tails* tied, Tails* gather) const;
-  // An upper bound on the TP collectives' part of a group's backward pass.
-  double backward_tp_s(int node_group, int tp, double samples, const Stage& st, Recompute rc) const;
+  void reduction_tails(const Plan& plan, Segments* segments, Tails* tails) const;
+  // When a group, whose last backward starts at `start` or later, has each bucket of its segments ready
+  // (raising `ready`, the latest over holders); returns when its buckets could all be reduced at the earliest.
+  double bucket_releases(const Segments& segments, int node_group, int tp, double samples, const Stage& st,
+                         Recompute rc, double start, std::map<int, std::vector<double>>* ready) const;
+  static double buckets_reduced(const std::vector<BucketFloor>& buckets, const std::vector<double>& release);
   const Table& table(int node_group, int tp, double samples, Recompute rc) const;
   Table build_table(int node_group, int tp, double samples, Recompute rc) const;
 
