@@ -84,8 +84,24 @@ Template template_of(const Plan& plan, const Cluster& cluster);
 std::string to_text(const Template& t);
 Template parse_template(const std::string& text, const std::string& where = "template");
 
-// Why the template cannot run on the cluster (more GPUs of a type than it has, a TP width larger than
-// every node of the type, an EP width that does not divide the expert count...), or empty when it can.
+// Why the template cannot run on the cluster, or empty when it can. Checks, in this order: pipelines and
+// stages present, at most model.layers stages per pipeline, counts and widths at least 1, GPU types of the
+// cluster, TP widths that divide the attention and key/value heads (as validate_plan), EP (1 on dense
+// models; dividing the expert count unless uneven; dividing the stage's GPUs with scope stage, as
+// validate_plan; dividing the class's replicas with scope pipelines, so that an EP block is `ep` identical
+// pipelines), the GPUs of each type, and that each type's TP groups pack into its nodes (a TP group lives
+// in one node; first-fit decreasing, exact when the widths divide one another, as 1/2/4/8 do).
 std::string template_problem(const Template& t, const Cluster& cluster, const ModelConfig& model);
+
+// The GPU counts of the cluster's nodes, per GPU type (nodes in listing order).
+std::map<std::string, std::vector<int>> node_sizes_by_type(const Cluster& cluster);
+// Whether `tp` divides the model's attention heads and key/value heads (the rule of validate_plan).
+bool tp_divides_heads(int tp, const ModelConfig& model);
+
+// YAML form: a file whose only key is `template:`, the text form as a string, e.g.
+//   template: "2x[A100-80:tp4x2 | V100-32:tp2x1]"
+// load_template_yaml throws InputError("file:line: template", reason).
+std::string template_yaml(const Template& t);
+Template load_template_yaml(const std::string& path);
 
 }  // namespace arachne::planner

@@ -9,8 +9,24 @@
 // not yet used, TP widths no larger than the type's largest node, and, for MoE models, EP widths that divide
 // the expert count. Decoding masks the policy's logits with it, so every decoded sequence is a template that
 // the cluster can hold (completion may still find no plan that fits in memory).
+//
+// One sequence per canonical template (encode and the grammar agree):
+//   - a stage's kinds in increasing type index, each type at most once;
+//   - EP 1 is said by leaving the EP clause out (Ep1 is in the vocabulary but never allowed);
+//   - Uneven only where it changes the placement: scope stage, EP ranks = the stage's TP groups
+//     (ep == groups, the case in which the simulator reads a per-rank expert list) and more than one type;
+//   - pipeline classes in strictly decreasing order of their body (the tokens from their first Stage to the
+//     next Pipeline or Eos, compared id by id, a body that ends first being the smaller). Identical bodies
+//     are one class with a replica count.
+// Feasibility: per type, TP groups of width w (1, 2, 4, 8) fit in its nodes iff for every width s,
+// sum over groups with w >= s of w/s <= sum over nodes of floor(node GPUs / s) (the widths divide one
+// another, so the count condition is exact). Count(replicas) scales every group of its class. EP: the
+// width divides the expert count and the stage's GPUs (scope stage, as validate_plan) or the class's
+// replicas (scope pipelines). At most model.layers stages per pipeline. Every allowed token keeps a
+// complete template reachable (no dead ends), the class order included.
 #pragma once
 #include <array>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -58,13 +74,35 @@ class TokenGrammar {
   void push(int id);
   bool finished() const;
   const std::vector<int>& tokens() const;
+  const std::vector<std::string>& types() const;  // type_order(cluster)
+
+  // The grammar's position and what the prefix has used (public so that enumerators can read it).
+  enum class Phase { Start, AfterBos, AfterPipeline, AfterReplicas, AfterStage, AfterTp, AfterType, AfterGroups, AfterEp,
+                     AfterScope, AfterUneven, Done };
+  struct State {
+    Phase phase = Phase::Start;
+    std::vector<std::array<int, kTpWidths.size()>> used;  // per type: sum of w/s over groups of width w >= s
+    int classes = 0;                 // pipeline classes begun
+    int replicas = 0, stages = 0;    // of the current class
+    int tp = 0, last_type = -1, stage_groups = 0, stage_kinds = 0, ep = 1, scope = 0;  // of the current stage
+    std::vector<int> prev_body, body;  // token ids of the previous and the current class's body
+    bool below_prev = false;           // body already smaller than prev_body (or no previous class)
+  };
+  const State& state() const { return state_; }
+
+  // Per cluster and model; shared by copies of the grammar (beam search copies it per beam).
+  struct Setup {
+    std::vector<std::string> types;
+    std::vector<std::array<int, kTpWidths.size()>> capacity;  // per type: sum over nodes of floor(gpus / s)
+    int layers = 0;
+    int experts = 0;  // 0 for dense models
+    std::vector<int> tp_ok;  // per kTpWidths index: 1 when the width divides the heads and kv heads
+  };
 
  private:
   std::vector<int> tokens_;
-  std::vector<std::string> types_;
-  std::vector<int> free_gpus_;      // per type index
-  std::vector<int> max_node_gpus_;  // per type index
-  int experts_ = 0;                 // 0 for dense models
+  std::shared_ptr<const Setup> setup_;
+  State state_;
 };
 
 }  // namespace arachne::planner

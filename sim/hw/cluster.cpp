@@ -192,6 +192,12 @@ std::string Cluster::to_yaml() const {
   return std::string(out.c_str()) + "\n";
 }
 
+namespace {
+
+Cluster parse_cluster_root(const YAML::Node& root, const std::string& path, const GpuCatalog& catalog);
+
+}  // namespace
+
 Cluster parse_cluster_yaml(const std::string& path, const GpuCatalog& catalog) {
   YAML::Node root;
   try {
@@ -201,6 +207,22 @@ Cluster parse_cluster_yaml(const std::string& path, const GpuCatalog& catalog) {
   } catch (const YAML::ParserException& e) {
     throw InputError(file_where(path, e.mark.line, ""), "YAML syntax error: " + e.msg);
   }
+  return parse_cluster_root(root, path, catalog);
+}
+
+Cluster parse_cluster_yaml_text(const std::string& text, const std::string& where, const GpuCatalog& catalog) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw InputError(file_where(where, e.mark.line, ""), "YAML syntax error: " + e.msg);
+  }
+  return parse_cluster_root(root, where, catalog);
+}
+
+namespace {
+
+Cluster parse_cluster_root(const YAML::Node& root, const std::string& path, const GpuCatalog& catalog) {
   if (!root.IsMap()) throw InputError(path, "expected a mapping with `node_groups:`");
   check_keys(root, {"version", "name", "network", "gpus", "node_groups"}, path, "");
   if (root["version"].IsDefined() && whole_number(root, "version", 0, path, "") != 1)
@@ -234,6 +256,8 @@ Cluster parse_cluster_yaml(const std::string& path, const GpuCatalog& catalog) {
   build_nodes(c);
   return c;
 }
+
+}  // namespace
 
 Cluster parse_cluster_spec(const std::string& spec, const GpuCatalog& catalog) {
   const std::string form = " (expected TYPE:NODESxGPUS[,TYPE:NODESxGPUS...], e.g. A100-80:4x8,V100-32:8x4)";

@@ -57,5 +57,8 @@ struct Cluster {
 Cluster load_cluster(const std::string& file_name_or_spec, const GpuCatalog& catalog);
 Cluster parse_cluster_spec(const std::string& spec, const GpuCatalog& catalog);
 Cluster parse_cluster_yaml(const std::string& path, const GpuCatalog& catalog);
+// A cluster YAML document given as text (e.g. Cluster::to_yaml() stored in a dataset); `where` names it in
+// errors as a file path would.
+Cluster parse_cluster_yaml_text(const std::string& text, const std::string& where, const GpuCatalog& catalog);
 
 }  // namespace arachne

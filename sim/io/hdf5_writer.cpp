@@ -29,12 +29,16 @@ namespace {
   X(H5Awrite) \
   X(H5Dcreate2) \
   X(H5Dget_space) \
+  X(H5Dget_type) \
+  X(H5Dopen2) \
+  X(H5Dread) \
   X(H5Dset_extent) \
   X(H5Dwrite) \
   X(H5Eget_auto2) \
   X(H5Eset_auto2) \
   X(H5Fclose) \
   X(H5Fcreate) \
+  X(H5Fopen) \
   X(H5Gcreate2) \
   X(H5Idec_ref) \
   X(H5Iis_valid) \
@@ -48,11 +52,19 @@ namespace {
   X(H5Pset_obj_track_times) \
   X(H5Screate) \
   X(H5Screate_simple) \
+  X(H5Sget_simple_extent_dims) \
   X(H5Sselect_hyperslab) \
   X(H5Tcopy) \
   X(H5Tcreate) \
   X(H5Tenum_create) \
   X(H5Tenum_insert) \
+  X(H5Tget_member_class) \
+  X(H5Tget_member_name) \
+  X(H5Tget_member_type) \
+  X(H5Tget_nmembers) \
+  X(H5Tget_size) \
+  X(H5Tis_variable_str) \
+  X(H5free_memory) \
   X(H5Tinsert) \
   X(H5Tset_cset) \
   X(H5Tset_size) \
@@ -81,8 +93,9 @@ struct Hdf5Library {
 #undef ARACHNE_HDF5_GLOBAL_ID
 };
 
-// H5F_ACC_TRUNC without the H5check()/H5open() calls its macro makes (H5Fpublic.h).
+// H5F_ACC_TRUNC and H5F_ACC_RDONLY without the H5check()/H5open() calls their macros make (H5Fpublic.h).
 constexpr unsigned kAccessTruncate = 0x0002u;
+constexpr unsigned kAccessReadOnly = 0x0000u;
 
 Hdf5Library load_hdf5() {
   // The library CMake found (ARACHNE_HDF5_LIBRARY); RTLD_LOCAL keeps its symbols out of the global scope.
@@ -477,6 +490,110 @@ void write_h5_atomically(const std::string& path, const RunInfo& info, const std
     fill(file);
     file.close();
   });
+}
+
+
+// ------------------------------------------------------------------------------------------ reading
+
+namespace {
+
+ColumnType column_type_of(H5T_class_t cls, const std::string& dataset, const std::string& name) {
+  switch (cls) {
+    case H5T_FLOAT: return ColumnType::Float64;
+    case H5T_INTEGER: return ColumnType::Int64;
+    case H5T_ENUM: return ColumnType::Bool;
+    case H5T_STRING: return ColumnType::String;
+    default: throw std::runtime_error("HDF5: column " + name + " of " + dataset + " has a type the reader does not know");
+  }
+}
+
+// One column of a compound dataset, read through a one-member memory compound (HDF5 matches by name).
+std::vector<Cell> read_column(hid_t dset, hid_t file_type, int member, const Column& col, std::size_t rows) {
+  std::vector<Cell> cells;
+  cells.reserve(rows);
+  const auto read_into = [&](hid_t elem, std::size_t elem_size, void* buf) {
+    const Id mem(hdf5().H5Tcreate(H5T_COMPOUND, elem_size), "create compound type");
+    check_status(hdf5().H5Tinsert(mem.get(), col.name.c_str(), 0, elem), "add column " + col.name);
+    check_status(hdf5().H5Dread(dset, mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf), "read column " + col.name);
+  };
+  switch (col.type) {
+    case ColumnType::Float64: {
+      std::vector<double> v(rows);
+      if (rows > 0) read_into(hdf5().H5T_NATIVE_DOUBLE_g, sizeof(double), v.data());
+      for (double x : v) cells.emplace_back(x);
+      break;
+    }
+    case ColumnType::Int64: {
+      std::vector<std::int64_t> v(rows);
+      if (rows > 0) read_into(hdf5().H5T_NATIVE_INT64_g, sizeof(std::int64_t), v.data());
+      for (std::int64_t x : v) cells.emplace_back(x);
+      break;
+    }
+    case ColumnType::Bool: {
+      std::vector<signed char> v(rows);
+      const Id t(bool_type(hdf5().H5T_NATIVE_SCHAR_g), "bool type");
+      if (rows > 0) read_into(t.get(), 1, v.data());
+      for (signed char x : v) cells.emplace_back(x != 0);
+      break;
+    }
+    case ColumnType::String: {
+      const Id member_type(hdf5().H5Tget_member_type(file_type, static_cast<unsigned>(member)), "member type");
+      if (hdf5().H5Tis_variable_str(member_type.get()) > 0) {
+        std::vector<char*> v(rows, nullptr);
+        const Id t(vlen_string_type(), "string type");
+        if (rows > 0) read_into(t.get(), sizeof(char*), v.data());
+        for (char* p : v) {
+          cells.emplace_back(std::string(p != nullptr ? p : ""));
+          if (p != nullptr) hdf5().H5free_memory(p);
+        }
+      } else {
+        const std::size_t width = hdf5().H5Tget_size(member_type.get());
+        std::vector<char> v(rows * width, 0);
+        const Id t(fixed_string_type(static_cast<int>(width)), "string type");
+        if (rows > 0) read_into(t.get(), width, v.data());
+        for (std::size_t r = 0; r < rows; ++r) {
+          const char* p = v.data() + r * width;
+          cells.emplace_back(std::string(p, strnlen(p, width)));
+        }
+      }
+      break;
+    }
+  }
+  return cells;
+}
+
+}  // namespace
+
+TableData read_table(const std::string& path, const std::string& dataset) {
+  const QuietErrors quiet;
+  const hid_t raw = hdf5().H5Fopen(path.c_str(), kAccessReadOnly, H5P_DEFAULT);
+  if (raw < 0) throw std::runtime_error("cannot open HDF5 file '" + path + "'");
+  const Id file(raw, "open " + path);
+  const Id dset(hdf5().H5Dopen2(file.get(), dataset.c_str(), H5P_DEFAULT), "open dataset " + dataset + " in " + path);
+  const Id ftype(hdf5().H5Dget_type(dset.get()), "get type of " + dataset);
+  const Id space(hdf5().H5Dget_space(dset.get()), "get space of " + dataset);
+  hsize_t rows = 0;
+  check_status(hdf5().H5Sget_simple_extent_dims(space.get(), &rows, nullptr), "get size of " + dataset);
+  TableData t;
+  const int members = hdf5().H5Tget_nmembers(ftype.get());
+  if (members < 0) throw std::runtime_error("HDF5: " + dataset + " is not a table");
+  for (int m = 0; m < members; ++m) {
+    char* name = hdf5().H5Tget_member_name(ftype.get(), static_cast<unsigned>(m));
+    Column col;
+    col.name = name != nullptr ? name : "";
+    if (name != nullptr) hdf5().H5free_memory(name);
+    col.type = column_type_of(hdf5().H5Tget_member_class(ftype.get(), static_cast<unsigned>(m)), dataset, col.name);
+    t.columns.push_back(col);
+    t.cells.push_back(read_column(dset.get(), ftype.get(), m, col, static_cast<std::size_t>(rows)));
+  }
+  t.rows = static_cast<std::size_t>(rows);
+  return t;
+}
+
+int TableData::column(const std::string& name) const {
+  for (std::size_t i = 0; i < columns.size(); ++i)
+    if (columns[i].name == name) return static_cast<int>(i);
+  throw std::runtime_error("table has no column " + name);
 }
 
 }  // namespace arachne::h5

@@ -100,6 +100,16 @@ struct RunInfo {
 // temporary file is removed and the exception propagates. Root attributes of `info` are written first.
 void write_h5_atomically(const std::string& path, const RunInfo& info, const std::function<void(File&)>& fill);
 
+// A table read back (any compound dataset of Float64/Int64/Bool/String members, as Table writes them):
+// cells[column][row]. Throws std::runtime_error when the file or dataset cannot be read.
+struct TableData {
+  std::vector<Column> columns;  // unit and string_width are not read
+  std::vector<std::vector<Cell>> cells;
+  std::size_t rows = 0;
+  int column(const std::string& name) const;  // index; throws std::runtime_error when absent
+};
+TableData read_table(const std::string& path, const std::string& dataset);
+
 }  // namespace arachne::h5
 
 namespace arachne {

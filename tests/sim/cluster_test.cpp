@@ -308,5 +308,19 @@ TEST_F(ClusterYaml, ToYamlRoundTrips) {
   EXPECT_EQ(b.network.nodes_per_leaf, a.network.nodes_per_leaf);
 }
 
+TEST_F(ClusterYaml, TextFormParsesLikeTheFileAndNamesItsSourceInErrors) {
+  const Cluster a = parse_cluster_yaml(write_temp(kDesignExample, "_in"), catalog());
+  const Cluster b = parse_cluster_yaml_text(a.to_yaml(), "dataset config 3", GpuCatalog());
+  const auto body = [](const std::string& yaml) { return yaml.substr(yaml.find('\n')); };  // after "# ... from SOURCE"
+  EXPECT_EQ(body(b.to_yaml()), body(a.to_yaml()));
+  EXPECT_EQ(b.source, "dataset config 3");
+  try {
+    parse_cluster_yaml_text("version: 1\nnode_groups: [\n", "dataset config 4", catalog());
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(e.where().find("dataset config 4"), std::string::npos) << e.where();
+  }
+}
+
 }  // namespace
 }  // namespace arachne

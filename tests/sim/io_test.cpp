@@ -294,6 +294,36 @@ TEST(IoHdf5, TableAppendsBatchesInOrder) {
   H5Fclose(f);
 }
 
+TEST(IoHdf5, ReadTableGivesBackEveryCellOfEveryType) {
+  IoTempDir dir;
+  const std::string path = dir.file("r.h5");
+  std::vector<h5::Row> written;
+  for (std::int64_t i = 0; i < 7; ++i)
+    written.push_back({i - 3, 0.25 * static_cast<double>(i) - 1e300 * (i == 6), i % 3 == 0, "r\xc3\xa9" + std::to_string(i), std::string("xy")});
+  h5::write_h5_atomically(path, sample_info(), [&](h5::File& f) {
+    h5::Table t(f, "/a/t",
+                {{"i", h5::ColumnType::Int64, "1"},
+                 {"x", h5::ColumnType::Float64, "s"},
+                 {"ok", h5::ColumnType::Bool, "-"},
+                 {"name", h5::ColumnType::String, "-"},
+                 {"code", h5::ColumnType::String, "-", 4}},
+                2);
+    t.append(written);
+    h5::Table empty(f, "/a/empty", {{"v", h5::ColumnType::Float64, "1"}});
+  });
+  const h5::TableData t = h5::read_table(path, "/a/t");
+  ASSERT_EQ(t.rows, written.size());
+  ASSERT_EQ(t.columns.size(), 5u);
+  EXPECT_EQ(t.columns[t.column("ok")].type, h5::ColumnType::Bool);
+  EXPECT_EQ(t.columns[t.column("code")].type, h5::ColumnType::String);
+  for (std::size_t r = 0; r < written.size(); ++r)
+    for (std::size_t c = 0; c < 5; ++c) EXPECT_EQ(t.cells[c][r], written[r][c]) << "row " << r << " column " << c;
+  EXPECT_EQ(h5::read_table(path, "/a/empty").rows, 0u);
+  EXPECT_THROW(t.column("missing"), std::runtime_error);
+  EXPECT_THROW(h5::read_table(path, "/a/none"), std::runtime_error);
+  EXPECT_THROW(h5::read_table(dir.file("absent.h5"), "/a/t"), std::runtime_error);
+}
+
 TEST(IoHdf5, OutOfMemoryTimingIsNaN) {
   IoTempDir dir;
   SimResult r = sample_result();

@@ -1,0 +1,78 @@
+// Template generators that need no policy: the exhaustive enumeration of the token space (the ceiling of
+// the template space in the ablations, and the space the label search draws from) and a hand-written
+// heuristic generator (the ablation's baseline).
+//
+// What the enumeration includes: every template with a token form (planner/template/tokens.h) that the
+// cluster can hold, each once, in canonical form: identical pipelines only as one class with a replica count
+// from kCounts; a stage is one TP width from kTpWidths over one or more GPU types (each type once, with a
+// TP group count from kCounts); for MoE models, every EP width of kEpWidths above 1 that divides the expert
+// count with each scope that fits (and `uneven` where it changes the placement); up to model.layers stages
+// per pipeline; idle GPUs allowed. The walk follows TokenGrammar, so the order is the token order (ids
+// ascending at each step): deterministic.
+//
+// The space grows roughly exponentially with the GPU count (a pipeline is any sequence of stages), so past
+// a few dozen GPUs only the restricted mode finishes: at most K pipeline classes, at most S stages per
+// pipeline, at most T GPU types per stage, optionally each kind's GPU count (replicas x tp x groups) a
+// divisor of the cluster's GPUs of that type (the type's GPUs split evenly), and optionally pipelines made
+// of type blocks (below).
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "planner/template/template.h"
+
+namespace arachne::planner {
+
+struct EnumerationLimits {
+  long max_templates = 0;    // stop after this many templates (0: no cap)
+  double max_wall_s = 0;     // stop after this much wall time (0: no cap; a wall cap makes the result machine-dependent)
+  // Restricted mode (0 / false: the whole token space).
+  int max_classes = 0;          // pipeline classes per template
+  int max_stages = 0;           // stages per pipeline (the model's layers bound it anyway)
+  int max_types_per_stage = 0;  // GPU types in one stage
+  bool divisor_counts = false;  // replicas x tp x groups of every kind divides the cluster's GPUs of its type
+  // Type blocks: one GPU type per stage, and a pipeline is a sequence of blocks, each block consecutive
+  // stages of one type with one TP width and group count (EP aside), each type in at most one block of a
+  // pipeline (the shape of Metis's device groups and of the heuristic below).
+  bool type_blocks = false;
+};
+
+struct Enumeration {
+  std::vector<Template> templates;  // canonical, distinct, in token order
+  bool complete = false;            // false when a cap stopped the walk
+  long states = 0;                  // grammar prefixes visited
+};
+
+// Calls visit(token ids) for every template of the (restricted) space, in token order, until visit returns
+// false or a cap is reached. Returns the count visited and whether the walk finished.
+struct TokenWalk {
+  long templates = 0;
+  long states = 0;
+  bool complete = false;
+};
+TokenWalk walk_template_tokens(const Cluster& cluster, const ModelConfig& model, const EnumerationLimits& limits,
+                               const std::function<bool(const std::vector<int>&)>& visit);
+
+Enumeration enumerate_templates(const Cluster& cluster, const ModelConfig& model, const EnumerationLimits& limits = {});
+
+// A hand-written generator in the way an engineer lays out a cluster, best guesses first, at most k,
+// canonical, distinct, each with an empty template_problem and a token form. Rules, in output order:
+//   1. homogeneous, per GPU type (fastest peak FLOP/s first): for TP = the widest width that fits the type's
+//      largest node and divides the heads (Megatron-LM's advice to keep TP inside a node, Narayanan et al.
+//      SC'21 §3.2), then the narrowest TP with which some depth fits: PP = the smallest depth whose stages
+//      (even layer split) fit in memory at micro-batch 1 under 1F1B (stage j keeps pp - j micro-batches in
+//      flight, Narayanan et al. SC'21 §2.2), without recompute, else with full recompute; replicas = as many
+//      as the type's nodes hold (rounded down to a token count);
+//   2. the union of rule 1's first template of every type (data parallelism across types, one pipeline
+//      class per type, as Sailor and HexiScale lay out heterogeneous clusters);
+//   3. one pipeline class over all types, the stages ordered by speed (fastest type first, as Metis orders
+//      device groups): each type at its node TP contributes m stages (m = 1, 2, 4, 8) holding its share of
+//      TP groups for r replicas (r = 1, 2, 4, ...); layers split in proportion to each stage's peak FLOP/s;
+//      kept when every stage fits in memory as in rule 1.
+// MoE models: EP over the replicas (scope pipelines) with the largest width of kEpWidths that divides both
+// the expert count and the replicas (Megatron-Core carves EP out of data parallelism); memory is estimated
+// with every expert on every rank (planner/common/profile.h), a conservative bound.
+std::vector<Template> heuristic_templates(const Cluster& cluster, const ModelConfig& model, int k);
+
+}  // namespace arachne::planner

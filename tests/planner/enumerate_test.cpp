@@ -1,0 +1,249 @@
+// Template generators (planner/template/enumerate.h). The exhaustive enumeration is compared with a brute
+// force written from template.h alone (all stage sequences and sets of pipeline classes, filtered by
+// template_problem), which shares no code with the token grammar it walks.
+#include "planner/template/enumerate.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "planner/template/tokens.h"
+#include "tests/sim/test_support.h"
+
+namespace arachne::planner {
+namespace {
+
+Cluster spec(const std::string& s) { return parse_cluster_spec(s, GpuCatalog::load_default()); }
+
+// ------------------------------------------------------------------ brute force
+
+// Every stage of at most n GPUs: a TP width, a non-empty set of types with group counts, for MoE an EP
+// clause (uneven only where tokens.h allows it).
+std::vector<StageTemplate> all_stages(const std::vector<std::string>& types, int n, const ModelConfig& m) {
+  std::vector<StageTemplate> out;
+  for (const int tp : kTpWidths)
+    for (int mask = 1; mask < (1 << types.size()); ++mask) {
+      std::vector<StageTemplate> partial{StageTemplate{tp, {}}};
+      for (size_t k = 0; k < types.size(); ++k) {
+        if (!(mask & (1 << k))) continue;
+        std::vector<StageTemplate> next;
+        for (const StageTemplate& s : partial)
+          for (int g = 1; tp * (s.tp_groups() + g) <= n; ++g) {
+            StageTemplate t = s;
+            t.kinds.push_back({types[k], g});
+            next.push_back(t);
+          }
+        partial = next;
+      }
+      for (const StageTemplate& s : partial) {
+        out.push_back(s);
+        if (!m.moe) continue;
+        for (const int ep : {2, 4, 8})
+          for (const EpScope scope : {EpScope::Pipelines, EpScope::Stage})
+            for (const bool uneven : {false, true}) {
+              if (uneven && !(scope == EpScope::Stage && ep == s.tp_groups() && s.kinds.size() > 1)) continue;
+              StageTemplate t = s;
+              t.ep = ep;
+              t.ep_scope = scope;
+              t.uneven_experts = uneven;
+              out.push_back(t);
+            }
+      }
+    }
+  return out;
+}
+
+void all_bodies(const std::vector<StageTemplate>& stages, int room, int max_len, std::vector<StageTemplate>& body,
+                std::vector<std::vector<StageTemplate>>& out) {
+  if (!body.empty()) out.push_back(body);
+  if (static_cast<int>(body.size()) == max_len) return;
+  for (const StageTemplate& s : stages) {
+    if (s.gpus() > room) continue;
+    body.push_back(s);
+    all_bodies(stages, room - s.gpus(), max_len, body, out);
+    body.pop_back();
+  }
+}
+
+void all_sets(const std::vector<std::vector<StageTemplate>>& bodies, size_t from, int room, Template& t, const Cluster& c,
+              const ModelConfig& m, std::set<Template>& out) {
+  if (!t.pipelines.empty() && template_problem(t, c, m).empty()) out.insert(canonical(t));
+  for (size_t b = from; b < bodies.size(); ++b) {
+    PipelineTemplate p{1, bodies[b]};
+    const int g = p.gpus_per_replica();
+    for (int r = 1; r * g <= room; ++r) {
+      p.replicas = r;
+      t.pipelines.push_back(p);
+      all_sets(bodies, b + 1, room - r * g, t, c, m, out);
+      t.pipelines.pop_back();
+    }
+  }
+}
+
+std::set<Template> brute_force(const Cluster& c, const ModelConfig& m) {
+  const std::vector<std::string> types = type_order(c);
+  const int n = c.total_gpus();
+  std::vector<std::vector<StageTemplate>> bodies;
+  std::vector<StageTemplate> body;
+  all_bodies(all_stages(types, n, m), n, m.layers, body, bodies);
+  std::set<Template> out;
+  Template t;
+  all_sets(bodies, 0, n, t, c, m, out);
+  return out;
+}
+
+// ------------------------------------------------------------------ exhaustive enumeration
+
+void expect_valid_distinct_canonical(const std::vector<Template>& ts, const Cluster& c, const ModelConfig& m) {
+  std::set<Template> seen;
+  for (const Template& t : ts) {
+    EXPECT_EQ(template_problem(t, c, m), "") << to_text(t);
+    EXPECT_EQ(canonical(t), t) << to_text(t);
+    EXPECT_TRUE(encode(t, type_order(c))) << to_text(t);
+    EXPECT_TRUE(seen.insert(t).second) << "duplicate " << to_text(t);
+  }
+}
+
+TEST(EnumerateTemplates, TwoGpusHaveFiveTemplates) {
+  // By hand: one replica of [tp1 x1], [tp1 x2], [tp2 x1], [tp1 x1 | tp1 x1]; two replicas of [tp1 x1].
+  // Two classes would need two distinct one-GPU bodies, and there is only one.
+  const Enumeration e = enumerate_templates(spec("A100-80:1x2"), test::small_gpt_model(16));
+  EXPECT_TRUE(e.complete);
+  std::set<std::string> texts;
+  for (const Template& t : e.templates) texts.insert(to_text(t));
+  const std::set<std::string> expected{"1x[A100-80:tp1x1]", "1x[A100-80:tp1x2]", "1x[A100-80:tp2x1]",
+                                       "1x[A100-80:tp1x1 | A100-80:tp1x1]", "2x[A100-80:tp1x1]"};
+  EXPECT_EQ(texts, expected);
+}
+
+TEST(EnumerateTemplates, EqualsTheBruteForceOnSmallClusters) {
+  struct Case {
+    std::string cluster;
+    bool moe;
+  };
+  for (const Case& k : {Case{"A100-80:1x4", false}, Case{"A100-80:1x2,V100-32:1x2", false}, Case{"A100-80:1x4", true},
+                        Case{"A100-80:1x2,V100-32:1x1", true}, Case{"A100-80:1x2,V100-32:2x1,T4:1x1", false}}) {
+    const Cluster c = spec(k.cluster);
+    ModelConfig m = k.moe ? test::small_moe_model(16) : test::small_gpt_model(16);
+    m.layers = k.moe ? 2 : 3;  // keeps the brute force small (MoE stages have 13 EP variants each)
+    const Enumeration e = enumerate_templates(c, m);
+    ASSERT_TRUE(e.complete);
+    expect_valid_distinct_canonical(e.templates, c, m);
+    const std::set<Template> got(e.templates.begin(), e.templates.end());
+    const std::set<Template> want = brute_force(c, m);
+    EXPECT_EQ(got.size(), want.size()) << k.cluster;
+    for (const Template& t : want)
+      if (!got.count(t)) ADD_FAILURE() << k.cluster << ": missing " << to_text(t);
+    EXPECT_GT(want.size(), 10u);
+  }
+}
+
+TEST(EnumerateTemplates, DeterministicAndCapped) {
+  const Cluster c = spec("A100-80:1x8,V100-32:1x4");
+  const ModelConfig m = test::small_gpt_model(16);
+  EnumerationLimits cap;
+  cap.max_templates = 500;
+  const Enumeration a = enumerate_templates(c, m, cap);
+  const Enumeration b = enumerate_templates(c, m, cap);
+  EXPECT_FALSE(a.complete);
+  EXPECT_EQ(a.templates.size(), 500u);
+  EXPECT_EQ(a.templates, b.templates);
+  expect_valid_distinct_canonical(a.templates, c, m);
+}
+
+TEST(EnumerateTemplates, RestrictedModeKeepsItsBounds) {
+  const Cluster c = spec("A100-80:1x4,V100-32:1x2,T4:2x1");
+  const ModelConfig m = test::small_gpt_model(16);
+  EnumerationLimits r;
+  r.max_classes = 2;
+  r.max_stages = 3;
+  r.max_types_per_stage = 1;
+  r.divisor_counts = true;
+  const Enumeration e = enumerate_templates(c, m, r);
+  ASSERT_TRUE(e.complete);
+  expect_valid_distinct_canonical(e.templates, c, m);
+  const std::map<std::string, int> have{{"A100-80", 4}, {"V100-32", 2}, {"T4", 2}};
+  for (const Template& t : e.templates) {
+    EXPECT_LE(t.pipelines.size(), 2u);
+    for (const PipelineTemplate& p : t.pipelines) {
+      EXPECT_LE(p.stages.size(), 3u);
+      for (const StageTemplate& s : p.stages) {
+        EXPECT_EQ(s.kinds.size(), 1u);
+        EXPECT_EQ(have.at(s.kinds[0].gpu_type) % (p.replicas * s.tp * s.kinds[0].groups), 0) << to_text(t);
+      }
+    }
+  }
+  // The restricted space is the unrestricted one filtered by the same bounds.
+  EnumerationLimits small = r;
+  small.divisor_counts = false;
+  small.max_templates = 0;
+  EXPECT_LT(e.templates.size(), enumerate_templates(c, m, small).templates.size());
+}
+
+TEST(EnumerateTemplates, TypeBlocksAreContiguousUniformRunsOfOneType) {
+  const Cluster c = spec("A100-80:1x4,V100-32:1x2,T4:2x1");
+  const ModelConfig m = test::small_gpt_model(16);
+  EnumerationLimits r;
+  r.type_blocks = true;
+  r.max_classes = 1;
+  const Enumeration e = enumerate_templates(c, m, r);
+  ASSERT_TRUE(e.complete);
+  expect_valid_distinct_canonical(e.templates, c, m);
+  bool saw_two_blocks = false;
+  for (const Template& t : e.templates)
+    for (const PipelineTemplate& p : t.pipelines) {
+      std::set<std::string> closed;  // types whose block has ended
+      for (size_t j = 0; j < p.stages.size(); ++j) {
+        const StageTemplate& s = p.stages[j];
+        ASSERT_EQ(s.kinds.size(), 1u) << to_text(t);
+        const std::string& type = s.kinds[0].gpu_type;
+        EXPECT_FALSE(closed.count(type)) << to_text(t);
+        if (j == 0) continue;
+        const StageTemplate& prev = p.stages[j - 1];
+        if (prev.kinds[0].gpu_type == type) {
+          EXPECT_EQ(prev.tp, s.tp) << to_text(t);
+          EXPECT_EQ(prev.kinds[0].groups, s.kinds[0].groups) << to_text(t);
+        } else {
+          closed.insert(prev.kinds[0].gpu_type);
+          saw_two_blocks = true;
+        }
+      }
+    }
+  EXPECT_TRUE(saw_two_blocks);
+}
+
+// ------------------------------------------------------------------ heuristic templates
+
+TEST(HeuristicTemplates, ValidDistinctCanonicalDeterministic) {
+  for (const std::string cluster : {"mix-a100-v100-t4", "hetero-a100-v100", "A100-80:1x8", "tiny-hetero"})
+    for (const std::string model : {"gpt3-1.3b", "gpt3-13b", "mixtral-8x7b"}) {
+      const Cluster c = load_cluster(cluster, GpuCatalog::load_default());
+      const ModelConfig m = load_model(model);
+      const std::vector<Template> a = heuristic_templates(c, m, 12);
+      EXPECT_LE(a.size(), 12u);
+      expect_valid_distinct_canonical(a, c, m);
+      EXPECT_EQ(a, heuristic_templates(c, m, 12));
+    }
+}
+
+TEST(HeuristicTemplates, FirstIsTheFastestTypeAtNodeTp) {
+  // A 1.3B-parameter model fits in one TP-8 group of 80 GB GPUs (about 21 GB of weights and Adam state in
+  // all, before TP), so rule 1 gives one stage; the 32 A100s hold 4 such groups.
+  const Cluster c = load_cluster("mix-a100-v100-t4", GpuCatalog::load_default());
+  const std::vector<Template> ts = heuristic_templates(c, load_model("gpt3-1.3b"), 4);
+  ASSERT_FALSE(ts.empty());
+  EXPECT_EQ(to_text(ts.front()), "4x[A100-80:tp8x1]");
+  EXPECT_TRUE(heuristic_templates(c, load_model("gpt3-1.3b"), 0).empty());
+}
+
+TEST(HeuristicTemplates, DeepModelsGetPipelines) {
+  // GPT-3 175B (about 2.8 TB of weights and Adam state) cannot fit one 8-GPU node: every template pipelines.
+  const Cluster c = load_cluster("hetero-a100-v100", GpuCatalog::load_default());
+  const std::vector<Template> ts = heuristic_templates(c, load_model("gpt3-175b"), 8);
+  ASSERT_FALSE(ts.empty());
+  for (const Template& t : ts)
+    for (const PipelineTemplate& p : t.pipelines) EXPECT_GT(p.stages.size(), 1u) << to_text(t);
+}
+
+}  // namespace
+}  // namespace arachne::planner
