@@ -66,7 +66,7 @@ class Search {
  public:
   Search(const PlanRequest& r, long global, const ExhaustiveLimits& lim, Incumbent& inc)
       : req_(r), cluster_(*r.cluster), model_(*r.model), G_(global), L_(r.model->layers), lim_(lim), inc_(inc),
-        lb_(cluster_, model_), start_(Clock::now()) {}
+        lb_(cluster_, model_, r.topo), start_(Clock::now()) {}
 
   ExhaustiveStats run() {
     describe_cluster();
@@ -228,6 +228,53 @@ class Search {
     return rate_[key] = work / workers * (1 - 1e-9);
   }
 
+  // Stage work bound: stage j of shape ps holding layers [a, e) for n samples keeps one of its groups busy
+  // for at least n x stage_rate(j, a, e) - every sample passes each of its layers on one of its groups at no
+  // less than that layer's least per-sample cost there (LowerBound::per_sample_floor), and the busiest of its
+  // groups carries at least 1/groups of the stage's work. rest[j][e]: the least, over contiguous partitions of
+  // layers [e, L) into stages j.., of the largest stage rate (+inf when impossible). A branch whose first
+  // stages end at layer e with n samples is no faster than n x rest[k + 1][e].
+  struct StageRates {
+    std::vector<std::vector<double>> prefix;  // per stage: prefix sums over layers of the least per-sample cost
+    std::vector<double> emb, head, groups;    // per stage
+    std::vector<std::vector<double>> rest;    // [stage][layer]
+    double rate(int j, int a, int e, int L) const {
+      return (prefix[j][e] - prefix[j][a] + (a == 0 ? emb[j] : 0.0) + (e == L ? head[j] : 0.0)) / groups[j];
+    }
+  };
+  const StageRates& stage_rates(int ps, int rc) {
+    const auto key = std::make_pair(ps, rc);
+    auto it = stage_rates_.find(key);
+    if (it != stage_rates_.end()) return it->second;
+    const std::vector<int>& stages = pipe_shapes_[ps].stages;
+    const int S = static_cast<int>(stages.size());
+    StageRates sr;
+    for (const int ss : stages) {
+      const StageShape& st = stage_shapes_[ss];
+      std::vector<double> least(L_ + 2, kInf);
+      for (const int ng : st.group_ng) {
+        const std::vector<double>& f = lb_.per_sample_floor(ng, st.tp, kRecompute[rc], static_cast<int>(G_));
+        for (int l = 0; l < L_ + 2; ++l) least[l] = std::min(least[l], f[l]);
+      }
+      std::vector<double> pre(L_ + 1, 0.0);
+      for (int l = 0; l < L_; ++l) pre[l + 1] = pre[l] + least[l];
+      sr.prefix.push_back(std::move(pre));
+      sr.emb.push_back(least[L_]);
+      sr.head.push_back(least[L_ + 1]);
+      sr.groups.push_back(static_cast<double>(st.group_ng.size()));
+    }
+    sr.rest.assign(S + 1, std::vector<double>(L_ + 1, kInf));
+    sr.rest[S][L_] = 0;
+    for (int j = S - 1; j >= 0; --j)
+      for (int e = 0; e < L_; ++e)
+        for (int f = e + 1; f <= L_; ++f)
+          sr.rest[j][e] = std::min(sr.rest[j][e], std::max(sr.rate(j, e, f, L_), sr.rest[j + 1][f]));
+    return stage_rates_.emplace(key, std::move(sr)).first->second;
+  }
+  // n samples in m micro-batches at `rate` per sample: the work bound, less the engine's rounding (each of the
+  // 2m tasks of the busiest group is two durations, each rounded to the nanosecond) and summation order.
+  static double work_bound(double n, double rate, int m) { return n * rate * (1 - 1e-9) - 4e-9 * m; }
+
   // Samples each pipeline shape may take: at most what its work bound keeps below the incumbent, at least
   // what the others cannot take. False when no split of the global batch fits these ranges.
   bool sample_ranges(const std::vector<int>& pipes, int rc, std::map<int, std::pair<long, long>>* range) {
@@ -257,23 +304,33 @@ class Search {
   // Every split of b samples over the stage's groups in integers >= 1, up to the order of groups of one node
   // group (non-increasing there): the bound depends only on which samples each GPU type gets. Every order is
   // restored in emit() - a group's position in the stage fixes its sample interval, hence which groups of
-  // the neighbouring stages it exchanges activations with.
-  void share_splits(const StageShape& s, int b, const std::function<void(const std::vector<int>&)>& f) const {
+  // the neighbouring stages it exchanges activations with. Group by group: `enter(i, v)` is asked before
+  // group i takes v samples (false: no split continues from there), `leave(i)` after; f receives each split.
+  void share_splits(const StageShape& s, int b, const std::function<bool(int, int)>& enter,
+                    const std::function<void(int)>& leave, const std::function<void(const std::vector<int>&)>& f) const {
     const int g = static_cast<int>(s.group_ng.size());
     if (g > b) return;
-    std::vector<int> x(g, 0);
+    // run_end[i]: one past the last group of i's node group (groups are listed by node group).
+    std::vector<int> x(g, 0), run_end(g, g);
+    for (int i = g - 2; i >= 0; --i) run_end[i] = s.group_ng[i + 1] == s.group_ng[i] ? run_end[i + 1] : i + 1;
     std::function<void(int, int)> rec = [&](int i, int left) {
-      const bool same = i > 0 && s.group_ng[i] == s.group_ng[i - 1];
-      if (i == g - 1) {
-        if (same && left > x[i - 1]) return;
-        x[i] = left;
-        f(x);
+      if (stop_) return;
+      if (i == g) {
+        if (left == 0) f(x);
         return;
       }
-      const int hi = same ? std::min(left - (g - 1 - i), x[i - 1]) : left - (g - 1 - i);
-      for (int v = hi; v >= 1; --v) {
+      const bool same = i > 0 && s.group_ng[i] == s.group_ng[i - 1];
+      int hi = left - (g - 1 - i);
+      if (same) hi = std::min(hi, x[i - 1]);
+      // The last group takes what is left; when i's run ends the stage, its r groups (non-increasing) hold
+      // everything left, so the first of them takes at least left / r.
+      int lo = i == g - 1 ? left : 1;
+      if (run_end[i] == g) lo = std::max(lo, (left + (g - i) - 1) / (g - i));
+      for (int v = hi; v >= lo; --v) {
+        if (!enter(i, v)) continue;
         x[i] = v;
         rec(i + 1, left - v);
+        leave(i);
       }
     };
     rec(0, b);
@@ -292,6 +349,7 @@ class Search {
     const Recompute r = kRecompute[rc];
     std::vector<PipeOption> out;
     std::vector<std::vector<GroupTimes>> times;
+    const StageRates& rates = stage_rates(ps, rc);
     PipeOption cur;
     cur.cuts.assign(1, 0);
     for (int b = 1; b <= n_hi && !stop_; ++b) {
@@ -309,28 +367,40 @@ class Search {
         const int begin = cur.cuts.back();
         for (int e = begin + 1; e <= L_ - (S - 1 - k); ++e) {
           if (k == S - 1 && e != L_) continue;
-          share_splits(st, b, [&](const std::vector<int>& x) {
-            std::vector<GroupTimes> gt;
-            for (size_t g = 0; g < x.size(); ++g) {
-              const int ng = st.group_ng[g];
-              if (lb_.out_of_memory(ng, st.tp, x[g], begin, e, r, std::min(S - k, m_lo), zero1, 0)) {
-                ++stats_.proven_oom;
-                return;
-              }
-              gt.push_back(lb_.group_times(ng, st.tp, x[g], begin, e, r, zero1));
+          // This stage's work and the least the later stages' can be, for at least m_lo x b samples.
+          const double n_min = static_cast<double>(m_lo) * b;
+          if (work_bound(n_min, std::max(rates.rate(k, begin, e, L_), rates.rest[k + 1][e]), m_lo) >= inc_.bound()) {
+            ++stats_.pruned_by_bound;
+            continue;
+          }
+          // Group by group: a group proven out of memory, or a partial pipeline whose bound (its last stage's
+          // groups so far: every term of pipeline_lower_bound for them is already final) reaches the
+          // incumbent, ends the branch.
+          times.emplace_back();
+          auto enter = [&](int g, int v) {
+            tick();
+            const int ng = st.group_ng[g];
+            if (lb_.out_of_memory(ng, st.tp, v, begin, e, r, std::min(S - k, m_lo), zero1, 0)) {
+              ++stats_.proven_oom;
+              return false;
             }
-            times.push_back(std::move(gt));
+            times.back().push_back(lb_.group_times(ng, st.tp, v, begin, e, r, zero1));
             if (pipeline_lower_bound(times, m_lo) >= inc_.bound()) {
               ++stats_.pruned_by_bound;
-            } else {
-              cur.cuts.push_back(e);
-              cur.samples.push_back(x);
-              rec(k + 1);
-              cur.cuts.pop_back();
-              cur.samples.pop_back();
+              times.back().pop_back();
+              return false;
             }
-            times.pop_back();
+            return true;
+          };
+          auto leave = [&](int) { times.back().pop_back(); };
+          share_splits(st, b, enter, leave, [&](const std::vector<int>& x) {
+            cur.cuts.push_back(e);
+            cur.samples.push_back(x);
+            rec(k + 1);
+            cur.cuts.pop_back();
+            cur.samples.pop_back();
           });
+          times.pop_back();
         }
       };
       rec(0);
@@ -681,6 +751,7 @@ class Search {
   std::set<std::string> seen_;
   std::map<int, bool> may_fit_;
   std::map<std::pair<int, int>, double> rate_;
+  std::map<std::pair<int, int>, StageRates> stage_rates_;
   std::map<std::tuple<int, int, int, long, long>, OptionSet> option_cache_;
   long cached_options_ = 0;
   long seq_ = 0;

@@ -2,7 +2,10 @@
 #include "planner/oracle/lower_bound.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <numeric>
+#include <set>
 
 #include "sim/exec/pipeline_schedule.h"
 #include "sim/exec/stage_work.h"
@@ -25,19 +28,21 @@ double pass_time(const PassCost& p) { return p.compute_s + p.tp_closed_form_s; }
 }  // namespace
 
 double pipeline_lower_bound(const std::vector<std::vector<GroupTimes>>& stages, int m) {
-  double chain_f = 0, chain_b = 0, opt0 = kInf, best = 0;
+  double chain_f = 0, chain_b = 0, finish0 = kInf, best = 0;
   for (size_t k = 0; k < stages.size(); ++k) {
     double min_f = kInf, min_b = kInf;
     for (const GroupTimes& g : stages[k]) {
-      const double opt = k == 0 ? g.optimizer_s : opt0;
+      // After its last backward: its own reduction tail and step, or the chain back to a stage-0 group's.
+      const double own = g.tail_s + g.optimizer_s;
+      const double after = k == 0 ? own : std::max(own, chain_b + finish0);
       // Durations on the chain: k forwards and k backwards of earlier stages, 2m tasks, one optimizer step;
-      // each task is two scheduled durations (kernels, TP collectives).
+      // each task is two scheduled durations (kernels, TP collectives). The tail carries its own slack.
       const double durations = 2.0 * (2.0 * m + 2.0 * static_cast<double>(k) + 1.0);
-      const double t = chain_f + m * (g.forward_s + g.backward_s) + chain_b + opt;
+      const double t = chain_f + m * (g.forward_s + g.backward_s) + after;
       best = std::max(best, t * (1 - kRelativeSlack) - durations * kRoundingPerDuration);
       min_f = std::min(min_f, g.forward_s);
       min_b = std::min(min_b, g.backward_s);
-      if (k == 0) opt0 = std::min(opt0, g.optimizer_s);
+      if (k == 0) finish0 = std::min(finish0, own);
     }
     chain_f += min_f;
     chain_b += min_b;
@@ -45,7 +50,8 @@ double pipeline_lower_bound(const std::vector<std::vector<GroupTimes>>& stages, 
   return std::max(0.0, best);
 }
 
-LowerBound::LowerBound(const Cluster& cluster, const ModelConfig& model) : cluster_(cluster), model_(model) {
+LowerBound::LowerBound(const Cluster& cluster, const ModelConfig& model, const Topology* topo)
+    : cluster_(cluster), model_(model), topo_(topo) {
   for (const NodeGroup& g : cluster_.groups) capacity_.push_back(cluster_.catalog.at(g.gpu).memory_bytes);
 }
 
@@ -78,6 +84,7 @@ LowerBound::Table LowerBound::build_table(int node_group, int tp, double samples
   t.bwd.assign(L + 1, 0.0);
   t.fwd_ep.assign(L + 1, 0.0);
   t.bwd_ep.assign(L + 1, 0.0);
+  t.bwd_tp.assign(L + 1, 0.0);
   for (int l = 0; l < L; ++l) {
     const TpCollectives tc = layer_tp_collectives(m, sh);
     std::vector<TpCollectives> bcalls;
@@ -99,11 +106,14 @@ LowerBound::Table LowerBound::build_table(int node_group, int tp, double samples
     t.bwd[l + 1] = t.bwd[l] + pass_time(b);
     t.fwd_ep[l + 1] = t.fwd_ep[l] + f_ep;
     t.bwd_ep[l + 1] = t.bwd_ep[l] + b_ep;
+    t.bwd_tp[l + 1] = t.bwd_tp[l] + b.tp_closed_form_s;
   }
   t.emb_f = pass_time(price(embedding_forward_ops(m, sh), embedding_tp_collectives(m, sh, true)));
   t.emb_b = pass_time(price(embedding_backward_ops(m, sh), {}));
   t.head_f = pass_time(price(head_forward_ops(m, sh), head_tp_collectives(m, sh, true)));
-  t.head_b = pass_time(price(head_backward_ops(m, sh), head_tp_collectives(m, sh, false)));
+  const PassCost hb = price(head_backward_ops(m, sh), head_tp_collectives(m, sh, false));
+  t.head_b = pass_time(hb);
+  t.head_b_tp = hb.tp_closed_form_s;
   return t;
 }
 
@@ -229,14 +239,27 @@ std::optional<double> LowerBound::plan_bound(const Plan& plan) const {
   for (const Pipeline& pl : plan.pipelines)
     for (const Stage& st : pl.stages)
       for (int l = st.layer_begin; l < st.layer_end; ++l) holders[l] += static_cast<int>(st.groups.size());
+  // The gradient reduction (dense models with a known topology): each segment's buckets, and per group what
+  // follows them (tied-embedding all-reduce, ZeRO-1 all-gather).
+  Segments segments;
+  Tails tails;
+  if (topo_ && !model_.moe) reduction_tails(plan, &segments, &tails);
+  // Per segment, per bucket: the latest time any holder can have it ready (a bucket starts once all have).
+  std::map<int, std::vector<double>> ready;
+  struct After {  // a group's segments and what it still runs once their buckets are reduced
+    int begin, end;
+    double rest;
+  };
+  std::vector<After> after;
   double bound = 0;
-  for (const Pipeline& pl : plan.pipelines) {
-    const int S = static_cast<int>(pl.stages.size());
+  for (size_t p = 0; p < plan.pipelines.size(); ++p) {
+    const Pipeline& pl = plan.pipelines[p];
+    const int S = static_cast<int>(pl.stages.size()), m = pl.micro_batches;
     std::vector<std::vector<GroupTimes>> stages(S);
     for (int k = 0; k < S; ++k) {
       const Stage& st = pl.stages[k];
       const int dp = holders[st.layer_begin];
-      const double in_flight = activations_in_flight(Schedule::OneFOneB, S, k, 1, pl.micro_batches);
+      const double in_flight = activations_in_flight(Schedule::OneFOneB, S, k, 1, m);
       for (const TpGroup& g : st.groups) {
         const int ng = cluster_.nodes[cluster_.node_of(g.gpus.front())].group;
         const double samples = pl.micro_batch * g.share;
@@ -247,9 +270,197 @@ std::optional<double> LowerBound::plan_bound(const Plan& plan) const {
         stages[k].push_back(t);
       }
     }
-    bound = std::max(bound, pipeline_lower_bound(stages, pl.micro_batches));
+    // Each group's last backward starts no earlier than the forward chain to its stage plus m forwards and
+    // m - 1 backwards of its own (2m - 1 + k tasks of two rounded durations each).
+    double chain_f = 0;
+    for (int k = 0; k < S && !segments.empty(); ++k) {
+      const Stage& st = pl.stages[k];
+      double min_f = kInf;
+      for (size_t gi = 0; gi < st.groups.size(); ++gi) {
+        GroupTimes& t = stages[k][gi];
+        const TpGroup& g = st.groups[gi];
+        const int ng = cluster_.nodes[cluster_.node_of(g.gpus.front())].group;
+        const double start = (chain_f + m * t.forward_s + (m - 1) * t.backward_s) * (1 - kRelativeSlack) -
+                             2.0 * (2.0 * m + k) * kRoundingPerDuration;
+        const double own = bucket_releases(segments, ng, g.tp, pl.micro_batch * g.share, st, plan.recompute, start, &ready);
+        t.tail_s = std::max(0.0, own - start - t.backward_s) + tails[p][k][gi];
+        after.push_back({st.layer_begin, st.layer_end, tails[p][k][gi] + t.optimizer_s});
+        min_f = std::min(min_f, t.forward_s);
+      }
+      chain_f += min_f;
+    }
+    bound = std::max(bound, pipeline_lower_bound(stages, m));
+  }
+  // Every holder of a segment waits for all its buckets, which start only once every holder has them ready.
+  std::map<int, double> reduced;
+  for (const auto& [a, buckets] : segments) reduced[a] = buckets_reduced(buckets, ready[a]);
+  // Every link carries the bytes of the buckets released at or after any time r after r, at its capacity
+  // at most (the flows sharing it max-min fairly): the last of them ends no earlier than r + bytes / capacity.
+  std::map<LinkId, std::vector<std::pair<double, double>>> on_link;  // (release, bytes)
+  for (const auto& [a, buckets] : segments)
+    for (size_t b = 0; b < buckets.size(); ++b)
+      for (const auto& [l, bytes] : buckets[b].link_bytes) on_link[l].emplace_back(ready[a][b], bytes);
+  for (auto& [l, loads] : on_link) {
+    std::sort(loads.begin(), loads.end());
+    const double cap = topo_->links()[l].capacity;
+    double bytes = 0;
+    for (size_t i = loads.size(); i-- > 0;) {
+      bytes += loads[i].second;
+      if (cap > 0) bound = std::max(bound, loads[i].first + bytes / cap * (1 - kRelativeSlack) - 2 * kRoundingPerDuration);
+    }
+  }
+  for (const After& w : after) {
+    double done = 0;
+    for (auto it = reduced.lower_bound(w.begin); it != reduced.end() && it->first < w.end; ++it) done = std::max(done, it->second);
+    bound = std::max(bound, done + w.rest * (1 - kRelativeSlack) - kRoundingPerDuration);
   }
   return bound;
+}
+
+// A bucket is ready when the group's backward kernels reach its first layer (stage_work.cpp
+// layer_grad_ready_s: the head, then the layers from the last; the embedding last) in its last backward,
+// which starts at `start` or later. Raises ready[segment][bucket] to that time for the group's segments, and
+// returns when the group's own buckets could be reduced at the earliest (buckets_reduced on its own times).
+double LowerBound::bucket_releases(const Segments& segments, int node_group, int tp, double samples, const Stage& st,
+                                   Recompute rc, double start, std::map<int, std::vector<double>>* ready) const {
+  const Table& t = table(node_group, tp, samples, rc);
+  auto compute = [&](int l) { return (t.bwd[l + 1] - t.bwd[l]) - (t.bwd_tp[l + 1] - t.bwd_tp[l]); };
+  const int L = model_.layers;
+  double own = start;
+  for (auto it = segments.lower_bound(st.layer_begin); it != segments.end() && it->first < st.layer_end; ++it) {
+    const std::vector<BucketFloor>& buckets = it->second;
+    double release = st.layer_end == L ? t.head_b - t.head_b_tp : 0.0;
+    int next = st.layer_end;
+    std::vector<double> r(buckets.size());
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      for (; next > buckets[b].layer_begin; --next) release += compute(next - 1);
+      r[b] = start + (buckets[b].embedding ? release + t.emb_b : release) * (1 - kRelativeSlack) - 2 * kRoundingPerDuration;
+    }
+    std::vector<double>& latest = (*ready)[it->first];
+    latest.resize(buckets.size(), 0.0);
+    for (size_t b = 0; b < buckets.size(); ++b) latest[b] = std::max(latest[b], r[b]);
+    own = std::max(own, buckets_reduced(buckets, r));
+  }
+  return own;
+}
+
+// The buckets of a segment run one at a time on its communicator, in the order they become ready (fill order,
+// sim/exec/grad_sync.cpp), each for its overhead + collective floor at least: a one-machine schedule with
+// release times, which ends no earlier than any release plus the work released at or after it.
+double LowerBound::buckets_reduced(const std::vector<BucketFloor>& buckets, const std::vector<double>& release) {
+  double done = 0, work = 0;
+  for (size_t b = buckets.size(); b-- > 0;) {
+    work += buckets[b].busy_s;
+    if (b < release.size()) done = std::max(done, release[b] + work);
+  }
+  return done;
+}
+
+// Every phase of the collective runs after the previous one has finished; a phase ends when its slowest
+// flow does, and a flow ends no earlier than its latency plus its bytes at its route's least capacity
+// (sim/net/flow_network.h: max-min fair shares never exceed a link's capacity).
+double LowerBound::collective_floor(CollectiveKind kind, const std::vector<GpuId>& members, double bytes) const {
+  if (members.size() < 2 || !topo_) return 0.0;
+  auto key = std::make_tuple(static_cast<int>(kind), members, bytes);
+  auto it = collective_floors_.find(key);
+  if (it != collective_floors_.end()) return it->second;
+  std::map<int, double> phase_end;
+  for (const CollectiveTransfer& x : collective_transfers(*topo_, kind, members, bytes)) {
+    double cap = kInf;
+    for (const LinkId l : topo_->route(x.src, x.dst)) cap = std::min(cap, topo_->links()[l].capacity);
+    const double t = ns_to_seconds(x.latency) + (std::isfinite(cap) && cap > 0 ? x.bytes / cap : 0.0);
+    double& e = phase_end[x.phase];
+    e = std::max(e, t);
+  }
+  double total = 0;
+  for (const auto& [phase, t] : phase_end)  // each phase: its latency and completion rounded to the ns
+    total += std::max(0.0, t * (1 - kRelativeSlack) - 2 * kRoundingPerDuration);
+  return collective_floors_.emplace(std::move(key), total).first->second;
+}
+
+// The buckets of a dense plan (sim/exec/grad_sync.cpp, GradSync's constructor): layers are cut at every
+// stage boundary; a segment [a, b) is held by every group whose stage holds it; its buckets are filled from
+// layer b - 1 down in Megatron's sizes (a flush at >= max(40M, 1M x holders) parameters per rank of the most
+// sharded holder), the head joining the first and the embedding the last; each is reduced (ZeRO-1:
+// reduce-scattered) in lcm(tp) slices after the slowest holder's call overhead. `segments` gets, per segment,
+// each bucket's overhead + collective floor; `tails` per group what follows all of them: the tied-embedding
+// all-reduce (first and last stage, 2+ stages) and ZeRO-1's all-gathers (its buckets', concurrently).
+void LowerBound::reduction_tails(const Plan& plan, Segments* segments, Tails* tails) const {
+  const int L = model_.layers;
+  std::set<int> cuts{0, L};
+  for (const Pipeline& pl : plan.pipelines)
+    for (const Stage& st : pl.stages) cuts.insert(st.layer_begin), cuts.insert(st.layer_end);
+  const double grad_bytes = reduced_grad_bytes_per_param(model_);
+  const double param_bytes = model_.dtype == "fp32" ? 4.0 : 2.0;
+  auto overhead = [&](const TpGroup& g) { return cluster_.gpu_spec(g.gpus.front()).compute.collective_overhead_s; };
+  // Slices of a bucket over `holders`: one collective per slice, concurrently; the slowest slice's floor.
+  auto floor_of = [&](CollectiveKind kind, const std::vector<const TpGroup*>& holders, double params,
+                      double bytes_per_param, std::map<LinkId, double>* loads = nullptr) {
+    if (holders.size() < 2) return 0.0;  // nothing to reduce: done at once
+    int lcm = 1;
+    double ovh = 0;
+    for (const TpGroup* h : holders) lcm = std::lcm(lcm, h->tp), ovh = std::max(ovh, overhead(*h));
+    double worst = 0;
+    for (int k = 0; k < lcm; ++k) {
+      std::vector<GpuId> members;
+      for (const TpGroup* h : holders) members.push_back(h->gpus[static_cast<size_t>(k) * h->tp / lcm]);
+      std::sort(members.begin(), members.end());
+      const double bytes = params / lcm * bytes_per_param;
+      worst = std::max(worst, collective_floor(kind, members, bytes));
+      if (loads)
+        for (const CollectiveTransfer& x : collective_transfers(*topo_, kind, members, bytes))
+          for (const LinkId l : topo_->route(x.src, x.dst)) (*loads)[l] += x.bytes;
+    }
+    return std::max(0.0, ovh - kRoundingPerDuration) + worst;
+  };
+  const CollectiveKind kind = plan.zero1 ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
+  std::map<int, double> gather;  // per segment: ZeRO-1 all-gather floor of its last bucket
+  for (const int a : cuts) {
+    if (a == L) continue;
+    const int b = *cuts.upper_bound(a);
+    std::vector<const TpGroup*> holders;
+    int max_tp = 1;
+    for (const Pipeline& pl : plan.pipelines)
+      for (const Stage& st : pl.stages)
+        if (st.layer_begin <= a && b <= st.layer_end)
+          for (const TpGroup& g : st.groups) holders.push_back(&g), max_tp = std::max(max_tp, g.tp);
+    const double limit = std::max(40e6, 1e6 * static_cast<double>(holders.size()));
+    std::vector<BucketFloor>& out = (*segments)[a];
+    auto add = [&](int first, bool embedding, double params) {
+      BucketFloor bf{first, embedding, 0.0, {}};
+      std::map<LinkId, double> loads;
+      bf.busy_s = floor_of(kind, holders, params, grad_bytes, &loads);
+      bf.link_bytes.assign(loads.begin(), loads.end());
+      out.push_back(std::move(bf));
+      if (plan.zero1) gather[a] = std::max(gather[a], floor_of(CollectiveKind::AllGather, holders, params, param_bytes));
+    };
+    double cur = b == L ? head_params_per_rank(model_, 1) : 0.0;
+    for (int l = b - 1; l >= a; --l) {
+      cur += layer_params_per_rank(model_, l, 1);
+      if (cur / max_tp >= limit) add(l, false, cur), cur = 0;
+    }
+    if (a == 0) add(0, true, cur + embedding_params_per_rank(model_, 1));
+    else if (cur > 0) add(a, false, cur);
+  }
+  tails->assign(plan.pipelines.size(), {});
+  for (size_t p = 0; p < plan.pipelines.size(); ++p) {
+    const Pipeline& pl = plan.pipelines[p];
+    const int S = static_cast<int>(pl.stages.size());
+    double tied_s = 0;
+    if (model_.tied_embeddings() && S >= 2) {
+      std::vector<const TpGroup*> ends;
+      for (const int k : {0, S - 1})
+        for (const TpGroup& g : pl.stages[k].groups) ends.push_back(&g);
+      tied_s = floor_of(CollectiveKind::AllReduce, ends, static_cast<double>(model_.vocab) * model_.hidden, grad_bytes);
+    }
+    for (int k = 0; k < S; ++k) {
+      const Stage& st = pl.stages[k];
+      double gathered = 0;  // all its buckets are gathered concurrently after its step: the slowest
+      for (auto it = gather.lower_bound(st.layer_begin); it != gather.end() && it->first < st.layer_end; ++it)
+        gathered = std::max(gathered, it->second);
+      (*tails)[p].emplace_back(st.groups.size(), (k == 0 || k == S - 1 ? tied_s : 0.0) + gathered);
+    }
+  }
 }
 
 }  // namespace arachne::planner

@@ -12,9 +12,23 @@
 //   - the gradients of its last backward go on through some group of every earlier stage, each running its
 //     last backward after receiving them: sum_{j<k} min_g B_{j,g};
 //   - the stage-0 group reached runs its optimizer step after that (k = 0: w's own, O_w).
-//   end >= sum_{j<k} min F_j + m (F_w + B_w) + sum_{j<k} min B_j + (k > 0 ? min_g O_{0,g} : O_w).
-// The bound is the largest over workers. Transfers, pipeline bubbles beyond these chains, gradient
-// reduction, expert all-to-alls and expert kernels only add time, so they are left out (>= 0). F and B are
+//   end >= sum_{j<k} min F_j + m (F_w + B_w) + sum_{j<k} min B_j + (k > 0 ? min_g (R+O)_{0,g} : 0),
+//   end >= sum_{j<k} min F_j + m (F_w + B_w) + (R+O)_w,
+// where R_w (the reduction tail, when the topology is known and the model is dense) is what the gradient
+// reduction provably adds after the worker's last backward (sim/exec/grad_sync.cpp):
+//   - the bucket holding the worker's first layer (with the embedding on stage 0) becomes ready when the
+//     kernels of its last backward end - its TP collectives (tpB_w) still run after that - and is reduced by
+//     a collective over the GPUs of every group holding that layer segment, after the call overhead; the
+//     optimizer step waits for it: R_w >= max(0, overhead + C - tpB_w), where C is a lower bound on the
+//     collective's time: the flows collective_transfers() starts (sim/net/collectives.h: ring volumes of
+//     Patarasuk & Yuan 2009 §3, 2(n-1)/n S per ring edge for all-reduce, (n-1)/n S for reduce-scatter /
+//     all-gather; hierarchical phases one after another), each finishing no earlier than its latency plus
+//     its bytes over the least capacity on its route (a max-min fair share never exceeds a link's capacity);
+//   - tied embeddings with 2+ stages: the first and last stages then all-reduce the word embedding, which
+//     starts only after the above and the worker's backward end: + overhead + C;
+//   - ZeRO-1: the bucket is reduce-scattered (C of that), and after the step its parameters all-gathered.
+// The bound is the largest over workers. Transfers, pipeline bubbles beyond these chains, the rest of the
+// gradient reduction, expert all-to-alls and expert kernels only add time, so they are left out (>= 0). F and B are
 // build_stage_work's own pass prices (price_pass: the same kernels and TP collective formula), summed per
 // layer; the engine rounds each duration to the nanosecond, so 1 ns per scheduled duration and a relative
 // 1e-9 for floating-point summation order are subtracted.
@@ -34,8 +48,10 @@
 #include <vector>
 
 #include "sim/hw/cluster.h"
+#include "sim/hw/topology.h"
 #include "sim/model/layer_costs.h"
 #include "sim/model/model.h"
+#include "sim/net/collectives.h"
 #include "sim/plan/plan.h"
 
 namespace arachne::planner {
@@ -45,6 +61,9 @@ struct GroupTimes {
   double forward_s = 0;
   double backward_s = 0;
   double optimizer_s = 0;
+  // Time the gradient reduction provably adds after the group's last backward ends (before and after its
+  // optimizer step); 0 when not known.
+  double tail_s = 0;
 };
 
 // Lower bound on the end of the last worker of one 1F1B pipeline with m micro-batches; stages[k] lists the
@@ -53,7 +72,8 @@ double pipeline_lower_bound(const std::vector<std::vector<GroupTimes>>& stages, 
 
 class LowerBound {
  public:
-  LowerBound(const Cluster& cluster, const ModelConfig& model);
+  // Without a topology, plan_bound() leaves the gradient reduction out (tail 0).
+  LowerBound(const Cluster& cluster, const ModelConfig& model, const Topology* topo = nullptr);
 
   // Pass times of a TP group of `tp` GPUs of node group `node_group` (one node) holding layers [begin, end)
   // (+ embedding when begin == 0, head when end == layers) for `samples` sequences; `ep` as in the plan
@@ -76,20 +96,44 @@ class LowerBound {
   // plan out of memory. Plans other than 1F1B without interleaving get 0 (no bound).
   std::optional<double> plan_bound(const Plan& plan) const;
 
+  // A lower bound on the time of the collective `kind` over `members` on `bytes` (collective_transfers'
+  // flows, each no faster than its route's least capacity); 0 for fewer than two members.
+  double collective_floor(CollectiveKind kind, const std::vector<GpuId>& members, double bytes) const;
+
  private:
   struct Table {  // per-layer prefix sums of pass times, plus the embedding and the head
     std::vector<double> fwd, bwd, fwd_ep, bwd_ep;  // size layers + 1
-    double emb_f = 0, emb_b = 0, head_f = 0, head_b = 0;
+    std::vector<double> bwd_tp;                     // the TP collectives' part of bwd
+    double emb_f = 0, emb_b = 0, head_f = 0, head_b = 0, head_b_tp = 0;
   };
+  // The gradient reduction of a dense plan (see lower_bound.cpp): per segment (first layer) its buckets in
+  // fill order, each with the layer it starts at and its overhead + collective floor; per pipeline, stage and
+  // group what follows them all (tied-embedding all-reduce, ZeRO-1 all-gather).
+  struct BucketFloor {
+    int layer_begin = 0;
+    bool embedding = false;
+    double busy_s = 0;
+    std::vector<std::pair<LinkId, double>> link_bytes;  // bytes its collectives put on each link
+  };
+  using Segments = std::map<int, std::vector<BucketFloor>>;
+  using Tails = std::vector<std::vector<std::vector<double>>>;
+  void reduction_tails(const Plan& plan, Segments* segments, Tails* tails) const;
+  // When a group, whose last backward starts at `start` or later, has each bucket of its segments ready
+  // (raising `ready`, the latest over holders); returns when its buckets could all be reduced at the earliest.
+  double bucket_releases(const Segments& segments, int node_group, int tp, double samples, const Stage& st,
+                         Recompute rc, double start, std::map<int, std::vector<double>>* ready) const;
+  static double buckets_reduced(const std::vector<BucketFloor>& buckets, const std::vector<double>& release);
   const Table& table(int node_group, int tp, double samples, Recompute rc) const;
   Table build_table(int node_group, int tp, double samples, Recompute rc) const;
 
   const Cluster& cluster_;
   const ModelConfig& model_;
+  const Topology* topo_ = nullptr;
   std::vector<double> capacity_;  // per node group: GPU memory (bytes)
   mutable std::map<std::tuple<int, int, double, int>, Table> tables_;
   mutable std::map<std::tuple<int, int, int, int>, std::vector<double>> floors_;
-  mutable std::map<int, std::vector<double>> params_prefix_;  // per tp: parameters per rank of layers [0, l)
+  mutable std::map<int, std::vector<double>> params_prefix_;
+  mutable std::map<std::tuple<int, std::vector<GpuId>, double>, double> collective_floors_;  // per tp: parameters per rank of layers [0, l)
   // Memory of a group as fixed + in_flight x per_micro_batch (stage_memory is affine in in_flight), cached.
   struct MemoryLine {
     double fixed = 0, per_micro_batch = 0, optimizer = 0;
