@@ -4,29 +4,19 @@
 #include <array>
 #include <cmath>
 
+#include "sim/core/splitmix.h"
 #include "sim/io/input_error.h"
 
 namespace arachne::planner {
 namespace {
 
-// splitmix64 (Steele, Lea & Flood 2014): a fixed, portable stream for every draw below.
-class Rng {
+// Every draw below comes from one splitmix64 stream (portable: the same on every standard library).
+class Rng : public SplitMix64 {
  public:
-  explicit Rng(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  double real() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
-  double real(double lo, double hi) { return lo + (hi - lo) * real(); }
-  int below(int n) { return static_cast<int>(next() % static_cast<std::uint64_t>(n)); }  // [0, n)
+  using SplitMix64::SplitMix64;
+  int below(int n) { return static_cast<int>(SplitMix64::below(static_cast<std::uint64_t>(n))); }  // [0, n)
   template <class T, std::size_t N>
   T pick(const std::array<T, N>& a) { return a[static_cast<std::size_t>(below(static_cast<int>(N)))]; }
-
- private:
-  std::uint64_t state_;
 };
 
 std::uint64_t stream_seed(std::uint64_t seed, std::uint64_t index, Split split) {

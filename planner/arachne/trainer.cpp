@@ -19,6 +19,7 @@
 #include "planner/template/completion.h"
 #include "planner/template/estimator.h"
 #include "planner/template/tokens.h"
+#include "sim/core/splitmix.h"
 #include "sim/io/atomic_file.h"
 #include "sim/io/hdf5_writer.h"
 #include "sim/io/input_error.h"
@@ -89,18 +90,11 @@ std::vector<Example> load_examples(const std::string& path, const GpuCatalog& ca
   return out;
 }
 
-// splitmix64-seeded permutation, the same on every platform (std::shuffle's is not fixed by the standard).
+// A permutation drawn from splitmix64, the same on every platform (std::shuffle's is not fixed by the standard).
 std::vector<std::size_t> permutation(std::size_t n, std::uint64_t seed) {
   std::vector<std::size_t> p(n);
   std::iota(p.begin(), p.end(), 0);
-  std::uint64_t s = seed;
-  const auto next = [&s] {
-    std::uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  };
-  for (std::size_t i = n; i > 1; --i) std::swap(p[i - 1], p[static_cast<std::size_t>(next() % i)]);
+  SplitMix64(seed).shuffle(p);
   return p;
 }
 
