@@ -48,7 +48,7 @@ struct ConfigRecord {
   int gpus = 0;
   std::string cluster_yaml;
   std::string search;            // e.g. "templates+estimator, top 8 simulated" or "oracle"
-  bool search_complete = false;  // the label search covered its whole space
+  bool search_complete = false;  // the template enumeration covered its whole (restricted) space, cap not hit
   double oracle_s = 0;           // NaN when the oracle was not run or did not complete
   std::vector<std::vector<double>> group_features;  // [slot][feature]
   std::vector<double> global_features;
