@@ -91,9 +91,10 @@ TEST_P(AllPlanners, ValidPlanOrReasonOnEveryClusterAndModel) {
       EXPECT_LE(o.result.evaluations, budget);
       EXPECT_GT(o.result.predicted_iteration_time_s, 0);
       EXPECT_GE(o.result.planning_time_s, 0);
-      if (moe)
+      if (moe) {
         for (const Pipeline& p : o.result.plan->pipelines)
           for (const Stage& st : p.stages) EXPECT_EQ(m.moe->experts % st.ep, 0);
+      }
     }
   }
 }

@@ -130,7 +130,9 @@ TEST(ArachneLabeler, LabelsAreTheFastestSimulatedTemplatesAndDeterministic) {
   const std::vector<std::string> types = type_order(cfg.cluster);
   for (std::size_t i = 0; i < a.labels.size(); ++i) {
     EXPECT_EQ(to_text(decode(a.labels[i].tokens, types)), a.labels[i].template_text);
-    if (i > 0) EXPECT_LE(a.labels[i - 1].simulated_s, a.labels[i].simulated_s);
+    if (i > 0) {
+      EXPECT_LE(a.labels[i - 1].simulated_s, a.labels[i].simulated_s);
+    }
   }
   int simulated = 0;
   for (const CandidateRecord& c : a.candidates)
