@@ -31,8 +31,9 @@ const char* kGenDataHelp = R"(arachne gen-data - sample cluster configurations a
 
 Draws configurations (1-4 GPU types of the catalog, nodes of 1/2/4/8 GPUs, partial nodes, NIC bandwidths,
 8-1,024 GPUs, dense and MoE models, global batches; planner/arachne/config_sampler.h), and labels each
-with the best structural templates a wide search finds: the restricted template enumeration and the
-heuristic generator, every template completed and priced by the fast estimator, the best few simulated
+with the best structural templates a wide search finds: the heuristic generator, the first templates of
+the restricted enumeration and templates drawn by random walks over the token grammar, every template
+completed and priced by the fast estimator, the best few simulated
 (planner/arachne/labeler.h). Writes an HDF5 dataset: features, label token sequences, every priced
 candidate with its estimated and simulated time (layout: DESIGN.md "HDF5", planner/arachne/dataset.h).
 
@@ -42,7 +43,8 @@ the same options, and it resumes from the shards in FILE.h5.shards/ and ends wit
 
 Usage:
   arachne gen-data --out FILE.h5 --configs N [--seed N] [--split train|held-out] [--threads T]
-                   [--min-gpus G] [--max-gpus G] [--max-templates N] [--simulate-top N] [--labels N]
+                   [--min-gpus G] [--max-gpus G] [--max-templates N] [--sampled-templates N]
+                   [--simulate-top N] [--labels N]
                    [--oracle-max-gpus G]
 
 Example:
@@ -87,6 +89,8 @@ int run_gen_data(const std::vector<std::string>& args, const std::string& comman
       ("min-gpus", po::value<std::string>()->value_name("G")->default_value("8"), "smallest cluster")
       ("max-gpus", po::value<std::string>()->value_name("G")->default_value("1024"), "largest cluster")
       ("max-templates", po::value<std::string>()->value_name("N")->default_value("1500"), "enumerated templates per configuration")
+      ("sampled-templates", po::value<std::string>()->value_name("N")->default_value("300"),
+       "templates drawn by random walks per configuration (where the enumeration is cut short)")
       ("simulate-top", po::value<std::string>()->value_name("N")->default_value("8"), "templates simulated per configuration")
       ("labels", po::value<std::string>()->value_name("N")->default_value("4"), "templates kept as labels")
       ("oracle-max-gpus", po::value<std::string>()->value_name("G")->default_value("4"),
@@ -113,6 +117,7 @@ int run_gen_data(const std::vector<std::string>& args, const std::string& comman
     if (g.sampler.max_gpus < g.sampler.min_gpus) throw InputError("--max-gpus", "smaller than --min-gpus");
     LabelOptions l;
     l.enumeration.max_templates = parse_int_flag("--max-templates", vm["max-templates"].as<std::string>(), 1);
+    l.sampled = static_cast<int>(parse_int_flag("--sampled-templates", vm["sampled-templates"].as<std::string>(), 0));
     l.simulate_top = static_cast<int>(parse_int_flag("--simulate-top", vm["simulate-top"].as<std::string>(), 1));
     l.labels = static_cast<int>(parse_int_flag("--labels", vm["labels"].as<std::string>(), 1));
     l.oracle_max_gpus = static_cast<int>(parse_int_flag("--oracle-max-gpus", vm["oracle-max-gpus"].as<std::string>(), 0));

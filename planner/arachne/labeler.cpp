@@ -28,10 +28,16 @@ struct Priced {
 std::vector<Template> candidate_templates(const SampledConfig& cfg, const LabelOptions& opt, bool* complete) {
   const Enumeration e = enumerate_templates(cfg.cluster, cfg.model, opt.enumeration);
   *complete = e.complete;
-  std::vector<Template> out = e.templates;
-  std::set<Template> seen(out.begin(), out.end());
-  for (const Template& t : heuristic_templates(cfg.cluster, cfg.model, opt.heuristic))
-    if (seen.insert(t).second) out.push_back(t);
+  std::vector<Template> out;
+  std::set<Template> seen;
+  const auto add = [&](const std::vector<Template>& ts) {
+    for (const Template& t : ts)
+      if (seen.insert(t).second) out.push_back(t);
+  };
+  add(heuristic_templates(cfg.cluster, cfg.model, opt.heuristic));
+  add(e.templates);
+  if (!e.complete)
+    add(sample_templates(cfg.cluster, cfg.model, opt.enumeration, opt.sampled, cfg.seed * 0x100000001b3ULL + cfg.index));
   return out;
 }
 
@@ -110,7 +116,8 @@ std::string LabelOptions::text() const {
   std::ostringstream s;
   s << "label search: enumeration max_templates " << enumeration.max_templates << ", max_classes "
     << enumeration.max_classes << ", max_stages " << enumeration.max_stages << ", max_types_per_stage "
-    << enumeration.max_types_per_stage << ", divisor_counts " << enumeration.divisor_counts << "; heuristic " << heuristic
+    << enumeration.max_types_per_stage << ", divisor_counts " << enumeration.divisor_counts << ", type_blocks "
+    << enumeration.type_blocks << "; heuristic " << heuristic << "; sampled " << sampled
     << "; completions " << completions << "; simulate_top " << simulate_top << "; labels " << labels
     << "; oracle up to " << oracle_max_gpus << " GPUs, " << oracle_simulations << " simulations\n";
   return s.str();
@@ -147,7 +154,9 @@ ConfigRecord label_config(const SampledConfig& cfg, const LabelOptions& opt) {
   rec.global_batch = cfg.global_batch;
   rec.gpus = cfg.cluster.total_gpus();
   rec.cluster_yaml = cfg.cluster.to_yaml();
-  rec.search = "restricted template enumeration + heuristic, estimator-priced, top " + std::to_string(opt.simulate_top) + " simulated";
+  rec.search = "heuristic + restricted enumeration (first " + std::to_string(opt.enumeration.max_templates) +
+               " in token order) + " + std::to_string(opt.sampled) + " random walks, estimator-priced, top " +
+               std::to_string(opt.simulate_top) + " simulated";
   rec.oracle_s = oracle_time(cfg, topo, opt);
   return rec;
 }

@@ -2,8 +2,10 @@
 // search finds, with every candidate it priced.
 //
 // Steps:
-//   1. candidates: every template of the restricted enumeration (planner/template/enumerate.h; capped by
-//      count, never by wall time, so labels are reproducible) and the heuristic generator's, without repeats;
+//   1. candidates: the heuristic generator's templates, the first templates of the restricted enumeration
+//      in token order (planner/template/enumerate.h; capped by count, never by wall time, so labels are
+//      reproducible) and `sampled` templates of the same space drawn by seeded random walks (the capped
+//      enumeration alone sees only one corner of a large space), without repeats;
 //   2. price: each template completed (planner/template/completion.h) with the fast estimator as the
 //      pricer; its best completion's estimate is the template's;
 //   3. judge: the `simulate_top` templates with the best estimates simulated (their best completion);
@@ -23,6 +25,7 @@ struct LabelOptions {
   EnumerationLimits enumeration{.max_templates = 1500, .max_wall_s = 0, .max_classes = 2, .max_stages = 8,
                                 .max_types_per_stage = 2, .divisor_counts = true};
   int heuristic = 16;        // templates from the heuristic generator
+  int sampled = 300;         // templates drawn by random walks (seeded by the configuration)
   int completions = 2;       // completed plans priced per template
   int simulate_top = 8;      // templates simulated
   int labels = 4;            // templates kept as labels

@@ -13,6 +13,7 @@
 
 #include "planner/common/profile.h"
 #include "planner/template/tokens.h"
+#include "sim/core/splitmix.h"
 
 namespace arachne::planner {
 
@@ -150,6 +151,31 @@ class Walker {
 };
 
 }  // namespace
+
+std::vector<Template> sample_templates(const Cluster& cluster, const ModelConfig& model, const EnumerationLimits& limits,
+                                       int count, std::uint64_t seed) {
+  const TokenGrammar root(cluster, model);
+  const Restriction restriction(cluster, root.types(), limits);
+  const std::vector<std::string> order = type_order(cluster);
+  SplitMix64 rng(seed);
+  std::vector<Template> out;
+  std::set<Template> seen;
+  const long attempts = 20L * count;
+  for (long a = 0; a < attempts && static_cast<int>(out.size()) < count; ++a) {
+    TokenGrammar g = root;
+    while (!g.finished()) {
+      std::vector<int> next;
+      for (const int id : g.allowed())
+        if (restriction.allows(g.state(), token_of(id))) next.push_back(id);
+      if (next.empty()) break;  // the restriction closed every way on: draw again
+      g.push(next[static_cast<std::size_t>(rng.below(next.size()))]);
+    }
+    if (!g.finished()) continue;
+    Template t = decode(g.tokens(), order);
+    if (seen.insert(t).second) out.push_back(std::move(t));
+  }
+  return out;
+}
 
 TokenWalk walk_template_tokens(const Cluster& cluster, const ModelConfig& model, const EnumerationLimits& limits,
                                const std::function<bool(const std::vector<int>&)>& visit) {

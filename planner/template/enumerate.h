@@ -57,6 +57,14 @@ TokenWalk walk_template_tokens(const Cluster& cluster, const ModelConfig& model,
 
 Enumeration enumerate_templates(const Cluster& cluster, const ModelConfig& model, const EnumerationLimits& limits = {});
 
+// Up to `count` distinct templates of the same (restricted) space drawn by random walks over the grammar: at
+// every step a uniform choice among the allowed tokens (splitmix64 from `seed`; a walk that the restriction
+// leaves without a token is drawn again, at most 20 x count walks). Canonical, in draw order, deterministic.
+// Not uniform over templates: it reaches every corner of the space, where a capped enumeration sees only
+// the first templates in token order. The caps of `limits` are not used.
+std::vector<Template> sample_templates(const Cluster& cluster, const ModelConfig& model, const EnumerationLimits& limits,
+                                       int count, std::uint64_t seed);
+
 // A hand-written generator in the way an engineer lays out a cluster, best guesses first, at most k,
 // canonical, distinct, each with an empty template_problem and a token form. Rules, in output order:
 //   1. homogeneous, per GPU type (fastest peak FLOP/s first): for TP = the widest width that fits the type's

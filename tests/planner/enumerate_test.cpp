@@ -151,6 +151,35 @@ TEST(EnumerateTemplates, DeterministicAndCapped) {
   expect_valid_distinct_canonical(a.templates, c, m);
 }
 
+// Random walks draw templates of the same restricted space (each one found by the complete enumeration),
+// distinct and deterministic, and, unlike a capped enumeration, from all of it: on a space the enumeration
+// covers, 200 walks reach templates past the first 200 in token order.
+TEST(SampleTemplates, DrawFromTheRestrictedSpaceBeyondItsFirstTemplates) {
+  const Cluster c = spec("A100-80:1x4,V100-32:1x2,T4:2x1");
+  const ModelConfig m = test::small_gpt_model(16);
+  EnumerationLimits r;
+  r.max_classes = 2;
+  r.max_stages = 3;
+  r.max_types_per_stage = 1;
+  r.divisor_counts = true;
+  const Enumeration all = enumerate_templates(c, m, r);
+  ASSERT_TRUE(all.complete);
+  ASSERT_GT(all.templates.size(), 400u);
+  const std::vector<Template> drawn = sample_templates(c, m, r, 200, 7);
+  EXPECT_EQ(drawn.size(), 200u);
+  EXPECT_EQ(drawn, sample_templates(c, m, r, 200, 7));
+  EXPECT_NE(drawn, sample_templates(c, m, r, 200, 8));
+  expect_valid_distinct_canonical(drawn, c, m);
+  const std::set<Template> first(all.templates.begin(), all.templates.begin() + 200);
+  const std::set<Template> space(all.templates.begin(), all.templates.end());
+  int beyond = 0;
+  for (const Template& t : drawn) {
+    EXPECT_TRUE(space.count(t)) << to_text(t);
+    beyond += first.count(t) == 0;
+  }
+  EXPECT_GT(beyond, 50);
+}
+
 TEST(EnumerateTemplates, RestrictedModeKeepsItsBounds) {
   const Cluster c = spec("A100-80:1x4,V100-32:1x2,T4:2x1");
   const ModelConfig m = test::small_gpt_model(16);
