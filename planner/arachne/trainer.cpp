@@ -39,6 +39,7 @@ struct Example {
   std::uint64_t index = 0;
   std::unique_ptr<Cluster> cluster;
   std::unique_ptr<Topology> topo;
+  std::unique_ptr<Estimator> estimator;  // built once: its per-layer tables serve every template priced here
   ModelConfig model;
   long global_batch = 0;
   RequestFeatures features;
@@ -87,6 +88,8 @@ std::vector<Example> load_examples(const std::string& path, const GpuCatalog& ca
     out.push_back(std::move(e));
   }
   if (out.empty()) throw InputError(path, "no labelled configuration");
+  // After the vector is complete: the estimator keeps references to the example's cluster, topology and model.
+  for (Example& e : out) e.estimator = std::make_unique<Estimator>(*e.cluster, *e.topo, e.model);
   return out;
 }
 
@@ -108,9 +111,8 @@ std::optional<double> estimate_tokens(const Example& e, const std::vector<int>& 
   } catch (const std::invalid_argument&) {
     return std::nullopt;
   }
-  const Estimator est(*e.cluster, *e.topo, e.model);
-  const PlanPricer price = [&est](const Plan& p) -> std::optional<double> {
-    const Estimate x = est.estimate(p);
+  const PlanPricer price = [&e](const Plan& p) -> std::optional<double> {
+    const Estimate x = e.estimator->estimate(p);
     return x.fits ? std::optional<double>(x.iteration_s) : std::nullopt;
   };
   const std::vector<CompletedPlan> done = complete_template(t, {e.cluster.get(), e.topo.get(), &e.model, e.global_batch}, price, {.max_candidates = 1});
