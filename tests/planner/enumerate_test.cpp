@@ -151,17 +151,24 @@ TEST(EnumerateTemplates, DeterministicAndCapped) {
   expect_valid_distinct_canonical(a.templates, c, m);
 }
 
+// A restricted space small enough to enumerate: at most 2 pipeline classes of at most 3 single-type stages,
+// each kind's GPU count a divisor of its type's.
+EnumerationLimits two_classes_three_stages_one_type_divisors() {
+  EnumerationLimits r;
+  r.max_classes = 2;
+  r.max_stages = 3;
+  r.max_types_per_stage = 1;
+  r.divisor_counts = true;
+  return r;
+}
+
 // Random walks draw templates of the same restricted space (each one found by the complete enumeration),
 // distinct and deterministic, and, unlike a capped enumeration, from all of it: on a space the enumeration
 // covers, 200 walks reach templates past the first 200 in token order.
 TEST(SampleTemplates, DrawFromTheRestrictedSpaceBeyondItsFirstTemplates) {
   const Cluster c = spec("A100-80:1x4,V100-32:1x2,T4:2x1");
   const ModelConfig m = test::small_gpt_model(16);
-  EnumerationLimits r;
-  r.max_classes = 2;
-  r.max_stages = 3;
-  r.max_types_per_stage = 1;
-  r.divisor_counts = true;
+  const EnumerationLimits r = two_classes_three_stages_one_type_divisors();
   const Enumeration all = enumerate_templates(c, m, r);
   ASSERT_TRUE(all.complete);
   ASSERT_GT(all.templates.size(), 400u);
@@ -183,11 +190,7 @@ TEST(SampleTemplates, DrawFromTheRestrictedSpaceBeyondItsFirstTemplates) {
 TEST(EnumerateTemplates, RestrictedModeKeepsItsBounds) {
   const Cluster c = spec("A100-80:1x4,V100-32:1x2,T4:2x1");
   const ModelConfig m = test::small_gpt_model(16);
-  EnumerationLimits r;
-  r.max_classes = 2;
-  r.max_stages = 3;
-  r.max_types_per_stage = 1;
-  r.divisor_counts = true;
+  const EnumerationLimits r = two_classes_three_stages_one_type_divisors();
   const Enumeration e = enumerate_templates(c, m, r);
   ASSERT_TRUE(e.complete);
   expect_valid_distinct_canonical(e.templates, c, m);
