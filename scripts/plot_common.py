@@ -1,6 +1,7 @@
 """Shared by the plot scripts: write a matplotlib figure as PNG under a temporary name, renamed when
 complete, so a failed or interrupted run never leaves a partial file."""
 import os
+import sys
 
 
 def save_png_atomically(fig, out, dpi=120):
@@ -12,3 +13,14 @@ def save_png_atomically(fig, out, dpi=120):
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def save_png_or_report(fig, out, dpi=120):
+    """save_png_atomically, reporting a failure as one `error: OUT: reason` line on stderr: the script's
+    exit status, 0 or 1."""
+    try:
+        save_png_atomically(fig, out, dpi)
+    except OSError as e:
+        print(f"error: {out}: {e}", file=sys.stderr)
+        return 1
+    return 0

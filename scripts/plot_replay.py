@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
-from plot_common import save_png_atomically
+from plot_common import save_png_or_report
 
 
 def finite(v):
@@ -106,12 +106,7 @@ def main(argv):
     bottom.grid(alpha=0.3)
     bottom.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
-    try:
-        save_png_atomically(fig, out)
-    except OSError as e:
-        print(f"error: {out}: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return save_png_or_report(fig, out)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from plot_common import save_png_atomically
+from plot_common import save_png_or_report
 
 
 def read_trace(path):
@@ -85,12 +85,7 @@ def main(argv):
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
-    try:
-        save_png_atomically(fig, out)
-    except OSError as e:
-        print(f"error: {out}: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return save_png_or_report(fig, out)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ matplotlib.use("Agg")
 import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
-from plot_common import save_png_atomically
+from plot_common import save_png_or_report
 
 
 def read_epochs(path):
@@ -66,12 +66,7 @@ def main(argv):
     quality.legend(fontsize=8)
     fig.suptitle(f"Training: {path}")
     fig.tight_layout()
-    try:
-        save_png_atomically(fig, out)
-    except OSError as e:
-        print(f"error: {out}: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return save_png_or_report(fig, out)
 
 
 if __name__ == "__main__":
