@@ -81,6 +81,22 @@ TEST(ArachnePlanner, ReturnsAValidPlanWithinItsSimulationBudget) {
   EXPECT_NEAR(res.predicted_iteration_time_s, sim.iteration_time_s, 0.1 * sim.iteration_time_s);
 }
 
+// Local moves start from the beam's templates and keep every plan they priced, so the best estimate can only
+// improve with more rounds, at the price of more templates completed.
+TEST(ArachnePlanner, RefinementNeverWorsensTheBestEstimate) {
+  const RandomPolicyFile policy(13);
+  const Snapshot s("A100-80:1x4,V100-32:2x2");
+  PlanRequest r = s.request(policy.path());
+  r.arachne_simulate = 1;
+  ArachnePlanner p;
+  const PlanResult plain = p.plan(r);
+  r.arachne_refine = 2;
+  const PlanResult refined = p.plan(r);
+  ASSERT_TRUE(plain.plan && refined.plan);
+  EXPECT_GT(refined.own_model_evaluations, plain.own_model_evaluations);
+  EXPECT_LE(refined.predicted_iteration_time_s, plain.predicted_iteration_time_s);
+}
+
 TEST(ArachnePlanner, ReplanningTriesThePreviousPlansTemplateFirst) {
   const RandomPolicyFile policy(12);
   const Snapshot s("A100-80:1x4,V100-32:2x2");
