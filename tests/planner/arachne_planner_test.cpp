@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <random>
 
 #include "planner/arachne/config_sampler.h"
@@ -158,6 +159,31 @@ TEST(ArachneLabeler, LabelsAreTheFastestSimulatedTemplatesAndDeterministic) {
     }
   EXPECT_LE(simulated, 5);
   EXPECT_EQ(record_to_json(a), record_to_json(label_config(cfg, lo)));
+}
+
+// Local moves add candidates to the label search and keep every template it priced without them, so its
+// best estimate can only improve.
+TEST(ArachneLabeler, RefinementAddsCandidatesAndNeverWorsensTheBestEstimate) {
+  ConfigSamplerOptions so;
+  so.max_gpus = 16;
+  const SampledConfig cfg = draw_config(so, GpuCatalog::load_default(), Split::Train, 4, 3);
+  LabelOptions lo;
+  lo.enumeration.max_templates = 30;
+  lo.sampled = 10;
+  lo.oracle_max_gpus = 0;
+  const ConfigRecord plain = label_config(cfg, lo);
+  lo.refine_rounds = 2;
+  const ConfigRecord refined = label_config(cfg, lo);
+  ASSERT_GT(refined.candidates.size(), plain.candidates.size());
+  const auto best_estimate = [](const ConfigRecord& r) {
+    double best = std::numeric_limits<double>::infinity();
+    for (const CandidateRecord& c : r.candidates)
+      if (c.fits) best = std::min(best, c.estimated_s);
+    return best;
+  };
+  EXPECT_LE(best_estimate(refined), best_estimate(plain));
+  for (std::size_t i = 0; i < plain.candidates.size(); ++i)
+    EXPECT_EQ(refined.candidates[i].template_text, plain.candidates[i].template_text);
 }
 
 }  // namespace
