@@ -46,7 +46,7 @@ Progress goes to stderr (one line per 10 configurations when stderr is not a ter
 Usage:
   arachne gen-data --out FILE.h5 --configs N [--seed N] [--split train|held-out] [--threads T]
                    [--min-gpus G] [--max-gpus G] [--max-templates N] [--sampled-templates N]
-                   [--simulate-top N] [--labels N]
+                   [--refine-rounds R] [--simulate-top N] [--labels N]
                    [--oracle-max-gpus G]
 
 Example:
@@ -98,6 +98,8 @@ int run_gen_data(const std::vector<std::string>& args, const std::string& comman
       ("sampled-templates", po::value<std::string>()->value_name("N")->default_value("300"),
        "templates drawn by random walks per configuration (where the enumeration is cut short)")
       ("simulate-top", po::value<std::string>()->value_name("N")->default_value("8"), "templates simulated per configuration")
+      ("refine-rounds", po::value<std::string>()->value_name("R")->default_value("0"),
+       "rounds of local moves from the 4 best-priced templates (planner/template/neighbors.h)")
       ("labels", po::value<std::string>()->value_name("N")->default_value("4"), "templates kept as labels")
       ("oracle-max-gpus", po::value<std::string>()->value_name("G")->default_value("4"),
        "also run the oracle on clusters up to this size, to compare the labels with (0: never)");
@@ -126,6 +128,7 @@ int run_gen_data(const std::vector<std::string>& args, const std::string& comman
     l.sampled = static_cast<int>(parse_int_flag("--sampled-templates", vm["sampled-templates"].as<std::string>(), 0));
     l.simulate_top = static_cast<int>(parse_int_flag("--simulate-top", vm["simulate-top"].as<std::string>(), 1));
     l.labels = static_cast<int>(parse_int_flag("--labels", vm["labels"].as<std::string>(), 1));
+    l.refine_rounds = static_cast<int>(parse_int_flag("--refine-rounds", vm["refine-rounds"].as<std::string>(), 0));
     l.oracle_max_gpus = static_cast<int>(parse_int_flag("--oracle-max-gpus", vm["oracle-max-gpus"].as<std::string>(), 0));
     g.options_text = sampler_text(g.sampler, g.split, g.seed) + l.text();
     const GpuCatalog catalog = GpuCatalog::load_default();
