@@ -7,12 +7,14 @@
 # why (build/label_gaps, bench/label_gaps.cpp: the oracle's template, whether the label search had it, its
 # completion against the oracle's plan).
 # Usage: scripts/labels_vs_oracle.sh [configurations per split (default 40)] [build dir (default build)]
+#        [more gen-data options, e.g. --refine-rounds 2]
 # env: ARACHNE_JOBS (gen-data threads, default 2); LABELS_VS_ORACLE_KEEP=DIR keeps the datasets in DIR.
 # Takes ~2-4 s of CPU per configuration.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 configs="${1:-40}"
 build="${2:-$root/build}"
+shift $(( $# < 2 ? $# : 2 ))
 threads="${ARACHNE_JOBS:-2}"
 if [ -n "${LABELS_VS_ORACLE_KEEP:-}" ]; then
   tmp="$LABELS_VS_ORACLE_KEEP"
@@ -25,7 +27,7 @@ fi
 seed=1
 for split in train held-out; do
   "$build/arachne" gen-data --out "$tmp/$split.h5" --configs "$configs" --seed "$seed" --split "$split" \
-    --min-gpus 2 --max-gpus 4 --oracle-max-gpus 4 --threads "$threads" 2>"$tmp/$split.log" ||
+    --min-gpus 2 --max-gpus 4 --oracle-max-gpus 4 --threads "$threads" "$@" 2>"$tmp/$split.log" ||
     { cat "$tmp/$split.log" >&2; exit 1; }
   seed=$((seed + 1))
 done
