@@ -51,24 +51,6 @@ Example:
   arachne gen-data --out data/train.h5 --configs 2000 --seed 1 --threads 2
 )";
 
-Split parse_split(const std::string& s) {
-  if (s == "train") return Split::Train;
-  if (s == "held-out") return Split::HeldOut;
-  throw InputError("--split", "'" + s + "' is not train or held-out");
-}
-
-std::string sampler_text(const ConfigSamplerOptions& s, Split split, std::uint64_t seed, long configs) {
-  std::ostringstream o;
-  o << "configs " << configs << ", seed " << seed << ", split " << (split == Split::Train ? "train" : "held-out")
-    << ", gpus " << s.min_gpus << "-" << s.max_gpus << ", moe_fraction " << s.moe_fraction << ", held_out_modulus "
-    << s.held_out_modulus << ", dense";
-  for (const auto& m : s.dense_models) o << " " << m;
-  o << ", moe";
-  for (const auto& m : s.moe_models) o << " " << m;
-  o << "\n";
-  return o.str();
-}
-
 void print_progress(const GenDataProgress& p) {
   const long fresh = p.done - p.resumed;
   const double each = fresh > 0 ? p.elapsed_s / static_cast<double>(fresh) : 0;
@@ -109,7 +91,7 @@ int run_gen_data(const std::vector<std::string>& args, const std::string& comman
     check_output_path("--out", g.out);
     g.configs = parse_int_flag("--configs", vm["configs"].as<std::string>(), 1);
     g.seed = parse_seed_flag("--seed", vm["seed"].as<std::string>());
-    g.split = parse_split(vm["split"].as<std::string>());
+    g.split = planner::parse_split(vm["split"].as<std::string>(), "--split");
     g.threads = vm.count("threads") ? static_cast<int>(parse_int_flag("--threads", vm["threads"].as<std::string>(), 1))
                                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     g.sampler.min_gpus = static_cast<int>(parse_int_flag("--min-gpus", vm["min-gpus"].as<std::string>(), 1));
@@ -121,7 +103,7 @@ int run_gen_data(const std::vector<std::string>& args, const std::string& comman
     l.simulate_top = static_cast<int>(parse_int_flag("--simulate-top", vm["simulate-top"].as<std::string>(), 1));
     l.labels = static_cast<int>(parse_int_flag("--labels", vm["labels"].as<std::string>(), 1));
     l.oracle_max_gpus = static_cast<int>(parse_int_flag("--oracle-max-gpus", vm["oracle-max-gpus"].as<std::string>(), 0));
-    g.options_text = sampler_text(g.sampler, g.split, g.seed, g.configs) + l.text();
+    g.options_text = "configs " + std::to_string(g.configs) + ", " + planner::sampler_text(g.sampler, g.split, g.seed) + l.text();
     const GpuCatalog catalog = GpuCatalog::load_default();
     const bool tty = isatty(fileno(stderr)) != 0;
     const GenDataStats s = planner::run_gen_data(
