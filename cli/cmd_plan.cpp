@@ -140,6 +140,8 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
       ("policy", po::value<std::string>()->value_name("FILE"), "arachne: policy weights (default: the shipped configs/policy/arachne.weights)")
       ("arachne-templates", po::value<std::string>()->value_name("SOURCE")->default_value("policy"),
        "arachne: template source, policy | random | heuristic | exhaustive (ablations; row arachne[SOURCE])")
+      ("exhaustive-cap", po::value<std::string>()->value_name("N")->default_value("2000"),
+       "arachne --arachne-templates exhaustive: most templates enumerated")
       ("out", po::value<std::string>()->value_name("plan.yaml"), "write the best plan as YAML (reads back with simulate --plan)")
       ("json", po::bool_switch(), "print exactly one JSON object on stdout")
       ("seed", po::value<std::string>()->value_name("N")->default_value("0"), "seed of every random choice")
@@ -168,6 +170,7 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
   req.arachne_simulate = static_cast<int>(parse_int_flag("--simulate-top", str("simulate-top"), 1));
   if (vm.count("policy")) req.arachne_policy = str("policy");
   req.arachne_templates = planner::parse_template_source(str("arachne-templates"), "--arachne-templates");
+  req.arachne_exhaustive_cap = parse_int_flag("--exhaustive-cap", str("exhaustive-cap"), 1);
   const std::string cm = str("cost-model");
   if (cm == "own") req.cost_model = planner::CostModel::Own;
   else if (cm == "simulator") req.cost_model = planner::CostModel::Simulator;

@@ -49,7 +49,7 @@ struct PlanRequest {
   // The template source (ablations: `arachne plan --arachne-templates`), and the most templates the
   // exhaustive source enumerates (the cap is reported as search_complete = false when it cuts the walk).
   TemplateSource arachne_templates = TemplateSource::Policy;
-  long arachne_exhaustive_cap = 20000;
+  long arachne_exhaustive_cap = 2000;
 };
 
 struct PlanResult {
