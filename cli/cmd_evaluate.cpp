@@ -28,8 +28,8 @@ const char* kEvaluateHelp = R"(arachne evaluate - the learned planner against th
 
 Draws configurations with the gen-data sampler (by default of GPU-type families held out of training:
 --split held-out), runs every planner of --planners on each, and the arachne planner once more per
---ablations entry with its template source replaced, everything else equal (same --beam K, completion,
-estimator, --simulate-top, budgets): random (K templates from seeded random walks over the template
+--ablations entry with its template source replaced, everything else equal (same --beam K, --refine,
+completion, estimator, --simulate-top, budgets): random (K templates from seeded random walks over the template
 grammar), heuristic (the first K templates of the hand-written generator), exhaustive (every template of
 the restricted enumeration, at most --exhaustive-cap: the ceiling of the template space). Every plan is
 simulated. The oracle, when listed, runs only on clusters of at most --oracle-max-gpus GPUs.
@@ -49,8 +49,8 @@ the machine's speed and load; with --threads > 1 the planning times include cont
 Usage:
   arachne evaluate --out DIR --configs N [--seed S] [--split held-out|train] [--min-gpus G] [--max-gpus G]
                    [--threads T] [--planners LIST] [--ablations LIST|none] [--oracle-max-gpus G]
-                   [--beam K] [--simulate-top N] [--budget N] [--budget-wall S] [--policy FILE]
-                   [--exhaustive-cap N]
+                   [--beam K] [--simulate-top N] [--refine R] [--budget N] [--budget-wall S]
+                   [--policy FILE] [--exhaustive-cap N]
 
 Example:
   arachne evaluate --out results/evaluation --configs 6 --max-gpus 64 --budget-wall 30
@@ -124,7 +124,7 @@ std::string options_text(const EvaluateOptions& o, bool uses_policy) {
   if (o.ablations.empty()) s << " none";
   for (TemplateSource a : o.ablations) s << " " << planner::template_source_name(a);
   s << "; oracle up to " << o.oracle_max_gpus << " GPUs; beam " << o.request.arachne_beam << ", simulate-top "
-    << o.request.arachne_simulate << ", completions " << o.request.arachne_completions << ", exhaustive cap "
+    << o.request.arachne_simulate << ", refine " << o.request.arachne_refine << ", completions " << o.request.arachne_completions << ", exhaustive cap "
     << o.request.arachne_exhaustive_cap << "; budget " << o.request.budget_evaluations << " simulations, wall "
     << o.request.budget_wall_s << " s; plan seed " << o.request.seed;
   if (uses_policy) {
@@ -169,6 +169,7 @@ EvaluateOptions parse(const po::variables_map& vm) {
   o.oracle_max_gpus = static_cast<int>(parse_int_flag("--oracle-max-gpus", str("oracle-max-gpus"), 0));
   o.request.arachne_beam = static_cast<int>(parse_int_flag("--beam", str("beam"), 1));
   o.request.arachne_simulate = static_cast<int>(parse_int_flag("--simulate-top", str("simulate-top"), 1));
+  o.request.arachne_refine = static_cast<int>(parse_int_flag("--refine", str("refine"), 0));
   o.request.arachne_exhaustive_cap = parse_int_flag("--exhaustive-cap", str("exhaustive-cap"), 1);
   o.request.budget_evaluations = parse_int_flag("--budget", str("budget"), 1);
   if (vm.count("budget-wall")) {
@@ -202,6 +203,7 @@ int run_evaluate(const std::vector<std::string>& args, const std::string& comman
       ("oracle-max-gpus", po::value<std::string>()->value_name("G")->default_value("4"), "run the oracle only up to this size")
       ("beam", po::value<std::string>()->value_name("K")->default_value("8"), "arachne: templates proposed (K)")
       ("simulate-top", po::value<std::string>()->value_name("N")->default_value("3"), "arachne: best-priced plans simulated")
+      ("refine", po::value<std::string>()->value_name("R")->default_value("0"), "arachne: rounds of local moves from the best-priced templates")
       ("exhaustive-cap", po::value<std::string>()->value_name("N")->default_value("2000"),
        "ablation exhaustive: most templates enumerated (a cut is recorded as search_complete = false)")
       ("budget", po::value<std::string>()->value_name("N")->default_value("2000"), "simulator evaluations per planner")

@@ -45,13 +45,15 @@ the simulated one.
 Usage:
   arachne plan --cluster C --model M --planner NAME[,NAME...]|all [--global-batch N] [--budget N]
                [--budget-wall S] [--cost-model own|simulator] [--flashflex-refine] [--beam K]
-               [--simulate-top N] [--policy FILE] [--arachne-templates SOURCE] [--out plan.yaml]
+               [--simulate-top N] [--refine R] [--policy FILE] [--arachne-templates SOURCE]
+               [--exhaustive-cap N] [--out plan.yaml]
                [--json] [--seed N]
 
 Planners ('arachne list planners'): arachne (the learned planner: --beam templates proposed by the
-policy, completed and priced by the fast estimator, the --simulate-top best simulated; --arachne-templates
-replaces the policy by another template source, everything else equal: random walks over the template
-grammar, the hand-written heuristic generator, or the whole restricted enumeration); megatron, amp,
+policy, --refine rounds of local moves from the best of them, every template completed and priced by the
+fast estimator, the --simulate-top best simulated; --arachne-templates replaces the policy by another
+template source, everything else equal: random walks over the template grammar, the hand-written
+heuristic generator, or the restricted enumeration, at most --exhaustive-cap templates); megatron, amp,
 metis, flashflex, sailor (baselines reimplemented from their papers and public code;
 planner/baselines/README.md); oracle (branch and bound over its declared space, simulator-priced;
 complete only where it says so, planner/oracle/README.md).
@@ -137,6 +139,7 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
       ("flashflex-refine", po::bool_switch(), "FlashFlex: add our hill-climbing refinement (row flashflex+refine)")
       ("beam", po::value<std::string>()->value_name("K")->default_value("8"), "arachne: templates decoded by beam search")
       ("simulate-top", po::value<std::string>()->value_name("N")->default_value("3"), "arachne: best-priced plans simulated")
+      ("refine", po::value<std::string>()->value_name("R")->default_value("0"), "arachne: rounds of local moves from the best-priced templates")
       ("policy", po::value<std::string>()->value_name("FILE"), "arachne: policy weights (default: the shipped configs/policy/arachne.weights)")
       ("arachne-templates", po::value<std::string>()->value_name("SOURCE")->default_value("policy"),
        "arachne: template source, policy | random | heuristic | exhaustive (ablations; row arachne[SOURCE])")
@@ -168,6 +171,7 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
   req.flashflex_refine = vm["flashflex-refine"].as<bool>();
   req.arachne_beam = static_cast<int>(parse_int_flag("--beam", str("beam"), 1));
   req.arachne_simulate = static_cast<int>(parse_int_flag("--simulate-top", str("simulate-top"), 1));
+  req.arachne_refine = static_cast<int>(parse_int_flag("--refine", str("refine"), 0));
   if (vm.count("policy")) req.arachne_policy = str("policy");
   req.arachne_templates = planner::parse_template_source(str("arachne-templates"), "--arachne-templates");
   req.arachne_exhaustive_cap = parse_int_flag("--exhaustive-cap", str("exhaustive-cap"), 1);
