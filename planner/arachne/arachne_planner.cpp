@@ -63,9 +63,10 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
     const Estimate e = est.estimate(p);
     return e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
   };
+  CompletionCache cache(*r.cluster, *r.model);  // per-layer times and stage memory, shared by the templates
   std::vector<CompletedPlan> all;
   for (const Template& t : templates)
-    for (CompletedPlan& c : complete_template(t, {r.cluster, r.topo, r.model, global}, price, {.max_candidates = r.arachne_completions}))
+    for (CompletedPlan& c : complete_template(t, {r.cluster, r.topo, r.model, global, &cache}, price, {.max_candidates = r.arachne_completions}))
       all.push_back(std::move(c));
   std::stable_sort(all.begin(), all.end(), [](const CompletedPlan& a, const CompletedPlan& b) { return a.priced_s < b.priced_s; });
   return all;

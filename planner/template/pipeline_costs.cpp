@@ -51,12 +51,75 @@ double LayerTimes::layers_s(const ProfileKey& key, int begin, int end) {
 
 double LayerTimes::stage_s(const ProfileKey& key, int begin, int end) { return table(key).stage_s(begin, end); }
 
-PipelineCosts::PipelineCosts(LayerTimes& times, std::vector<StageCostSpec> stages, MemoryLevel level)
-    : times_(times), stages_(std::move(stages)), level_(level), layers_(times.profiler().model().layers) {
-  for (const StageCostSpec& s : stages_) min_micro_batch_ = std::max(min_micro_batch_, static_cast<int>(s.groups.size()));
-  const ModelConfig& model = times_.profiler().model();
-  moe_prefix_.assign(layers_ + 1, 0);
-  for (int l = 0; l < layers_; ++l) moe_prefix_[l + 1] = moe_prefix_[l] + (model.moe && model.is_moe_layer(l) ? 1 : 0);
+StageMemoryLines::StageMemoryLines(const Profiler& profiler) : profiler_(profiler) {
+  const ModelConfig& model = profiler_.model();
+  moe_prefix_.assign(model.layers + 1, 0);
+  for (int l = 0; l < model.layers; ++l) moe_prefix_[l + 1] = moe_prefix_[l] + (model.moe && model.is_moe_layer(l) ? 1 : 0);
+}
+
+int StageMemoryLines::type_id(const std::string& gpu_type) {
+  const auto it = std::find(types_.begin(), types_.end(), gpu_type);
+  if (it != types_.end()) return static_cast<int>(it - types_.begin());
+  types_.push_back(gpu_type);
+  return static_cast<int>(types_.size()) - 1;
+}
+
+bool StageMemoryLines::Key::operator==(const Key& o) const {
+  return q.type == o.q.type && q.tp == o.q.tp && q.samples == o.q.samples && q.local_experts == o.q.local_experts &&
+         q.ep == o.q.ep && q.zero1_dp == o.q.zero1_dp && q.level.recompute == o.q.level.recompute &&
+         q.level.zero1 == o.q.level.zero1 && dense == o.dense && moe == o.moe && embedding == o.embedding && head == o.head;
+}
+
+std::size_t StageMemoryLines::KeyHash::operator()(const Key& k) const {
+  std::size_t h = std::hash<double>()(k.q.local_experts);
+  for (const long x : {static_cast<long>(k.q.type), static_cast<long>(k.q.tp), static_cast<long>(k.q.samples),
+                       static_cast<long>(k.q.ep), static_cast<long>(k.q.zero1_dp), static_cast<long>(k.q.level.recompute),
+                       static_cast<long>(k.q.level.zero1), static_cast<long>(k.dense), static_cast<long>(k.moe),
+                       static_cast<long>(k.embedding), static_cast<long>(k.head)})
+    h = h * 1000003 ^ std::hash<long>()(x);
+  return h;
+}
+
+double StageMemoryLines::bytes(const Query& q, int begin, int end, long in_flight) {
+  const ModelConfig& model = profiler_.model();
+  const int layers = model.layers;
+  Key key{q, 0, moe_prefix_[end] - moe_prefix_[begin], begin == 0, end == layers};
+  key.dense = end - begin - key.moe;
+  if (!q.level.zero1) key.q.zero1_dp = 1;  // the shards count only under ZeRO-1
+  auto it = lines_.find(key);
+  if (it == lines_.end()) {
+    StageMemoryInput in;
+    in.layer_begin = begin;
+    in.layer_end = end;
+    in.has_embedding = key.embedding;
+    in.has_head = key.head;
+    in.shard = {q.tp, false, static_cast<double>(q.samples)};
+    in.recompute = q.level.recompute;
+    in.zero1 = q.level.zero1;
+    in.dp = std::max(1, q.zero1_dp);
+    in.local_experts = q.local_experts;
+    in.ep = q.ep;
+    in.in_flight = 0;
+    const double idle = stage_memory(model, in).total();
+    in.in_flight = 1;
+    const double one = stage_memory(model, in).total();
+    it = lines_.emplace(key, std::make_pair(idle, one - idle)).first;
+  }
+  return it->second.first + static_cast<double>(in_flight) * it->second.second;
+}
+
+PipelineCosts::PipelineCosts(LayerTimes& times, StageMemoryLines& memory, std::vector<StageCostSpec> stages,
+                             MemoryLevel level)
+    : times_(times), memory_(memory), stages_(std::move(stages)), level_(level), layers_(times.profiler().model().layers) {
+  for (const StageCostSpec& s : stages_) {
+    min_micro_batch_ = std::max(min_micro_batch_, static_cast<int>(s.groups.size()));
+    memory_queries_.emplace_back();
+    usable_bytes_.emplace_back();
+    for (const GroupCostSpec& g : s.groups) {
+      memory_queries_.back().push_back({memory_.type_id(g.gpu_type), s.tp, 0, g.local_experts, s.ep, s.zero1_dp, level_});
+      usable_bytes_.back().push_back(times_.profiler().gpu_memory_bytes(g.gpu_type));
+    }
+  }
 }
 
 double PipelineCosts::group_s(int stage, int group, int samples, int begin, int end) {
@@ -103,36 +166,9 @@ const std::vector<int>& PipelineCosts::shares(int stage, int b) {
 }
 
 double PipelineCosts::memory_bytes(int stage, int group, int samples, int begin, int end, long in_flight) {
-  const StageCostSpec& st = stages_[stage];
-  const GroupCostSpec& g = st.groups[group];
-  // Layers differ in memory only by kind (sim/model/memory.cpp reads the layer index through is_moe_layer),
-  // and the memory is affine in the micro-batches in flight (activations = in_flight x one micro-batch's +
-  // the recompute working set): one evaluation per kind count, ends and in-flight slope serves every range
-  // alike (equal up to the order of floating-point sums).
-  const int moe = moe_prefix_[end] - moe_prefix_[begin];
-  const auto key = std::make_tuple(g.gpu_type, st.tp, samples, g.local_experts, st.ep, st.zero1_dp, end - begin - moe, moe,
-                                   begin == 0, end == layers_);
-  auto it = memory_.find(key);
-  if (it == memory_.end()) {
-    StageMemoryInput in;
-    in.layer_begin = begin;
-    in.layer_end = end;
-    in.has_embedding = begin == 0;
-    in.has_head = end == layers_;
-    in.shard = {st.tp, false, static_cast<double>(samples)};
-    in.recompute = level_.recompute;
-    in.zero1 = level_.zero1;
-    in.dp = std::max(1, st.zero1_dp);
-    in.local_experts = g.local_experts;
-    in.ep = st.ep;
-    const ModelConfig& model = times_.profiler().model();
-    in.in_flight = 0;
-    const double idle = stage_memory(model, in).total();
-    in.in_flight = 1;
-    const double one = stage_memory(model, in).total();
-    it = memory_.emplace(key, std::make_pair(idle, one - idle)).first;
-  }
-  return it->second.first + static_cast<double>(in_flight) * it->second.second;
+  StageMemoryLines::Query q = memory_queries_[stage][group];
+  q.samples = samples;
+  return memory_.bytes(q, begin, end, in_flight);
 }
 
 std::vector<int> PipelineCosts::max_ends(int stage, int b, long in_flight) {
@@ -140,8 +176,7 @@ std::vector<int> PipelineCosts::max_ends(int stage, int b, long in_flight) {
   const std::vector<int>& s = shares(stage, b);
   auto fits = [&](int begin, int end) {
     for (size_t g = 0; g < st.groups.size(); ++g)
-      if (memory_bytes(stage, static_cast<int>(g), s[g], begin, end, in_flight) >
-          times_.profiler().gpu_memory_bytes(st.groups[g].gpu_type))
+      if (memory_bytes(stage, static_cast<int>(g), s[g], begin, end, in_flight) > usable_bytes_[stage][g])
         return false;
     return true;
   };
