@@ -181,10 +181,20 @@ std::vector<int> PipelineCosts::max_ends(int stage, int b, long in_flight) {
     return true;
   };
   // A stage's memory grows with its layer range (more weights, activations, the head), so the largest
-  // fitting end never falls as the start moves right: one sweep of two pointers.
+  // fitting end never falls as the start moves right: one sweep of two pointers. The first start's end is
+  // bisected: below the last layer [0, end) only grows with end, and the whole model, which needs no
+  // pipeline buffers, is tried after every shorter range fits - the same end a scan from 0 stops at.
   std::vector<int> out(layers_, 0);
-  int end = 0;
-  for (int x = 0; x < layers_; ++x) {
+  int lo = 0, hi = layers_ - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (fits(0, mid)) lo = mid;
+    else hi = mid - 1;
+  }
+  int end = lo;
+  if (end == layers_ - 1 && fits(0, layers_)) end = layers_;
+  out[0] = end;
+  for (int x = 1; x < layers_; ++x) {
     end = std::max(end, x);
     while (end < layers_ && fits(x, end + 1)) ++end;
     out[x] = end;
