@@ -122,12 +122,6 @@ PipelineCosts::PipelineCosts(LayerTimes& times, StageMemoryLines& memory, std::v
   }
 }
 
-double PipelineCosts::group_s(int stage, int group, int samples, int begin, int end) {
-  const StageCostSpec& s = stages_[stage];
-  const ProfileKey key{s.groups[group].gpu_type, s.tp, static_cast<double>(samples), level_.recompute, false};
-  return times_.stage_s(key, begin, end);
-}
-
 const std::vector<int>& PipelineCosts::shares(int stage, int b) {
   const auto k = std::make_pair(stage, b);
   if (auto it = shares_.find(k); it != shares_.end()) return it->second;
@@ -202,13 +196,15 @@ std::vector<int> PipelineCosts::max_ends(int stage, int b, long in_flight) {
   return out;
 }
 
-std::vector<const LayerTimes::Table*> PipelineCosts::group_tables(int stage, int b) {
+const std::vector<const LayerTimes::Table*>& PipelineCosts::group_tables(int stage, int b) {
+  const auto k = std::make_pair(stage, b);
+  if (auto it = group_tables_.find(k); it != group_tables_.end()) return it->second;
   const std::vector<int>& s = shares(stage, b);
   const StageCostSpec& st = stages_[stage];
   std::vector<const LayerTimes::Table*> out;
   for (size_t g = 0; g < s.size(); ++g)
     out.push_back(&times_.table({st.groups[g].gpu_type, st.tp, static_cast<double>(s[g]), level_.recompute, false}));
-  return out;
+  return group_tables_.emplace(k, std::move(out)).first->second;
 }
 
 bool PipelineCosts::known_too_big(int b, long cap) const {
@@ -246,10 +242,8 @@ std::vector<double> PipelineCosts::stage_times(int b, long m) {
   std::vector<double> t;
   if (bounds.empty()) return t;
   for (int j = 0; j < depth(); ++j) {
-    const std::vector<int>& s = shares(j, b);
     double worst = 0;
-    for (size_t g = 0; g < s.size(); ++g)
-      worst = std::max(worst, group_s(j, static_cast<int>(g), s[g], bounds[j], bounds[j + 1]));
+    for (const LayerTimes::Table* table : group_tables(j, b)) worst = std::max(worst, table->stage_s(bounds[j], bounds[j + 1]));
     t.push_back(worst);
   }
   return t;

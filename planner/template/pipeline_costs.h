@@ -159,9 +159,9 @@ class PipelineCosts {
 
   std::map<int, double> work_;  // b -> work_lower_bound(b)
 
-  double group_s(int stage, int group, int samples, int begin, int end);
   // The layer-time tables of stage `stage`'s groups at their shares of micro-batch b.
-  std::vector<const LayerTimes::Table*> group_tables(int stage, int b);
+  const std::vector<const LayerTimes::Table*>& group_tables(int stage, int b);
+  std::map<std::pair<int, int>, std::vector<const LayerTimes::Table*>> group_tables_;  // (stage, b)
   // A lower bound on the sum of the stage times of one micro-batch of b, over every partition.
   double work_lower_bound(int b);
   // Per-GPU bytes of group `group` of stage `stage` holding layers [begin, end) (sim/model/memory.h).
