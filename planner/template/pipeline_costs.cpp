@@ -291,9 +291,15 @@ PipelineCosts::Choice PipelineCosts::best(long n) {
   // Branch and bound over the divisors: the stage sum is at least the work bound W and the slowest stage at
   // least W / depth, so time(n, b) >= W (1 + (m - 1) / depth); sizes are tried in ascending bound and the
   // rest skipped once the bound reaches the best time (exact: the same choice as trying every divisor).
+  std::vector<long> divisors;
+  for (long d = 1; d * d <= n; ++d)
+    if (n % d == 0) {
+      divisors.push_back(d);
+      if (d != n / d) divisors.push_back(n / d);
+    }
   std::vector<std::pair<double, int>> order;
-  for (long b = min_micro_batch_; b <= n; ++b) {
-    if (n % b != 0 || known_too_big(static_cast<int>(b), 1)) continue;
+  for (const long b : divisors) {
+    if (b < min_micro_batch_ || known_too_big(static_cast<int>(b), 1)) continue;
     const double m = static_cast<double>(n / b);
     order.emplace_back(work_lower_bound(static_cast<int>(b)) * (1 + (m - 1) / depth()), static_cast<int>(b));
   }
