@@ -117,8 +117,8 @@ Topology::Topology(const Cluster& cluster) : impl_(std::make_unique<Impl>()), nu
     const Vertex fabric = add_vertex();
     for (int l = 0; l < grp.nic_count; ++l) nic_vertices[n].push_back(add_vertex());
 
-    // GPU<->fabric first for every GPU, so BFS reaches same-node GPUs through the fabric, never through a
-    // shared NIC (both are two hops).
+    // GPU<->fabric first for every GPU: of the two-hop paths between same-node GPUs (through the fabric or a
+    // shared NIC), the fabric's is the first a breadth-first search in insertion order finds, the route's.
     const double intra_cap = grp.intra_bw * eff;  // nominal per-GPU bandwidth x achieved fraction
     for (int l = 0; l < node.gpus; ++l) {
       const GpuId gpu = node.first_gpu + l;
