@@ -287,8 +287,9 @@ TEST(Completion, IsDeterministicAndRespectsMaxCandidates) {
 // templates (each completed twice, the second time on a warm cache) gives every template the plans and
 // priced times a fresh completion gives it, bit for bit, on a dense and on an MoE model.
 TEST(Completion, SharedCacheGivesTheSamePlansAsAFreshCompletion) {
-  for (const ModelConfig& model : {test::small_gpt_model(64), test::small_moe_model(64)}) {
-    const Fixture f("A100-80:2x8,V100-32:2x4,T4:2x4", model);
+  // Models whose memory binds on these GPUs (16-80 GB), so the cached stage memory decides plans.
+  for (const char* name : {"gpt3-13b", "gpt-moe-1.3b-64e"}) {
+    const Fixture f("A100-80:2x8,V100-32:2x4,T4:2x4", load_model(name));
     const Estimator est(f.cluster, f.topo, f.model);
     const PlanPricer price = [&](const Plan& p) -> std::optional<double> {
       const Estimate e = est.estimate(p);
@@ -311,7 +312,7 @@ TEST(Completion, SharedCacheGivesTheSamePlansAsAFreshCompletion) {
         }
         completed += fresh.empty() ? 0 : 1;
       }
-    EXPECT_GE(completed, 2 * 8) << model.name;  // the comparison saw plans, not only empty completions
+    EXPECT_GE(completed, 2 * 8) << name;  // the comparison saw plans, not only empty completions
   }
 }
 
