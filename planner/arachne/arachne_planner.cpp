@@ -16,9 +16,6 @@
 #include "planner/template/tokens.h"
 
 namespace arachne::planner {
-namespace {
-
-}  // namespace
 
 const PolicyNet& load_policy(const std::string& path_or_empty) {
   const std::string path = path_or_empty.empty() ? default_policy_path() : path_or_empty;
@@ -29,10 +26,6 @@ const PolicyNet& load_policy(const std::string& path_or_empty) {
   if (!slot) slot = std::make_unique<PolicyNet>(PolicyNet::load(path));
   return *slot;
 }
-
-namespace {
-
-}  // namespace
 
 std::vector<Template> proposed_templates(const PlanRequest& r, long global) {
   std::vector<Template> out;
