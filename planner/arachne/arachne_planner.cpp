@@ -126,6 +126,7 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
     const Estimate e = est.estimate(p);
     return e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
   };
+  CompletionCache cache(*r.cluster, *r.model);  // per-layer times and stage memory, shared by the templates
   std::vector<CompletedPlan> all;
   const TemplatePricer complete = [&](const Template& t) -> std::optional<double> {
     if (timer.wall_budget_spent(r)) {
@@ -133,7 +134,7 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
       return std::nullopt;
     }
     std::optional<double> best;
-    for (CompletedPlan& c : complete_template(t, {r.cluster, r.topo, r.model, global}, price, {.max_candidates = r.arachne_completions})) {
+    for (CompletedPlan& c : complete_template(t, {r.cluster, r.topo, r.model, global, &cache}, price, {.max_candidates = r.arachne_completions})) {
       if (!best || c.priced_s < *best) best = c.priced_s;
       all.push_back(std::move(c));
     }
