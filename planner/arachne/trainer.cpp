@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -58,6 +59,7 @@ RequestFeatures features_of(const ConfigRecord& r) {
 }
 
 std::vector<Example> load_examples(const std::string& path, const GpuCatalog& catalog, long index_offset) {
+  long refused = 0;
   DatasetSchema schema;
   std::vector<ConfigRecord> records;
   try {
@@ -81,12 +83,20 @@ std::vector<Example> load_examples(const std::string& path, const GpuCatalog& ca
     e.features = features_of(r);
     const TokenGrammar grammar(*e.cluster, e.model);
     for (const LabelRecord& l : r.labels) {
-      e.labels.push_back(l.tokens);
-      e.allowed.push_back(allowed_along(grammar, l.tokens, token_id({TokenKind::Bos, 0})));
+      try {
+        e.allowed.push_back(allowed_along(grammar, l.tokens, token_id({TokenKind::Bos, 0})));
+        e.labels.push_back(l.tokens);
+      } catch (const std::invalid_argument&) {
+        ++refused;  // a template the policy cannot emit (the grammar masks it): nothing to imitate
+        continue;
+      }
+      if (e.labels.size() == 1) e.best_label_estimate = l.estimated_s;
     }
-    e.best_label_estimate = r.labels.front().estimated_s;
-    out.push_back(std::move(e));
+    if (!e.labels.empty()) out.push_back(std::move(e));
   }
+  if (refused > 0)
+    std::fprintf(stderr, "train: %s: %ld labels outside the token grammar skipped (the policy cannot emit them)\n",
+                 path.c_str(), refused);
   if (out.empty()) throw InputError(path, "no labelled configuration");
   return out;
 }

@@ -13,14 +13,27 @@ namespace {
 class MoveSink {
  public:
   MoveSink(const Template& start, const Cluster& cluster, const ModelConfig& model)
-      : moe(model.moe.has_value()), cluster_(cluster), model_(model), types_(type_order(cluster)) {
+      : moe(model.moe.has_value()), cluster_(cluster), model_(model), types_(type_order(cluster)), grammar_(cluster, model) {
     seen_.insert(canonical(start));
   }
   void add(const Template& candidate) {
     Template t = canonical(candidate);
     if (!seen_.insert(t).second) return;
-    if (!template_problem(t, cluster_, model_).empty() || !encode(t, types_)) return;
+    if (!template_problem(t, cluster_, model_).empty() || !grammar_accepts(t)) return;
     out_.push_back(std::move(t));
+  }
+  // A token form that the grammar admits token by token (it is stricter than template_problem, e.g. on how
+  // TP groups of several widths pack into nodes).
+  bool grammar_accepts(const Template& t) const {
+    const std::optional<std::vector<int>> ids = encode(t, types_);
+    if (!ids) return false;
+    TokenGrammar g = grammar_;
+    try {
+      for (const int id : *ids) g.push(id);
+    } catch (const std::invalid_argument&) {
+      return false;
+    }
+    return g.finished();
   }
   const std::vector<std::string>& types() const { return types_; }
   const bool moe;
@@ -30,6 +43,7 @@ class MoveSink {
   const Cluster& cluster_;
   const ModelConfig& model_;
   std::vector<std::string> types_;
+  TokenGrammar grammar_;
   std::set<Template> seen_;
   std::vector<Template> out_;
 };

@@ -10,7 +10,8 @@
 //   - a group kind of a stage: one TP group more or fewer; its GPUs moved to another type; a kind of another
 //     type (one group) added beside it;
 //   - MoE stages: EP twice or half as wide, the other scope, uneven experts on or off.
-// Only templates the cluster can run (template_problem empty) that have a token form (encode) are kept, in
+// Only templates the cluster can run (template_problem empty) whose token form the grammar admits
+// (TokenGrammar, so that the policy could propose them and they can be labels) are kept, in
 // canonical form, each once, the start template excluded; the order is the order of the moves above over
 // classes, stages and kinds in the template's canonical order: deterministic.
 #pragma once
