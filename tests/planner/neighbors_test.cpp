@@ -27,14 +27,18 @@ TEST(TemplateNeighbors, AreRunnableCanonicalDistinctAndExcludeTheStart) {
     const Template start = parse_template(std::string(model) == "gpt3-1.3b" ? "2x[A100-80:tp4x1 | V100-32:tp2x1]"
                                                                           : "2x[A100-80:tp4x1 ep2/pipelines]");
     const std::vector<Template> ns = template_neighbors(start, c, m);
-    EXPECT_GT(ns.size(), 10u) << model;
+    EXPECT_GE(ns.size(), 5u) << model;
     const std::set<Template> distinct(ns.begin(), ns.end());
     EXPECT_EQ(distinct.size(), ns.size()) << model;
     EXPECT_EQ(distinct.count(start), 0u) << model;
     for (const Template& t : ns) {
       EXPECT_EQ(canonical(t), t) << to_text(t);
       EXPECT_EQ(template_problem(t, c, m), "") << to_text(t);
-      EXPECT_TRUE(encode(t, type_order(c)).has_value()) << to_text(t);
+      const std::optional<std::vector<int>> ids = encode(t, type_order(c));
+      ASSERT_TRUE(ids.has_value()) << to_text(t);
+      TokenGrammar g(c, m);
+      for (const int id : *ids) ASSERT_NO_THROW(g.push(id)) << to_text(t);
+      EXPECT_TRUE(g.finished()) << to_text(t);
     }
   }
 }
