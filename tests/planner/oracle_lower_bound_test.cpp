@@ -125,6 +125,7 @@ TEST(OracleLowerBound, NeverAboveTheSimulatedTimeOnRandomDensePlans) {
   EXPECT_EQ(t.simulated, 2100);  // the draws reach enough valid plans for the check to mean something
   EXPECT_GT(t.tightest, 0.5);    // and the bound is not vacuous
   EXPECT_GT(t.raised, 100);      // nor is the reduction tail
+  EXPECT_GT(t.lifted, 100);      // nor its placement-free form
 }
 
 TEST(OracleLowerBound, NeverAboveTheSimulatedTimeOnRandomMoePlans) {
@@ -163,6 +164,7 @@ TEST(OracleLowerBound, NeverAboveTheSimulatedTimeWithLargeGradientBuckets) {
               "%d pipelines lifted placement-free\n", t.simulated, t.raised, t.tightest, t.lifted);
   EXPECT_EQ(t.simulated, 120);
   EXPECT_GT(t.raised, 10);
+  EXPECT_GT(t.lifted, 10);
 }
 
 }  // namespace
