@@ -39,12 +39,14 @@ candidate with its estimated and simulated time (layout: DESIGN.md "HDF5", plann
 
 Whole GPU-type families are held out for evaluation: --split held-out draws only those, --split train
 never does. Configuration i depends only on (options, --seed, i): kill the run and start it again with
-the same options, and it resumes from the shards in FILE.h5.shards/ and ends with the same file.
+the same options, and it resumes from the shards in FILE.h5.shards/ and ends with the same file. --configs
+is not among those options: an interrupted run may be finished with a smaller or larger N.
+Progress goes to stderr (one line per 10 configurations when stderr is not a terminal).
 
 Usage:
   arachne gen-data --out FILE.h5 --configs N [--seed N] [--split train|held-out] [--threads T]
                    [--min-gpus G] [--max-gpus G] [--max-templates N] [--sampled-templates N]
-                   [--simulate-top N] [--labels N]
+                   [--refine-rounds R] [--simulate-top N] [--labels N]
                    [--oracle-max-gpus G]
 
 Example:
@@ -57,9 +59,11 @@ Split parse_split(const std::string& s) {
   throw InputError("--split", "'" + s + "' is not train or held-out");
 }
 
-std::string sampler_text(const ConfigSamplerOptions& s, Split split, std::uint64_t seed, long configs) {
+// The options that decide configuration i and its labels. The count is not among them: configuration i does
+// not depend on it, so a run can be extended (or cut) by rerunning with another --configs.
+std::string sampler_text(const ConfigSamplerOptions& s, Split split, std::uint64_t seed) {
   std::ostringstream o;
-  o << "configs " << configs << ", seed " << seed << ", split " << (split == Split::Train ? "train" : "held-out")
+  o << "seed " << seed << ", split " << (split == Split::Train ? "train" : "held-out")
     << ", gpus " << s.min_gpus << "-" << s.max_gpus << ", moe_fraction " << s.moe_fraction << ", held_out_modulus "
     << s.held_out_modulus << ", dense";
   for (const auto& m : s.dense_models) o << " " << m;
@@ -69,11 +73,13 @@ std::string sampler_text(const ConfigSamplerOptions& s, Split split, std::uint64
   return o.str();
 }
 
-void print_progress(const GenDataProgress& p) {
+// On a terminal one line rewritten in place; otherwise (a log file) a line per 10 configurations and at the end.
+void print_progress(const GenDataProgress& p, bool tty) {
+  if (!tty && p.done % 10 != 0 && p.done != p.total) return;
   const long fresh = p.done - p.resumed;
   const double each = fresh > 0 ? p.elapsed_s / static_cast<double>(fresh) : 0;
-  std::fprintf(stderr, "\rgen-data: %ld/%ld configurations (%ld resumed), %.1f s each, ~%.0f min left   ", p.done,
-               p.total, p.resumed, each, each * static_cast<double>(p.total - p.done) / 60.0);
+  std::fprintf(stderr, "%sgen-data: %ld/%ld configurations (%ld resumed), %.1f s each, ~%.0f min left%s", tty ? "\r" : "",
+               p.done, p.total, p.resumed, each, each * static_cast<double>(p.total - p.done) / 60.0, tty ? "   " : "\n");
 }
 
 }  // namespace
@@ -92,6 +98,8 @@ int run_gen_data(const std::vector<std::string>& args, const std::string& comman
       ("sampled-templates", po::value<std::string>()->value_name("N")->default_value("300"),
        "templates drawn by random walks per configuration (where the enumeration is cut short)")
       ("simulate-top", po::value<std::string>()->value_name("N")->default_value("8"), "templates simulated per configuration")
+      ("refine-rounds", po::value<std::string>()->value_name("R")->default_value("0"),
+       "rounds of local moves from the 4 best-priced templates (planner/template/neighbors.h)")
       ("labels", po::value<std::string>()->value_name("N")->default_value("4"), "templates kept as labels")
       ("oracle-max-gpus", po::value<std::string>()->value_name("G")->default_value("4"),
        "also run the oracle on clusters up to this size, to compare the labels with (0: never)");
@@ -120,13 +128,14 @@ int run_gen_data(const std::vector<std::string>& args, const std::string& comman
     l.sampled = static_cast<int>(parse_int_flag("--sampled-templates", vm["sampled-templates"].as<std::string>(), 0));
     l.simulate_top = static_cast<int>(parse_int_flag("--simulate-top", vm["simulate-top"].as<std::string>(), 1));
     l.labels = static_cast<int>(parse_int_flag("--labels", vm["labels"].as<std::string>(), 1));
+    l.refine_rounds = static_cast<int>(parse_int_flag("--refine-rounds", vm["refine-rounds"].as<std::string>(), 0));
     l.oracle_max_gpus = static_cast<int>(parse_int_flag("--oracle-max-gpus", vm["oracle-max-gpus"].as<std::string>(), 0));
-    g.options_text = sampler_text(g.sampler, g.split, g.seed, g.configs) + l.text();
+    g.options_text = sampler_text(g.sampler, g.split, g.seed) + l.text();
     const GpuCatalog catalog = GpuCatalog::load_default();
     const bool tty = isatty(fileno(stderr)) != 0;
     const GenDataStats s = planner::run_gen_data(
         g, catalog, planner::dataset_schema(), [&l](const SampledConfig& c) { return planner::label_config(c, l); },
-        {ARACHNE_VERSION, command_line, g.seed, g.options_text}, tty ? print_progress : std::function<void(const GenDataProgress&)>{});
+        {ARACHNE_VERSION, command_line, g.seed, g.options_text}, [tty](const GenDataProgress& p) { print_progress(p, tty); });
     if (tty) std::fprintf(stderr, "\n");
     std::fprintf(stderr, "gen-data: wrote %s (%ld configurations, %ld resumed)\n", g.out.c_str(), g.configs, s.resumed);
   } catch (const InputError& e) {

@@ -44,11 +44,12 @@ the simulated one.
 Usage:
   arachne plan --cluster C --model M --planner NAME[,NAME...]|all [--global-batch N] [--budget N]
                [--budget-wall S] [--cost-model own|simulator] [--flashflex-refine] [--beam K]
-               [--simulate-top N] [--policy FILE] [--out plan.yaml]
+               [--simulate-top N] [--refine R] [--policy FILE] [--out plan.yaml]
                [--json] [--seed N]
 
 Planners ('arachne list planners'): arachne (the learned planner: --beam templates proposed by the
-policy, completed and priced by the fast estimator, the --simulate-top best simulated); megatron, amp,
+policy, --refine rounds of local moves from the best of them, every template completed and priced by the
+fast estimator, the --simulate-top best simulated); megatron, amp,
 metis, flashflex, sailor (baselines reimplemented from their papers and public code;
 planner/baselines/README.md); oracle (branch and bound over its declared space, simulator-priced;
 complete only where it says so, planner/oracle/README.md).
@@ -173,6 +174,7 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
       ("flashflex-refine", po::bool_switch(), "FlashFlex: add our hill-climbing refinement (row flashflex+refine)")
       ("beam", po::value<std::string>()->value_name("K")->default_value("8"), "arachne: templates decoded by beam search")
       ("simulate-top", po::value<std::string>()->value_name("N")->default_value("3"), "arachne: best-priced plans simulated")
+      ("refine", po::value<std::string>()->value_name("R")->default_value("0"), "arachne: rounds of local moves from the best-priced templates")
       ("policy", po::value<std::string>()->value_name("FILE"), "arachne: policy weights (default: the shipped configs/policy/arachne.weights)")
       ("out", po::value<std::string>()->value_name("plan.yaml"), "write the best plan as YAML (reads back with simulate --plan)")
       ("json", po::bool_switch(), "print exactly one JSON object on stdout")
@@ -200,6 +202,7 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
   req.flashflex_refine = vm["flashflex-refine"].as<bool>();
   req.arachne_beam = static_cast<int>(parse_int_flag("--beam", str("beam"), 1));
   req.arachne_simulate = static_cast<int>(parse_int_flag("--simulate-top", str("simulate-top"), 1));
+  req.arachne_refine = static_cast<int>(parse_int_flag("--refine", str("refine"), 0));
   if (vm.count("policy")) req.arachne_policy = str("policy");
   const std::string cm = str("cost-model");
   if (cm == "own") req.cost_model = planner::CostModel::Own;

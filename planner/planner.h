@@ -40,6 +40,7 @@ struct PlanRequest {
   int arachne_beam = 8;
   int arachne_completions = 2;
   int arachne_simulate = 3;
+  int arachne_refine = 0;  // rounds of local moves from the best-priced templates (planner/template/neighbors.h)
   std::string arachne_policy;
 };
 

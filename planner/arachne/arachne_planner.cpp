@@ -12,6 +12,7 @@
 #include "planner/common/evaluator.h"
 #include "planner/template/completion.h"
 #include "planner/template/estimator.h"
+#include "planner/template/neighbors.h"
 #include "planner/template/tokens.h"
 
 namespace arachne::planner {
@@ -64,9 +65,15 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
     return e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
   };
   std::vector<CompletedPlan> all;
-  for (const Template& t : templates)
-    for (CompletedPlan& c : complete_template(t, {r.cluster, r.topo, r.model, global}, price, {.max_candidates = r.arachne_completions}))
+  const TemplatePricer complete = [&](const Template& t) -> std::optional<double> {
+    std::optional<double> best;
+    for (CompletedPlan& c : complete_template(t, {r.cluster, r.topo, r.model, global}, price, {.max_candidates = r.arachne_completions})) {
+      if (!best || c.priced_s < *best) best = c.priced_s;
       all.push_back(std::move(c));
+    }
+    return best;
+  };
+  local_search(templates, *r.cluster, *r.model, complete, {.rounds = r.arachne_refine, .width = 2});
   std::stable_sort(all.begin(), all.end(), [](const CompletedPlan& a, const CompletedPlan& b) { return a.priced_s < b.priced_s; });
   return all;
 }

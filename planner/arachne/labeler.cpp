@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <set>
 #include <sstream>
@@ -11,6 +12,7 @@
 #include "planner/oracle/oracle_planner.h"
 #include "planner/template/completion.h"
 #include "planner/template/estimator.h"
+#include "planner/template/neighbors.h"
 #include "planner/template/tokens.h"
 #include "sim/exec/simulate.h"
 
@@ -70,6 +72,32 @@ std::vector<std::size_t> by_estimate(const std::vector<Priced>& priced) {
   return order;
 }
 
+// The priced templates' neighbours, a few rounds from the best (local_search), appended to `priced`.
+void refine_templates(std::vector<Priced>& priced, const CompletionInput& in, const Estimator& est, const LabelOptions& opt) {
+  if (opt.refine_rounds <= 0) return;
+  std::map<Template, std::size_t> index;
+  std::vector<Template> start;
+  for (std::size_t i = 0; i < priced.size(); ++i) index.emplace(priced[i].tmpl, i);
+  for (std::size_t i : by_estimate(priced)) {
+    if (static_cast<int>(start.size()) == opt.refine_width || !priced[i].best) break;
+    start.push_back(priced[i].tmpl);
+  }
+  long fresh = 0;
+  const TemplatePricer price = [&](const Template& t) -> std::optional<double> {
+    auto it = index.find(t);
+    if (it == index.end()) {
+      if (fresh == opt.refine_max) return std::nullopt;
+      ++fresh;
+      std::vector<Priced> one = price_templates({t}, in, est, opt.completions);
+      it = index.emplace(t, priced.size()).first;
+      priced.push_back(std::move(one.front()));
+    }
+    const Priced& p = priced[it->second];
+    return p.best ? std::optional<double>(p.best->priced_s) : std::nullopt;
+  };
+  local_search(start, *in.cluster, *in.model, price, {.rounds = opt.refine_rounds, .width = opt.refine_width});
+}
+
 void simulate_best(std::vector<Priced>& priced, const std::vector<std::size_t>& order, const SampledConfig& cfg,
                    const Topology& topo, int top) {
   int done = 0;
@@ -118,7 +146,8 @@ std::string LabelOptions::text() const {
     << enumeration.max_classes << ", max_stages " << enumeration.max_stages << ", max_types_per_stage "
     << enumeration.max_types_per_stage << ", divisor_counts " << enumeration.divisor_counts << ", type_blocks "
     << enumeration.type_blocks << "; heuristic " << heuristic << "; sampled " << sampled
-    << "; completions " << completions << "; simulate_top " << simulate_top << "; labels " << labels
+    << "; completions " << completions << "; refine " << refine_rounds << " rounds of " << refine_width
+    << ", at most " << refine_max << "; simulate_top " << simulate_top << "; labels " << labels
     << "; oracle up to " << oracle_max_gpus << " GPUs, " << oracle_simulations << " simulations\n";
   return s.str();
 }
@@ -138,6 +167,7 @@ ConfigRecord label_config(const SampledConfig& cfg, const LabelOptions& opt) {
   ConfigRecord rec;
   const std::vector<Template> templates = candidate_templates(cfg, opt, &rec.search_complete);
   std::vector<Priced> priced = price_templates(templates, in, est, opt.completions);
+  refine_templates(priced, in, est, opt);
   const std::vector<std::size_t> order = by_estimate(priced);
   simulate_best(priced, order, cfg, topo, opt.simulate_top);
   const std::vector<std::string> types = type_order(cfg.cluster);
@@ -155,7 +185,8 @@ ConfigRecord label_config(const SampledConfig& cfg, const LabelOptions& opt) {
   rec.gpus = cfg.cluster.total_gpus();
   rec.cluster_yaml = cfg.cluster.to_yaml();
   rec.search = "heuristic + restricted enumeration (first " + std::to_string(opt.enumeration.max_templates) +
-               " in token order) + " + std::to_string(opt.sampled) + " random walks, estimator-priced, top " +
+               " in token order) + " + std::to_string(opt.sampled) + " random walks + " +
+               std::to_string(opt.refine_rounds) + " rounds of local moves, estimator-priced, top " +
                std::to_string(opt.simulate_top) + " simulated";
   rec.oracle_s = oracle_time(cfg, topo, opt);
   return rec;

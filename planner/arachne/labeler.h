@@ -7,7 +7,8 @@
 //      reproducible) and `sampled` templates of the same space drawn by seeded random walks (the capped
 //      enumeration alone sees only one corner of a large space), without repeats;
 //   2. price: each template completed (planner/template/completion.h) with the fast estimator as the
-//      pricer; its best completion's estimate is the template's;
+//      pricer; its best completion's estimate is the template's; then `refine_rounds` rounds of local moves
+//      (planner/template/neighbors.h) from the `refine_width` best-priced templates, priced alike;
 //   3. judge: the `simulate_top` templates with the best estimates simulated (their best completion);
 //   4. labels: the `labels` fastest simulated templates, best first, as token sequences;
 //   5. reference: on clusters of at most `oracle_max_gpus` GPUs the oracle (no phase-0 seeds, a simulation
@@ -27,6 +28,9 @@ struct LabelOptions {
   int heuristic = 16;        // templates from the heuristic generator
   int sampled = 300;         // templates drawn by random walks (seeded by the configuration)
   int completions = 2;       // completed plans priced per template
+  int refine_rounds = 0;     // rounds of local moves from the best-priced templates (0: none)
+  int refine_width = 4;      // templates whose neighbours are priced each round
+  long refine_max = 2000;    // new templates priced by the local moves, at most
   int simulate_top = 8;      // templates simulated
   int labels = 4;            // templates kept as labels
   int oracle_max_gpus = 4;   // run the oracle on clusters up to this size (0: never)

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <random>
 
 #include "planner/arachne/config_sampler.h"
@@ -81,6 +82,22 @@ TEST(ArachnePlanner, ReturnsAValidPlanWithinItsSimulationBudget) {
   EXPECT_NEAR(res.predicted_iteration_time_s, sim.iteration_time_s, 0.1 * sim.iteration_time_s);
 }
 
+// Local moves start from the beam's templates and keep every plan they priced, so the best estimate can only
+// improve with more rounds, at the price of more templates completed.
+TEST(ArachnePlanner, RefinementNeverWorsensTheBestEstimate) {
+  const RandomPolicyFile policy(13);
+  const Snapshot s("A100-80:1x4,V100-32:2x2");
+  PlanRequest r = s.request(policy.path());
+  r.arachne_simulate = 1;
+  ArachnePlanner p;
+  const PlanResult plain = p.plan(r);
+  r.arachne_refine = 2;
+  const PlanResult refined = p.plan(r);
+  ASSERT_TRUE(plain.plan && refined.plan);
+  EXPECT_GT(refined.own_model_evaluations, plain.own_model_evaluations);
+  EXPECT_LE(refined.predicted_iteration_time_s, plain.predicted_iteration_time_s);
+}
+
 TEST(ArachnePlanner, ReplanningTriesThePreviousPlansTemplateFirst) {
   const RandomPolicyFile policy(12);
   const Snapshot s("A100-80:1x4,V100-32:2x2");
@@ -142,6 +159,31 @@ TEST(ArachneLabeler, LabelsAreTheFastestSimulatedTemplatesAndDeterministic) {
     }
   EXPECT_LE(simulated, 5);
   EXPECT_EQ(record_to_json(a), record_to_json(label_config(cfg, lo)));
+}
+
+// Local moves add candidates to the label search and keep every template it priced without them, so its
+// best estimate can only improve.
+TEST(ArachneLabeler, RefinementAddsCandidatesAndNeverWorsensTheBestEstimate) {
+  ConfigSamplerOptions so;
+  so.max_gpus = 16;
+  const SampledConfig cfg = draw_config(so, GpuCatalog::load_default(), Split::Train, 4, 3);
+  LabelOptions lo;
+  lo.enumeration.max_templates = 30;
+  lo.sampled = 10;
+  lo.oracle_max_gpus = 0;
+  const ConfigRecord plain = label_config(cfg, lo);
+  lo.refine_rounds = 2;
+  const ConfigRecord refined = label_config(cfg, lo);
+  ASSERT_GT(refined.candidates.size(), plain.candidates.size());
+  const auto best_estimate = [](const ConfigRecord& r) {
+    double best = std::numeric_limits<double>::infinity();
+    for (const CandidateRecord& c : r.candidates)
+      if (c.fits) best = std::min(best, c.estimated_s);
+    return best;
+  };
+  EXPECT_LE(best_estimate(refined), best_estimate(plain));
+  for (std::size_t i = 0; i < plain.candidates.size(); ++i)
+    EXPECT_EQ(refined.candidates[i].template_text, plain.candidates[i].template_text);
 }
 
 }  // namespace

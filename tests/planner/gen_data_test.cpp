@@ -105,6 +105,23 @@ TEST(GenData, InterruptedRunResumesAndEndsWithTheSameFile) {
   EXPECT_EQ(bytes(dir.path / "whole.h5"), bytes(out));
 }
 
+TEST(GenData, InterruptedRunCanBeFinishedWithAnotherCount) {
+  TempDir dir;
+  GenDataOptions whole = options(dir.path / "whole.h5", 1);
+  whole.configs = 5;
+  run_gen_data(whole, catalog(), schema(), fake_label, {"v", "c", 5, "y"});
+  const fs::path out = dir.path / "cut.h5";
+  const ConfigLabeler dies_at_7 = [](const SampledConfig& c) {
+    if (c.index == 7) throw std::runtime_error("killed");
+    return fake_label(c);
+  };
+  EXPECT_THROW(run_gen_data(options(out, 1), catalog(), schema(), dies_at_7, {"v", "c", 5, "y"}), std::runtime_error);
+  GenDataOptions cut = options(out, 1);
+  cut.configs = 5;
+  EXPECT_EQ(run_gen_data(cut, catalog(), schema(), fake_label, {"v", "c", 5, "y"}).resumed, 5);
+  EXPECT_EQ(bytes(dir.path / "whole.h5"), bytes(out));
+}
+
 TEST(GenData, ShardsOfOtherOptionsAreRefused) {
   TempDir dir;
   const fs::path out = dir.path / "d.h5";

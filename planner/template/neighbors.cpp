@@ -1,0 +1,199 @@
+// Local moves over templates and the best-first local search on them (planner/template/neighbors.h).
+#include "planner/template/neighbors.h"
+
+#include <algorithm>
+#include <set>
+
+#include "planner/template/tokens.h"
+
+namespace arachne::planner {
+namespace {
+
+// Collects the moves' results: canonical, runnable, with a token form, each once, the start excluded.
+class MoveSink {
+ public:
+  MoveSink(const Template& start, const Cluster& cluster, const ModelConfig& model)
+      : moe(model.moe.has_value()), cluster_(cluster), model_(model), types_(type_order(cluster)) {
+    seen_.insert(canonical(start));
+  }
+  void add(const Template& candidate) {
+    Template t = canonical(candidate);
+    if (!seen_.insert(t).second) return;
+    if (!template_problem(t, cluster_, model_).empty() || !encode(t, types_)) return;
+    out_.push_back(std::move(t));
+  }
+  const std::vector<std::string>& types() const { return types_; }
+  const bool moe;
+  std::vector<Template> take() { return std::move(out_); }
+
+ private:
+  const Cluster& cluster_;
+  const ModelConfig& model_;
+  std::vector<std::string> types_;
+  std::set<Template> seen_;
+  std::vector<Template> out_;
+};
+
+void class_moves(const Template& t, std::size_t c, MoveSink& sink) {
+  const int r = t.pipelines[c].replicas;
+  for (const int replicas : {r + 1, r - 1, 2 * r, r % 2 == 0 ? r / 2 : 0}) {
+    if (replicas < 1 || replicas == r) continue;
+    Template n = t;
+    n.pipelines[c].replicas = replicas;
+    sink.add(n);
+  }
+  if (t.pipelines.size() > 1) {
+    Template n = t;
+    n.pipelines.erase(n.pipelines.begin() + static_cast<long>(c));
+    sink.add(n);
+  }
+  for (const std::string& type : sink.types()) {
+    PipelineTemplate copy = t.pipelines[c];
+    copy.replicas = 1;
+    for (StageTemplate& s : copy.stages) s.kinds = {{type, s.tp_groups()}};
+    Template n = t;
+    n.pipelines.push_back(copy);
+    sink.add(n);
+  }
+}
+
+void stage_moves(const Template& t, std::size_t c, std::size_t j, MoveSink& sink) {
+  const StageTemplate& s = t.pipelines[c].stages[j];
+  auto with_stage = [&](const StageTemplate& changed) {
+    Template n = t;
+    n.pipelines[c].stages[j] = changed;
+    sink.add(n);
+  };
+  // TP twice or half as wide, at the same GPUs (groups halved or doubled) and at the same group count.
+  for (const bool wider : {true, false}) {
+    const int tp = wider ? s.tp * 2 : s.tp / 2;
+    if (tp < 1 || (!wider && s.tp % 2 != 0)) continue;
+    StageTemplate same_groups = s;
+    same_groups.tp = tp;
+    with_stage(same_groups);
+    StageTemplate same_gpus = same_groups;
+    bool ok = true;
+    for (GroupKind& k : same_gpus.kinds) {
+      if (wider && k.groups % 2 != 0) ok = false;
+      k.groups = wider ? k.groups / 2 : k.groups * 2;
+    }
+    if (ok) with_stage(same_gpus);
+  }
+  // The stage split in two identical stages, or removed.
+  {
+    Template n = t;
+    auto& stages = n.pipelines[c].stages;
+    stages.insert(stages.begin() + static_cast<long>(j), s);
+    sink.add(n);
+  }
+  if (t.pipelines[c].stages.size() > 1) {
+    Template n = t;
+    auto& stages = n.pipelines[c].stages;
+    stages.erase(stages.begin() + static_cast<long>(j));
+    sink.add(n);
+  }
+  // MoE: EP twice or half as wide, the other scope, uneven experts toggled.
+  if (sink.moe) {
+    for (const int ep : {s.ep * 2, s.ep % 2 == 0 ? s.ep / 2 : 0}) {
+      if (ep < 1) continue;
+      StageTemplate m = s;
+      m.ep = ep;
+      with_stage(m);
+    }
+    StageTemplate scope = s;
+    scope.ep_scope = s.ep_scope == EpScope::Stage ? EpScope::Pipelines : EpScope::Stage;
+    with_stage(scope);
+    StageTemplate uneven = s;
+    uneven.uneven_experts = !s.uneven_experts;
+    with_stage(uneven);
+  }
+}
+
+void kind_moves(const Template& t, std::size_t c, std::size_t j, std::size_t k, MoveSink& sink) {
+  const GroupKind& kind = t.pipelines[c].stages[j].kinds[k];
+  auto with_kinds = [&](const std::vector<GroupKind>& kinds) {
+    Template n = t;
+    n.pipelines[c].stages[j].kinds = kinds;
+    sink.add(n);
+  };
+  const std::vector<GroupKind>& kinds = t.pipelines[c].stages[j].kinds;
+  for (const int groups : {kind.groups + 1, kind.groups - 1}) {
+    std::vector<GroupKind> n = kinds;
+    if (groups >= 1) {
+      n[k].groups = groups;
+    } else if (kinds.size() > 1) {
+      n.erase(n.begin() + static_cast<long>(k));
+    } else {
+      continue;
+    }
+    with_kinds(n);
+  }
+  for (const std::string& type : sink.types()) {
+    if (type == kind.gpu_type) continue;
+    std::vector<GroupKind> moved = kinds;
+    moved[k].gpu_type = type;
+    with_kinds(moved);
+    std::vector<GroupKind> added = kinds;
+    added.push_back({type, 1});
+    with_kinds(added);
+  }
+}
+
+}  // namespace
+
+std::vector<Template> template_neighbors(const Template& start, const Cluster& cluster, const ModelConfig& model) {
+  const Template t = canonical(start);
+  MoveSink sink(t, cluster, model);
+  for (std::size_t c = 0; c < t.pipelines.size(); ++c) {
+    class_moves(t, c, sink);
+    for (std::size_t j = 0; j < t.pipelines[c].stages.size(); ++j) {
+      stage_moves(t, c, j, sink);
+      for (std::size_t k = 0; k < t.pipelines[c].stages[j].kinds.size(); ++k) kind_moves(t, c, j, k, sink);
+    }
+  }
+  return sink.take();
+}
+
+std::vector<PricedTemplate> local_search(const std::vector<Template>& start, const Cluster& cluster,
+                                         const ModelConfig& model, const TemplatePricer& price,
+                                         const LocalSearchOptions& opt) {
+  struct Entry {
+    PricedTemplate p;
+    long order = 0;
+    bool expanded = false;
+  };
+  std::vector<Entry> priced;
+  std::set<Template> tried;
+  long count = 0;
+  auto try_template = [&](const Template& t) {
+    if (opt.max_priced > 0 && count >= opt.max_priced) return;
+    Template c = canonical(t);
+    if (!tried.insert(c).second) return;
+    ++count;
+    if (const std::optional<double> s = price(c)) priced.push_back({{std::move(c), *s}, count, false});
+  };
+  auto best_first = [](const Entry& a, const Entry& b) {
+    return a.p.priced_s != b.p.priced_s ? a.p.priced_s < b.p.priced_s : a.order < b.order;
+  };
+  for (const Template& t : start) try_template(t);
+  for (int round = 0; round < opt.rounds; ++round) {
+    std::stable_sort(priced.begin(), priced.end(), best_first);
+    std::vector<Template> frontier;
+    for (Entry& e : priced) {
+      if (static_cast<int>(frontier.size()) >= opt.width) break;
+      if (e.expanded) continue;
+      e.expanded = true;
+      frontier.push_back(e.p.t);
+    }
+    if (frontier.empty()) break;
+    for (const Template& f : frontier)
+      for (const Template& n : template_neighbors(f, cluster, model)) try_template(n);
+  }
+  std::stable_sort(priced.begin(), priced.end(), best_first);
+  std::vector<PricedTemplate> out;
+  out.reserve(priced.size());
+  for (Entry& e : priced) out.push_back(std::move(e.p));
+  return out;
+}
+
+}  // namespace arachne::planner

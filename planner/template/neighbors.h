@@ -1,0 +1,49 @@
+// Local moves over structural templates, and a local search built on them: the way to improve a set of
+// good templates (the policy's beam, a label search's best) one small structural change at a time, each
+// result completed and priced (planner/template/completion.h, estimator.h) before it is kept.
+//
+// One move changes one thing of a template (planner/template/template.h):
+//   - a pipeline class: one replica more or fewer, twice or half as many; the class removed (when another
+//     remains); a copy of the class added with every stage on another GPU type (one replica);
+//   - a stage: TP twice or half as wide at the same GPUs (groups halved or doubled) or at the same group
+//     count; the stage split in two identical stages (a deeper pipeline) or removed (a shallower one);
+//   - a group kind of a stage: one TP group more or fewer; its GPUs moved to another type; a kind of another
+//     type (one group) added beside it;
+//   - MoE stages: EP twice or half as wide, the other scope, uneven experts on or off.
+// Only templates the cluster can run (template_problem empty) that have a token form (encode) are kept, in
+// canonical form, each once, the start template excluded; the order is the order of the moves above over
+// classes, stages and kinds in the template's canonical order: deterministic.
+#pragma once
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "planner/template/template.h"
+
+namespace arachne::planner {
+
+std::vector<Template> template_neighbors(const Template& t, const Cluster& cluster, const ModelConfig& model);
+
+// A template's price: the best estimated iteration time of its completed plans, or nullopt when none fits.
+using TemplatePricer = std::function<std::optional<double>(const Template&)>;
+
+struct LocalSearchOptions {
+  int rounds = 2;  // rounds of moves
+  int width = 2;   // templates whose neighbours are tried each round (the best priced so far, not yet expanded)
+  long max_priced = 0;  // stop after pricing this many new templates (0: no cap)
+};
+
+struct PricedTemplate {
+  Template t;
+  double priced_s = 0;
+};
+
+// Best-first local search: start from `start` (priced first, in order), then for `rounds` rounds take the
+// `width` best-priced templates not expanded yet and price all their neighbours that were not priced
+// before. Returns every template priced (the starts included, unpriceable ones left out), best first (ties
+// in pricing order). Deterministic.
+std::vector<PricedTemplate> local_search(const std::vector<Template>& start, const Cluster& cluster,
+                                         const ModelConfig& model, const TemplatePricer& price,
+                                         const LocalSearchOptions& opt);
+
+}  // namespace arachne::planner

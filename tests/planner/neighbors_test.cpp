@@ -1,0 +1,106 @@
+// Local moves over templates and the local search on them (planner/template/neighbors.h). Expected
+// neighbours are derived by hand from the moves the header lists.
+#include "planner/template/neighbors.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "planner/template/tokens.h"
+#include "tests/sim/test_support.h"
+
+namespace arachne::planner {
+namespace {
+
+Cluster spec(const std::string& s) { return parse_cluster_spec(s, GpuCatalog::load_default()); }
+
+bool contains(const std::vector<Template>& ts, const std::string& text) {
+  const Template t = parse_template(text);
+  return std::find(ts.begin(), ts.end(), t) != ts.end();
+}
+
+TEST(TemplateNeighbors, AreRunnableCanonicalDistinctAndExcludeTheStart) {
+  const Cluster c = spec("A100-80:2x8,V100-32:2x4");
+  for (const char* model : {"gpt3-1.3b", "gpt-moe-1.3b-64e"}) {
+    const ModelConfig m = load_model(model);
+    const Template start = parse_template(std::string(model) == "gpt3-1.3b" ? "2x[A100-80:tp4x1 | V100-32:tp2x1]"
+                                                                          : "2x[A100-80:tp4x1 ep2/pipelines]");
+    const std::vector<Template> ns = template_neighbors(start, c, m);
+    EXPECT_GT(ns.size(), 10u) << model;
+    const std::set<Template> distinct(ns.begin(), ns.end());
+    EXPECT_EQ(distinct.size(), ns.size()) << model;
+    EXPECT_EQ(distinct.count(start), 0u) << model;
+    for (const Template& t : ns) {
+      EXPECT_EQ(canonical(t), t) << to_text(t);
+      EXPECT_EQ(template_problem(t, c, m), "") << to_text(t);
+      EXPECT_TRUE(encode(t, type_order(c)).has_value()) << to_text(t);
+    }
+  }
+}
+
+// One move of each kind from 2 pipelines of one 4-wide A100 stage, on 16 A100s and 8 V100s (gpt3-1.3b: 32
+// heads, so TP 1-8 all divide them).
+TEST(TemplateNeighbors, IncludeOneResultOfEveryMove) {
+  const Cluster c = spec("A100-80:2x8,V100-32:2x4");
+  const std::vector<Template> ns = template_neighbors(parse_template("2x[A100-80:tp4x1]"), c, load_model("gpt3-1.3b"));
+  for (const char* expected : {
+           "3x[A100-80:tp4x1]", "1x[A100-80:tp4x1]", "4x[A100-80:tp4x1]",  // replicas +1, -1 (= half), x2
+           "2x[A100-80:tp4x1]; 1x[V100-32:tp4x1]",                         // a copy on another type
+           "2x[A100-80:tp8x1]", "2x[A100-80:tp2x1]", "2x[A100-80:tp2x2]",  // TP wider, narrower, same GPUs
+           "2x[A100-80:tp4x1 | A100-80:tp4x1]",                            // the stage split in two
+           "2x[A100-80:tp4x2]",                                            // one group more
+           "2x[V100-32:tp4x1]", "2x[A100-80:tp4x1+V100-32:tp4x1]",         // kind moved, kind added
+       })
+    EXPECT_TRUE(contains(ns, expected)) << expected;
+  // Two moves away, or beyond the cluster: absent.
+  EXPECT_FALSE(contains(ns, "4x[A100-80:tp2x1]"));
+  EXPECT_FALSE(contains(ns, "5x[A100-80:tp4x1]"));  // 20 A100s
+}
+
+TEST(TemplateNeighbors, MoeMovesChangeTheEpLayout) {
+  const Cluster c = spec("A100-80:2x8");
+  const std::vector<Template> ns =
+      template_neighbors(parse_template("4x[A100-80:tp2x1 ep2/pipelines]"), c, load_model("gpt-moe-1.3b-64e"));
+  EXPECT_TRUE(contains(ns, "4x[A100-80:tp2x1 ep4/pipelines]"));
+  EXPECT_TRUE(contains(ns, "4x[A100-80:tp2x1]"));  // EP halved to 1
+}
+
+// A pricer that rewards GPUs used: the search must climb from one GPU to all 16 by doubling the replicas
+// (1 -> 2 -> 4 -> 8 -> 16 takes four rounds with width 1), and not further than the rounds allow.
+TEST(TemplateLocalSearch, ClimbsOneMovePerRound) {
+  const Cluster c = spec("A100-80:2x8");
+  const ModelConfig m = load_model("gpt3-1.3b");
+  const TemplatePricer by_gpus = [](const Template& t) -> std::optional<double> { return 1.0 / t.num_gpus(); };
+  const Template start = parse_template("1x[A100-80:tp1x1]");
+  const std::vector<PricedTemplate> four = local_search({start}, c, m, by_gpus, {.rounds = 4, .width = 1});
+  ASSERT_FALSE(four.empty());
+  EXPECT_EQ(four.front().t.num_gpus(), 16);
+  const std::vector<PricedTemplate> two = local_search({start}, c, m, by_gpus, {.rounds = 2, .width = 1});
+  EXPECT_EQ(two.front().t.num_gpus(), 4);  // 1 -> 2 (x2 replicas or TP 2) -> 4
+  for (std::size_t i = 1; i < four.size(); ++i) EXPECT_LE(four[i - 1].priced_s, four[i].priced_s);
+  // The same search twice: the same templates in the same order.
+  const std::vector<PricedTemplate> again = local_search({start}, c, m, by_gpus, {.rounds = 4, .width = 1});
+  ASSERT_EQ(again.size(), four.size());
+  for (std::size_t i = 0; i < four.size(); ++i) EXPECT_EQ(again[i].t, four[i].t);
+}
+
+TEST(TemplateLocalSearch, RespectsThePricingCapAndSkipsUnpriceableTemplates) {
+  const Cluster c = spec("A100-80:2x8");
+  const ModelConfig m = load_model("gpt3-1.3b");
+  long calls = 0;
+  const TemplatePricer one_stage_only = [&](const Template& t) -> std::optional<double> {
+    ++calls;
+    for (const PipelineTemplate& p : t.pipelines)
+      if (p.stages.size() > 1) return std::nullopt;
+    return 1.0 / t.num_gpus();
+  };
+  const std::vector<PricedTemplate> r = local_search({parse_template("1x[A100-80:tp1x1]")}, c, m, one_stage_only,
+                                                     {.rounds = 3, .width = 2, .max_priced = 7});
+  EXPECT_EQ(calls, 7);
+  EXPECT_GT(r.size(), 1u);
+  for (const PricedTemplate& p : r) EXPECT_EQ(p.t.pipelines.front().stages.size(), 1u) << to_text(p.t);
+}
+
+}  // namespace
+}  // namespace arachne::planner
