@@ -323,10 +323,14 @@ class Search {
   // restored in emit() - a group's position in the stage fixes its sample interval, hence which groups of
   // the neighbouring stages it exchanges activations with. Group by group: `enter(i, v)` is asked before
   // group i takes v samples (false: no split continues from there), `leave(i)` after; f receives each split.
-  void share_splits(const StageShape& s, int b, const std::function<bool(int, int)>& enter,
-                    const std::function<void(int)>& leave, const std::function<void(const std::vector<int>&)>& f) const {
+  // room[i]: the most samples group i can take (a proof that more cannot be below the incumbent): a split
+  // whose later groups cannot hold what is left is not continued.
+  void share_splits(const StageShape& s, int b, const std::vector<int>& room, const std::function<bool(int, int)>& enter,
+                    const std::function<void(int)>& leave, const std::function<void(const std::vector<int>&)>& f) {
     const int g = static_cast<int>(s.group_ng.size());
     if (g > b) return;
+    std::vector<long> suffix(g + 1, 0);
+    for (int i = g - 1; i >= 0; --i) suffix[i] = suffix[i + 1] + room[i];
     // run_end[i]: one past the last group of i's node group (groups are listed by node group).
     std::vector<int> x(g, 0), run_end(g, g);
     for (int i = g - 2; i >= 0; --i) run_end[i] = s.group_ng[i + 1] == s.group_ng[i] ? run_end[i + 1] : i + 1;
@@ -336,8 +340,12 @@ class Search {
         if (left == 0) f(x);
         return;
       }
+      if (suffix[i] < left) {
+        ++stats_.pruned_by_bound;
+        return;
+      }
       const bool same = i > 0 && s.group_ng[i] == s.group_ng[i - 1];
-      int hi = left - (g - 1 - i);
+      int hi = std::min(left - (g - 1 - i), room[i]);
       if (same) hi = std::min(hi, x[i - 1]);
       // The last group takes what is left; when i's run ends the stage, its r groups (non-increasing) hold
       // everything left, so the first of them takes at least left / r.
@@ -351,6 +359,38 @@ class Search {
       }
     };
     rec(0, b);
+  }
+
+  // The most samples per micro-batch each group of a stage holding layers [a, e) can take with at least m
+  // micro-batches: a group taking v runs m v samples through those layers, each at no less than their least
+  // per-sample cost on its GPU type and tp (LowerBound::per_sample_floor), so it ends no earlier than
+  // work_bound(m v, that rate, m), which must stay below the incumbent.
+  std::vector<int> group_room(const StageShape& st, int b, int m, int a, int e, int rc) {
+    std::vector<int> room(st.group_ng.size(), b);
+    const double T = inc_.bound();
+    if (!std::isfinite(T)) return room;
+    for (size_t g = 0; g < st.group_ng.size(); ++g) {
+      const std::vector<double>& pre = floor_prefix(st.group_ng[g], st.tp, rc);
+      const double rate = pre[e] - pre[a] + (a == 0 ? pre[L_ + 1] : 0.0) + (e == L_ ? pre[L_ + 2] : 0.0);
+      if (rate <= 0) continue;
+      const double most = std::floor(T / (m * rate)) + 1;
+      long v = most >= b ? b : static_cast<long>(most);
+      while (v >= 1 && work_bound(static_cast<double>(m) * v, rate, m) >= T) --v;
+      room[g] = static_cast<int>(std::max(0L, v));
+    }
+    return room;
+  }
+  // Prefix sums over layers of per_sample_floor, then the embedding's and the head's (size L + 3).
+  const std::vector<double>& floor_prefix(int ng, int tp, int rc) {
+    const auto key = std::make_tuple(ng, tp, rc);
+    auto it = floor_prefix_.find(key);
+    if (it != floor_prefix_.end()) return it->second;
+    const std::vector<double>& f = lb_.per_sample_floor(ng, tp, kRecompute[rc], static_cast<int>(G_));
+    std::vector<double> pre(L_ + 3, 0.0);
+    for (int l = 0; l < L_; ++l) pre[l + 1] = pre[l] + f[l];
+    pre[L_ + 1] = f[L_];
+    pre[L_ + 2] = f[L_ + 1];
+    return floor_prefix_.emplace(key, std::move(pre)).first->second;
   }
 
   // Every option of pipeline shape ps whose bound is below the incumbent and which is not proven out of
@@ -413,7 +453,7 @@ class Search {
             return true;
           };
           auto leave = [&](int) { times.back().pop_back(); };
-          share_splits(st, b, enter, leave, [&](const std::vector<int>& x) {
+          share_splits(st, b, group_room(st, b, m_lo, begin, e, rc), enter, leave, [&](const std::vector<int>& x) {
             cur.cuts.push_back(e);
             cur.samples.push_back(x);
             rec(k + 1);
@@ -924,6 +964,7 @@ class Search {
   std::map<int, bool> may_fit_;
   std::map<std::pair<int, int>, double> rate_;
   std::map<std::pair<int, int>, StageRates> stage_rates_;
+  std::map<std::tuple<int, int, int>, std::vector<double>> floor_prefix_;
   std::map<std::tuple<int, int, int, long, long, long>, OptionSet> option_cache_;  // last: floor_tag_ or 0
   // The current structure's reduction floor when options are bounded with their tail as generated, and an id
   // of it for the option cache.
