@@ -38,6 +38,7 @@ constexpr long kMaxCachedOptions = 5000000;
 // (beyond, no lift: the bounds stay admissible, only weaker), and keeps this many layouts' lifted option sets.
 constexpr size_t kMaxLiftPlacements = 64;
 constexpr size_t kMaxLiftedLayouts = 4096;
+constexpr long kMaxLiftedOptions = 1000000;
 const Recompute kRecompute[3] = {Recompute::None, Recompute::Selective, Recompute::Full};
 
 // A stage: tp and the number of TP groups of each node group (types may mix; groups listed by node group).
@@ -581,6 +582,7 @@ class Search {
     set_later_max(0);
     const bool lifting = lift_placements_ != nullptr;
     lifted_.clear();
+    lifted_options_ = 0;
     std::vector<int> chosen(P, 0);                  // per position: option index in sets[position]
     std::vector<const PipeOption*> picked(P, nullptr);  // per pipeline (pipes' order)
     std::function<void(int, long)> choose;  // position j takes each of its options, then rec(j + 1)
@@ -641,7 +643,10 @@ class Search {
       if (picked[i] && pipe_shapes_[pipes[i]].stages.size() > 1) key.push_back(picked[i]->cuts);
     auto it = lifted_.find(key);
     if (it == lifted_.end()) {
-      if (lifted_.size() >= kMaxLiftedLayouts) lifted_.clear();
+      if (lifted_.size() >= kMaxLiftedLayouts || lifted_options_ > kMaxLiftedOptions) {  // memory: start over
+        lifted_.clear();
+        lifted_options_ = 0;
+      }
       it = lifted_.emplace(key, Lifted{}).first;
       it->second.floor = lb_.reduction_floor(layout_plan(pipes, picked, zero1), *lift_placements_);
     }
@@ -672,6 +677,7 @@ class Search {
             least = &merged;
           }
         for (const PipeOption& o : source->opts) {
+          tick();
           if (o.bound >= inc_.bound()) continue;
           PipeOption x = o;
           x.bound = std::max(o.bound, lifted_bound(ps, o, r, zero1, lifted.floor, least));
@@ -681,6 +687,7 @@ class Search {
           }
           set.opts.push_back(std::move(x));
         }
+        lifted_options_ += static_cast<long>(set.opts.size());
         index_options(set);
       }
       sets[j] = &set;
@@ -979,6 +986,7 @@ class Search {
   std::vector<std::vector<std::vector<GpuId>>> placements_list_;
   const std::vector<std::vector<std::vector<GpuId>>>* lift_placements_ = nullptr;
   std::map<std::vector<std::vector<int>>, Lifted> lifted_;
+  long lifted_options_ = 0;  // options held in lifted_
   long cached_options_ = 0;
   long seq_ = 0;
   long ticks_ = 0;
