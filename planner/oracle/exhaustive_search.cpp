@@ -223,6 +223,7 @@ class Search {
       }
     }
     option_floor_.reset();
+    trim_option_cache();
   }
 
   // Work bound: a pipeline of shape ps taking n samples has a worker busy for at least n x rate(ps) (every
@@ -540,11 +541,24 @@ class Search {
     set.opts = pipe_options(ps, rc, zero1, n_lo, n_hi);
     index_options(set);
     cached_options_ += static_cast<long>(set.opts.size());
-    if (cached_options_ > kMaxCachedOptions) {  // memory: start over (the search stays exact, only slower)
-      option_cache_.clear();
-      cached_options_ = static_cast<long>(set.opts.size());
-    }
+    if (option_floor_) structure_keys_.push_back(key);
     return option_cache_.emplace(key, std::move(set)).first->second;
+  }
+  // The cache is trimmed between structures only (a structure holds pointers to its sets): the sets bounded
+  // under one structure's floor are dropped after it, and everything when the cache holds too many options
+  // (the search stays exact, only slower).
+  void trim_option_cache() {
+    for (const auto& key : structure_keys_) {
+      auto it = option_cache_.find(key);
+      if (it == option_cache_.end()) continue;
+      cached_options_ -= static_cast<long>(it->second.opts.size());
+      option_cache_.erase(it);
+    }
+    structure_keys_.clear();
+    if (cached_options_ > kMaxCachedOptions) {
+      option_cache_.clear();
+      cached_options_ = 0;
+    }
   }
 
   // Sorts a set's options by samples, then bound (stable), and indexes the first option of each sample count.
@@ -977,6 +991,7 @@ class Search {
   // of it for the option cache.
   std::optional<LowerBound::ReductionFloor> option_floor_;
   long floor_tag_ = 0;
+  std::vector<std::tuple<int, int, int, long, long, long>> structure_keys_;  // cache keys under option_floor_
   // The reduction lift (combine, lift): the structure's placements (null: no lift - MoE, no topology or more
   // than kMaxLiftPlacements), and per layout of the pipelines of several stages its floors and lifted sets.
   struct Lifted {
