@@ -53,26 +53,6 @@ Example:
   arachne gen-data --out data/train.h5 --configs 2000 --seed 1 --threads 2
 )";
 
-Split parse_split(const std::string& s) {
-  if (s == "train") return Split::Train;
-  if (s == "held-out") return Split::HeldOut;
-  throw InputError("--split", "'" + s + "' is not train or held-out");
-}
-
-// The options that decide configuration i and its labels. The count is not among them: configuration i does
-// not depend on it, so a run can be extended (or cut) by rerunning with another --configs.
-std::string sampler_text(const ConfigSamplerOptions& s, Split split, std::uint64_t seed) {
-  std::ostringstream o;
-  o << "seed " << seed << ", split " << (split == Split::Train ? "train" : "held-out")
-    << ", gpus " << s.min_gpus << "-" << s.max_gpus << ", moe_fraction " << s.moe_fraction << ", held_out_modulus "
-    << s.held_out_modulus << ", dense";
-  for (const auto& m : s.dense_models) o << " " << m;
-  o << ", moe";
-  for (const auto& m : s.moe_models) o << " " << m;
-  o << "\n";
-  return o.str();
-}
-
 // On a terminal one line rewritten in place; otherwise (a log file) a line per 10 configurations and at the end.
 void print_progress(const GenDataProgress& p, bool tty) {
   if (!tty && p.done % 10 != 0 && p.done != p.total) return;
@@ -117,7 +97,7 @@ int run_gen_data(const std::vector<std::string>& args, const std::string& comman
     check_output_path("--out", g.out);
     g.configs = parse_int_flag("--configs", vm["configs"].as<std::string>(), 1);
     g.seed = parse_seed_flag("--seed", vm["seed"].as<std::string>());
-    g.split = parse_split(vm["split"].as<std::string>());
+    g.split = planner::parse_split(vm["split"].as<std::string>(), "--split");
     g.threads = vm.count("threads") ? static_cast<int>(parse_int_flag("--threads", vm["threads"].as<std::string>(), 1))
                                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     g.sampler.min_gpus = static_cast<int>(parse_int_flag("--min-gpus", vm["min-gpus"].as<std::string>(), 1));
@@ -130,7 +110,7 @@ int run_gen_data(const std::vector<std::string>& args, const std::string& comman
     l.labels = static_cast<int>(parse_int_flag("--labels", vm["labels"].as<std::string>(), 1));
     l.refine_rounds = static_cast<int>(parse_int_flag("--refine-rounds", vm["refine-rounds"].as<std::string>(), 0));
     l.oracle_max_gpus = static_cast<int>(parse_int_flag("--oracle-max-gpus", vm["oracle-max-gpus"].as<std::string>(), 0));
-    g.options_text = sampler_text(g.sampler, g.split, g.seed) + l.text();
+    g.options_text = planner::sampler_text(g.sampler, g.split, g.seed) + l.text();
     const GpuCatalog catalog = GpuCatalog::load_default();
     const bool tty = isatty(fileno(stderr)) != 0;
     const GenDataStats s = planner::run_gen_data(

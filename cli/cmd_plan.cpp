@@ -19,6 +19,7 @@
 #include "planner/arachne/arachne_planner.h"
 #include "planner/planner.h"
 #include "planner/registry.h"
+#include "planner/run_planner.h"
 #include "sim/exec/simulate.h"
 #include "sim/hw/cluster.h"
 #include "sim/hw/topology.h"
@@ -44,12 +45,15 @@ the simulated one.
 Usage:
   arachne plan --cluster C --model M --planner NAME[,NAME...]|all [--global-batch N] [--budget N]
                [--budget-wall S] [--cost-model own|simulator] [--flashflex-refine] [--beam K]
-               [--simulate-top N] [--refine R] [--policy FILE] [--out plan.yaml]
+               [--simulate-top N] [--refine R] [--policy FILE] [--arachne-templates SOURCE]
+               [--exhaustive-cap N] [--out plan.yaml]
                [--json] [--seed N]
 
 Planners ('arachne list planners'): arachne (the learned planner: --beam templates proposed by the
 policy, --refine rounds of local moves from the best of them, every template completed and priced by the
-fast estimator, the --simulate-top best simulated); megatron, amp,
+fast estimator, the --simulate-top best simulated; --arachne-templates replaces the policy by another
+template source, everything else equal: random walks over the template grammar, the hand-written
+heuristic generator, or the restricted enumeration, at most --exhaustive-cap templates); megatron, amp,
 metis, flashflex, sailor (baselines reimplemented from their papers and public code;
 planner/baselines/README.md); oracle (branch and bound over its declared space, simulator-priced;
 complete only where it says so, planner/oracle/README.md).
@@ -111,53 +115,14 @@ nlohmann::json plan_to_json(const Plan& plan, const Cluster& cluster) {
   return yaml_to_json(YAML::Load(plan_to_yaml(plan, cluster)));
 }
 
-// "2 x [4 stages tp 2,2,2,4*2 mb 2x16] + 1 x [...]": runs of identical pipeline shapes; per stage the TP
-// degree, "4*2" for two groups of TP 4 (stage-level data parallelism).
-std::string plan_summary(const Plan& plan) {
-  std::vector<std::pair<std::string, int>> runs;
-  for (const Pipeline& p : plan.pipelines) {
-    std::ostringstream s;
-    s << p.stages.size() << (p.stages.size() == 1 ? " stage" : " stages") << " tp ";
-    for (size_t j = 0; j < p.stages.size(); ++j) {
-      s << (j ? "," : "");
-      // One TP group: its degree; n groups of one degree (stage-level data parallelism): "tp*n".
-      const Stage& st = p.stages[j];
-      const bool uniform = std::all_of(st.groups.begin(), st.groups.end(), [&](const TpGroup& g) { return g.tp == st.groups[0].tp; });
-      if (uniform) {
-        s << st.groups[0].tp;
-        if (st.groups.size() > 1) s << "*" << st.groups.size();
-      } else {
-        for (size_t g = 0; g < st.groups.size(); ++g) s << (g ? "+" : "") << st.groups[g].tp;
-      }
-    }
-    s << " mb " << p.micro_batch << "x" << p.micro_batches;
-    if (!runs.empty() && runs.back().first == s.str()) ++runs.back().second;
-    else runs.emplace_back(s.str(), 1);
-  }
-  std::ostringstream out;
-  out << plan.num_gpus() << " GPUs: ";
-  for (size_t i = 0; i < runs.size(); ++i) {
-    if (i == 4) {
-      out << " + ...";
-      break;
-    }
-    out << (i ? " + " : "") << runs[i].second << " x [" << runs[i].first << "]";
-  }
-  return out.str();
-}
-
 std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
 }
 
-struct Row {
-  std::string planner;
-  planner::PlanResult result;
-  std::optional<SimResult> sim;
-  bool feasible() const { return result.plan && sim && !sim->oom; }
-};
+using Row = planner::PlannerRun;
+using planner::plan_summary;
 
 }  // namespace
 
@@ -176,6 +141,10 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
       ("simulate-top", po::value<std::string>()->value_name("N")->default_value("3"), "arachne: best-priced plans simulated")
       ("refine", po::value<std::string>()->value_name("R")->default_value("0"), "arachne: rounds of local moves from the best-priced templates")
       ("policy", po::value<std::string>()->value_name("FILE"), "arachne: policy weights (default: the shipped configs/policy/arachne.weights)")
+      ("arachne-templates", po::value<std::string>()->value_name("SOURCE")->default_value("policy"),
+       "arachne: template source, policy | random | heuristic | exhaustive (ablations; row arachne[SOURCE])")
+      ("exhaustive-cap", po::value<std::string>()->value_name("N")->default_value("2000"),
+       "arachne --arachne-templates exhaustive: most templates enumerated")
       ("out", po::value<std::string>()->value_name("plan.yaml"), "write the best plan as YAML (reads back with simulate --plan)")
       ("json", po::bool_switch(), "print exactly one JSON object on stdout")
       ("seed", po::value<std::string>()->value_name("N")->default_value("0"), "seed of every random choice")
@@ -204,6 +173,8 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
   req.arachne_simulate = static_cast<int>(parse_int_flag("--simulate-top", str("simulate-top"), 1));
   req.arachne_refine = static_cast<int>(parse_int_flag("--refine", str("refine"), 0));
   if (vm.count("policy")) req.arachne_policy = str("policy");
+  req.arachne_templates = planner::parse_template_source(str("arachne-templates"), "--arachne-templates");
+  req.arachne_exhaustive_cap = parse_int_flag("--exhaustive-cap", str("exhaustive-cap"), 1);
   const std::string cm = str("cost-model");
   if (cm == "own") req.cost_model = planner::CostModel::Own;
   else if (cm == "simulator") req.cost_model = planner::CostModel::Simulator;
@@ -248,20 +219,8 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
   for (auto& p : planners) {
     std::fprintf(stderr, "plan: %s on %s (%d GPUs), %s, global batch %ld ...\n", p->name().c_str(), cluster.name.c_str(),
                  cluster.total_gpus(), model.name.c_str(), global);
-    Row row;
-    row.result = p->plan(req);
-    // An extension of ours beyond the public code gets its own label, so it is never taken for the original.
-    row.planner = p->name() + (row.result.extension.empty() ? "" : "+" + row.result.extension);
-    if (row.result.plan) {
-      try {
-        validate_plan(*row.result.plan, cluster, model, global, p->name());
-      } catch (const InputError& e) {
-        // A planner's own mistake, not the user's input: an internal error (exit 1), never "bad input".
-        throw std::runtime_error("planner " + p->name() + " returned an invalid plan: " + e.what());
-      }
-      row.sim = simulate_iteration(cluster, topo, model, *row.result.plan, sim_opt);
-    }
-    std::fprintf(stderr, "plan: %s done in %.3f s, %ld simulator + %ld own-model evaluations%s%s\n", row.planner.c_str(),
+    Row row = planner::run_planner(*p, req);
+    std::fprintf(stderr, "plan: %s done in %.3f s, %ld simulator + %ld own-model evaluations%s%s\n", row.label.c_str(),
                  row.result.planning_time_s, row.result.evaluations, row.result.own_model_evaluations,
                  row.result.search_complete ? "" : ", search cut short", row.result.plan ? "" : " (no feasible plan)");
     rows.push_back(std::move(row));
@@ -279,7 +238,7 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
     AtomicFile f(out_path);
     {
       std::ofstream os(f.tmp_path());
-      os << "# best plan of arachne plan (" << best->planner << "): " << fmt("%.1f", best->sim->tokens_per_s)
+      os << "# best plan of arachne plan (" << best->label << "): " << fmt("%.1f", best->sim->tokens_per_s)
          << " tokens/s simulated\n# " << command_line << "\n"
          << plan_to_yaml(*best->result.plan, cluster);
       if (!os) throw std::runtime_error("cannot write " + f.tmp_path());
@@ -291,7 +250,7 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
     nlohmann::json results = nlohmann::json::array();
     for (const Row& r : rows) {
       nlohmann::json o;
-      o["planner"] = r.planner;
+      o["planner"] = r.label;
       o["plan"] = r.result.plan ? plan_to_json(*r.result.plan, cluster) : nlohmann::json(nullptr);
       if (!r.result.plan) o["reason"] = r.result.reason;
       o["predicted_iteration_time_s"] = r.result.plan ? nlohmann::json(r.result.predicted_iteration_time_s) : nlohmann::json(nullptr);
@@ -315,7 +274,7 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
     std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     for (const Row& r : rows) {
       if (!r.result.plan) {
-        std::printf("| %s | - | - | - | %.3f | %ld | %ld | - | - | - | no feasible plan: %s |\n", r.planner.c_str(),
+        std::printf("| %s | - | - | - | %.3f | %ld | %ld | - | - | - | no feasible plan: %s |\n", r.label.c_str(),
                     r.result.planning_time_s, r.result.evaluations, r.result.own_model_evaluations,
                     r.result.reason.c_str());
         continue;
@@ -323,18 +282,18 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
       const SimResult& s = *r.sim;
       const std::string summary = plan_summary(*r.result.plan) + (r.result.search_complete ? "" : " (a budget or time cap cut the search)");
       if (s.oom) {
-        std::printf("| %s | OOM | - | %.2f | %.3f | %ld | %ld | %.4f | - | - | %s |\n", r.planner.c_str(),
+        std::printf("| %s | OOM | - | %.2f | %.3f | %ld | %ld | %.4f | - | - | %s |\n", r.label.c_str(),
                   s.peak_memory_gib, r.result.planning_time_s, r.result.evaluations, r.result.own_model_evaluations,
                   r.result.predicted_iteration_time_s, summary.c_str());
         continue;
       }
       const double err = 100.0 * (r.result.predicted_iteration_time_s - s.iteration_time_s) / s.iteration_time_s;
-      std::printf("| %s | %.0f | %.3f | %.2f | %.3f | %ld | %ld | %.4f | %.4f | %+.1f %% | %s |\n", r.planner.c_str(),
+      std::printf("| %s | %.0f | %.3f | %.2f | %.3f | %ld | %ld | %.4f | %.4f | %+.1f %% | %s |\n", r.label.c_str(),
                   s.tokens_per_s, best_tps > 0 ? s.tokens_per_s / best_tps : 0.0, s.peak_memory_gib,
                   r.result.planning_time_s, r.result.evaluations, r.result.own_model_evaluations,
                   r.result.predicted_iteration_time_s, s.iteration_time_s, err, summary.c_str());
     }
-    if (best) std::printf("\nbest: %s%s\n", best->planner.c_str(), out_path.empty() ? "" : (" (plan written to " + out_path + ")").c_str());
+    if (best) std::printf("\nbest: %s%s\n", best->label.c_str(), out_path.empty() ? "" : (" (plan written to " + out_path + ")").c_str());
   }
   if (!best) {
     std::fprintf(stderr, "plan: no planner found a feasible plan\n");

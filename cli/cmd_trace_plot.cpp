@@ -162,6 +162,14 @@ int plot_training_png(const std::string& h5_path, const std::string& png_path) {
   return r.status == 0 ? 0 : (r.status > 0 ? r.status : kExitInternal);
 }
 
+int plot_evaluation_png(const std::string& h5_path, const std::string& out_dir) {
+  const std::string ratio = (std::filesystem::path(out_dir) / "ratio.png").string();
+  const std::string time = (std::filesystem::path(out_dir) / "planning_time.png").string();
+  const ScriptResult r = run_script("plot_evaluation.py", {ratio, time, h5_path}, temporary_path_for(ratio));
+  if (r.status != 0) std::fprintf(stderr, "error: --out: %s\n", r.last_error.c_str());
+  return r.status == 0 ? 0 : (r.status > 0 ? r.status : kExitInternal);
+}
+
 int plot_replay_png(const std::string& h5_path, const std::string& png_path) {
   const ScriptResult r = run_script("plot_replay.py", {png_path, h5_path}, temporary_path_for(png_path));
   if (r.status != 0) std::fprintf(stderr, "error: --out: %s\n", r.last_error.c_str());

@@ -27,7 +27,7 @@ DIR/policy.weights (what 'arachne plan --planner arachne' reads), DIR/training.h
 DIR/training.png. Same data, options, --seed and --threads give bit-identical weights.
 
 Usage:
-  arachne train --data TRAIN.h5 --validation HELD_OUT.h5 --out DIR [--imitation-epochs N] [--pg-epochs N]
+  arachne train --data TRAIN.h5[,MORE.h5...] --validation HELD_OUT.h5 --out DIR [--imitation-epochs N] [--pg-epochs N]
                 [--batch N] [--pg-samples N] [--learning-rate X] [--seed N] [--threads T] [--resume]
 
 Example:
@@ -41,7 +41,7 @@ Example:
 int run_train(const std::vector<std::string>& args, const std::string& command_line) {
   po::options_description opts("");
   opts.add_options()("help", "this help")
-      ("data", po::value<std::string>()->value_name("TRAIN.h5"), "training dataset (required)")
+      ("data", po::value<std::string>()->value_name("TRAIN.h5[,MORE.h5...]"), "training datasets (required)")
       ("validation", po::value<std::string>()->value_name("HELD_OUT.h5"), "held-out dataset (required)")
       ("out", po::value<std::string>()->value_name("DIR"), "output directory (required)")
       ("imitation-epochs", po::value<std::string>()->value_name("N")->default_value("30"), "imitation epochs")

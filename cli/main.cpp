@@ -27,6 +27,7 @@ Commands:
   calibrate  fit a GPU's compute-model constants to measured iterations (scripts/calibrate.sh)
   gen-data   sample cluster configurations and label each with its best templates (learned planner's data)
   train      train the learned planner's policy on a gen-data dataset (loads LibTorch)
+  evaluate   the learned planner against the baselines, the oracle and its ablations on unseen clusters
 
 Common options:
   --seed N   seed of every random choice (default 0); same inputs and seed give the same results
@@ -71,6 +72,7 @@ int main(int argc, char** argv) {
       if (rest[0] == "trace") return run_trace(help);
       if (rest[0] == "gen-data") return run_gen_data(help, "");
       if (rest[0] == "train") return run_train(help, "");
+      if (rest[0] == "evaluate") return run_evaluate(help, "");
       return input_error(rest[0], "unknown command (see 'arachne --help')");
     }
     if (cmd == "--version") {
@@ -85,6 +87,7 @@ int main(int argc, char** argv) {
     if (cmd == "trace") return run_trace(rest);
     if (cmd == "gen-data") return run_gen_data(rest, quoted_command_line(argc, argv));
     if (cmd == "train") return run_train(rest, quoted_command_line(argc, argv));
+    if (cmd == "evaluate") return run_evaluate(rest, quoted_command_line(argc, argv));
     return input_error(cmd, "unknown command (see 'arachne --help')");
   } catch (const arachne::InputError& e) {
     return input_error(e.where(), e.reason());

@@ -17,6 +17,11 @@ namespace arachne::planner {
 // (`arachne plan --cost-model simulator`), to tell a better search space from a better cost model.
 enum class CostModel { Own, Simulator };
 
+// Where the learned planner takes its templates from: its policy, or - for the ablations that show what the
+// policy adds, everything else equal - seeded random walks over the template grammar, the hand-written
+// heuristic generator, or the whole restricted enumeration (planner/template/enumerate.h).
+enum class TemplateSource { Policy, Random, Heuristic, Exhaustive };
+
 struct PlanRequest {
   const Cluster* cluster = nullptr;
   const Topology* topo = nullptr;
@@ -42,6 +47,10 @@ struct PlanRequest {
   int arachne_simulate = 3;
   int arachne_refine = 0;  // rounds of local moves from the best-priced templates (planner/template/neighbors.h)
   std::string arachne_policy;
+  // The template source (ablations: `arachne plan --arachne-templates`), and the most templates the
+  // exhaustive source enumerates (the cap is reported as search_complete = false when it cuts the walk).
+  TemplateSource arachne_templates = TemplateSource::Policy;
+  long arachne_exhaustive_cap = 2000;
 };
 
 struct PlanResult {

@@ -1,6 +1,7 @@
 #include "planner/arachne/arachne_planner.h"
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -8,17 +9,48 @@
 #include <set>
 
 #include "planner/arachne/features.h"
+#include "planner/arachne/labeler.h"
 #include "planner/arachne/policy_net.h"
 #include "planner/common/evaluator.h"
 #include "planner/template/completion.h"
 #include "planner/template/estimator.h"
+#include "planner/template/enumerate.h"
 #include "planner/template/neighbors.h"
 #include "planner/template/tokens.h"
+#include "sim/io/input_error.h"
 
 namespace arachne::planner {
 namespace {
 
+struct SourceName {
+  TemplateSource source;
+  const char* name;
+};
+constexpr std::array<SourceName, 4> kSourceNames{{{TemplateSource::Policy, "policy"},
+                                                  {TemplateSource::Random, "random"},
+                                                  {TemplateSource::Heuristic, "heuristic"},
+                                                  {TemplateSource::Exhaustive, "exhaustive"}}};
+
 }  // namespace
+
+std::string template_source_name(TemplateSource source) {
+  for (const SourceName& s : kSourceNames)
+    if (s.source == source) return s.name;
+  throw std::invalid_argument("unknown template source");
+}
+
+TemplateSource parse_template_source(const std::string& text, const std::string& where) {
+  std::string known;
+  for (const SourceName& s : kSourceNames) {
+    if (text == s.name) return s.source;
+    known += (known.empty() ? "" : ", ") + std::string(s.name);
+  }
+  throw InputError(where, "unknown template source '" + text + "' (known: " + known + ")");
+}
+
+std::string arachne_label(TemplateSource source) {
+  return source == TemplateSource::Policy ? "arachne" : "arachne[" + template_source_name(source) + "]";
+}
 
 const PolicyNet& load_policy(const std::string& path_or_empty) {
   const std::string path = path_or_empty.empty() ? default_policy_path() : path_or_empty;
@@ -32,9 +64,40 @@ const PolicyNet& load_policy(const std::string& path_or_empty) {
 
 namespace {
 
+std::vector<Template> policy_templates(const PlanRequest& r, long global) {
+  const PolicyNet& net = load_policy(r.arachne_policy);
+  const std::vector<std::string> types = type_order(*r.cluster);
+  std::vector<Template> out;
+  for (const DecodedSequence& d : net.beam(request_features(*r.cluster, types, *r.model, global), TokenGrammar(*r.cluster, *r.model), r.arachne_beam))
+    out.push_back(decode(d.tokens, types));
+  return out;
+}
+
+// The source's templates (before the warm start and repeats are handled).
+std::vector<Template> source_templates(const PlanRequest& r, long global, bool* complete) {
+  const EnumerationLimits space = LabelOptions{}.enumeration;  // the restricted space of the training labels
+  switch (r.arachne_templates) {
+    case TemplateSource::Policy:
+      return policy_templates(r, global);
+    case TemplateSource::Random:
+      return sample_templates(*r.cluster, *r.model, space, r.arachne_beam, r.seed);
+    case TemplateSource::Heuristic:
+      return heuristic_templates(*r.cluster, *r.model, r.arachne_beam);
+    case TemplateSource::Exhaustive: {
+      EnumerationLimits capped = space;
+      capped.max_templates = r.arachne_exhaustive_cap;
+      Enumeration e = enumerate_templates(*r.cluster, *r.model, capped);
+      *complete = e.complete;
+      return std::move(e.templates);
+    }
+  }
+  throw std::invalid_argument("unknown template source");
+}
+
 }  // namespace
 
-std::vector<Template> proposed_templates(const PlanRequest& r, long global) {
+std::vector<Template> proposed_templates(const PlanRequest& r, long global, bool* complete) {
+  bool whole = true;
   std::vector<Template> out;
   std::set<Template> seen;
   if (r.previous_plan != nullptr) {
@@ -45,29 +108,33 @@ std::vector<Template> proposed_templates(const PlanRequest& r, long global) {
       // The previous plan lies outside the template space (mixed TP in a stage): no warm start.
     }
   }
-  const PolicyNet& net = load_policy(r.arachne_policy);
-  const std::vector<std::string> types = type_order(*r.cluster);
-  for (const DecodedSequence& d : net.beam(request_features(*r.cluster, types, *r.model, global), TokenGrammar(*r.cluster, *r.model), r.arachne_beam)) {
-    Template t = decode(d.tokens, types);
+  for (Template& t : source_templates(r, global, &whole))
     if (seen.insert(t).second) out.push_back(std::move(t));
-  }
+  if (complete != nullptr) *complete = whole;
   return out;
 }
 
 namespace {
 
+// Every template completed and priced, best price first; stops early (*cut = true) when the wall-clock
+// budget is spent.
 std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templates, const PlanRequest& r, long global,
-                                             long* priced) {
+                                             const PlanTimer& timer, long* priced, bool* cut) {
   const Estimator est(*r.cluster, *r.topo, *r.model);
   const PlanPricer price = [&](const Plan& p) -> std::optional<double> {
     ++*priced;
     const Estimate e = est.estimate(p);
     return e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
   };
+  CompletionCache cache(*r.cluster, *r.model);  // per-layer times and stage memory, shared by the templates
   std::vector<CompletedPlan> all;
   const TemplatePricer complete = [&](const Template& t) -> std::optional<double> {
+    if (timer.wall_budget_spent(r)) {
+      *cut = true;
+      return std::nullopt;
+    }
     std::optional<double> best;
-    for (CompletedPlan& c : complete_template(t, {r.cluster, r.topo, r.model, global}, price, {.max_candidates = r.arachne_completions})) {
+    for (CompletedPlan& c : complete_template(t, {r.cluster, r.topo, r.model, global, &cache}, price, {.max_candidates = r.arachne_completions})) {
       if (!best || c.priced_s < *best) best = c.priced_s;
       all.push_back(std::move(c));
     }
@@ -87,8 +154,9 @@ PlanResult ArachnePlanner::plan(const PlanRequest& request) {
   long global = 0;
   if (auto early = refused_request(request, name(), timer, &global)) return *early;
   PlanResult result;
-  const std::vector<Template> templates = proposed_templates(request, global);
-  const std::vector<CompletedPlan> candidates = priced_candidates(templates, request, global, &result.own_model_evaluations);
+  bool enumerated = true, cut = false;
+  const std::vector<Template> templates = proposed_templates(request, global, &enumerated);
+  const std::vector<CompletedPlan> candidates = priced_candidates(templates, request, global, timer, &result.own_model_evaluations, &cut);
   Evaluator eval(request);
   double best = std::numeric_limits<double>::infinity();
   for (const CompletedPlan& c : candidates) {
@@ -101,7 +169,7 @@ PlanResult ArachnePlanner::plan(const PlanRequest& request) {
     }
   }
   result.evaluations = eval.evaluations();
-  result.search_complete = !eval.exhausted();
+  result.search_complete = enumerated && !cut && !eval.exhausted();
   if (!result.plan) result.reason = candidates.empty() ? "no proposed template could be completed within memory" : "every simulated candidate ran out of memory";
   return timer.finish(result);
 }

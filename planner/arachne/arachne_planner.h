@@ -2,9 +2,15 @@
 //   1. features of the request (planner/arachne/features.h);
 //   2. templates: the previous plan's template first when re-planning (warm start), then the `beam` most
 //      probable templates of the policy (plain-C++ inference of the exported weights, masked beam search
-//      over the token grammar; planner/arachne/policy_net.h);
+//      over the token grammar; planner/arachne/policy_net.h). The ablations replace the policy by another
+//      source, everything else equal (PlanRequest::arachne_templates): `random` = `beam` templates drawn by
+//      seeded random walks over the grammar, `heuristic` = the first `beam` templates of the hand-written
+//      generator, `exhaustive` = every template of the restricted enumeration, at most
+//      arachne_exhaustive_cap of them (random and exhaustive use the restricted space the training labels
+//      come from, LabelOptions::enumeration in planner/arachne/labeler.h);
 //   3. completion of every template by rule and a small candidate set, each candidate priced by the fast
-//      estimator (planner/template/completion.h, estimator.h);
+//      estimator (planner/template/completion.h, estimator.h); a wall-clock budget stops it (the templates
+//      completed so far are kept);
 //   4. the `simulate` best-priced plans simulated (each counted against the request's budget); the fastest
 //      simulated plan is returned.
 // No LibTorch: the policy's weights are read from a file (default: the shipped configs/policy/
@@ -26,9 +32,17 @@ class PolicyNet;
 // bad input fails first.
 const PolicyNet& load_policy(const std::string& path_or_empty);
 
+// The template sources by name ("policy", "random", "heuristic", "exhaustive"), and back; the parser
+// throws InputError(where, ...) for an unknown name.
+std::string template_source_name(TemplateSource source);
+TemplateSource parse_template_source(const std::string& text, const std::string& where);
+// How an arachne row is labelled: "arachne" with the policy, "arachne[random]" etc. for an ablation.
+std::string arachne_label(TemplateSource source);
+
 // Step 2: the warm-start template (when the previous plan's template runs on this cluster), then the
-// beam's templates in beam order, without repeats.
-std::vector<Template> proposed_templates(const PlanRequest& request, long global_batch);
+// source's templates in its order, without repeats. *complete (optional) is set to false when the
+// exhaustive source's cap cut the enumeration.
+std::vector<Template> proposed_templates(const PlanRequest& request, long global_batch, bool* complete = nullptr);
 
 class ArachnePlanner : public Planner {
  public:

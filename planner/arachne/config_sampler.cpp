@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <sstream>
 
 #include "sim/core/splitmix.h"
 #include "sim/io/input_error.h"
@@ -131,6 +132,29 @@ long draw_global_batch(Rng& rng, int gpus) {
 }
 
 }  // namespace
+
+std::string split_name(Split split) { return split == Split::Train ? "train" : "held-out"; }
+
+Split parse_split(const std::string& text, const std::string& where) {
+  if (text == "train") return Split::Train;
+  if (text == "held-out") return Split::HeldOut;
+  throw InputError(where, "'" + text + "' is not train or held-out");
+}
+
+std::string sampler_text(const ConfigSamplerOptions& s, Split split, std::uint64_t seed) {
+  std::ostringstream o;
+  o << "seed " << seed << ", split " << split_name(split) << ", gpus " << s.min_gpus << "-" << s.max_gpus
+    << ", moe_fraction " << s.moe_fraction << ", held_out_modulus " << s.held_out_modulus << ", dense";
+  for (const auto& m : s.dense_models) o << " " << m;
+  o << ", moe";
+  for (const auto& m : s.moe_models) o << " " << m;
+  if (!s.gpu_types.empty()) {
+    o << ", gpu types";
+    for (const auto& t : s.gpu_types) o << " " << t;
+  }
+  o << "\n";
+  return o.str();
+}
 
 std::string family_name(std::vector<std::string> gpu_types) {
   std::sort(gpu_types.begin(), gpu_types.end());

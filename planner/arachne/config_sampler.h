@@ -64,6 +64,14 @@ struct SampledConfig {
 SampledConfig draw_config(const ConfigSamplerOptions& opt, const GpuCatalog& catalog, Split split, std::uint64_t seed,
                           std::uint64_t index);
 
+// The split by name ("train", "held-out"), and back (throws InputError(where, ...) for another name).
+std::string split_name(Split split);
+Split parse_split(const std::string& text, const std::string& where);
+
+// The sampler's options, split and seed as one line of text ("seed 1, split train, gpus 8-1024, ...\n"),
+// for the options a resumed run must share.
+std::string sampler_text(const ConfigSamplerOptions& opt, Split split, std::uint64_t seed);
+
 // The family name of a set of GPU types, and whether it is held out.
 std::string family_name(std::vector<std::string> gpu_types);
 bool held_out_family(const std::string& family, int modulus);

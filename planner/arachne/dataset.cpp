@@ -1,7 +1,6 @@
 #include "planner/arachne/dataset.h"
 
 #include <cmath>
-#include <filesystem>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -165,12 +164,6 @@ ConfigRecord record_from_json(const std::string& text) {
   } catch (const json::exception& e) {
     throw std::runtime_error(std::string("malformed dataset shard: ") + e.what());
   }
-}
-
-std::string shard_dir(const std::string& out_path) { return out_path + ".shards"; }
-
-std::string shard_path(const std::string& out_path, std::uint64_t index) {
-  return (std::filesystem::path(shard_dir(out_path)) / (std::to_string(index) + ".json")).string();
 }
 
 void write_dataset_h5(const std::string& path, const DatasetSchema& schema, const std::vector<ConfigRecord>& records,

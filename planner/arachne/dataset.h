@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "planner/arachne/shards.h"  // shard_dir, shard_path
 #include "sim/io/hdf5_writer.h"
 
 namespace arachne::planner {
@@ -65,10 +66,6 @@ struct DatasetSchema {
 // JSON shards (exact round trip of every double).
 std::string record_to_json(const ConfigRecord& r);
 ConfigRecord record_from_json(const std::string& text);  // throws std::runtime_error
-
-// The shard directory of an output file, and the shard of one configuration.
-std::string shard_dir(const std::string& out_path);
-std::string shard_path(const std::string& out_path, std::uint64_t index);
 
 // Writes the dataset atomically (temporary name, then rename).
 void write_dataset_h5(const std::string& path, const DatasetSchema& schema, const std::vector<ConfigRecord>& records,

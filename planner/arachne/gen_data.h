@@ -14,6 +14,7 @@
 
 #include "planner/arachne/config_sampler.h"
 #include "planner/arachne/dataset.h"
+#include "planner/arachne/shards.h"
 
 namespace arachne::planner {
 
@@ -32,12 +33,7 @@ struct GenDataOptions {
 // Labels one configuration (thread-safe: called concurrently for different configurations).
 using ConfigLabeler = std::function<ConfigRecord(const SampledConfig&)>;
 
-struct GenDataProgress {
-  long done = 0;     // configurations finished, resumed ones included
-  long resumed = 0;  // found as shards at the start
-  long total = 0;
-  double elapsed_s = 0;
-};
+using GenDataProgress = ShardProgress;  // planner/arachne/shards.h
 
 struct GenDataStats {
   long labelled = 0;  // in this run

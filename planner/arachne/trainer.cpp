@@ -57,7 +57,7 @@ RequestFeatures features_of(const ConfigRecord& r) {
   return f;
 }
 
-std::vector<Example> load_examples(const std::string& path, const GpuCatalog& catalog) {
+std::vector<Example> load_examples(const std::string& path, const GpuCatalog& catalog, long index_offset) {
   DatasetSchema schema;
   std::vector<ConfigRecord> records;
   try {
@@ -73,7 +73,7 @@ std::vector<Example> load_examples(const std::string& path, const GpuCatalog& ca
   for (const ConfigRecord& r : records) {
     if (r.labels.empty()) continue;
     Example e;
-    e.index = r.index;
+    e.index = index_offset + r.index;
     e.cluster = std::make_unique<Cluster>(parse_cluster_yaml_text(r.cluster_yaml, path + ": config " + std::to_string(r.index), catalog));
     e.topo = std::make_unique<Topology>(*e.cluster);
     e.model = load_model(r.model);
@@ -88,8 +88,29 @@ std::vector<Example> load_examples(const std::string& path, const GpuCatalog& ca
     out.push_back(std::move(e));
   }
   if (out.empty()) throw InputError(path, "no labelled configuration");
-  // After the vector is complete: the estimator keeps references to the example's cluster, topology and model.
-  for (Example& e : out) e.estimator = std::make_unique<Estimator>(*e.cluster, *e.topo, e.model);
+  return out;
+}
+
+// Once the examples stay where they are: an estimator keeps references to its example's cluster, topology
+// and model, so it is built after the last move of the vector.
+void attach_estimators(std::vector<Example>& examples) {
+  for (Example& e : examples) e.estimator = std::make_unique<Estimator>(*e.cluster, *e.topo, e.model);
+}
+
+// The examples of every file of a comma-separated list, in list order; the k-th file's indices are offset by
+// k x kFileIndexStride so that they stay distinct (they seed the policy-gradient samples).
+constexpr long kFileIndexStride = 1'000'000;
+std::vector<Example> load_training_examples(const std::string& paths, const GpuCatalog& catalog) {
+  std::vector<Example> out;
+  long k = 0;
+  for (std::size_t from = 0;; ++k) {
+    const std::size_t comma = paths.find(',', from);
+    const std::string path = paths.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+    if (path.empty()) throw InputError("--data", "an empty file name in '" + paths + "'");
+    for (Example& e : load_examples(path, catalog, k * kFileIndexStride)) out.push_back(std::move(e));
+    if (comma == std::string::npos) break;
+    from = comma + 1;
+  }
   return out;
 }
 
@@ -312,9 +333,11 @@ std::vector<EpochRecord> run_training(const TrainerOptions& opt, const ArachneLe
                                       const std::string& program_version, const std::string& command_line,
                                       const std::function<void(const EpochRecord&)>& progress) {
   const GpuCatalog catalog = GpuCatalog::load_default();
-  const std::vector<Example> train = load_examples(opt.data, catalog);
-  std::vector<Example> val = load_examples(opt.validation, catalog);
+  std::vector<Example> train = load_training_examples(opt.data, catalog);
+  std::vector<Example> val = load_examples(opt.validation, catalog, 0);
   if (static_cast<int>(val.size()) > opt.max_validation) val.resize(static_cast<std::size_t>(opt.max_validation));
+  attach_estimators(train);
+  attach_estimators(val);
   fs::create_directories(opt.out_dir);
   std::vector<EpochRecord> epochs;
   LearnedPolicy policy = start_or_resume(module, opt, epochs);

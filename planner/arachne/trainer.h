@@ -29,7 +29,7 @@
 namespace arachne::planner {
 
 struct TrainerOptions {
-  std::string data;        // training dataset (gen-data --split train)
+  std::string data;        // training datasets (gen-data --split train), comma-separated
   std::string validation;  // held-out dataset (gen-data --split held-out)
   std::string out_dir;     // checkpoint, journal, weights, curves
   int imitation_epochs = 30;

@@ -8,11 +8,10 @@
 #include <set>
 #include <stdexcept>
 
+#include "planner/common/layer_prices.h"
 #include "sim/exec/pipeline_schedule.h"
 #include "sim/exec/stage_work.h"
-#include "sim/model/compute_time.h"
 #include "sim/model/memory.h"
-#include "sim/model/moe_costs.h"
 
 namespace arachne::planner {
 namespace {
@@ -56,29 +55,11 @@ LowerBound::LowerBound(const Cluster& cluster, const ModelConfig& model, const T
   for (const NodeGroup& g : cluster_.groups) capacity_.push_back(cluster_.catalog.at(g.gpu).memory_bytes);
 }
 
-// Per-layer pass prices of build_stage_work (sim/exec/stage_work.cpp): a layer's forward kernels and TP
-// collectives; its backward = recompute + backward kernels, the forward's collectives again under full
-// recompute, and its backward collectives; the embedding and head passes as there. Expert-parallel passes
-// (MoE, ep > 1) price only their dense kernels (moe_dense_forward_ops) plus the same TP collectives.
+// Per-layer pass prices of build_stage_work (planner/common/layer_prices.h) as prefix sums of pass times.
+// Expert-parallel passes (MoE, ep > 1) price only their dense kernels plus the same TP collectives.
 LowerBound::Table LowerBound::build_table(int node_group, int tp, double samples, Recompute rc) const {
   const ModelConfig& m = model_;
-  Worker w;
-  for (const Node& n : cluster_.nodes)
-    if (n.group == node_group) {
-      w.gpus = {n.first_gpu};
-      break;
-    }
-  w.tp = tp;
-  w.tp_closed_form = true;
-  const GpuSpec& gpu = cluster_.gpu_spec(w.gpus.front());
-  const ShardSpec sh{tp, false, samples};
-  auto price = [&](const std::vector<OpCost>& ops, const std::vector<TpCollectives>& calls) {
-    return price_pass(ops, calls, w, cluster_, m);
-  };
-  auto concat = [](std::vector<OpCost> a, const std::vector<OpCost>& b) {
-    a.insert(a.end(), b.begin(), b.end());
-    return a;
-  };
+  const LayerPrices p = price_layers(cluster_, m, node_group, tp, samples, rc, /*sequence_parallel=*/false);
   Table t;
   const int L = m.layers;
   t.fwd.assign(L + 1, 0.0);
@@ -87,21 +68,12 @@ LowerBound::Table LowerBound::build_table(int node_group, int tp, double samples
   t.bwd_ep.assign(L + 1, 0.0);
   t.bwd_tp.assign(L + 1, 0.0);
   for (int l = 0; l < L; ++l) {
-    const TpCollectives tc = layer_tp_collectives(m, sh);
-    std::vector<TpCollectives> bcalls;
-    if (rc == Recompute::Full) bcalls.push_back(tc);
-    const std::vector<TpCollectives> bc = layer_tp_backward_collectives(m, l, sh);
-    bcalls.insert(bcalls.end(), bc.begin(), bc.end());
-    const PassCost f = price(layer_forward_ops(m, l, sh), {tc});
-    const PassCost b = price(concat(layer_recompute_ops(m, l, sh, rc), layer_backward_ops(m, l, sh)), bcalls);
+    const PassCost& f = p.forward[l];
+    const PassCost& b = p.backward[l];
     double f_ep = pass_time(f), b_ep = pass_time(b);
     if (m.moe && m.is_moe_layer(l)) {
-      const std::vector<OpCost> d = moe_dense_forward_ops(m, l, sh);
-      std::vector<OpCost> rec;
-      if (rc == Recompute::Full) rec = d;
-      if (rc == Recompute::Selective) rec = layer_recompute_ops(m, l, sh, Recompute::Selective);
-      f_ep = ops_time_s(d, gpu, m.dtype) + f.tp_closed_form_s;
-      b_ep = ops_time_s(rec, gpu, m.dtype) + ops_time_s(backward_of(d), gpu, m.dtype) + b.tp_closed_form_s;
+      f_ep = p.forward_dense_s[l] + f.tp_closed_form_s;
+      b_ep = p.backward_dense_s[l] + b.tp_closed_form_s;
     }
     t.fwd[l + 1] = t.fwd[l] + pass_time(f);
     t.bwd[l + 1] = t.bwd[l] + pass_time(b);
@@ -109,12 +81,11 @@ LowerBound::Table LowerBound::build_table(int node_group, int tp, double samples
     t.bwd_ep[l + 1] = t.bwd_ep[l] + b_ep;
     t.bwd_tp[l + 1] = t.bwd_tp[l] + b.tp_closed_form_s;
   }
-  t.emb_f = pass_time(price(embedding_forward_ops(m, sh), embedding_tp_collectives(m, sh, true)));
-  t.emb_b = pass_time(price(embedding_backward_ops(m, sh), {}));
-  t.head_f = pass_time(price(head_forward_ops(m, sh), head_tp_collectives(m, sh, true)));
-  const PassCost hb = price(head_backward_ops(m, sh), head_tp_collectives(m, sh, false));
-  t.head_b = pass_time(hb);
-  t.head_b_tp = hb.tp_closed_form_s;
+  t.emb_f = pass_time(p.embedding_forward);
+  t.emb_b = pass_time(p.embedding_backward);
+  t.head_f = pass_time(p.head_forward);
+  t.head_b = pass_time(p.head_backward);
+  t.head_b_tp = p.head_backward.tp_closed_form_s;
   return t;
 }
 

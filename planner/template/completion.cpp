@@ -18,7 +18,9 @@
 #include <memory>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
+#include <stdexcept>
 
 #include "planner/common/plan_builder.h"
 #include "planner/common/profile.h"
@@ -28,6 +30,20 @@
 #include "sim/plan/plan_yaml.h"
 
 namespace arachne::planner {
+
+struct CompletionCache::Impl {
+  const Cluster& cluster;
+  const ModelConfig& model;
+  const Profiler profiler;
+  LayerTimes times;
+  StageMemoryLines memory;
+  Impl(const Cluster& c, const ModelConfig& m) : cluster(c), model(m), profiler(c, m), times(profiler), memory(profiler) {}
+};
+
+CompletionCache::CompletionCache(const Cluster& cluster, const ModelConfig& model)
+    : impl_(std::make_unique<Impl>(cluster, model)) {}
+CompletionCache::~CompletionCache() = default;
+
 namespace {
 
 constexpr double kInf = PipelineCosts::kInf;
@@ -173,7 +189,8 @@ bool zero1_helps(const Layout& layout) {
 // ---------------------------------------------------------------- per-class costs
 
 // The class costs at one memory level, built from the class's first pipeline (replicas share the types).
-std::vector<PipelineCosts> class_costs(const Template& t, const Layout& layout, LayerTimes& times, MemoryLevel level) {
+std::vector<PipelineCosts> class_costs(const Template& t, const Layout& layout, LayerTimes& times, StageMemoryLines& memory,
+                                       MemoryLevel level) {
   // ZeRO-1 shards over every group holding a layer (sim/exec/stage_work.cpp): each other pipeline holds the
   // stage's first layer in at least its narrowest stage's groups.
   auto fewest_groups = [](const PlacedPipeline& p) {
@@ -198,7 +215,7 @@ std::vector<PipelineCosts> class_costs(const Template& t, const Layout& layout, 
       s.zero1_dp = static_cast<int>(p.stages[j].groups.size()) + all_fewest - fewest_groups(p);
       stages.push_back(std::move(s));
     }
-    out.emplace_back(times, std::move(stages), level);
+    out.emplace_back(times, memory, std::move(stages), level);
   }
   return out;
 }
@@ -531,8 +548,8 @@ struct Level {
   MemoryLevel memory;
   std::vector<PipelineCosts> costs;
   BatchPlanner batch;
-  Level(const Template& t, const Layout& layout, LayerTimes& times, MemoryLevel m, long global)
-      : memory(m), costs(class_costs(t, layout, times, m)), batch(layout, costs, global) {}
+  Level(const Template& t, const Layout& layout, CompletionCache::Impl& cache, MemoryLevel m, long global)
+      : memory(m), costs(class_costs(t, layout, cache.times, cache.memory, m)), batch(layout, costs, global) {}
 };
 
 // Admits a split at the last of `levels` only when it fits at no level of less recompute.
@@ -565,13 +582,13 @@ class RecomputeGate {
 };
 
 // Steps 2-5 at every memory level, cheapest first: costs, batch split, priced candidates.
-std::vector<CompletedPlan> price_levels(const Template& t, const Layout& layout, LayerTimes& times,
+std::vector<CompletedPlan> price_levels(const Template& t, const Layout& layout, CompletionCache::Impl& cache,
                                         const CompletionInput& in, const PlanPricer& price, const CompletionOptions& opt) {
   std::vector<std::unique_ptr<Level>> levels;
   std::vector<CompletedPlan> plans;
   RecomputeGate gate;
   for (const MemoryLevel memory : memory_levels(zero1_helps(layout))) {
-    levels.push_back(std::make_unique<Level>(t, layout, times, memory, in.global_batch));
+    levels.push_back(std::make_unique<Level>(t, layout, cache, memory, in.global_batch));
     Level& level = *levels.back();
     const std::optional<BatchSplit> split = level.batch.split();
     if (!split) continue;  // nothing fits at this level
@@ -602,9 +619,11 @@ std::vector<CompletedPlan> complete_template(const Template& t, const Completion
   if (!placed) return {};
   const auto layout = plan_layout(t, *placed, *in.cluster, *in.model);
   if (!layout) return {};
-  const Profiler profiler(*in.cluster, *in.model);
-  LayerTimes times(profiler);
-  return best_first(price_levels(t, *layout, times, in, price, opt), opt.max_candidates);
+  std::optional<CompletionCache> own;
+  CompletionCache& cache = in.cache ? *in.cache : own.emplace(*in.cluster, *in.model);
+  if (&cache.impl().cluster != in.cluster || &cache.impl().model != in.model)
+    throw std::invalid_argument("complete_template: the cache belongs to another cluster or model");
+  return best_first(price_levels(t, *layout, cache.impl(), in, price, opt), opt.max_candidates);
 }
 
 }  // namespace arachne::planner

@@ -13,6 +13,7 @@
 //      recompute levels that let larger micro-batches fit) are priced by `price` and returned best first.
 #pragma once
 #include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -34,11 +35,28 @@ struct CompletedPlan {
   double priced_s = 0;  // what `price` said
 };
 
+// What completion derives from the cluster and model alone (the profiler's per-layer times, stage memory by
+// layer range), kept across templates: one cache for every complete_template call on one cluster and model
+// saves recomputing them per template; the plans are the same with or without it. Not thread-safe.
+class CompletionCache {
+ public:
+  CompletionCache(const Cluster& cluster, const ModelConfig& model);
+  ~CompletionCache();
+  CompletionCache(const CompletionCache&) = delete;
+  CompletionCache& operator=(const CompletionCache&) = delete;
+  struct Impl;
+  Impl& impl() const { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
 struct CompletionInput {
   const Cluster* cluster = nullptr;
   const Topology* topo = nullptr;
   const ModelConfig* model = nullptr;
   long global_batch = 0;
+  CompletionCache* cache = nullptr;  // optional; made for the call when null (it must be of cluster and model)
 };
 
 // Plans for the template, each valid (validate_plan) and priced as fitting, best first; empty when the

@@ -12,7 +12,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "planner/common/layer_prices.h"
 #include "planner/template/estimator_coefficients.h"
+#include "sim/exec/grad_sync.h"
 #include "sim/exec/pipeline_schedule.h"
 #include "sim/exec/stage_work.h"
 #include "sim/model/compute_time.h"
@@ -159,57 +161,28 @@ struct Estimator::Impl {
   int node_group_of(GpuId g) const { return cluster.nodes[node_of[g]].group; }
 
   // ---------------------------------------------------------------- passes
-  // build_stage_work's pricing (sim/exec/stage_work.cpp), one layer at a time: forward kernels and TP
-  // collectives; backward = recompute + backward kernels, the forward's collectives again under full
-  // recompute (Korthikanti et al. 2022 §5), and the backward collectives; the embedding and head passes.
+  // build_stage_work's pricing, one layer at a time (planner/common/layer_prices.h), as prefix sums.
   // Expert-parallel passes price their dense kernels only (the routed experts are added per EP group).
   Table build_table(int node_group, int tp, double samples, Recompute rc, bool sp) const {
-    const ModelConfig& m = model;
-    arachne::Worker w;
-    for (const Node& n : cluster.nodes)
-      if (n.group == node_group) {
-        w.gpus = {n.first_gpu};
-        break;
-      }
-    w.tp = tp;
-    w.tp_closed_form = true;
-    const GpuSpec& gpu = cluster.gpu_spec(w.gpus.front());
-    const ShardSpec sh{tp, sp, samples};
-    auto price = [&](const std::vector<OpCost>& ops, const std::vector<TpCollectives>& calls) {
-      return cost_of(price_pass(ops, calls, w, cluster, m));
-    };
-    auto time = [&](const std::vector<OpCost>& ops) { return ops_time_s(ops, gpu, m.dtype); };
+    const LayerPrices p = price_layers(cluster, model, node_group, tp, samples, rc, sp);
     Table t;
     t.fwd.assign(L + 1, Cost{});
     t.bwd.assign(L + 1, Cost{});
     t.fwd_dense.assign(L + 1, 0.0);
     t.bwd_dense.assign(L + 1, 0.0);
     for (int l = 0; l < L; ++l) {
-      const TpCollectives tc = layer_tp_collectives(m, sh);
-      std::vector<TpCollectives> bcalls;
-      if (rc == Recompute::Full) bcalls.push_back(tc);
-      const std::vector<TpCollectives> bc = layer_tp_backward_collectives(m, l, sh);
-      bcalls.insert(bcalls.end(), bc.begin(), bc.end());
-      std::vector<OpCost> bops = layer_recompute_ops(m, l, sh, rc);
-      const std::vector<OpCost> b = layer_backward_ops(m, l, sh);
-      bops.insert(bops.end(), b.begin(), b.end());
       t.fwd[l + 1] = t.fwd[l];
-      t.fwd[l + 1] += price(layer_forward_ops(m, l, sh), {tc});
+      t.fwd[l + 1] += cost_of(p.forward[l]);
       t.bwd[l + 1] = t.bwd[l];
-      t.bwd[l + 1] += price(bops, bcalls);
-      if (!m.moe) continue;  // only expert-parallel passes use the dense-only prices
-      // stage_work.cpp, expert-parallel segments: dense(l), its recompute, backward_of(dense(l)).
-      const std::vector<OpCost> d = m.is_moe_layer(l) ? moe_dense_forward_ops(m, l, sh) : layer_forward_ops(m, l, sh);
-      std::vector<OpCost> rec;
-      if (rc == Recompute::Full) rec = d;
-      if (rc == Recompute::Selective) rec = layer_recompute_ops(m, l, sh, Recompute::Selective);
-      t.fwd_dense[l + 1] = t.fwd_dense[l] + time(d);
-      t.bwd_dense[l + 1] = t.bwd_dense[l] + time(rec) + time(backward_of(d));
+      t.bwd[l + 1] += cost_of(p.backward[l]);
+      if (!model.moe) continue;  // only expert-parallel passes use the dense-only prices
+      t.fwd_dense[l + 1] = t.fwd_dense[l] + p.forward_dense_s[l];
+      t.bwd_dense[l + 1] = t.bwd_dense[l] + p.backward_dense_s[l];
     }
-    t.emb_f = price(embedding_forward_ops(m, sh), embedding_tp_collectives(m, sh, true));
-    t.emb_b = price(embedding_backward_ops(m, sh), {});
-    t.head_f = price(head_forward_ops(m, sh), head_tp_collectives(m, sh, true));
-    t.head_b = price(head_backward_ops(m, sh), head_tp_collectives(m, sh, false));
+    t.emb_f = cost_of(p.embedding_forward);
+    t.emb_b = cost_of(p.embedding_backward);
+    t.head_f = cost_of(p.head_forward);
+    t.head_b = cost_of(p.head_backward);
     return t;
   }
 
@@ -713,15 +686,8 @@ struct Estimator::Impl {
   }
 
   // ---------------------------------------------------------------- gradient reduction
-  struct Holder {
-    int worker, chunk;
-  };
-  struct Bucket {
-    int layer_begin = 0, layer_end = 0;
-    bool embedding = false, head = false, tied = false;
-    std::vector<Holder> holders;
-    double full_params = 0;
-    int lcm_tp = 1, communicator = 0;
+  using Holder = GradHolder;
+  struct Bucket : GradBucket {
     int holder_set = -1;  // buckets with the same holders share it (their collectives' member sets)
     double ready = 0, start = 0, end = 0;
   };
@@ -745,97 +711,27 @@ struct Estimator::Impl {
     return coef.compute * k;
   }
 
-  // The segments and Megatron buckets of GradSync (sim/exec/grad_sync.cpp): layers cut at every stage
-  // boundary; each segment filled from its last layer backwards into buckets of max(40M, 1M x dp) local
-  // parameters (Megatron-LM DistributedDataParallel); routed-expert gradients per expert-data-parallel
-  // group and MoE layer on the group's own communicator; the tied-embedding all-reduce per pipeline.
+  // The segments and Megatron buckets of GradSync (sim/exec/grad_sync.h gradient_buckets): layers cut at
+  // every stage boundary; each segment filled from its last layer backwards into buckets of max(40M, 1M x dp)
+  // local parameters (Megatron-LM DistributedDataParallel); routed-expert gradients per expert-data-parallel
+  // group and MoE layer on the group's own communicator; the tied-embedding all-reduce per pipeline. Buckets
+  // on one communicator have the same holders: it names their holder set.
   std::vector<Bucket> buckets(const std::vector<Worker>& ws, const std::vector<std::vector<std::vector<int>>>& worker_of) const {
-    std::vector<char> cut(L + 1, 0);
-    cut[0] = cut[L] = 1;
-    for (const Worker& w : ws)
-      for (const Chunk& c : w.chunks) cut[c.begin] = cut[c.end] = 1;
-    std::vector<Bucket> out;
-    int communicator = 0;
-    for (int a = 0; a < L;) {
-      int b = a + 1;
-      while (!cut[b]) ++b;
-      std::vector<Holder> hs;
-      int lcm_tp = 1, max_tp = 1;
-      for (size_t wi = 0; wi < ws.size(); ++wi)
-        for (size_t c = 0; c < ws[wi].chunks.size(); ++c)
-          if (ws[wi].chunks[c].begin <= a && b <= ws[wi].chunks[c].end) {
-            hs.push_back({static_cast<int>(wi), static_cast<int>(c)});
-            lcm_tp = std::lcm(lcm_tp, ws[wi].tg->tp);
-            max_tp = std::max(max_tp, ws[wi].tg->tp);
-          }
-      const double limit = std::max(40e6, 1e6 * static_cast<double>(hs.size()));
-      const int dense_comm = communicator++;
-      std::map<std::pair<int, double>, std::vector<Holder>> expert_groups;
-      for (const Holder& h : hs) {
-        const Chunk& c = ws[h.worker].chunks[h.chunk];
-        if (c.local_experts >= 0) expert_groups[{c.ep_rank, c.local_experts}].push_back(h);
-      }
-      std::map<std::pair<int, double>, int> expert_comm;
-      for (const auto& [key, members] : expert_groups) expert_comm[key] = communicator++;
-      Bucket cur;
-      auto flush = [&]() {
-        if (cur.layer_begin == cur.layer_end && !cur.embedding && !cur.head) return;
-        cur.holders = hs;
-        cur.lcm_tp = lcm_tp;
-        cur.communicator = dense_comm;
-        cur.holder_set = dense_comm;
-        out.push_back(cur);
-        cur = Bucket{};
-      };
-      cur.layer_begin = cur.layer_end = b;
-      if (b == L) {
-        cur.head = true;
-        cur.full_params += head_params_per_rank(model, 1);
-      }
-      for (int l = b - 1; l >= a; --l) {
-        cur.layer_begin = l;
-        if (!expert_groups.empty() && model.is_moe_layer(l)) {
-          const MoeLayerParams mp = moe_layer_params_per_rank(model, l, 1, 1);
-          cur.full_params += mp.dense;
-          for (const auto& [key, members] : expert_groups) {
-            Bucket eb;
-            eb.layer_begin = l;
-            eb.layer_end = l + 1;
-            eb.holders = members;
-            eb.communicator = eb.holder_set = expert_comm[key];
-            eb.full_params = key.second * mp.experts;
-            for (const Holder& h : members) eb.lcm_tp = std::lcm(eb.lcm_tp, ws[h.worker].tg->tp);
-            out.push_back(eb);
-          }
-        } else {
-          cur.full_params += layer_params_per_rank(model, l, 1);
-        }
-        if (cur.full_params / max_tp >= limit) {
-          flush();
-          cur.layer_begin = cur.layer_end = l;
-        }
-      }
-      if (a == 0) {
-        cur.embedding = true;
-        cur.full_params += embedding_params_per_rank(model, 1);
-      }
-      flush();
-      a = b;
+    std::vector<GradBucketWorker> layout(ws.size());
+    for (size_t wi = 0; wi < ws.size(); ++wi) {
+      layout[wi].tp = ws[wi].tg->tp;
+      for (const Chunk& c : ws[wi].chunks) layout[wi].chunks.push_back({c.begin, c.end, c.ep_rank, c.local_experts});
     }
-    if (model.tied_embeddings())
-      for (const auto& stages : worker_of) {
-        if (stages.size() < 2) continue;
-        const int depth = static_cast<int>(stages.size()) / static_cast<int>(ws[stages[0][0]].chunks.size());
-        Bucket bk;
-        bk.tied = bk.embedding = true;
-        bk.full_params = static_cast<double>(model.vocab) * static_cast<double>(model.hidden);
-        for (const int v : {0, static_cast<int>(stages.size()) - 1})
-          for (int w : stages[v]) bk.holders.push_back({w, v / depth});
-        if (bk.holders.front().worker == bk.holders.back().worker) continue;
-        for (const Holder& h : bk.holders) bk.lcm_tp = std::lcm(bk.lcm_tp, ws[h.worker].tg->tp);
-        bk.communicator = bk.holder_set = communicator++;
-        out.push_back(std::move(bk));
-      }
+    std::vector<int> depth;
+    for (const auto& stages : worker_of)
+      depth.push_back(stages.empty() ? 1 : static_cast<int>(stages.size()) / static_cast<int>(ws[stages[0][0]].chunks.size()));
+    std::vector<Bucket> out;
+    for (GradBucket& g : gradient_buckets(model, layout, worker_of, depth).buckets) {
+      Bucket bk;
+      static_cast<GradBucket&>(bk) = std::move(g);
+      bk.holder_set = bk.communicator;
+      out.push_back(std::move(bk));
+    }
     return out;
   }
 
@@ -874,7 +770,7 @@ struct Estimator::Impl {
     const double grad_bytes = reduced_grad_bytes_per_param(model);
     const double param_bytes = model.dtype == "fp32" ? 4.0 : 2.0;
     for (Bucket& bk : bks) {
-      if (bk.tied) continue;
+      if (bk.tied_embedding) continue;
       bk.ready = 0;
       for (const Holder& h : bk.holders) {
         const Worker& w = ws[h.worker];
@@ -884,7 +780,7 @@ struct Estimator::Impl {
     }
     std::vector<int> order;
     for (size_t b = 0; b < bks.size(); ++b)
-      if (!bks[b].tied) order.push_back(static_cast<int>(b));
+      if (!bks[b].tied_embedding) order.push_back(static_cast<int>(b));
     std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return bks[x].ready < bks[y].ready; });
     run_family(ws, bks, order, plan.zero1 ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce, grad_bytes,
                [](const Bucket& bk) { return bk.ready; });
@@ -892,7 +788,7 @@ struct Estimator::Impl {
     for (int b : order)
       for (const Holder& h : bks[b].holders) ws[h.worker].reduced = std::max(ws[h.worker].reduced, bks[b].end);
     for (Bucket& bk : bks) {
-      if (!bk.tied) continue;
+      if (!bk.tied_embedding) continue;
       double start = 0;
       for (const Holder& h : bk.holders) start = std::max(start, ws[h.worker].reduced);
       bk.end = start + bucket_s(ws, bk, CollectiveKind::AllReduce, grad_bytes);

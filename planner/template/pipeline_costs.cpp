@@ -51,18 +51,75 @@ double LayerTimes::layers_s(const ProfileKey& key, int begin, int end) {
 
 double LayerTimes::stage_s(const ProfileKey& key, int begin, int end) { return table(key).stage_s(begin, end); }
 
-PipelineCosts::PipelineCosts(LayerTimes& times, std::vector<StageCostSpec> stages, MemoryLevel level)
-    : times_(times), stages_(std::move(stages)), level_(level), layers_(times.profiler().model().layers) {
-  for (const StageCostSpec& s : stages_) min_micro_batch_ = std::max(min_micro_batch_, static_cast<int>(s.groups.size()));
-  const ModelConfig& model = times_.profiler().model();
-  moe_prefix_.assign(layers_ + 1, 0);
-  for (int l = 0; l < layers_; ++l) moe_prefix_[l + 1] = moe_prefix_[l] + (model.moe && model.is_moe_layer(l) ? 1 : 0);
+StageMemoryLines::StageMemoryLines(const Profiler& profiler) : profiler_(profiler) {
+  const ModelConfig& model = profiler_.model();
+  moe_prefix_.assign(model.layers + 1, 0);
+  for (int l = 0; l < model.layers; ++l) moe_prefix_[l + 1] = moe_prefix_[l] + (model.moe && model.is_moe_layer(l) ? 1 : 0);
 }
 
-double PipelineCosts::group_s(int stage, int group, int samples, int begin, int end) {
-  const StageCostSpec& s = stages_[stage];
-  const ProfileKey key{s.groups[group].gpu_type, s.tp, static_cast<double>(samples), level_.recompute, false};
-  return times_.stage_s(key, begin, end);
+int StageMemoryLines::type_id(const std::string& gpu_type) {
+  const auto it = std::find(types_.begin(), types_.end(), gpu_type);
+  if (it != types_.end()) return static_cast<int>(it - types_.begin());
+  types_.push_back(gpu_type);
+  return static_cast<int>(types_.size()) - 1;
+}
+
+bool StageMemoryLines::Key::operator==(const Key& o) const {
+  return q.type == o.q.type && q.tp == o.q.tp && q.samples == o.q.samples && q.local_experts == o.q.local_experts &&
+         q.ep == o.q.ep && q.zero1_dp == o.q.zero1_dp && q.level.recompute == o.q.level.recompute &&
+         q.level.zero1 == o.q.level.zero1 && dense == o.dense && moe == o.moe && embedding == o.embedding && head == o.head;
+}
+
+std::size_t StageMemoryLines::KeyHash::operator()(const Key& k) const {
+  std::size_t h = std::hash<double>()(k.q.local_experts);
+  for (const long x : {static_cast<long>(k.q.type), static_cast<long>(k.q.tp), static_cast<long>(k.q.samples),
+                       static_cast<long>(k.q.ep), static_cast<long>(k.q.zero1_dp), static_cast<long>(k.q.level.recompute),
+                       static_cast<long>(k.q.level.zero1), static_cast<long>(k.dense), static_cast<long>(k.moe),
+                       static_cast<long>(k.embedding), static_cast<long>(k.head)})
+    h = h * 1000003 ^ std::hash<long>()(x);
+  return h;
+}
+
+double StageMemoryLines::bytes(const Query& q, int begin, int end, long in_flight) {
+  const ModelConfig& model = profiler_.model();
+  const int layers = model.layers;
+  Key key{q, 0, moe_prefix_[end] - moe_prefix_[begin], begin == 0, end == layers};
+  key.dense = end - begin - key.moe;
+  if (!q.level.zero1) key.q.zero1_dp = 1;  // the shards count only under ZeRO-1
+  auto it = lines_.find(key);
+  if (it == lines_.end()) {
+    StageMemoryInput in;
+    in.layer_begin = begin;
+    in.layer_end = end;
+    in.has_embedding = key.embedding;
+    in.has_head = key.head;
+    in.shard = {q.tp, false, static_cast<double>(q.samples)};
+    in.recompute = q.level.recompute;
+    in.zero1 = q.level.zero1;
+    in.dp = std::max(1, q.zero1_dp);
+    in.local_experts = q.local_experts;
+    in.ep = q.ep;
+    in.in_flight = 0;
+    const double idle = stage_memory(model, in).total();
+    in.in_flight = 1;
+    const double one = stage_memory(model, in).total();
+    it = lines_.emplace(key, std::make_pair(idle, one - idle)).first;
+  }
+  return it->second.first + static_cast<double>(in_flight) * it->second.second;
+}
+
+PipelineCosts::PipelineCosts(LayerTimes& times, StageMemoryLines& memory, std::vector<StageCostSpec> stages,
+                             MemoryLevel level)
+    : times_(times), memory_(memory), stages_(std::move(stages)), level_(level), layers_(times.profiler().model().layers) {
+  for (const StageCostSpec& s : stages_) {
+    min_micro_batch_ = std::max(min_micro_batch_, static_cast<int>(s.groups.size()));
+    memory_queries_.emplace_back();
+    usable_bytes_.emplace_back();
+    for (const GroupCostSpec& g : s.groups) {
+      memory_queries_.back().push_back({memory_.type_id(g.gpu_type), s.tp, 0, g.local_experts, s.ep, s.zero1_dp, level_});
+      usable_bytes_.back().push_back(times_.profiler().gpu_memory_bytes(g.gpu_type));
+    }
+  }
 }
 
 const std::vector<int>& PipelineCosts::shares(int stage, int b) {
@@ -103,36 +160,9 @@ const std::vector<int>& PipelineCosts::shares(int stage, int b) {
 }
 
 double PipelineCosts::memory_bytes(int stage, int group, int samples, int begin, int end, long in_flight) {
-  const StageCostSpec& st = stages_[stage];
-  const GroupCostSpec& g = st.groups[group];
-  // Layers differ in memory only by kind (sim/model/memory.cpp reads the layer index through is_moe_layer),
-  // and the memory is affine in the micro-batches in flight (activations = in_flight x one micro-batch's +
-  // the recompute working set): one evaluation per kind count, ends and in-flight slope serves every range
-  // alike (equal up to the order of floating-point sums).
-  const int moe = moe_prefix_[end] - moe_prefix_[begin];
-  const auto key = std::make_tuple(g.gpu_type, st.tp, samples, g.local_experts, st.ep, st.zero1_dp, end - begin - moe, moe,
-                                   begin == 0, end == layers_);
-  auto it = memory_.find(key);
-  if (it == memory_.end()) {
-    StageMemoryInput in;
-    in.layer_begin = begin;
-    in.layer_end = end;
-    in.has_embedding = begin == 0;
-    in.has_head = end == layers_;
-    in.shard = {st.tp, false, static_cast<double>(samples)};
-    in.recompute = level_.recompute;
-    in.zero1 = level_.zero1;
-    in.dp = std::max(1, st.zero1_dp);
-    in.local_experts = g.local_experts;
-    in.ep = st.ep;
-    const ModelConfig& model = times_.profiler().model();
-    in.in_flight = 0;
-    const double idle = stage_memory(model, in).total();
-    in.in_flight = 1;
-    const double one = stage_memory(model, in).total();
-    it = memory_.emplace(key, std::make_pair(idle, one - idle)).first;
-  }
-  return it->second.first + static_cast<double>(in_flight) * it->second.second;
+  StageMemoryLines::Query q = memory_queries_[stage][group];
+  q.samples = samples;
+  return memory_.bytes(q, begin, end, in_flight);
 }
 
 std::vector<int> PipelineCosts::max_ends(int stage, int b, long in_flight) {
@@ -140,16 +170,25 @@ std::vector<int> PipelineCosts::max_ends(int stage, int b, long in_flight) {
   const std::vector<int>& s = shares(stage, b);
   auto fits = [&](int begin, int end) {
     for (size_t g = 0; g < st.groups.size(); ++g)
-      if (memory_bytes(stage, static_cast<int>(g), s[g], begin, end, in_flight) >
-          times_.profiler().gpu_memory_bytes(st.groups[g].gpu_type))
+      if (memory_bytes(stage, static_cast<int>(g), s[g], begin, end, in_flight) > usable_bytes_[stage][g])
         return false;
     return true;
   };
   // A stage's memory grows with its layer range (more weights, activations, the head), so the largest
-  // fitting end never falls as the start moves right: one sweep of two pointers.
+  // fitting end never falls as the start moves right: one sweep of two pointers. The first start's end is
+  // bisected: below the last layer [0, end) only grows with end, and the whole model, which needs no
+  // pipeline buffers, is tried after every shorter range fits - the same end a scan from 0 stops at.
   std::vector<int> out(layers_, 0);
-  int end = 0;
-  for (int x = 0; x < layers_; ++x) {
+  int lo = 0, hi = layers_ - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (fits(0, mid)) lo = mid;
+    else hi = mid - 1;
+  }
+  int end = lo;
+  if (end == layers_ - 1 && fits(0, layers_)) end = layers_;
+  out[0] = end;
+  for (int x = 1; x < layers_; ++x) {
     end = std::max(end, x);
     while (end < layers_ && fits(x, end + 1)) ++end;
     out[x] = end;
@@ -157,13 +196,15 @@ std::vector<int> PipelineCosts::max_ends(int stage, int b, long in_flight) {
   return out;
 }
 
-std::vector<const LayerTimes::Table*> PipelineCosts::group_tables(int stage, int b) {
+const std::vector<const LayerTimes::Table*>& PipelineCosts::group_tables(int stage, int b) {
+  const auto k = std::make_pair(stage, b);
+  if (auto it = group_tables_.find(k); it != group_tables_.end()) return it->second;
   const std::vector<int>& s = shares(stage, b);
   const StageCostSpec& st = stages_[stage];
   std::vector<const LayerTimes::Table*> out;
   for (size_t g = 0; g < s.size(); ++g)
     out.push_back(&times_.table({st.groups[g].gpu_type, st.tp, static_cast<double>(s[g]), level_.recompute, false}));
-  return out;
+  return group_tables_.emplace(k, std::move(out)).first->second;
 }
 
 bool PipelineCosts::known_too_big(int b, long cap) const {
@@ -201,10 +242,8 @@ std::vector<double> PipelineCosts::stage_times(int b, long m) {
   std::vector<double> t;
   if (bounds.empty()) return t;
   for (int j = 0; j < depth(); ++j) {
-    const std::vector<int>& s = shares(j, b);
     double worst = 0;
-    for (size_t g = 0; g < s.size(); ++g)
-      worst = std::max(worst, group_s(j, static_cast<int>(g), s[g], bounds[j], bounds[j + 1]));
+    for (const LayerTimes::Table* table : group_tables(j, b)) worst = std::max(worst, table->stage_s(bounds[j], bounds[j + 1]));
     t.push_back(worst);
   }
   return t;
@@ -252,9 +291,15 @@ PipelineCosts::Choice PipelineCosts::best(long n) {
   // Branch and bound over the divisors: the stage sum is at least the work bound W and the slowest stage at
   // least W / depth, so time(n, b) >= W (1 + (m - 1) / depth); sizes are tried in ascending bound and the
   // rest skipped once the bound reaches the best time (exact: the same choice as trying every divisor).
+  std::vector<long> divisors;
+  for (long d = 1; d * d <= n; ++d)
+    if (n % d == 0) {
+      divisors.push_back(d);
+      if (d != n / d) divisors.push_back(n / d);
+    }
   std::vector<std::pair<double, int>> order;
-  for (long b = min_micro_batch_; b <= n; ++b) {
-    if (n % b != 0 || known_too_big(static_cast<int>(b), 1)) continue;
+  for (const long b : divisors) {
+    if (b < min_micro_batch_ || known_too_big(static_cast<int>(b), 1)) continue;
     const double m = static_cast<double>(n / b);
     order.emplace_back(work_lower_bound(static_cast<int>(b)) * (1 + (m - 1) / depth()), static_cast<int>(b));
   }

@@ -10,6 +10,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "planner/common/profile.h"
@@ -69,11 +70,50 @@ class LayerTimes {
   std::map<ProfileKey, Table> tables_;
 };
 
+// Per-GPU bytes of a stage's layer range (sim/model/memory.h stage_memory), for every pipeline class,
+// memory level and template of one cluster and model. Layers differ in memory only by kind (memory.cpp reads
+// the layer index through is_moe_layer) and the memory is affine in the micro-batches in flight
+// (activations = in_flight x one micro-batch's + the recompute working set), so one pair of evaluations
+// (0 and 1 in flight) per kind count and ends serves every range alike (equal up to the order of
+// floating-point sums: exactly equal for a model without MoE layers, whose layers are all alike).
+class StageMemoryLines {
+ public:
+  explicit StageMemoryLines(const Profiler& profiler);
+  struct Query {
+    int type = 0;  // type_id()
+    int tp = 1;
+    int samples = 1;
+    double local_experts = -1;
+    int ep = 1;
+    int zero1_dp = 1;
+    MemoryLevel level;
+  };
+  // A small integer for the GPU type, for queries.
+  int type_id(const std::string& gpu_type);
+  // Bytes of layers [begin, end) with `in_flight` micro-batches in flight.
+  double bytes(const Query& q, int begin, int end, long in_flight);
+
+ private:
+  struct Key {
+    Query q;
+    int dense = 0, moe = 0;
+    bool embedding = false, head = false;
+    bool operator==(const Key& o) const;
+  };
+  struct KeyHash {
+    std::size_t operator()(const Key& k) const;
+  };
+  const Profiler& profiler_;
+  std::vector<std::string> types_;
+  std::vector<int> moe_prefix_;  // MoE layers in [0, l)
+  std::unordered_map<Key, std::pair<double, double>, KeyHash> lines_;  // (bytes at 0 in flight, per one more)
+};
+
 class PipelineCosts {
  public:
   static constexpr double kInf = std::numeric_limits<double>::infinity();
 
-  PipelineCosts(LayerTimes& times, std::vector<StageCostSpec> stages, MemoryLevel level);
+  PipelineCosts(LayerTimes& times, StageMemoryLines& memory, std::vector<StageCostSpec> stages, MemoryLevel level);
 
   int depth() const { return static_cast<int>(stages_.size()); }
   // The smallest micro-batch: every TP group of every stage takes at least one sample.
@@ -100,6 +140,7 @@ class PipelineCosts {
 
  private:
   LayerTimes& times_;
+  StageMemoryLines& memory_;
   std::vector<StageCostSpec> stages_;
   MemoryLevel level_;
   int layers_ = 0;
@@ -112,16 +153,15 @@ class PipelineCosts {
   std::map<std::pair<int, long>, std::vector<int>> partitions_;         // (b, micro-batches in flight cap)
   std::map<long, Choice> best_;
 
-  std::vector<int> moe_prefix_;  // MoE layers in [0, l)
-  // (type, tp, samples, local experts, ep, ZeRO-1 dp, dense layers, MoE layers, embedding, head) ->
-  // (bytes with nothing in flight, bytes per micro-batch in flight)
-  std::map<std::tuple<std::string, int, int, double, int, int, int, int, bool, bool>, std::pair<double, double>> memory_;
+  // Per stage, per group: its memory query without the samples, and its GPUs' usable bytes.
+  std::vector<std::vector<StageMemoryLines::Query>> memory_queries_;
+  std::vector<std::vector<double>> usable_bytes_;
 
   std::map<int, double> work_;  // b -> work_lower_bound(b)
 
-  double group_s(int stage, int group, int samples, int begin, int end);
   // The layer-time tables of stage `stage`'s groups at their shares of micro-batch b.
-  std::vector<const LayerTimes::Table*> group_tables(int stage, int b);
+  const std::vector<const LayerTimes::Table*>& group_tables(int stage, int b);
+  std::map<std::pair<int, int>, std::vector<const LayerTimes::Table*>> group_tables_;  // (stage, b)
   // A lower bound on the sum of the stage times of one micro-batch of b, over every partition.
   double work_lower_bound(int b);
   // Per-GPU bytes of group `group` of stage `stage` holding layers [begin, end) (sim/model/memory.h).

@@ -15,49 +15,67 @@ namespace {
 // Megatron-LM DistributedDataParallel bucket size: max(40,000,000, 1,000,000 * dp) parameters.
 double bucket_params(int dp) { return std::max(40e6, 1e6 * dp); }
 
+// One bucket per pipeline whose first and last stage are different workers: the word embedding (V x h,
+// sharded like the vocab-parallel embedding) over the first stage's groups and the last stage's groups.
+// With one group per stage and equal TP this is Megatron's embedding group (rank k of the first stage
+// with rank k of the last); split stages all-reduce over all their groups at once.
+void add_tied_embedding_buckets(const ModelConfig& model, const std::vector<GradBucketWorker>& workers,
+                                const std::vector<std::vector<std::vector<int>>>& worker_of,
+                                const std::vector<int>& physical_depth, GradBuckets& out) {
+  for (size_t p = 0; p < worker_of.size(); ++p) {
+    const auto& stages = worker_of[p];
+    const int depth = physical_depth[p];
+    if (stages.size() < 2) continue;
+    GradBucket bk;
+    bk.tied_embedding = true;
+    bk.embedding = true;
+    bk.full_params = static_cast<double>(model.vocab) * static_cast<double>(model.hidden);
+    for (const int vstage : {0, static_cast<int>(stages.size()) - 1})
+      for (int w : stages[vstage]) bk.holders.push_back({w, vstage / depth});
+    if (bk.holders.front().worker == bk.holders.back().worker) continue;  // one worker holds both ends
+    for (const GradHolder& h : bk.holders) bk.lcm_tp = std::lcm(bk.lcm_tp, workers[h.worker].tp);
+    bk.communicator = out.communicators++;
+    out.buckets.push_back(std::move(bk));
+  }
+}
+
 }  // namespace
 
-GradSync::GradSync(const ModelConfig& model, const Plan& plan, const StageWork& work, CollectiveContext& ctx,
-                   Callbacks cb)
-    : plan_(plan), work_(work), ctx_(ctx), cb_(std::move(cb)) {
-  grad_bytes_ = reduced_grad_bytes_per_param(model);
-  param_bytes_ = model.dtype == "fp32" ? 4.0 : 2.0;
-  const int nw = static_cast<int>(work.workers.size());
-  buckets_of_worker_.resize(nw);
-  pending_.assign(nw, 0);
-  gather_pending_.assign(nw, 0);
-  backward_done_.assign(nw, false);
-
+GradBuckets gradient_buckets(const ModelConfig& model, const std::vector<GradBucketWorker>& workers,
+                             const std::vector<std::vector<std::vector<int>>>& worker_of,
+                             const std::vector<int>& physical_depth) {
+  const int nw = static_cast<int>(workers.size());
+  GradBuckets out;
   // Segment boundaries: every stage boundary of every pipeline.
   std::set<int> cuts{0, model.layers};
-  for (const Worker& w : work.workers)
-    for (const ChunkCost& c : w.chunks) cuts.insert(c.layer_begin), cuts.insert(c.layer_end);
+  for (const GradBucketWorker& w : workers)
+    for (const GradBucketChunk& c : w.chunks) cuts.insert(c.layer_begin), cuts.insert(c.layer_end);
   const std::vector<int> bounds(cuts.begin(), cuts.end());
-  size_t communicators = bounds.size();  // dense: one per segment; expert groups get ids after these
+  int communicators = static_cast<int>(bounds.size());  // dense: one per segment; expert groups get ids after these
 
   for (size_t s = 0; s + 1 < bounds.size(); ++s) {
     const int a = bounds[s], b = bounds[s + 1];
-    std::vector<Holder> hs;
+    std::vector<GradHolder> hs;
     for (int wi = 0; wi < nw; ++wi)
-      for (size_t c = 0; c < work.workers[wi].chunks.size(); ++c) {
-        const ChunkCost& cc = work.workers[wi].chunks[c];
+      for (size_t c = 0; c < workers[wi].chunks.size(); ++c) {
+        const GradBucketChunk& cc = workers[wi].chunks[c];
         if (cc.layer_begin <= a && b <= cc.layer_end) hs.push_back({wi, static_cast<int>(c)});
       }
     int lcm_tp = 1, max_tp = 1;
-    for (const Holder& h : hs) {
-      lcm_tp = std::lcm(lcm_tp, work.workers[h.worker].tp);
-      max_tp = std::max(max_tp, work.workers[h.worker].tp);
+    for (const GradHolder& h : hs) {
+      lcm_tp = std::lcm(lcm_tp, workers[h.worker].tp);
+      max_tp = std::max(max_tp, workers[h.worker].tp);
     }
     const double limit = bucket_params(static_cast<int>(hs.size()));
     // Fill buckets from the last layer backwards, in local (per-rank) parameters of the most sharded holder.
-    Bucket cur;
+    GradBucket cur;
     auto flush = [&]() {
       if (cur.layer_begin == cur.layer_end && !cur.embedding && !cur.head) return;
       cur.holders = hs;
       cur.lcm_tp = lcm_tp;
       cur.communicator = static_cast<int>(s);
-      buckets_.push_back(cur);
-      cur = Bucket{};
+      out.buckets.push_back(cur);
+      cur = GradBucket{};
     };
     cur.layer_begin = cur.layer_end = b;
     const bool head_here = b == model.layers;
@@ -68,12 +86,12 @@ GradSync::GradSync(const ModelConfig& model, const Plan& plan, const StageWork& 
     // Expert parallelism: routed-expert gradients are reduced only over the holders of the same experts
     // (Megatron-Core's expert-data-parallel group), one bucket per group and MoE layer on that group's own
     // communicator; the rest of each MoE layer goes with the dense buckets over every holder.
-    std::map<std::pair<int, double>, std::vector<Holder>> expert_groups;
-    for (const Holder& h : hs) {
-      const ChunkCost& cc = work.workers[h.worker].chunks[h.chunk];
+    std::map<std::pair<int, double>, std::vector<GradHolder>> expert_groups;
+    for (const GradHolder& h : hs) {
+      const GradBucketChunk& cc = workers[h.worker].chunks[h.chunk];
       if (cc.local_experts >= 0) expert_groups[{cc.ep_rank, cc.local_experts}].push_back(h);
     }
-    int next_comm = static_cast<int>(communicators);  // one communicator per expert group of this segment
+    int next_comm = communicators;  // one communicator per expert group of this segment
     std::map<std::pair<int, double>, int> expert_comm;
     for (const auto& [key, members] : expert_groups) expert_comm[key] = next_comm++;
     for (int l = b - 1; l >= a; --l) {
@@ -82,14 +100,14 @@ GradSync::GradSync(const ModelConfig& model, const Plan& plan, const StageWork& 
         const MoeLayerParams mp = moe_layer_params_per_rank(model, l, 1, 1);
         cur.full_params += mp.dense;
         for (const auto& [key, members] : expert_groups) {
-          Bucket eb;
+          GradBucket eb;
           eb.layer_begin = l;
           eb.layer_end = l + 1;
           eb.holders = members;
           eb.communicator = expert_comm[key];
           eb.full_params = key.second * mp.experts;
-          for (const Holder& h : members) eb.lcm_tp = std::lcm(eb.lcm_tp, work.workers[h.worker].tp);
-          buckets_.push_back(eb);
+          for (const GradHolder& h : members) eb.lcm_tp = std::lcm(eb.lcm_tp, workers[h.worker].tp);
+          out.buckets.push_back(eb);
         }
       } else {
         cur.full_params += layer_params_per_rank(model, l, 1);
@@ -104,13 +122,38 @@ GradSync::GradSync(const ModelConfig& model, const Plan& plan, const StageWork& 
       cur.full_params += embedding_params_per_rank(model, 1);
     }
     flush();
-    communicators = static_cast<size_t>(next_comm);
+    communicators = next_comm;
   }
-  const size_t dense_buckets = buckets_.size();
-  if (model.tied_embeddings()) add_tied_embedding_buckets(model);
-  for (size_t bi = dense_buckets; bi < buckets_.size(); ++bi) buckets_[bi].communicator = static_cast<int>(communicators++);
-  segment_busy_.assign(communicators, false);
-  segment_queue_.assign(communicators, {});
+  out.communicators = communicators;
+  if (model.tied_embeddings()) add_tied_embedding_buckets(model, workers, worker_of, physical_depth, out);
+  return out;
+}
+
+GradSync::GradSync(const ModelConfig& model, const Plan& plan, const StageWork& work, CollectiveContext& ctx,
+                   Callbacks cb)
+    : plan_(plan), work_(work), ctx_(ctx), cb_(std::move(cb)) {
+  grad_bytes_ = reduced_grad_bytes_per_param(model);
+  param_bytes_ = model.dtype == "fp32" ? 4.0 : 2.0;
+  const int nw = static_cast<int>(work.workers.size());
+  buckets_of_worker_.resize(nw);
+  pending_.assign(nw, 0);
+  gather_pending_.assign(nw, 0);
+  backward_done_.assign(nw, false);
+
+  std::vector<GradBucketWorker> layout(nw);
+  for (int wi = 0; wi < nw; ++wi) {
+    layout[wi].tp = work.workers[wi].tp;
+    for (const ChunkCost& c : work.workers[wi].chunks)
+      layout[wi].chunks.push_back({c.layer_begin, c.layer_end, c.ep_rank, c.local_experts});
+  }
+  GradBuckets gb = gradient_buckets(model, layout, work.worker_of, work.physical_depth);
+  for (GradBucket& b : gb.buckets) {
+    Bucket bk;
+    static_cast<GradBucket&>(bk) = std::move(b);
+    buckets_.push_back(std::move(bk));
+  }
+  segment_busy_.assign(gb.communicators, false);
+  segment_queue_.assign(gb.communicators, {});
   tied_bucket_.assign(nw, -1);
   for (size_t bi = 0; bi < buckets_.size(); ++bi) {
     Bucket& bk = buckets_[bi];
@@ -121,27 +164,6 @@ GradSync::GradSync(const ModelConfig& model, const Plan& plan, const StageWork& 
       if (bk.tied_embedding) tied_bucket_[h.worker] = static_cast<int>(bi);
       else ++gather_pending_[h.worker];  // the embedding copies are not a ZeRO-1 shard
     }
-  }
-}
-
-// One bucket per pipeline whose first and last stage are different workers: the word embedding (V x h,
-// sharded like the vocab-parallel embedding) over the first stage's groups and the last stage's groups.
-// With one group per stage and equal TP this is Megatron's embedding group (rank k of the first stage
-// with rank k of the last); split stages all-reduce over all their groups at once.
-void GradSync::add_tied_embedding_buckets(const ModelConfig& model) {
-  for (size_t p = 0; p < work_.worker_of.size(); ++p) {
-    const auto& stages = work_.worker_of[p];
-    const int depth = work_.physical_depth[p];
-    if (stages.size() < 2) continue;
-    Bucket bk;
-    bk.tied_embedding = true;
-    bk.embedding = true;
-    bk.full_params = static_cast<double>(model.vocab) * static_cast<double>(model.hidden);
-    for (const int vstage : {0, static_cast<int>(stages.size()) - 1})
-      for (int w : stages[vstage]) bk.holders.push_back({w, vstage / depth});
-    if (bk.holders.front().worker == bk.holders.back().worker) continue;  // one worker holds both ends
-    for (const Holder& h : bk.holders) bk.lcm_tp = std::lcm(bk.lcm_tp, work_.workers[h.worker].tp);
-    buckets_.push_back(std::move(bk));
   }
 }
 

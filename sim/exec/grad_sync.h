@@ -23,6 +23,42 @@
 
 namespace arachne {
 
+// What the bucket layout needs of a TP group (a worker of build_stage_work): its TP degree and, per model
+// chunk, the layers it holds and its expert-parallel rank and routed experts (-1: all experts, no EP).
+struct GradBucketChunk {
+  int layer_begin = 0, layer_end = 0;
+  int ep_rank = 0;
+  double local_experts = -1;
+};
+struct GradBucketWorker {
+  int tp = 1;
+  std::vector<GradBucketChunk> chunks;
+};
+// A holder of a bucket's gradients: worker and chunk index.
+struct GradHolder {
+  int worker = 0;
+  int chunk = 0;
+};
+struct GradBucket {
+  int layer_begin = 0, layer_end = 0;
+  bool embedding = false, head = false;
+  bool tied_embedding = false;  // the first/last-stage word-embedding all-reduce, after the DP buckets
+  std::vector<GradHolder> holders;
+  double full_params = 0;  // parameters of the bucket without TP sharding
+  int lcm_tp = 1;
+  int communicator = 0;    // buckets on one communicator run one at a time (NCCL issue order)
+};
+struct GradBuckets {
+  std::vector<GradBucket> buckets;  // per segment in layer order: fill order (expert buckets as reached); tied last
+  int communicators = 0;            // communicator ids are below this
+};
+// The buckets GradSync reduces (the layout described above): segments cut at every stage boundary, each filled
+// from its last layer backwards; expert-data-parallel buckets per MoE layer; the tied-embedding buckets per
+// pipeline whose ends are different workers. worker_of and physical_depth as in StageWork.
+GradBuckets gradient_buckets(const ModelConfig& model, const std::vector<GradBucketWorker>& workers,
+                             const std::vector<std::vector<std::vector<int>>>& worker_of,
+                             const std::vector<int>& physical_depth);
+
 class GradSync {
  public:
   struct Callbacks {
@@ -62,29 +98,18 @@ class GradSync {
   void fold_symmetric_embedding_buckets();
 
  private:
-  struct Holder {
-    int worker = 0;
-    int chunk = 0;
-  };
-  struct Bucket {
-    int layer_begin = 0, layer_end = 0;
-    bool embedding = false, head = false;
-    bool tied_embedding = false;  // the first/last-stage word-embedding all-reduce, after the DP buckets
-    std::vector<Holder> holders;
-    double full_params = 0;  // parameters of the bucket without TP sharding
+  using Holder = GradHolder;
+  struct Bucket : GradBucket {
     int waiting = 0;         // holders not yet ready
-    int lcm_tp = 1;
     int phase_pending = 0;   // slices still running
     int opt_waiting = 0;     // ZeRO-1: holders whose optimizer has not finished
     TimeNs started = -1, reduced_at = -1;          // the reduction's collective
     TimeNs gather_started = -1, gathered_at = -1;  // ZeRO-1's parameter all-gather
-    int communicator = 0;    // buckets on one communicator run one at a time (NCCL issue order)
   };
   void ready(int b);
   void start(int b);
   void launch(int b, CollectiveKind kind, double bytes_per_param, std::function<void()> done);
   void reduced(int b);
-  void add_tied_embedding_buckets(const ModelConfig& model);
   // Starts the tied-embedding all-reduce of worker w once only it is left (DP buckets reduced, backward done).
   void maybe_sync_embedding(int w);
   std::vector<GpuId> slice_members(const Bucket& bk, int k) const;

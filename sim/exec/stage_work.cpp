@@ -157,6 +157,125 @@ StageWork build_stage_work(const Cluster& cluster, const Topology& topo, const M
     for (const Stage& st : pl.stages)
       for (int l = st.layer_begin; l < st.layer_end; ++l) holders[l] += static_cast<int>(st.groups.size());
 
+  // A chunk's passes, gradient-ready times, expert segments and parameters, and the model FLOPs of one of
+  // its micro-batches on one rank: they depend only on the memo key below (the replicas of a pipeline class
+  // repeat them), so each is priced once.
+  auto price_chunk = [&](ChunkCost& cc, const Worker& w, const Stage& st) {
+    ShardSpec sh{w.tp, plan.sequence_parallel, cc.samples};
+    const GpuSpec& gpu = cluster.gpu_spec(w.gpus.front());
+    std::vector<OpCost> fwd, bwd;
+    if (cc.has_embedding) {
+      auto e = embedding_forward_ops(model, sh);
+      fwd.insert(fwd.end(), e.begin(), e.end());
+    }
+    // Backward order: head, layers from last to first, embedding.
+    double t = 0;
+    if (cc.has_head) {
+      auto h = head_forward_ops(model, sh);
+      fwd.insert(fwd.end(), h.begin(), h.end());
+      auto hb = head_backward_ops(model, sh);
+      t += ops_time_s(hb, gpu, model.dtype);
+      bwd.insert(bwd.end(), hb.begin(), hb.end());
+      cc.head_grad_ready_s = t;
+    }
+    cc.layer_grad_ready_s.assign(st.layer_end - st.layer_begin, 0.0);
+    // TP collectives of the pass: the ends of the model, then every layer's.
+    std::vector<TpCollectives> tp_fwd, tp_bwd;
+    auto add_calls = [](std::vector<TpCollectives>& to, const std::vector<TpCollectives>& calls) {
+      to.insert(to.end(), calls.begin(), calls.end());
+    };
+    if (cc.has_embedding) add_calls(tp_fwd, embedding_tp_collectives(model, sh, true));
+    if (cc.has_head) {
+      add_calls(tp_fwd, head_tp_collectives(model, sh, true));
+      add_calls(tp_bwd, head_tp_collectives(model, sh, false));
+    }
+    for (int l = st.layer_begin; l < st.layer_end; ++l) {
+      auto f = layer_forward_ops(model, l, sh);
+      fwd.insert(fwd.end(), f.begin(), f.end());
+    }
+    for (int l = st.layer_end - 1; l >= st.layer_begin; --l) {
+      auto rc = layer_recompute_ops(model, l, sh, plan.recompute);
+      auto b = layer_backward_ops(model, l, sh);
+      t += ops_time_s(rc, gpu, model.dtype) + ops_time_s(b, gpu, model.dtype);
+      cc.layer_grad_ready_s[l - st.layer_begin] = t;
+      bwd.insert(bwd.end(), rc.begin(), rc.end());
+      bwd.insert(bwd.end(), b.begin(), b.end());
+      const TpCollectives tc = layer_tp_collectives(model, sh);
+      tp_fwd.push_back(tc);
+      // Full recompute re-runs the forward, including its all-reduces (Korthikanti et al. 2022 §5).
+      if (plan.recompute == Recompute::Full) tp_bwd.push_back(tc);
+      add_calls(tp_bwd, layer_tp_backward_collectives(model, l, sh));
+    }
+    if (cc.has_embedding) {
+      auto eb = embedding_backward_ops(model, sh);
+      t += ops_time_s(eb, gpu, model.dtype);
+      bwd.insert(bwd.end(), eb.begin(), eb.end());
+    }
+    cc.embedding_grad_ready_s = t;
+    cc.forward = price_pass(fwd, tp_fwd, w, cluster, model);
+    cc.backward = price_pass(bwd, tp_bwd, w, cluster, model);
+    if (cc.ep > 1) {
+      // Dense kernels per segment; the routed experts run between each MoE layer's all-to-alls.
+      auto time = [&](const std::vector<OpCost>& ops) { return ops_time_s(ops, gpu, model.dtype); };
+      auto dense = [&](int l) { return model.is_moe_layer(l) ? moe_dense_forward_ops(model, l, sh) : layer_forward_ops(model, l, sh); };
+      cc.forward_segments_s.assign(1, 0.0);
+      cc.backward_segments_s.assign(1, 0.0);
+      if (cc.has_embedding) cc.forward_segments_s.back() += time(embedding_forward_ops(model, sh));
+      for (int l = st.layer_begin; l < st.layer_end; ++l) {
+        cc.forward_segments_s.back() += time(dense(l));
+        if (model.is_moe_layer(l)) cc.moe_layers.push_back(l), cc.forward_segments_s.push_back(0.0);
+      }
+      if (cc.has_head) cc.forward_segments_s.back() += time(head_forward_ops(model, sh));
+      if (cc.has_head) cc.backward_segments_s.back() += time(head_backward_ops(model, sh));
+      for (int l = st.layer_end - 1; l >= st.layer_begin; --l) {
+        if (model.is_moe_layer(l)) cc.backward_segments_s.push_back(0.0);
+        const std::vector<OpCost> d = dense(l);
+        std::vector<OpCost> rec;
+        if (plan.recompute == Recompute::Full) rec = d;
+        if (plan.recompute == Recompute::Selective) rec = layer_recompute_ops(model, l, sh, Recompute::Selective);
+        cc.backward_segments_s.back() += time(rec) + time(backward_of(d));
+      }
+      if (cc.has_embedding) cc.backward_segments_s.back() += time(embedding_backward_ops(model, sh));
+      double f = 0, b = 0;
+      for (double x : cc.forward_segments_s) f += x;
+      for (double x : cc.backward_segments_s) b += x;
+      cc.forward.compute_s = f;
+      cc.backward.compute_s = b;
+      const int experts = model.moe->experts;
+      cc.ep_experts = st.experts.empty() ? std::vector<int>(st.ep, experts / st.ep) : st.experts;
+    }
+
+    cc.params_per_rank = 0;
+    for (int l = st.layer_begin; l < st.layer_end; ++l) {
+      if (cc.local_experts >= 0 && model.is_moe_layer(l)) {
+        const MoeLayerParams mp = moe_layer_params_per_rank(model, l, w.tp, 1);
+        cc.params_per_rank += mp.dense + cc.local_experts * mp.experts;
+      } else {
+        cc.params_per_rank += layer_params_per_rank(model, l, w.tp);
+      }
+    }
+    if (cc.has_embedding) cc.params_per_rank += embedding_params_per_rank(model, w.tp);
+    if (cc.has_head) cc.params_per_rank += head_params_per_rank(model, w.tp);
+
+    // Model FLOPs (no recompute): forward + backward of every sample this group processes.
+    const std::vector<OpCost> bwd_only = [&] {
+      std::vector<OpCost> v;
+      for (int l = st.layer_begin; l < st.layer_end; ++l) {
+        auto b = layer_backward_ops(model, l, sh);
+        v.insert(v.end(), b.begin(), b.end());
+      }
+      if (cc.has_head) {
+        auto hb = head_backward_ops(model, sh);
+        v.insert(v.end(), hb.begin(), hb.end());
+      }
+      return v;
+    }();
+    return flops_of(fwd) + flops_of(bwd_only);
+  };
+  std::map<std::tuple<const GpuSpec*, int, int, bool, double, int, int, bool, bool, int, double, std::vector<int>>,
+           std::pair<ChunkCost, double>>
+      priced;  // by GPU type, node group, TP, closed-form TP, samples, layers, ends, EP, local experts, placement
+
   for (size_t p = 0; p < plan.pipelines.size(); ++p) {
     const Pipeline& pl = plan.pipelines[p];
     const int depth = sw.physical_depth[p];
@@ -187,117 +306,28 @@ StageWork build_stage_work(const Cluster& cluster, const Topology& topo, const M
             cc.local_experts = static_cast<double>(experts) * w.tp / n_gpus;
           }
         }
-        ShardSpec sh{w.tp, plan.sequence_parallel, cc.samples};
         const GpuSpec& gpu = cluster.gpu_spec(w.gpus.front());
-
-        std::vector<OpCost> fwd, bwd;
-        if (cc.has_embedding) {
-          auto e = embedding_forward_ops(model, sh);
-          fwd.insert(fwd.end(), e.begin(), e.end());
+        const auto key = std::make_tuple(&gpu, cluster.nodes[cluster.node_of(w.gpus.front())].group, w.tp, w.tp_closed_form,
+                                         cc.samples, cc.layer_begin, cc.layer_end, cc.has_embedding, cc.has_head, cc.ep,
+                                         cc.local_experts, st.experts);
+        auto it = priced.find(key);
+        if (it == priced.end()) {
+          ChunkCost fresh = cc;
+          const double flops = price_chunk(fresh, w, st);
+          it = priced.emplace(key, std::make_pair(std::move(fresh), flops)).first;
         }
-        // Backward order: head, layers from last to first, embedding.
-        double t = 0;
-        if (cc.has_head) {
-          auto h = head_forward_ops(model, sh);
-          fwd.insert(fwd.end(), h.begin(), h.end());
-          auto hb = head_backward_ops(model, sh);
-          t += ops_time_s(hb, gpu, model.dtype);
-          bwd.insert(bwd.end(), hb.begin(), hb.end());
-          cc.head_grad_ready_s = t;
-        }
-        cc.layer_grad_ready_s.assign(st.layer_end - st.layer_begin, 0.0);
-        // TP collectives of the pass: the ends of the model, then every layer's.
-        std::vector<TpCollectives> tp_fwd, tp_bwd;
-        auto add_calls = [](std::vector<TpCollectives>& to, const std::vector<TpCollectives>& calls) {
-          to.insert(to.end(), calls.begin(), calls.end());
-        };
-        if (cc.has_embedding) add_calls(tp_fwd, embedding_tp_collectives(model, sh, true));
-        if (cc.has_head) {
-          add_calls(tp_fwd, head_tp_collectives(model, sh, true));
-          add_calls(tp_bwd, head_tp_collectives(model, sh, false));
-        }
-        for (int l = st.layer_begin; l < st.layer_end; ++l) {
-          auto f = layer_forward_ops(model, l, sh);
-          fwd.insert(fwd.end(), f.begin(), f.end());
-        }
-        for (int l = st.layer_end - 1; l >= st.layer_begin; --l) {
-          auto rc = layer_recompute_ops(model, l, sh, plan.recompute);
-          auto b = layer_backward_ops(model, l, sh);
-          t += ops_time_s(rc, gpu, model.dtype) + ops_time_s(b, gpu, model.dtype);
-          cc.layer_grad_ready_s[l - st.layer_begin] = t;
-          bwd.insert(bwd.end(), rc.begin(), rc.end());
-          bwd.insert(bwd.end(), b.begin(), b.end());
-          const TpCollectives tc = layer_tp_collectives(model, sh);
-          tp_fwd.push_back(tc);
-          // Full recompute re-runs the forward, including its all-reduces (Korthikanti et al. 2022 §5).
-          if (plan.recompute == Recompute::Full) tp_bwd.push_back(tc);
-          add_calls(tp_bwd, layer_tp_backward_collectives(model, l, sh));
-        }
-        if (cc.has_embedding) {
-          auto eb = embedding_backward_ops(model, sh);
-          t += ops_time_s(eb, gpu, model.dtype);
-          bwd.insert(bwd.end(), eb.begin(), eb.end());
-        }
-        cc.embedding_grad_ready_s = t;
-        cc.forward = price_pass(fwd, tp_fwd, w, cluster, model);
-        cc.backward = price_pass(bwd, tp_bwd, w, cluster, model);
-        if (cc.ep > 1) {
-          // Dense kernels per segment; the routed experts run between each MoE layer's all-to-alls.
-          auto time = [&](const std::vector<OpCost>& ops) { return ops_time_s(ops, gpu, model.dtype); };
-          auto dense = [&](int l) { return model.is_moe_layer(l) ? moe_dense_forward_ops(model, l, sh) : layer_forward_ops(model, l, sh); };
-          cc.forward_segments_s.assign(1, 0.0);
-          cc.backward_segments_s.assign(1, 0.0);
-          if (cc.has_embedding) cc.forward_segments_s.back() += time(embedding_forward_ops(model, sh));
-          for (int l = st.layer_begin; l < st.layer_end; ++l) {
-            cc.forward_segments_s.back() += time(dense(l));
-            if (model.is_moe_layer(l)) cc.moe_layers.push_back(l), cc.forward_segments_s.push_back(0.0);
-          }
-          if (cc.has_head) cc.forward_segments_s.back() += time(head_forward_ops(model, sh));
-          if (cc.has_head) cc.backward_segments_s.back() += time(head_backward_ops(model, sh));
-          for (int l = st.layer_end - 1; l >= st.layer_begin; --l) {
-            if (model.is_moe_layer(l)) cc.backward_segments_s.push_back(0.0);
-            const std::vector<OpCost> d = dense(l);
-            std::vector<OpCost> rec;
-            if (plan.recompute == Recompute::Full) rec = d;
-            if (plan.recompute == Recompute::Selective) rec = layer_recompute_ops(model, l, sh, Recompute::Selective);
-            cc.backward_segments_s.back() += time(rec) + time(backward_of(d));
-          }
-          if (cc.has_embedding) cc.backward_segments_s.back() += time(embedding_backward_ops(model, sh));
-          double f = 0, b = 0;
-          for (double x : cc.forward_segments_s) f += x;
-          for (double x : cc.backward_segments_s) b += x;
-          cc.forward.compute_s = f;
-          cc.backward.compute_s = b;
-          const int experts = model.moe->experts;
-          cc.ep_experts = st.experts.empty() ? std::vector<int>(st.ep, experts / st.ep) : st.experts;
-        }
-
-        cc.params_per_rank = 0;
-        for (int l = st.layer_begin; l < st.layer_end; ++l) {
-          if (cc.local_experts >= 0 && model.is_moe_layer(l)) {
-            const MoeLayerParams mp = moe_layer_params_per_rank(model, l, w.tp, 1);
-            cc.params_per_rank += mp.dense + cc.local_experts * mp.experts;
-          } else {
-            cc.params_per_rank += layer_params_per_rank(model, l, w.tp);
-          }
-        }
-        if (cc.has_embedding) cc.params_per_rank += embedding_params_per_rank(model, w.tp);
-        if (cc.has_head) cc.params_per_rank += head_params_per_rank(model, w.tp);
-
-        // Model FLOPs (no recompute): forward + backward of every sample this group processes.
-        const std::vector<OpCost> bwd_only = [&] {
-          std::vector<OpCost> v;
-          for (int l = st.layer_begin; l < st.layer_end; ++l) {
-            auto b = layer_backward_ops(model, l, sh);
-            v.insert(v.end(), b.begin(), b.end());
-          }
-          if (cc.has_head) {
-            auto hb = head_backward_ops(model, sh);
-            v.insert(v.end(), hb.begin(), hb.end());
-          }
-          return v;
-        }();
-        sw.model_flops += (flops_of(fwd) + flops_of(bwd_only)) * w.tp * pl.micro_batches;
+        const ChunkCost& done = it->second.first;
+        cc.forward = done.forward;
+        cc.backward = done.backward;
+        cc.layer_grad_ready_s = done.layer_grad_ready_s;
+        cc.head_grad_ready_s = done.head_grad_ready_s;
+        cc.embedding_grad_ready_s = done.embedding_grad_ready_s;
+        cc.params_per_rank = done.params_per_rank;
+        cc.moe_layers = done.moe_layers;
+        cc.forward_segments_s = done.forward_segments_s;
+        cc.backward_segments_s = done.backward_segments_s;
+        cc.ep_experts = done.ep_experts;
+        sw.model_flops += it->second.second * w.tp * pl.micro_batches;
 
         // Transfers to the groups of the neighbouring stages whose sample intervals overlap.
         const auto [lo, hi] = share_interval(st, static_cast<int>(g));

@@ -1,5 +1,4 @@
-// The cluster's topology as a Boost.Graph and routes as BFS shortest paths in it (one search per source,
-// run only as far as the destinations asked for need).
+// The cluster's topology as a Boost.Graph, and the route of every GPU pair in it.
 //
 // Vertices: every GPU (vertex id = GpuId), then per node its intra-node fabric (NVSwitch / PCIe switch)
 // and its NICs, then one leaf switch per `nodes_per_leaf` nodes (in listing order), then one aggregated
@@ -8,12 +7,20 @@
 //         other node gpu>nic, nic>leaf, [leaf>spine, spine>leaf when the leaves differ], leaf>nic, nic>gpu
 // A GPU uses NIC local*nic_count/gpus_per_node of its node, so GPUs sharing a NIC share its nic>leaf and
 // leaf>nic links.
+// These are the graph's shortest paths, and the only ones but one case: a GPU reaches another GPU only from
+// its node's fabric or from its own NIC, a NIC only from its node's GPUs or its leaf, a leaf only from its
+// NICs or the spine, so between nodes the path above is the unique shortest one (4 links, 6 across leaves);
+// inside a node two GPUs sharing a NIC also have gpu>nic>gpu, and the route takes the fabric (its links
+// are inserted first, as a breadth-first search in insertion order would take them). So a route is
+// assembled from each GPU's four links, its NIC's two and its leaf's two, without a search.
 #include "sim/hw/topology.h"
 
 #include <boost/graph/adjacency_list.hpp>
 
+#include <cstdint>
 #include <mutex>
 #include <stdexcept>
+#include <unordered_map>
 #include <utility>
 
 namespace arachne {
@@ -38,58 +45,32 @@ const char* to_string(LinkClass c) {
 }
 
 struct Topology::Impl {
-  struct SourceRoutes {
-    std::vector<LinkId> pred;                 // per vertex: link that reached it in the BFS tree (-1: none)
-    std::vector<std::vector<LinkId>> routes;  // per destination GPU, filled on first request
-    std::vector<char> done;
-    // The search, run only as far as the destinations asked for so far need: its FIFO queue, the next
-    // vertex to expand, and the vertices reached.
-    std::vector<int> queue;
-    std::size_t head = 0;
-    std::vector<char> seen;
+  // The links a route can start or end with, per GPU: its fabric and NIC links, its NIC's links to and from
+  // the leaf (-1 when the node has no NIC), its leaf; per leaf its links to and from the spine.
+  struct GpuLinks {
+    LinkId to_fabric = -1, from_fabric = -1, to_nic = -1, from_nic = -1, nic_to_leaf = -1, leaf_to_nic = -1;
+    int leaf = 0;
   };
 
   Graph graph;
-  std::vector<Vertex> link_source;  // per link: its tail vertex
   std::vector<int> node_of_gpu;
   std::vector<double> intra_latency_of_node;
   double inter_latency_s = 0;
+  std::vector<GpuLinks> gpu_links;
+  std::vector<LinkId> leaf_to_spine, spine_to_leaf;
   mutable std::mutex mutex;
-  mutable std::vector<std::unique_ptr<SourceRoutes>> cache;  // per source GPU, built lazily
-  // The graph's out-edges as flat arrays (vertex v's are [out_begin[v], out_begin[v + 1]), in insertion
-  // order, as Boost's vecS lists them), built once for the searches.
-  std::vector<int> out_begin, out_target;
-  std::vector<LinkId> out_link;
+  // Routes asked for so far, by (src, dst); unordered_map keeps its elements in place, so the references
+  // route() returns stay valid.
+  mutable std::unordered_map<std::uint64_t, std::vector<LinkId>> cache;
 
-  void index_out_edges() {
-    const int nv = static_cast<int>(boost::num_vertices(graph));
-    out_begin.assign(nv + 1, 0);
-    out_target.clear();
-    out_link.clear();
-    for (int v = 0; v < nv; ++v) {
-      for (auto [e, end] = boost::out_edges(static_cast<Vertex>(v), graph); e != end; ++e) {
-        out_target.push_back(static_cast<int>(boost::target(*e, graph)));
-        out_link.push_back(graph[*e].link);
-      }
-      out_begin[v + 1] = static_cast<int>(out_target.size());
-    }
-  }
-
-  // Breadth-first search from the source of `sr` recording, for every vertex reached, the link by which it
-  // was first reached: the order of Boost's breadth_first_search (FIFO queue, out-edges in insertion
-  // order), so the same tree. It stops once `target` is reached and resumes from there on a later call:
-  // the tree does not depend on where it paused.
-  void breadth_first_until(SourceRoutes& sr, int target) const {
-    for (; !sr.seen[target] && sr.head < sr.queue.size(); ++sr.head) {
-      const int u = sr.queue[sr.head];
-      for (int i = out_begin[u]; i < out_begin[u + 1]; ++i) {
-        const int v = out_target[i];
-        if (sr.seen[v]) continue;
-        sr.seen[v] = 1;
-        sr.pred[v] = out_link[i];
-        sr.queue.push_back(v);
-      }
-    }
+  std::vector<LinkId> assemble(GpuId src, GpuId dst) const {
+    const GpuLinks& s = gpu_links[src];
+    const GpuLinks& d = gpu_links[dst];
+    if (node_of_gpu[src] == node_of_gpu[dst]) return {s.to_fabric, d.from_fabric};
+    if (s.to_nic < 0 || d.to_nic < 0)
+      throw std::logic_error("topology: GPU " + std::to_string(dst) + " unreachable from " + std::to_string(src));
+    if (s.leaf == d.leaf) return {s.to_nic, s.nic_to_leaf, d.leaf_to_nic, d.from_nic};
+    return {s.to_nic, s.nic_to_leaf, leaf_to_spine[s.leaf], spine_to_leaf[d.leaf], d.leaf_to_nic, d.from_nic};
   }
 };
 
@@ -106,12 +87,17 @@ Topology::Topology(const Cluster& cluster) : impl_(std::make_unique<Impl>()), nu
     const LinkId id = static_cast<LinkId>(links_.size());
     boost::add_edge(from, to, EdgeProps{id}, g);
     links_.push_back(Link{capacity, cls, std::move(name)});
-    im.link_source.push_back(from);
+    return id;
   };
   auto add_vertex = [&]() { return boost::add_vertex(g); };
+  auto nic_of = [&](int n, int local) {
+    const Node& node = cluster.nodes[n];
+    return static_cast<int>(static_cast<long long>(local) * cluster.groups[node.group].nic_count / node.gpus);
+  };
 
   for (int i = 0; i < num_gpus_; ++i) add_vertex();  // GPU vertex ids = GpuIds
   im.node_of_gpu.resize(num_gpus_);
+  im.gpu_links.resize(num_gpus_);
 
   std::vector<std::vector<Vertex>> nic_vertices(num_nodes);
   std::vector<double> node_nic_capacity(num_nodes, 0.0);
@@ -131,24 +117,24 @@ Topology::Topology(const Cluster& cluster) : impl_(std::make_unique<Impl>()), nu
     const Vertex fabric = add_vertex();
     for (int l = 0; l < grp.nic_count; ++l) nic_vertices[n].push_back(add_vertex());
 
-    // GPU<->fabric first for every GPU, so BFS reaches same-node GPUs through the fabric, never through a
-    // shared NIC (both are two hops).
+    // GPU<->fabric first for every GPU: of the two-hop paths between same-node GPUs (through the fabric or a
+    // shared NIC), the fabric's is the first a breadth-first search in insertion order finds, the route's.
     const double intra_cap = grp.intra_bw * eff;  // nominal per-GPU bandwidth x achieved fraction
     for (int l = 0; l < node.gpus; ++l) {
       const GpuId gpu = node.first_gpu + l;
       im.node_of_gpu[gpu] = n;
       const std::string gl = nn + ":" + std::to_string(l);
-      add_link(gpu, fabric, intra_cap, intra_cls, gl + ">" + nn + ".fabric");
-      add_link(fabric, gpu, intra_cap, intra_cls, nn + ".fabric>" + gl);
+      im.gpu_links[gpu].to_fabric = add_link(gpu, fabric, intra_cap, intra_cls, gl + ">" + nn + ".fabric");
+      im.gpu_links[gpu].from_fabric = add_link(fabric, gpu, intra_cap, intra_cls, nn + ".fabric>" + gl);
     }
     const double nic_cap = grp.nic_bw * eff;  // the NIC's port, shared by every GPU attached to it
     for (int l = 0; l < node.gpus && grp.nic_count > 0; ++l) {
       const GpuId gpu = node.first_gpu + l;
-      const int nic = static_cast<int>(static_cast<long long>(l) * grp.nic_count / node.gpus);
+      const int nic = nic_of(n, l);
       const std::string gl = nn + ":" + std::to_string(l);
       const std::string nl = nn + ".nic" + std::to_string(nic);
-      add_link(gpu, nic_vertices[n][nic], nic_cap, LinkClass::Nic, gl + ">" + nl);
-      add_link(nic_vertices[n][nic], gpu, nic_cap, LinkClass::Nic, nl + ">" + gl);
+      im.gpu_links[gpu].to_nic = add_link(gpu, nic_vertices[n][nic], nic_cap, LinkClass::Nic, gl + ">" + nl);
+      im.gpu_links[gpu].from_nic = add_link(nic_vertices[n][nic], gpu, nic_cap, LinkClass::Nic, nl + ">" + gl);
     }
     node_nic_capacity[n] = nic_cap * grp.nic_count;
   }
@@ -161,9 +147,15 @@ Topology::Topology(const Cluster& cluster) : impl_(std::make_unique<Impl>()), nu
     const std::string leaf = "leaf" + std::to_string(n / per_leaf);
     for (int k = 0; k < static_cast<int>(nic_vertices[n].size()); ++k) {
       const std::string nl = "n" + std::to_string(n) + ".nic" + std::to_string(k);
-      add_link(nic_vertices[n][k], leaves[n / per_leaf], nic_cap, LinkClass::Nic, nl + ">" + leaf);
-      add_link(leaves[n / per_leaf], nic_vertices[n][k], nic_cap, LinkClass::Nic, leaf + ">" + nl);
+      const LinkId up = add_link(nic_vertices[n][k], leaves[n / per_leaf], nic_cap, LinkClass::Nic, nl + ">" + leaf);
+      const LinkId down = add_link(leaves[n / per_leaf], nic_vertices[n][k], nic_cap, LinkClass::Nic, leaf + ">" + nl);
+      for (int l = 0; l < cluster.nodes[n].gpus; ++l)
+        if (nic_of(n, l) == k) {
+          im.gpu_links[cluster.nodes[n].first_gpu + l].nic_to_leaf = up;
+          im.gpu_links[cluster.nodes[n].first_gpu + l].leaf_to_nic = down;
+        }
     }
+    for (int l = 0; l < cluster.nodes[n].gpus; ++l) im.gpu_links[cluster.nodes[n].first_gpu + l].leaf = n / per_leaf;
   }
   if (num_leaves > 1) {
     const Vertex spine = add_vertex();
@@ -173,12 +165,10 @@ Topology::Topology(const Cluster& cluster) : impl_(std::make_unique<Impl>()), nu
       for (int n = f * per_leaf; n < std::min(num_nodes, (f + 1) * per_leaf); ++n) down += node_nic_capacity[n];
       const double up = down / net.oversubscription;
       const std::string leaf = "leaf" + std::to_string(f);
-      add_link(leaves[f], spine, up, LinkClass::Spine, leaf + ">spine");
-      add_link(spine, leaves[f], up, LinkClass::Spine, "spine>" + leaf);
+      im.leaf_to_spine.push_back(add_link(leaves[f], spine, up, LinkClass::Spine, leaf + ">spine"));
+      im.spine_to_leaf.push_back(add_link(spine, leaves[f], up, LinkClass::Spine, "spine>" + leaf));
     }
   }
-  im.cache.resize(num_gpus_);
-  im.index_out_edges();
 }
 
 Topology::~Topology() = default;
@@ -189,33 +179,14 @@ const std::vector<LinkId>& Topology::route(GpuId src, GpuId dst) const {
   if (src < 0 || src >= num_gpus_ || dst < 0 || dst >= num_gpus_)
     throw std::out_of_range("route " + std::to_string(src) + "->" + std::to_string(dst) + " outside " +
                             std::to_string(num_gpus_) + " GPUs");
+  static const std::vector<LinkId> kNone;
+  if (src == dst) return kNone;
   const Impl& im = *impl_;
+  const std::uint64_t key = static_cast<std::uint64_t>(src) << 32 | static_cast<std::uint32_t>(dst);
   const std::lock_guard<std::mutex> lock(im.mutex);
-  std::unique_ptr<Impl::SourceRoutes>& slot = im.cache[src];
-  if (!slot) {
-    auto fresh = std::make_unique<Impl::SourceRoutes>();
-    fresh->pred.assign(boost::num_vertices(im.graph), -1);
-    fresh->routes.resize(num_gpus_);
-    fresh->done.assign(num_gpus_, 0);
-    fresh->seen.assign(fresh->pred.size(), 0);
-    fresh->queue.push_back(src);
-    fresh->seen[src] = 1;
-    slot = std::move(fresh);
-  }
-  Impl::SourceRoutes& sr = *slot;
-  if (!sr.done[dst]) {
-    im.breadth_first_until(sr, dst);
-    std::vector<LinkId> path;
-    for (Vertex v = static_cast<Vertex>(dst); v != static_cast<Vertex>(src);) {
-      const LinkId l = sr.pred[v];
-      if (l < 0) throw std::logic_error("topology: GPU " + std::to_string(dst) + " unreachable from " + std::to_string(src));
-      path.push_back(l);
-      v = im.link_source[l];
-    }
-    sr.routes[dst].assign(path.rbegin(), path.rend());
-    sr.done[dst] = 1;
-  }
-  return sr.routes[dst];
+  auto it = im.cache.find(key);
+  if (it == im.cache.end()) it = im.cache.emplace(key, im.assemble(src, dst)).first;
+  return it->second;
 }
 
 double Topology::latency_s(GpuId src, GpuId dst) const {

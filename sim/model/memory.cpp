@@ -122,9 +122,9 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const StageMemoryInput& in) {
   double per_micro_batch = 0;
   double working = 0;  // one layer's transient working set during its recompute + backward
   for (int l = in.layer_begin; l < in.layer_end; ++l) {
-    per_micro_batch += layer_activation_bytes(m, l, sh, in.recompute);
-    working = std::max(working, layer_activation_bytes(m, l, sh, Recompute::None) -
-                                    layer_activation_bytes(m, l, sh, in.recompute));
+    const double stored = layer_activation_bytes(m, l, sh, in.recompute);
+    per_micro_batch += stored;
+    working = std::max(working, layer_activation_bytes(m, l, sh, Recompute::None) - stored);
   }
   const double sp_div = sh.sequence_parallel ? t : 1.0;
   if (in.has_embedding && m.gpt_style()) {

@@ -597,7 +597,14 @@ void validate_plan(const Plan& plan, const Cluster& cluster, const ModelConfig& 
   if (plan.pipelines.empty()) fail(plan.pipelines_line, "pipelines", "plan has no pipelines");
 
   const int total_gpus = cluster_gpu_count(cluster);
-  std::map<GpuId, std::string> used_by;  // GPU -> the group that uses it (ordered: deterministic)
+  struct GroupAt {
+    int pipeline = -1, stage = -1, group = -1;
+  };
+  std::vector<GroupAt> used_by(std::max(total_gpus, 0));  // per GPU: the group that uses it (pipeline -1: none)
+  std::vector<char> on_a_node(std::max(total_gpus, 0), 0);  // per GPU id: some node has it
+  for (const Node& node : cluster.nodes)
+    for (GpuId g = std::max(node.first_gpu, 0); g < std::min(node.first_gpu + node.gpus, total_gpus); ++g) on_a_node[g] = 1;
+  auto group_path = [](const GroupAt& at) { return stage_path(at.pipeline, at.stage) + ".groups[" + std::to_string(at.group) + "]"; };
 
   for (int i = 0; i < static_cast<int>(plan.pipelines.size()); ++i) {
     const Pipeline& p = plan.pipelines[i];
@@ -633,7 +640,8 @@ void validate_plan(const Plan& plan, const Cluster& cluster, const ModelConfig& 
       double share_sum = 0;
       for (int k = 0; k < static_cast<int>(s.groups.size()); ++k) {
         const TpGroup& g = s.groups[k];
-        const std::string gpath = spath + ".groups[" + std::to_string(k) + "]";
+        const GroupAt here{i, j, k};
+        const std::string gpath = group_path(here);
         if (g.tp < 1) fail(g.line, gpath + ".tp", "tp must be at least 1, got " + std::to_string(g.tp));
         if (static_cast<int>(g.gpus.size()) != g.tp)
           fail(g.line, gpath + ".tp", "group has " + std::to_string(g.gpus.size()) + " GPUs but tp=" + std::to_string(g.tp) +
@@ -646,12 +654,12 @@ void validate_plan(const Plan& plan, const Cluster& cluster, const ModelConfig& 
           fail(g.line, gpath + ".share", "share must be greater than 0, got " + number_text(g.share));
         share_sum += g.share;
         for (const GpuId gpu : g.gpus) {
-          if (gpu < 0 || gpu >= total_gpus || node_index_of(cluster, gpu) < 0)
+          if (gpu < 0 || gpu >= total_gpus || !on_a_node[gpu])
             fail(g.line, gpath + ".gpus", "GPU id " + std::to_string(gpu) + " is not in the cluster (it has " + std::to_string(total_gpus) + " GPUs)");
           if (interleaved && j >= pp) continue;  // the pattern check above showed these are stage j % pp's GPUs
-          const auto [it, fresh] = used_by.emplace(gpu, gpath);
-          if (!fresh)
-            fail(g.line, gpath + ".gpus", "GPU " + gpu_name(cluster, gpu) + " is used twice: by " + it->second + " and by " + gpath);
+          if (used_by[gpu].pipeline >= 0)
+            fail(g.line, gpath + ".gpus", "GPU " + gpu_name(cluster, gpu) + " is used twice: by " + group_path(used_by[gpu]) + " and by " + gpath);
+          used_by[gpu] = here;
         }
       }
       if (std::abs(share_sum - 1.0) > 1e-9)

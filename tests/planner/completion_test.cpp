@@ -18,6 +18,8 @@
 
 #include "planner/oracle/oracle_planner.h"
 #include "planner/template/completion.h"
+#include "planner/template/enumerate.h"
+#include "planner/template/estimator.h"
 #include "planner/template/pipeline_costs.h"
 #include "planner/template/placement.h"
 #include "sim/exec/simulate.h"
@@ -281,6 +283,50 @@ TEST(Completion, IsDeterministicAndRespectsMaxCandidates) {
   }
 }
 
+// The cache only keeps what completion derives from the cluster and model: one cache shared by many
+// templates (each completed twice, the second time on a warm cache) gives every template the plans and
+// priced times a fresh completion gives it, bit for bit, on a dense and on an MoE model.
+TEST(Completion, SharedCacheGivesTheSamePlansAsAFreshCompletion) {
+  // Models whose memory binds on these GPUs (16-80 GB), so the cached stage memory decides plans.
+  for (const char* name : {"gpt3-13b", "gpt-moe-1.3b-64e"}) {
+    const Fixture f("A100-80:2x8,V100-32:2x4,T4:2x4", load_model(name));
+    const Estimator est(f.cluster, f.topo, f.model);
+    const PlanPricer price = [&](const Plan& p) -> std::optional<double> {
+      const Estimate e = est.estimate(p);
+      return e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
+    };
+    std::vector<Template> templates = heuristic_templates(f.cluster, f.model, 8);
+    for (const Template& t : sample_templates(f.cluster, f.model, {}, 24, 7)) templates.push_back(t);
+    CompletionCache cache(f.cluster, f.model);
+    CompletionInput shared = f.input();
+    shared.cache = &cache;
+    int completed = 0;
+    for (int round = 0; round < 2; ++round)
+      for (const Template& t : templates) {
+        const auto fresh = complete_template(t, f.input(), price);
+        const auto cached = complete_template(t, shared, price);
+        ASSERT_EQ(fresh.size(), cached.size()) << to_text(t);
+        for (size_t i = 0; i < fresh.size(); ++i) {
+          EXPECT_EQ(plan_to_yaml(fresh[i].plan, f.cluster), plan_to_yaml(cached[i].plan, f.cluster)) << to_text(t);
+          EXPECT_EQ(fresh[i].priced_s, cached[i].priced_s) << to_text(t);
+        }
+        completed += fresh.empty() ? 0 : 1;
+      }
+    EXPECT_GE(completed, 2 * 8) << name;  // the comparison saw plans, not only empty completions
+  }
+}
+
+TEST(Completion, RefusesACacheOfAnotherClusterOrModel) {
+  const Fixture f("A100-80:1x8", test::small_gpt_model(32));
+  const Fixture other("A100-80:1x8", test::small_gpt_model(32));
+  Template t;
+  t.pipelines = {pipeline(1, {stage(8, {kind("A100-80", 1)})})};
+  CompletionCache cache(other.cluster, other.model);
+  CompletionInput in = f.input();
+  in.cache = &cache;
+  EXPECT_THROW(complete_template(t, in, simulator(f.cluster, f.topo, f.model)), std::invalid_argument);
+}
+
 TEST(Completion, ImpossibleTemplatesGiveNoPlan) {
   const Fixture f("A100-80:1x2", test::small_gpt_model(32));
   Template wrong_type;
@@ -300,8 +346,9 @@ TEST(Completion, BestMicroBatchIsTheBestDivisor) {
   const ModelConfig m = load_model("gpt3-1.3b");
   const Profiler profiler(c, m);
   LayerTimes times(profiler);
+  StageMemoryLines memory(profiler);
   for (const MemoryLevel level : memory_levels(true)) {
-    PipelineCosts costs(times, {{1, 1, {{"A100-80"}, {"V100-32"}}, 2}, {1, 1, {{"V100-32"}}, 2}}, level);
+    PipelineCosts costs(times, memory, {{1, 1, {{"A100-80"}, {"V100-32"}}, 2}, {1, 1, {{"V100-32"}}, 2}}, level);
     for (long n = 1; n <= 96; ++n) {
       double best = PipelineCosts::kInf;
       int best_b = 0;

@@ -478,6 +478,14 @@ TEST(CliLearned, GenDataTrainAndPlanEndToEnd) {
   EXPECT_EQ(slurp(dir.work("straight/policy.weights")), slurp(dir.work("resumed/policy.weights")));
   expect_one_error_line(dir.run(train + "--imitation-epochs 3 --out resumed --resume --learning-rate 0.01"));
 
+  // Several training files: the same file twice holds each example twice, so the untrained policy's mean loss
+  // on them is the same as on one copy.
+  const std::string twice = "train --data data.h5,data.h5 --validation data.h5 --batch 8 --threads 1 --pg-epochs 0 ";
+  ASSERT_EQ(dir.run(twice + "--imitation-epochs 1 --out twice").exit_code, 0);
+  const nlohmann::json jt = nlohmann::json::parse(slurp(dir.work("twice/journal.json")));
+  EXPECT_NEAR(jt["epochs"][0]["train_loss"].get<double>(), e[0]["train_loss"].get<double>(), 1e-9 * e[0]["train_loss"].get<double>());
+  expect_one_error_line(dir.run("train --data data.h5, --validation data.h5 --imitation-epochs 1 --out bad"));
+
   const RunResult plan = dir.run("plan --cluster A100-80:1x4,V100-32:1x4 --model gpt3-1.3b --planner arachne "
                                  "--policy long/policy.weights --json");
   ASSERT_EQ(plan.exit_code, 0) << plan.err;

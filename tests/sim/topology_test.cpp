@@ -218,8 +218,8 @@ TEST(Topology, ThousandGpuClusterRoutesAreCachedAndStable) {
 namespace arachne {
 namespace {
 
-// Routes come from a breadth-first search per source that runs only as far as the destinations asked for
-// need and resumes later: the route to a GPU must not depend on which routes were asked for before it.
+// Routes are built on first request and cached: the route to a GPU must not depend on which routes were
+// asked for before it.
 TEST(TopologyTest, RoutesDoNotDependOnTheOrderTheyAreAskedFor) {
   Cluster c = parse_cluster_spec("A100-80:10x8,V100-32:3x4", GpuCatalog::load_default());
   c.network.nodes_per_leaf = 3;
