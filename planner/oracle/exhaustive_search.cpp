@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -33,6 +34,11 @@ constexpr size_t kBatchSize = 16;
 constexpr long kMaxPipeShapes = 200000;
 constexpr long kMaxOptionsPerShape = 2000000;
 constexpr long kMaxCachedOptions = 5000000;
+// The reduction lift takes the least bucket floor over a structure's placements when it has at most this many
+// (beyond, no lift: the bounds stay admissible, only weaker), and keeps this many layouts' lifted option sets.
+constexpr size_t kMaxLiftPlacements = 64;
+constexpr size_t kMaxLiftedLayouts = 4096;
+constexpr long kMaxLiftedOptions = 1000000;
 const Recompute kRecompute[3] = {Recompute::None, Recompute::Selective, Recompute::Full};
 
 // A stage: tp and the number of TP groups of each node group (types may mix; groups listed by node group).
@@ -188,7 +194,17 @@ class Search {
         return;
       }
     if (!has_placement(pipes)) return;
-    for (const bool zero1 : {false, true})
+    collect_lift_placements(pipes);
+    const bool one_stage = std::all_of(pipes.begin(), pipes.end(), [&](int ps) { return pipe_shapes_[ps].stages.size() == 1; });
+    for (const bool zero1 : {false, true}) {
+      // Pipelines of one stage only: the reduction's buckets and holders are the structure's own, so options
+      // are bounded with their reduction tail as they are generated (pipe_options).
+      option_floor_.reset();
+      if (one_stage && lift_placements_) {
+        option_floor_ = lb_.reduction_floor(layout_plan(pipes, std::vector<const PipeOption*>(pipes.size()), zero1),
+                                            *lift_placements_);
+        ++floor_tag_;
+      }
       for (int rc = 0; rc < 3 && !stop_; ++rc) {
         std::map<int, std::pair<long, long>> range;
         if (!sample_ranges(pipes, rc, &range)) {
@@ -205,6 +221,9 @@ class Search {
         }
         if (!empty) combine(pipes, options, rc, zero1);
       }
+    }
+    option_floor_.reset();
+    trim_option_cache();
   }
 
   // Work bound: a pipeline of shape ps taking n samples has a worker busy for at least n x rate(ps) (every
@@ -306,10 +325,14 @@ class Search {
   // restored in emit() - a group's position in the stage fixes its sample interval, hence which groups of
   // the neighbouring stages it exchanges activations with. Group by group: `enter(i, v)` is asked before
   // group i takes v samples (false: no split continues from there), `leave(i)` after; f receives each split.
-  void share_splits(const StageShape& s, int b, const std::function<bool(int, int)>& enter,
-                    const std::function<void(int)>& leave, const std::function<void(const std::vector<int>&)>& f) const {
+  // room[i]: the most samples group i can take (a proof that more cannot be below the incumbent): a split
+  // whose later groups cannot hold what is left is not continued.
+  void share_splits(const StageShape& s, int b, const std::vector<int>& room, const std::function<bool(int, int)>& enter,
+                    const std::function<void(int)>& leave, const std::function<void(const std::vector<int>&)>& f) {
     const int g = static_cast<int>(s.group_ng.size());
     if (g > b) return;
+    std::vector<long> suffix(g + 1, 0);
+    for (int i = g - 1; i >= 0; --i) suffix[i] = suffix[i + 1] + room[i];
     // run_end[i]: one past the last group of i's node group (groups are listed by node group).
     std::vector<int> x(g, 0), run_end(g, g);
     for (int i = g - 2; i >= 0; --i) run_end[i] = s.group_ng[i + 1] == s.group_ng[i] ? run_end[i + 1] : i + 1;
@@ -319,8 +342,12 @@ class Search {
         if (left == 0) f(x);
         return;
       }
+      if (suffix[i] < left) {
+        ++stats_.pruned_by_bound;
+        return;
+      }
       const bool same = i > 0 && s.group_ng[i] == s.group_ng[i - 1];
-      int hi = left - (g - 1 - i);
+      int hi = std::min(left - (g - 1 - i), room[i]);
       if (same) hi = std::min(hi, x[i - 1]);
       // The last group takes what is left; when i's run ends the stage, its r groups (non-increasing) hold
       // everything left, so the first of them takes at least left / r.
@@ -334,6 +361,38 @@ class Search {
       }
     };
     rec(0, b);
+  }
+
+  // The most samples per micro-batch each group of a stage holding layers [a, e) can take with at least m
+  // micro-batches: a group taking v runs m v samples through those layers, each at no less than their least
+  // per-sample cost on its GPU type and tp (LowerBound::per_sample_floor), so it ends no earlier than
+  // work_bound(m v, that rate, m), which must stay below the incumbent.
+  std::vector<int> group_room(const StageShape& st, int b, int m, int a, int e, int rc) {
+    std::vector<int> room(st.group_ng.size(), b);
+    const double T = inc_.bound();
+    if (!std::isfinite(T)) return room;
+    for (size_t g = 0; g < st.group_ng.size(); ++g) {
+      const std::vector<double>& pre = floor_prefix(st.group_ng[g], st.tp, rc);
+      const double rate = pre[e] - pre[a] + (a == 0 ? pre[L_ + 1] : 0.0) + (e == L_ ? pre[L_ + 2] : 0.0);
+      if (rate <= 0) continue;
+      const double most = std::floor(T / (m * rate)) + 1;
+      long v = most >= b ? b : static_cast<long>(most);
+      while (v >= 1 && work_bound(static_cast<double>(m) * v, rate, m) >= T) --v;
+      room[g] = static_cast<int>(std::max(0L, v));
+    }
+    return room;
+  }
+  // Prefix sums over layers of per_sample_floor, then the embedding's and the head's (size L + 3).
+  const std::vector<double>& floor_prefix(int ng, int tp, int rc) {
+    const auto key = std::make_tuple(ng, tp, rc);
+    auto it = floor_prefix_.find(key);
+    if (it != floor_prefix_.end()) return it->second;
+    const std::vector<double>& f = lb_.per_sample_floor(ng, tp, kRecompute[rc], static_cast<int>(G_));
+    std::vector<double> pre(L_ + 3, 0.0);
+    for (int l = 0; l < L_; ++l) pre[l + 1] = pre[l] + f[l];
+    pre[L_ + 1] = f[L_];
+    pre[L_ + 2] = f[L_ + 1];
+    return floor_prefix_.emplace(key, std::move(pre)).first->second;
   }
 
   // Every option of pipeline shape ps whose bound is below the incumbent and which is not proven out of
@@ -385,6 +444,9 @@ class Search {
               return false;
             }
             times.back().push_back(lb_.group_times(ng, st.tp, v, begin, e, r, zero1));
+            if (option_floor_ && S == 1)  // the tail does not depend on m: m_lo's serves every m
+              times.back().back().tail_s = lb_.reduction_tail(*option_floor_, {ng, st.tp, static_cast<double>(v)}, begin,
+                                                              e, r, times.back().back(), 0.0, m_lo, 0);
             if (pipeline_lower_bound(times, m_lo) >= inc_.bound()) {
               ++stats_.pruned_by_bound;
               times.back().pop_back();
@@ -393,7 +455,7 @@ class Search {
             return true;
           };
           auto leave = [&](int) { times.back().pop_back(); };
-          share_splits(st, b, enter, leave, [&](const std::vector<int>& x) {
+          share_splits(st, b, group_room(st, b, m_lo, begin, e, rc), enter, leave, [&](const std::vector<int>& x) {
             cur.cuts.push_back(e);
             cur.samples.push_back(x);
             rec(k + 1);
@@ -472,11 +534,35 @@ class Search {
     long max_n = 0;
   };
   const OptionSet& option_set(int ps, int rc, bool zero1, long n_lo, long n_hi) {
-    const auto key = std::make_tuple(ps, rc, zero1 ? 1 : 0, n_lo, n_hi);
+    const auto key = std::make_tuple(ps, rc, zero1 ? 1 : 0, n_lo, n_hi, option_floor_ ? floor_tag_ : 0L);
     auto it = option_cache_.find(key);
     if (it != option_cache_.end()) return it->second;
     OptionSet set;
     set.opts = pipe_options(ps, rc, zero1, n_lo, n_hi);
+    index_options(set);
+    cached_options_ += static_cast<long>(set.opts.size());
+    if (option_floor_) structure_keys_.push_back(key);
+    return option_cache_.emplace(key, std::move(set)).first->second;
+  }
+  // The cache is trimmed between structures only (a structure holds pointers to its sets): the sets bounded
+  // under one structure's floor are dropped after it, and everything when the cache holds too many options
+  // (the search stays exact, only slower).
+  void trim_option_cache() {
+    for (const auto& key : structure_keys_) {
+      auto it = option_cache_.find(key);
+      if (it == option_cache_.end()) continue;
+      cached_options_ -= static_cast<long>(it->second.opts.size());
+      option_cache_.erase(it);
+    }
+    structure_keys_.clear();
+    if (cached_options_ > kMaxCachedOptions) {
+      option_cache_.clear();
+      cached_options_ = 0;
+    }
+  }
+
+  // Sorts a set's options by samples, then bound (stable), and indexes the first option of each sample count.
+  void index_options(OptionSet& set) const {
     std::stable_sort(set.opts.begin(), set.opts.end(), [](const PipeOption& a, const PipeOption& b) {
       return a.n() < b.n() || (a.n() == b.n() && a.bound < b.bound);
     });
@@ -484,36 +570,62 @@ class Search {
     for (int o = static_cast<int>(set.opts.size()) - 1; o >= 0; --o) set.start[set.opts[o].n()] = o;
     for (long n = G_; n >= 0; --n) set.start[n] = std::min(set.start[n], set.start[n + 1]);
     set.max_n = set.opts.empty() ? 0 : set.opts.back().n();
-    cached_options_ += static_cast<long>(set.opts.size());
-    if (cached_options_ > kMaxCachedOptions) {  // memory: start over (the search stays exact, only slower)
-      option_cache_.clear();
-      cached_options_ = static_cast<long>(set.opts.size());
-    }
-    return option_cache_.emplace(key, std::move(set)).first->second;
   }
 
   // Options of the pipelines with samples summing to the global batch; identical shapes take options in
   // non-decreasing index order (they are interchangeable up to listing order and placement, which is
   // enumerated in full). Each pipeline scans only the options whose samples leave the later pipelines
   // between one sample each and all they can take, and for each sample count only up to the first bound
-  // that reaches the incumbent.
+  // that reaches the incumbent. Pipelines of several stages are chosen first: once their layer cuts are
+  // fixed, so are the gradient reduction's segments and their holders (one-stage pipelines hold every
+  // layer), and every option - theirs and the one-stage pipelines' still to be chosen - is bounded with its
+  // reduction tail (lift()).
   void combine(const std::vector<int>& pipes, const std::map<int, const OptionSet*>& options, int rc, bool zero1) {
     const int P = static_cast<int>(pipes.size());
-    std::vector<long> later_max(P + 1, 0);  // samples the pipelines after i can take at most
-    for (int i = P - 1; i >= 0; --i) later_max[i] = later_max[i + 1] + options.at(pipes[i])->max_n;
-    std::vector<int> chosen(P, 0);
-    std::function<void(int, long)> rec = [&](int i, long left) {
+    std::vector<int> order;  // positions in pipes: several stages first, each group in pipes' order
+    for (const bool multi : {true, false})
+      for (int i = 0; i < P; ++i)
+        if ((pipe_shapes_[pipes[i]].stages.size() > 1) == multi) order.push_back(i);
+    const int multi = static_cast<int>(std::count_if(pipes.begin(), pipes.end(), [&](int ps) { return pipe_shapes_[ps].stages.size() > 1; }));
+    std::vector<const OptionSet*> sets(P);
+    for (int j = 0; j < P; ++j) sets[j] = options.at(pipes[order[j]]);
+    std::vector<long> later_max(P + 1, 0);  // samples the pipelines after position j can take at most
+    auto set_later_max = [&](int from) {
+      for (int j = P - 1; j >= from; --j) later_max[j] = later_max[j + 1] + sets[j]->max_n;
+    };
+    set_later_max(0);
+    const bool lifting = lift_placements_ != nullptr;
+    lifted_.clear();
+    lifted_options_ = 0;
+    std::vector<int> chosen(P, 0);                  // per position: option index in sets[position]
+    std::vector<const PipeOption*> picked(P, nullptr);  // per pipeline (pipes' order)
+    std::function<void(int, long)> choose;  // position j takes each of its options, then rec(j + 1)
+    std::function<void(int, long)> rec = [&](int j, long left) {
       tick();
       if (stop_) return;
-      if (i == P) {
-        if (left == 0) emit(pipes, options, chosen, rc, zero1);
+      if (j == multi && lifting) {  // the later positions' sets and maxima hold for this branch only
+        const std::vector<const OptionSet*> saved_sets = sets;
+        const std::vector<long> saved_max = later_max;
+        if (lift(pipes, options, order, picked, rc, zero1, sets)) {
+          set_later_max(multi);
+          choose(j, left);
+        }
+        sets = saved_sets;
+        later_max = saved_max;
+      } else {
+        choose(j, left);
+      }
+    };
+    choose = [&](int j, long left) {
+      if (j == P) {
+        if (left == 0) emit(pipes, picked, rc, zero1);
         return;
       }
-      const OptionSet& set = *options.at(pipes[i]);
-      const long lo = std::max(1L, left - later_max[i + 1]), hi = std::min(G_, left - (P - 1 - i));
+      const OptionSet& set = *sets[j];
+      const long lo = std::max(1L, left - later_max[j + 1]), hi = std::min(G_, left - (P - 1 - j));
       if (lo > hi) return;
       int first = set.start[lo];
-      if (i > 0 && pipes[i - 1] == pipes[i]) first = std::max(first, chosen[i - 1]);
+      if (j > 0 && pipes[order[j - 1]] == pipes[order[j]]) first = std::max(first, chosen[j - 1]);
       const int last = set.start[hi + 1];
       for (int o = first; o < last; ++o) {
         if (set.opts[o].bound >= inc_.bound()) {  // so are the rest with these samples (sorted by bound)
@@ -522,11 +634,118 @@ class Search {
           o = next - 1;
           continue;
         }
-        chosen[i] = o;
-        rec(i + 1, left - set.opts[o].n());
+        chosen[j] = o;
+        picked[order[j]] = &set.opts[o];
+        rec(j + 1, left - set.opts[o].n());
       }
     };
     rec(0, G_);
+  }
+
+  // The reduction lift, once the pipelines of several stages have their options (picked; the one-stage ones
+  // not yet): the reduction's buckets with their least floors over the structure's placements
+  // (LowerBound::reduction_floor), then (1) false when a chosen option's bound with its reduction tail
+  // (LowerBound::pipeline_bound) reaches the incumbent, (2) the one-stage pipelines' option sets in `sets`
+  // replaced by those whose bound with the tail stays below it, sorted again by samples, then bound. Both
+  // bounds are admissible for every plan of the structure with these cuts: pipeline_bound is at most
+  // plan_bound's term for the pipeline on any of the placements.
+  bool lift(const std::vector<int>& pipes, const std::map<int, const OptionSet*>& options, const std::vector<int>& order,
+            const std::vector<const PipeOption*>& picked, int rc, bool zero1, std::vector<const OptionSet*>& sets) {
+    const int P = static_cast<int>(pipes.size());
+    std::vector<std::vector<int>> key;  // the cuts of every pipeline of several stages
+    for (int i = 0; i < P; ++i)
+      if (picked[i] && pipe_shapes_[pipes[i]].stages.size() > 1) key.push_back(picked[i]->cuts);
+    auto it = lifted_.find(key);
+    if (it == lifted_.end()) {
+      if (lifted_.size() >= kMaxLiftedLayouts || lifted_options_ > kMaxLiftedOptions) {  // memory: start over
+        lifted_.clear();
+        lifted_options_ = 0;
+      }
+      it = lifted_.emplace(key, Lifted{}).first;
+      it->second.floor = lb_.reduction_floor(layout_plan(pipes, picked, zero1), *lift_placements_);
+    }
+    Lifted& lifted = it->second;
+    const Recompute r = kRecompute[rc];
+    auto after = [&](int i) { return lifted.floor.after.empty() ? nullptr : &lifted.floor.after[i]; };
+    for (int i = 0; i < P; ++i)
+      if (picked[i] && pipe_shapes_[pipes[i]].stages.size() > 1 &&
+          lifted_bound(pipes[i], *picked[i], r, zero1, lifted.floor, after(i)) >= inc_.bound()) {
+        ++stats_.pruned_by_bound;
+        return false;
+      }
+    for (int j = 0; j < P; ++j) {
+      const int ps = pipes[order[j]];
+      if (pipe_shapes_[ps].stages.size() > 1) continue;
+      const OptionSet* source = options.at(ps);
+      auto [at, fresh] = lifted.sets.try_emplace(ps, OptionSet{});
+      OptionSet& set = at->second;
+      if (fresh) {
+        // What follows the buckets, the least over the pipelines of this shape (they share the option set).
+        const std::vector<std::vector<double>>* least = nullptr;
+        std::vector<std::vector<double>> merged;
+        for (int i = 0; i < P; ++i)
+          if (pipes[i] == ps && after(i)) {
+            if (!least) merged = *after(i);
+            for (size_t k = 0; k < merged.size(); ++k)
+              for (size_t g = 0; g < merged[k].size(); ++g) merged[k][g] = std::min(merged[k][g], (*after(i))[k][g]);
+            least = &merged;
+          }
+        for (const PipeOption& o : source->opts) {
+          tick();
+          if (o.bound >= inc_.bound()) continue;
+          PipeOption x = o;
+          x.bound = std::max(o.bound, lifted_bound(ps, o, r, zero1, lifted.floor, least));
+          if (x.bound >= inc_.bound()) {
+            ++stats_.pruned_by_bound;
+            continue;
+          }
+          set.opts.push_back(std::move(x));
+        }
+        lifted_options_ += static_cast<long>(set.opts.size());
+        index_options(set);
+      }
+      sets[j] = &set;
+    }
+    return true;
+  }
+
+  double lifted_bound(int ps, const PipeOption& o, Recompute r, bool zero1, const LowerBound::ReductionFloor& floor,
+                      const std::vector<std::vector<double>>* after) const {
+    const std::vector<int>& stages = pipe_shapes_[ps].stages;
+    std::vector<std::vector<LowerBound::LayoutGroup>> groups(stages.size());
+    for (size_t k = 0; k < stages.size(); ++k) {
+      const StageShape& st = stage_shapes_[stages[k]];
+      for (size_t g = 0; g < st.group_ng.size(); ++g)
+        groups[k].push_back({st.group_ng[g], st.tp, static_cast<double>(o.samples[k][g])});
+    }
+    return lb_.pipeline_bound(o.cuts, groups, o.m, r, zero1, floor, after);
+  }
+
+  // A plan with the structure's TP groups on the first placement, the picked cuts of the pipelines of several
+  // stages and one stage of all layers for the others: what the reduction's buckets depend on.
+  Plan layout_plan(const std::vector<int>& pipes, const std::vector<const PipeOption*>& picked, bool zero1) const {
+    const std::vector<std::vector<GpuId>>& gpus = lift_placements_->front();
+    std::vector<PipelineSpec> specs;
+    size_t gi = 0;
+    for (size_t i = 0; i < pipes.size(); ++i) {
+      const PipeShape& shape = pipe_shapes_[pipes[i]];
+      PipelineSpec p;
+      p.micro_batch = 1;
+      p.micro_batches = 1;
+      for (size_t k = 0; k < shape.stages.size(); ++k) {
+        const StageShape& st = stage_shapes_[shape.stages[k]];
+        StageSpec sp;
+        sp.layer_begin = shape.stages.size() > 1 ? picked[i]->cuts[k] : 0;
+        sp.layer_end = shape.stages.size() > 1 ? picked[i]->cuts[k + 1] : L_;
+        for (size_t g = 0; g < st.group_ng.size(); ++g)
+          sp.groups.push_back({gpus[gi++], st.tp, 1.0 / static_cast<double>(st.group_ng.size())});
+        p.stages.push_back(std::move(sp));
+      }
+      specs.push_back(std::move(p));
+    }
+    Plan plan = build_plan(specs, cluster_, Recompute::None);
+    plan.zero1 = zero1;
+    return plan;
   }
 
   // ------------------------------------------------------------------ placements
@@ -570,6 +789,21 @@ class Search {
     rec(0);
   }
 
+  // The structure's placements for the reduction lift, when it may be used (dense model, topology) and they
+  // are few enough.
+  void collect_lift_placements(const std::vector<int>& pipes) {
+    placements_list_.clear();
+    lift_placements_ = nullptr;
+    if (model_.moe || !req_.topo) return;
+    bool few = true;
+    placements(group_list(pipes), [&](const std::vector<std::vector<GpuId>>& gpus) {
+      few = placements_list_.size() < kMaxLiftPlacements;
+      if (few) placements_list_.push_back(gpus);
+      return few;
+    });
+    if (few && !placements_list_.empty()) lift_placements_ = &placements_list_;
+  }
+
   bool has_placement(const std::vector<int>& pipes) const {
     bool any = false;
     placements(group_list(pipes), [&](const std::vector<std::vector<GpuId>>&) {
@@ -580,11 +814,10 @@ class Search {
   }
 
   // Every placement and EP variant of the chosen options: bounded, then buffered for simulation.
-  void emit(const std::vector<int>& pipes, const std::map<int, const OptionSet*>& options,
-            const std::vector<int>& chosen, int rc, bool zero1) {
+  void emit(const std::vector<int>& pipes, const std::vector<const PipeOption*>& picked, int rc, bool zero1) {
     // The chosen options with each stage's samples in every order within runs of one node group.
     std::vector<PipeOption> opts;
-    for (size_t i = 0; i < pipes.size(); ++i) opts.push_back(options.at(pipes[i])->opts[chosen[i]]);
+    for (size_t i = 0; i < pipes.size(); ++i) opts.push_back(*picked[i]);
     std::vector<std::pair<int, int>> runs_stage;  // (pipeline, stage) of each run
     std::vector<std::pair<int, int>> runs;        // [first, last) group of each run
     for (size_t i = 0; i < pipes.size(); ++i)
@@ -752,7 +985,23 @@ class Search {
   std::map<int, bool> may_fit_;
   std::map<std::pair<int, int>, double> rate_;
   std::map<std::pair<int, int>, StageRates> stage_rates_;
-  std::map<std::tuple<int, int, int, long, long>, OptionSet> option_cache_;
+  std::map<std::tuple<int, int, int>, std::vector<double>> floor_prefix_;
+  std::map<std::tuple<int, int, int, long, long, long>, OptionSet> option_cache_;  // last: floor_tag_ or 0
+  // The current structure's reduction floor when options are bounded with their tail as generated, and an id
+  // of it for the option cache.
+  std::optional<LowerBound::ReductionFloor> option_floor_;
+  long floor_tag_ = 0;
+  std::vector<std::tuple<int, int, int, long, long, long>> structure_keys_;  // cache keys under option_floor_
+  // The reduction lift (combine, lift): the structure's placements (null: no lift - MoE, no topology or more
+  // than kMaxLiftPlacements), and per layout of the pipelines of several stages its floors and lifted sets.
+  struct Lifted {
+    LowerBound::ReductionFloor floor;
+    std::map<int, OptionSet> sets;  // per one-stage pipeline shape
+  };
+  std::vector<std::vector<std::vector<GpuId>>> placements_list_;
+  const std::vector<std::vector<std::vector<GpuId>>>* lift_placements_ = nullptr;
+  std::map<std::vector<std::vector<int>>, Lifted> lifted_;
+  long lifted_options_ = 0;  // options held in lifted_
   long cached_options_ = 0;
   long seq_ = 0;
   long ticks_ = 0;

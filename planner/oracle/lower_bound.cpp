@@ -6,6 +6,7 @@
 #include <limits>
 #include <numeric>
 #include <set>
+#include <stdexcept>
 
 #include "planner/common/layer_prices.h"
 #include "sim/exec/pipeline_schedule.h"
@@ -251,9 +252,9 @@ std::optional<double> LowerBound::plan_bound(const Plan& plan) const {
         GroupTimes& t = stages[k][gi];
         const TpGroup& g = st.groups[gi];
         const int ng = cluster_.nodes[cluster_.node_of(g.gpus.front())].group;
-        const double start = (chain_f + m * t.forward_s + (m - 1) * t.backward_s) * (1 - kRelativeSlack) -
-                             2.0 * (2.0 * m + k) * kRoundingPerDuration;
-        const double own = bucket_releases(segments, ng, g.tp, pl.micro_batch * g.share, st, plan.recompute, start, &ready);
+        const double start = last_backward_start(chain_f, t, m, k);
+        const double own = bucket_releases(segments, ng, g.tp, pl.micro_batch * g.share, st.layer_begin, st.layer_end,
+                                           plan.recompute, start, &ready);
         t.tail_s = std::max(0.0, own - start - t.backward_s) + tails[p][k][gi];
         after.push_back({st.layer_begin, st.layer_end, tails[p][k][gi] + t.optimizer_s});
         min_f = std::min(min_f, t.forward_s);
@@ -292,27 +293,104 @@ std::optional<double> LowerBound::plan_bound(const Plan& plan) const {
 // layer_grad_ready_s: the head, then the layers from the last; the embedding last) in its last backward,
 // which starts at `start` or later. Raises ready[segment][bucket] to that time for the group's segments, and
 // returns when the group's own buckets could be reduced at the earliest (buckets_reduced on its own times).
-double LowerBound::bucket_releases(const Segments& segments, int node_group, int tp, double samples, const Stage& st,
-                                   Recompute rc, double start, std::map<int, std::vector<double>>* ready) const {
+double LowerBound::bucket_releases(const Segments& segments, int node_group, int tp, double samples, int begin,
+                                   int end, Recompute rc, double start, std::map<int, std::vector<double>>* ready) const {
   const Table& t = table(node_group, tp, samples, rc);
   auto compute = [&](int l) { return (t.bwd[l + 1] - t.bwd[l]) - (t.bwd_tp[l + 1] - t.bwd_tp[l]); };
   const int L = model_.layers;
   double own = start;
-  for (auto it = segments.lower_bound(st.layer_begin); it != segments.end() && it->first < st.layer_end; ++it) {
+  for (auto it = segments.lower_bound(begin); it != segments.end() && it->first < end; ++it) {
     const std::vector<BucketFloor>& buckets = it->second;
-    double release = st.layer_end == L ? t.head_b - t.head_b_tp : 0.0;
-    int next = st.layer_end;
+    double release = end == L ? t.head_b - t.head_b_tp : 0.0;
+    int next = end;
     std::vector<double> r(buckets.size());
     for (size_t b = 0; b < buckets.size(); ++b) {
       for (; next > buckets[b].layer_begin; --next) release += compute(next - 1);
       r[b] = start + (buckets[b].embedding ? release + t.emb_b : release) * (1 - kRelativeSlack) - 2 * kRoundingPerDuration;
     }
-    std::vector<double>& latest = (*ready)[it->first];
-    latest.resize(buckets.size(), 0.0);
-    for (size_t b = 0; b < buckets.size(); ++b) latest[b] = std::max(latest[b], r[b]);
+    if (ready) {
+      std::vector<double>& latest = (*ready)[it->first];
+      latest.resize(buckets.size(), 0.0);
+      for (size_t b = 0; b < buckets.size(); ++b) latest[b] = std::max(latest[b], r[b]);
+    }
     own = std::max(own, buckets_reduced(buckets, r));
   }
   return own;
+}
+
+double LowerBound::last_backward_start(double chain_f, const GroupTimes& t, int m, int k) {
+  return (chain_f + m * t.forward_s + (m - 1) * t.backward_s) * (1 - kRelativeSlack) -
+         2.0 * (2.0 * m + k) * kRoundingPerDuration;
+}
+
+// Each bucket's floor is reduction_tails' for one placement; the least over the placements is no more than the
+// floor of whichever of them the plan takes. The buckets (layers, parameters) depend only on the holders'
+// count and tp, which every placement shares.
+LowerBound::ReductionFloor LowerBound::reduction_floor(const Plan& plan,
+                                                       const std::vector<std::vector<std::vector<GpuId>>>& placements) const {
+  ReductionFloor floor;
+  if (!topo_ || model_.moe) return floor;
+  Plan placed = plan;
+  for (size_t p = 0; p == 0 || p < placements.size(); ++p) {
+    if (!placements.empty()) {
+      size_t i = 0;
+      for (Pipeline& pl : placed.pipelines)
+        for (Stage& st : pl.stages)
+          for (TpGroup& g : st.groups) g.gpus = placements[p].at(i++);
+    }
+    Segments segments;
+    Tails tails;
+    reduction_tails(placed, &segments, &tails);
+    if (p == 0) {
+      floor.segments = std::move(segments);
+      floor.after = std::move(tails);
+      continue;
+    }
+    for (size_t i = 0; i < tails.size(); ++i)
+      for (size_t k = 0; k < tails[i].size(); ++k)
+        for (size_t g = 0; g < tails[i][k].size(); ++g)
+          floor.after[i][k][g] = std::min(floor.after[i][k][g], tails[i][k][g]);
+    for (auto& [a, buckets] : floor.segments) {
+      const std::vector<BucketFloor>& other = segments.at(a);
+      if (other.size() != buckets.size()) throw std::logic_error("reduction_floor: bucket layout depends on placement");
+      for (size_t b = 0; b < buckets.size(); ++b) buckets[b].busy_s = std::min(buckets[b].busy_s, other[b].busy_s);
+    }
+  }
+  for (auto& [a, buckets] : floor.segments)
+    for (BucketFloor& b : buckets) b.link_bytes.clear();
+  return floor;
+}
+
+double LowerBound::reduction_tail(const ReductionFloor& floor, const LayoutGroup& g, int begin, int end, Recompute rc,
+                                  const GroupTimes& t, double chain_f, int m, int k) const {
+  if (floor.segments.empty()) return 0.0;
+  const double start = last_backward_start(chain_f, t, m, k);
+  const double own = bucket_releases(floor.segments, g.node_group, g.tp, g.samples, begin, end, rc, start, nullptr);
+  return std::max(0.0, own - start - t.backward_s);
+}
+
+// plan_bound's per-pipeline term (without its memory proof and the ZeRO-1 step, which only add): each group's
+// tail from its own bucket releases under the floors, plus `after`, all no larger than the plan's;
+// bucket_releases and pipeline_lower_bound only grow with bucket floors and tails.
+double LowerBound::pipeline_bound(const std::vector<int>& cuts, const std::vector<std::vector<LayoutGroup>>& groups,
+                                  int m, Recompute rc, bool zero1, const ReductionFloor& floor,
+                                  const std::vector<std::vector<double>>* after) const {
+  const int S = static_cast<int>(groups.size());
+  std::vector<std::vector<GroupTimes>> stages(S);
+  double chain_f = 0;
+  for (int k = 0; k < S; ++k) {
+    double min_f = kInf;
+    for (size_t gi = 0; gi < groups[k].size(); ++gi) {
+      const LayoutGroup& g = groups[k][gi];
+      GroupTimes t = group_times(g.node_group, g.tp, g.samples, cuts[k], cuts[k + 1], rc, zero1);
+      if (!floor.segments.empty())
+        t.tail_s = reduction_tail(floor, g, cuts[k], cuts[k + 1], rc, t, chain_f, m, k) + (after ? (*after)[k][gi] : 0.0);
+      min_f = std::min(min_f, t.forward_s);
+      stages[k].push_back(t);
+    }
+    chain_f += min_f;
+  }
+  return pipeline_lower_bound(stages, m);
 }
 
 // The buckets of a segment run one at a time on its communicator, in the order they become ready (fill order,

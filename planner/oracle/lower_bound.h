@@ -100,6 +100,36 @@ class LowerBound {
   // flows, each no faster than its route's least capacity); 0 for fewer than two members.
   double collective_floor(CollectiveKind kind, const std::vector<GpuId>& members, double bytes) const;
 
+  // The gradient reduction of a dense plan's layout (its layer cuts, TP groups, ZeRO-1) without committing to
+  // one placement: the buckets of every segment, each with the least overhead + collective floor over
+  // `placements` (per placement, the GPUs of every TP group in listing order - pipelines, stages, groups);
+  // the plan's own GPUs when `placements` is empty. Empty for MoE models or without a topology (no tail).
+  // The buckets themselves (their layers and parameters) do not depend on the placement, only their floors.
+  struct ReductionFloor;
+  ReductionFloor reduction_floor(const Plan& plan, const std::vector<std::vector<std::vector<GpuId>>>& placements) const;
+
+  // One TP group of a pipeline layout, for pipeline_bound.
+  struct LayoutGroup {
+    int node_group = 0, tp = 1;
+    double samples = 0;  // per micro-batch
+  };
+  // A lower bound on the end of the last worker of one pipeline of a dense plan (stage k holds layers
+  // [cuts[k], cuts[k + 1]) on groups[k]; m micro-batches), with each group's reduction tail under `floor`
+  // (own buckets only: every holder's releases only delay them). It is at most the bound plan_bound takes for
+  // that pipeline in any plan whose reduction has `floor`'s buckets at no smaller floors. ZeRO-1: no
+  // optimizer step counted (its data-parallel degree is left open).
+  // The reduction tail (GroupTimes::tail_s, without what follows the buckets) of group g with times t on
+  // stage k of layers [begin, end) after the forward chain chain_f, with m micro-batches, under `floor`.
+  // It does not depend on m or chain_f but through floating-point rounding (relative 1e-15, far below the
+  // slack pipeline_lower_bound subtracts).
+  double reduction_tail(const ReductionFloor& floor, const LayoutGroup& g, int begin, int end, Recompute rc,
+                        const GroupTimes& t, double chain_f, int m, int k) const;
+  // `after` (per stage, per group; may be null) adds what follows the buckets: ReductionFloor::after of the
+  // pipeline, or anything below it.
+  double pipeline_bound(const std::vector<int>& cuts, const std::vector<std::vector<LayoutGroup>>& groups, int m,
+                        Recompute rc, bool zero1, const ReductionFloor& floor,
+                        const std::vector<std::vector<double>>* after = nullptr) const;
+
  private:
   struct Table {  // per-layer prefix sums of pass times, plus the embedding and the head
     std::vector<double> fwd, bwd, fwd_ep, bwd_ep;  // size layers + 1
@@ -120,8 +150,12 @@ class LowerBound {
   void reduction_tails(const Plan& plan, Segments* segments, Tails* tails) const;
   // When a group, whose last backward starts at `start` or later, has each bucket of its segments ready
   // (raising `ready`, the latest over holders); returns when its buckets could all be reduced at the earliest.
-  double bucket_releases(const Segments& segments, int node_group, int tp, double samples, const Stage& st,
+  // (`ready` may be null: the group's own time only.)
+  double bucket_releases(const Segments& segments, int node_group, int tp, double samples, int begin, int end,
                          Recompute rc, double start, std::map<int, std::vector<double>>* ready) const;
+  // The earliest start of the last backward of a group on stage k after `chain_f` (the forward chain to its
+  // stage) with m micro-batches of `t`, less the engine's rounding and summation slack.
+  static double last_backward_start(double chain_f, const GroupTimes& t, int m, int k);
   static double buckets_reduced(const std::vector<BucketFloor>& buckets, const std::vector<double>& release);
   const Table& table(int node_group, int tp, double samples, Recompute rc) const;
   Table build_table(int node_group, int tp, double samples, Recompute rc) const;
@@ -140,6 +174,13 @@ class LowerBound {
   };
   mutable std::unordered_map<std::uint64_t, MemoryLine> memory_;  // packed key (lookups only)
   mutable std::unordered_map<std::uint64_t, const Table*> table_index_;  // integer samples: packed key
+};
+
+struct LowerBound::ReductionFloor {
+  Segments segments;  // as reduction_tails has them, busy_s the least over the placements (link loads unused)
+  // Per pipeline, stage and group: the least over the placements of what follows its buckets (the
+  // tied-embedding all-reduce, ZeRO-1's all-gather), as reduction_tails has it.
+  std::vector<std::vector<std::vector<double>>> after;
 };
 
 }  // namespace arachne::planner

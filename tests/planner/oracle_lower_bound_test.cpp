@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -29,7 +31,65 @@ struct Tally {
   int simulated = 0, oom_proofs = 0;
   int raised = 0;       // plans whose bound the gradient-reduction tail raised by more than 1 %
   double tightest = 0;  // largest bound / simulated time seen
+  int lifted = 0;       // pipelines whose placement-free bound the reduction floor raised by more than 1 %
+  int work_checked = 0; // groups whose work bound was checked
 };
+
+// The placement-free bound of each pipeline (LowerBound::pipeline_bound under reduction_floor, as the
+// oracle's search bounds options before placing them) over the plan's own placement and another one (the
+// GPU lists of groups of one node group and tp exchanged at random): never above the plan's bound (hence
+// the simulated time), and raised by the reduction on some pipelines. Also each group's work bound (m x s
+// samples at their per-sample floor), with which the search caps a group's samples: never above the
+// simulated time.
+void check_placement_free(const Cluster& c, const LowerBound& lb, const Plan& plan, double plan_bound,
+                          double simulated, std::mt19937_64& rng, Tally& t) {
+  std::vector<std::vector<GpuId>> own, other;
+  std::map<std::pair<int, int>, std::vector<size_t>> same;  // (node group, tp) -> group indices
+  auto node_group = [&](const TpGroup& g) { return c.nodes[c.node_of(g.gpus.front())].group; };
+  for (const Pipeline& pl : plan.pipelines)
+    for (const Stage& st : pl.stages)
+      for (const TpGroup& g : st.groups) {
+        same[{node_group(g), g.tp}].push_back(own.size());
+        own.push_back(g.gpus);
+      }
+  other = own;
+  for (const auto& [key, idx] : same) {
+    std::vector<size_t> perm = idx;
+    std::shuffle(perm.begin(), perm.end(), rng);
+    for (size_t i = 0; i < idx.size(); ++i) other[idx[i]] = own[perm[i]];
+  }
+  const LowerBound::ReductionFloor floor = lb.reduction_floor(plan, {own, other});
+  const LowerBound::ReductionFloor none;  // no buckets: no tail
+  for (size_t p = 0; p < plan.pipelines.size(); ++p) {
+    const Pipeline& pl = plan.pipelines[p];
+    std::vector<int> cuts{0};
+    std::vector<std::vector<LowerBound::LayoutGroup>> groups;
+    for (const Stage& st : pl.stages) {
+      cuts.push_back(st.layer_end);
+      groups.emplace_back();
+      for (const TpGroup& g : st.groups) groups.back().push_back({node_group(g), g.tp, pl.micro_batch * g.share});
+    }
+    const double b = lb.pipeline_bound(cuts, groups, pl.micro_batches, plan.recompute, plan.zero1, floor, &floor.after[p]);
+    // The work bound the search caps each group's samples with (exhaustive_search.cpp group_room): m x s
+    // samples of the stage's layers at no less than their per-sample floor each, for integer s.
+    for (size_t k = 0; k < pl.stages.size(); ++k)
+      for (const LowerBound::LayoutGroup& g : groups[k]) {
+        if (g.samples != std::floor(g.samples) || g.samples < 1) continue;
+        const std::vector<double>& f = lb.per_sample_floor(g.node_group, g.tp, plan.recompute, static_cast<int>(g.samples));
+        const int L = static_cast<int>(f.size()) - 2;
+        double rate = 0;
+        for (int l = cuts[k]; l < cuts[k + 1]; ++l) rate += f[l];
+        if (cuts[k] == 0) rate += f[L];
+        if (cuts[k + 1] == L) rate += f[L + 1];
+        const double work = pl.micro_batches * g.samples * rate * (1 - 1e-9) - 4e-9 * pl.micro_batches;
+        EXPECT_LE(work, simulated) << plan_to_yaml(plan, c);
+        ++t.work_checked;
+      }
+    const double compute_only = lb.pipeline_bound(cuts, groups, pl.micro_batches, plan.recompute, plan.zero1, none);
+    EXPECT_LE(b, plan_bound) << plan_to_yaml(plan, c);
+    if (b > 1.01 * compute_only) ++t.lifted;
+  }
+}
 
 // Draws plans until `want` of them fit in memory (or 100 x want draws), checking each.
 void check_admissible(const std::string& spec, const ModelConfig& base, int want, std::uint64_t seed, Tally& t) {
@@ -63,6 +123,8 @@ void check_admissible(const std::string& spec, const ModelConfig& base, int want
     }
     if (r.oom) continue;
     ++t.simulated;
+    std::mt19937_64 shuffle(seed + 7919 * static_cast<std::uint64_t>(i));  // the plan draws stay as they were
+    if (!m.moe) check_placement_free(c, lb, plan, *bound, r.iteration_time_s, shuffle, t);
     EXPECT_GE(*bound, *compute_only);
     if (*bound > 1.01 * *compute_only) ++t.raised;
     t.tightest = std::max(t.tightest, *bound / r.iteration_time_s);
@@ -77,10 +139,13 @@ TEST(OracleLowerBound, NeverAboveTheSimulatedTimeOnRandomDensePlans) {
                                  "A100-40:1x4,L4:1x2", "A100-80:8x1", "H100:2x2,A100-80:2x2"})
     check_admissible(spec, test::small_gpt_model(8), 300, seed++, t);
   std::printf("[bound] dense: %d plans simulated, %d memory proofs, %d raised by the reduction tail, tightest "
-              "bound/sim %.3f\n", t.simulated, t.oom_proofs, t.raised, t.tightest);
+              "bound/sim %.3f, %d pipelines lifted placement-free\n", t.simulated, t.oom_proofs, t.raised, t.tightest,
+              t.lifted);
   EXPECT_EQ(t.simulated, 2100);  // the draws reach enough valid plans for the check to mean something
   EXPECT_GT(t.tightest, 0.5);    // and the bound is not vacuous
   EXPECT_GT(t.raised, 100);      // nor is the reduction tail
+  EXPECT_GT(t.lifted, 100);      // nor its placement-free form
+  EXPECT_GT(t.work_checked, 1000);
 }
 
 TEST(OracleLowerBound, NeverAboveTheSimulatedTimeOnRandomMoePlans) {
@@ -115,10 +180,11 @@ TEST(OracleLowerBound, NeverAboveTheSimulatedTimeWithLargeGradientBuckets) {
   int seed = 200;
   for (const std::string spec : {"H100:1x4,A100-80:1x2,V100-32:1x2", "A100-80:8x1", "A100-80:2x4"})
     check_admissible(spec, load_model("gpt3-1.3b"), 40, seed++, t);
-  std::printf("[bound] gpt3-1.3b: %d plans simulated, %d raised by the reduction tail, tightest bound/sim %.3f\n",
-              t.simulated, t.raised, t.tightest);
+  std::printf("[bound] gpt3-1.3b: %d plans simulated, %d raised by the reduction tail, tightest bound/sim %.3f, "
+              "%d pipelines lifted placement-free\n", t.simulated, t.raised, t.tightest, t.lifted);
   EXPECT_EQ(t.simulated, 120);
   EXPECT_GT(t.raised, 10);
+  EXPECT_GT(t.lifted, 10);
 }
 
 }  // namespace
