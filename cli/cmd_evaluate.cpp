@@ -29,9 +29,11 @@ const char* kEvaluateHelp = R"(arachne evaluate - the learned planner against th
 Draws configurations with the gen-data sampler (by default of GPU-type families held out of training:
 --split held-out), runs every planner of --planners on each, and the arachne planner once more per
 --ablations entry with its template source replaced, everything else equal (same --beam K, --refine,
-completion, estimator, --simulate-top, budgets): random (K templates from seeded random walks over the template
-grammar), heuristic (the first K templates of the hand-written generator), exhaustive (every template of
-the restricted enumeration, at most --exhaustive-cap: the ceiling of the template space). Every plan is
+completion, estimator, --simulate-top, budgets). arachne itself takes the policy's K templates and the
+first K of the hand-written generator; the ablations: policy (the policy's K alone: what it adds), random
+(K templates from seeded random walks over the template grammar), heuristic (the generator's first K
+alone), exhaustive (the restricted enumeration in token order, at most --exhaustive-cap templates: a
+ceiling of the template space only where the cap does not cut it). Every plan is
 simulated. The oracle, when listed, runs only on clusters of at most --oracle-max-gpus GPUs.
 
 Writes DIR/evaluation.h5 (one row per configuration and planner: GPUs, GPU types, model, batch, simulated
@@ -86,7 +88,8 @@ std::vector<TemplateSource> parse_ablations(const std::string& text) {
   std::vector<TemplateSource> out;
   for (const std::string& n : split_list("--ablations", text)) {
     const TemplateSource s = planner::parse_template_source(n, "--ablations");
-    if (s == TemplateSource::Policy) throw InputError("--ablations", "'policy' is the arachne planner itself (list it in --planners)");
+    if (s == planner::PlanRequest{}.arachne_templates)
+      throw InputError("--ablations", "'" + n + "' is the arachne planner itself (list it in --planners)");
     out.push_back(s);
   }
   return out;
@@ -198,8 +201,8 @@ int run_evaluate(const std::vector<std::string>& args, const std::string& comman
       ("threads", po::value<std::string>()->value_name("T")->default_value("1"), "configurations evaluated at once")
       ("planners", po::value<std::string>()->value_name("LIST")->default_value("arachne,megatron,amp,metis,flashflex,sailor"),
        "planners to run (registry names; oracle allowed)")
-      ("ablations", po::value<std::string>()->value_name("LIST")->default_value("random,heuristic,exhaustive"),
-       "arachne template sources to compare (random, heuristic, exhaustive), or none")
+      ("ablations", po::value<std::string>()->value_name("LIST")->default_value("policy,random,heuristic,exhaustive"),
+       "arachne template sources to compare (policy, random, heuristic, exhaustive), or none")
       ("oracle-max-gpus", po::value<std::string>()->value_name("G")->default_value("4"), "run the oracle only up to this size")
       ("beam", po::value<std::string>()->value_name("K")->default_value("8"), "arachne: templates proposed (K)")
       ("simulate-top", po::value<std::string>()->value_name("N")->default_value("3"), "arachne: best-priced plans simulated")

@@ -50,10 +50,11 @@ Usage:
                [--json] [--seed N]
 
 Planners ('arachne list planners'): arachne (the learned planner: --beam templates proposed by the
-policy, --refine rounds of local moves from the best of them, every template completed and priced by the
-fast estimator, the --simulate-top best simulated; --arachne-templates replaces the policy by another
-template source, everything else equal: random walks over the template grammar, the hand-written
-heuristic generator, or the restricted enumeration, at most --exhaustive-cap templates); megatron, amp,
+policy and as many of the hand-written heuristic generator, --refine rounds of local moves from the best of
+them, every template completed and priced by the fast estimator, the --simulate-top best simulated;
+--arachne-templates replaces that source by another, everything else equal: the policy alone, random walks
+over the template grammar, the heuristic generator alone, or the restricted enumeration, at most
+--exhaustive-cap templates); megatron, amp,
 metis, flashflex, sailor (baselines reimplemented from their papers and public code;
 planner/baselines/README.md); oracle (branch and bound over its declared space, simulator-priced;
 complete only where it says so, planner/oracle/README.md).
@@ -141,8 +142,8 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
       ("simulate-top", po::value<std::string>()->value_name("N")->default_value("3"), "arachne: best-priced plans simulated")
       ("refine", po::value<std::string>()->value_name("R")->default_value(std::to_string(planner::PlanRequest{}.arachne_refine)), "arachne: rounds of local moves from the best-priced templates")
       ("policy", po::value<std::string>()->value_name("FILE"), "arachne: policy weights (default: the shipped configs/policy/arachne.weights)")
-      ("arachne-templates", po::value<std::string>()->value_name("SOURCE")->default_value("policy"),
-       "arachne: template source, policy | random | heuristic | exhaustive (ablations; row arachne[SOURCE])")
+      ("arachne-templates", po::value<std::string>()->value_name("SOURCE")->default_value(planner::template_source_name(planner::PlanRequest{}.arachne_templates)),
+       "arachne: template source, policy+heuristic | policy | random | heuristic | exhaustive (other than the default: ablations, row arachne[SOURCE])")
       ("exhaustive-cap", po::value<std::string>()->value_name("N")->default_value("2000"),
        "arachne --arachne-templates exhaustive: most templates enumerated")
       ("out", po::value<std::string>()->value_name("plan.yaml"), "write the best plan as YAML (reads back with simulate --plan)")

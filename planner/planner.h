@@ -20,7 +20,7 @@ enum class CostModel { Own, Simulator };
 // Where the learned planner takes its templates from: its policy, or - for the ablations that show what the
 // policy adds, everything else equal - seeded random walks over the template grammar, the hand-written
 // heuristic generator, or the whole restricted enumeration (planner/template/enumerate.h).
-enum class TemplateSource { Policy, Random, Heuristic, Exhaustive };
+enum class TemplateSource { PolicyAndHeuristic, Policy, Random, Heuristic, Exhaustive };
 
 struct PlanRequest {
   const Cluster* cluster = nullptr;
@@ -49,7 +49,7 @@ struct PlanRequest {
   std::string arachne_policy;
   // The template source (ablations: `arachne plan --arachne-templates`), and the most templates the
   // exhaustive source enumerates (the cap is reported as search_complete = false when it cuts the walk).
-  TemplateSource arachne_templates = TemplateSource::Policy;
+  TemplateSource arachne_templates = TemplateSource::PolicyAndHeuristic;
   long arachne_exhaustive_cap = 2000;
 };
 

@@ -26,7 +26,8 @@ struct SourceName {
   TemplateSource source;
   const char* name;
 };
-constexpr std::array<SourceName, 4> kSourceNames{{{TemplateSource::Policy, "policy"},
+constexpr std::array<SourceName, 5> kSourceNames{{{TemplateSource::PolicyAndHeuristic, "policy+heuristic"},
+                                                  {TemplateSource::Policy, "policy"},
                                                   {TemplateSource::Random, "random"},
                                                   {TemplateSource::Heuristic, "heuristic"},
                                                   {TemplateSource::Exhaustive, "exhaustive"}}};
@@ -49,7 +50,7 @@ TemplateSource parse_template_source(const std::string& text, const std::string&
 }
 
 std::string arachne_label(TemplateSource source) {
-  return source == TemplateSource::Policy ? "arachne" : "arachne[" + template_source_name(source) + "]";
+  return source == PlanRequest{}.arachne_templates ? "arachne" : "arachne[" + template_source_name(source) + "]";
 }
 
 const PolicyNet& load_policy(const std::string& path_or_empty) {
@@ -77,6 +78,11 @@ std::vector<Template> policy_templates(const PlanRequest& r, long global) {
 std::vector<Template> source_templates(const PlanRequest& r, long global, bool* complete) {
   const EnumerationLimits space = LabelOptions{}.enumeration;  // the restricted space of the training labels
   switch (r.arachne_templates) {
+    case TemplateSource::PolicyAndHeuristic: {
+      std::vector<Template> both = policy_templates(r, global);
+      for (Template& t : heuristic_templates(*r.cluster, *r.model, r.arachne_beam)) both.push_back(std::move(t));
+      return both;
+    }
     case TemplateSource::Policy:
       return policy_templates(r, global);
     case TemplateSource::Random:

@@ -23,14 +23,14 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // One planner run of a configuration: the registry name and, for arachne, the template source.
 struct Entrant {
   std::string planner;
-  TemplateSource source = TemplateSource::Policy;
+  TemplateSource source = PlanRequest{}.arachne_templates;
 };
 
 // Step 2's order: --planners (the oracle only on small clusters), then the ablations.
 std::vector<Entrant> entrants(const EvaluateOptions& opt, int gpus) {
   std::vector<Entrant> out;
   for (const std::string& p : opt.planners)
-    if (p != "oracle" || gpus <= opt.oracle_max_gpus) out.push_back({p, TemplateSource::Policy});
+    if (p != "oracle" || gpus <= opt.oracle_max_gpus) out.push_back({p, PlanRequest{}.arachne_templates});
   for (TemplateSource s : opt.ablations) out.push_back({"arachne", s});
   return out;
 }

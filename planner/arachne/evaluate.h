@@ -51,7 +51,8 @@ struct EvaluateOptions {
   int threads = 1;
   ConfigSamplerOptions sampler;
   std::vector<std::string> planners = {"arachne", "megatron", "amp", "metis", "flashflex", "sailor"};  // registry names
-  std::vector<TemplateSource> ablations = {TemplateSource::Random, TemplateSource::Heuristic, TemplateSource::Exhaustive};
+  std::vector<TemplateSource> ablations = {TemplateSource::Policy, TemplateSource::Random, TemplateSource::Heuristic,
+                                           TemplateSource::Exhaustive};
   int oracle_max_gpus = 4;
   // Budgets and the learned planner's settings, the same for every cell (cluster, model and batch unset).
   PlanRequest request;

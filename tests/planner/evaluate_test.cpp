@@ -101,7 +101,7 @@ TEST(EvaluateCli, WritesTheTableSummaryAndPlotsAndResumesAShardToTheSameTable) {
   for (std::size_t i = 0; i < cells.size(); ++i) {
     EXPECT_EQ(cells[i].config, static_cast<long>(i / 4));
     EXPECT_EQ(cells[i].planner, order[i % 4]);
-    EXPECT_EQ(cells[i].template_source, std::vector<std::string>({"policy", "-", "heuristic", "random"})[i % 4]);
+    EXPECT_EQ(cells[i].template_source, std::vector<std::string>({"policy+heuristic", "-", "heuristic", "random"})[i % 4]);
     EXPECT_TRUE(held_out_family(cells[i].family, ConfigSamplerOptions{}.held_out_modulus)) << cells[i].family;
     EXPECT_GE(cells[i].gpus, 4);
     EXPECT_LE(cells[i].gpus, 8);
@@ -142,7 +142,7 @@ TEST(EvaluateCli, BadOptionsExitTwoWithOneLineAndNoOutput) {
       {base + "--configs 0", "--configs"},
       {base + "--configs 2 --planners arachne,nosuch", "--planners"},
       {base + "--configs 2 --planners arachne,arachne", "--planners"},
-      {base + "--configs 2 --ablations policy", "--ablations"},
+      {base + "--configs 2 --ablations policy+heuristic", "--ablations"},
       {base + "--configs 2 --ablations random,bogus", "--ablations"},
       {base + "--configs 2 --split test", "--split"},
       {base + "--configs 2 --min-gpus 64 --max-gpus 8", "--max-gpus"},
@@ -274,10 +274,12 @@ TEST(ArachneTemplateSource, EachAblationProposesItsGeneratorsTemplates) {
 }
 
 TEST(ArachneTemplateSource, NamesRoundTripAndUnknownNamesAreBadInput) {
-  for (TemplateSource t : {TemplateSource::Policy, TemplateSource::Random, TemplateSource::Heuristic, TemplateSource::Exhaustive})
+  for (TemplateSource t : {TemplateSource::PolicyAndHeuristic, TemplateSource::Policy, TemplateSource::Random,
+                           TemplateSource::Heuristic, TemplateSource::Exhaustive})
     EXPECT_EQ(parse_template_source(template_source_name(t), "--x"), t);
   EXPECT_THROW(parse_template_source("beam", "--arachne-templates"), InputError);
-  EXPECT_EQ(arachne_label(TemplateSource::Policy), "arachne");
+  EXPECT_EQ(arachne_label(TemplateSource::PolicyAndHeuristic), "arachne");
+  EXPECT_EQ(arachne_label(TemplateSource::Policy), "arachne[policy]");
   EXPECT_EQ(arachne_label(TemplateSource::Heuristic), "arachne[heuristic]");
 }
 
