@@ -9,7 +9,7 @@
 namespace arachne::planner {
 namespace {
 
-// Collects the moves' results: canonical, runnable, with a token form, each once, the start excluded.
+// Collects the moves' results: canonical, runnable, admitted by the token grammar, each once, the start excluded.
 class MoveSink {
  public:
   MoveSink(const Template& start, const Cluster& cluster, const ModelConfig& model)
@@ -22,8 +22,8 @@ class MoveSink {
     if (!template_problem(t, cluster_, model_).empty() || !grammar_accepts(t)) return;
     out_.push_back(std::move(t));
   }
-  // A token form that the grammar admits token by token (it is stricter than template_problem, e.g. on how
-  // TP groups of several widths pack into nodes).
+  // A token form that the grammar admits token by token (the grammar refuses some templates that
+  // template_problem accepts; the policy can neither propose nor learn those).
   bool grammar_accepts(const Template& t) const {
     const std::optional<std::vector<int>> ids = encode(t, types_);
     if (!ids) return false;
