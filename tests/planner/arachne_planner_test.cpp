@@ -132,12 +132,17 @@ TEST(ArachnePlanner, MissingPolicyFileIsBadInputNamingIt) {
   }
 }
 
+// Training configuration `index` of the sampler (seed 4) on at most `max_gpus` GPUs.
+SampledConfig small_config(int max_gpus, long index) {
+  ConfigSamplerOptions so;
+  so.max_gpus = max_gpus;
+  return draw_config(so, GpuCatalog::load_default(), Split::Train, 4, index);
+}
+
 // The label search on a small configuration: labels are the fastest simulated templates, best first, their
 // tokens are their templates, and the record does not depend on when it is made.
 TEST(ArachneLabeler, LabelsAreTheFastestSimulatedTemplatesAndDeterministic) {
-  ConfigSamplerOptions so;
-  so.max_gpus = 12;
-  const SampledConfig cfg = draw_config(so, GpuCatalog::load_default(), Split::Train, 4, 2);
+  const SampledConfig cfg = small_config(12, 2);
   LabelOptions lo;
   lo.enumeration.max_templates = 60;
   lo.simulate_top = 5;
@@ -164,9 +169,7 @@ TEST(ArachneLabeler, LabelsAreTheFastestSimulatedTemplatesAndDeterministic) {
 // Local moves add candidates to the label search and keep every template it priced without them, so its
 // best estimate can only improve.
 TEST(ArachneLabeler, RefinementAddsCandidatesAndNeverWorsensTheBestEstimate) {
-  ConfigSamplerOptions so;
-  so.max_gpus = 16;
-  const SampledConfig cfg = draw_config(so, GpuCatalog::load_default(), Split::Train, 4, 3);
+  const SampledConfig cfg = small_config(16, 3);
   LabelOptions lo;
   lo.enumeration.max_templates = 30;
   lo.sampled = 10;
