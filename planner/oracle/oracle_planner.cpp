@@ -743,7 +743,8 @@ Plan Oracle::build(const Candidate& c) {
       StageSpec sp;
       sp.layer_begin = evs[i].bounds[j];
       sp.layer_end = evs[i].bounds[j + 1];
-      // Shares proportional to each group's speed on this layer range (equal predicted group times).
+      // Shares proportional to each group's speed on this layer range (equal predicted group times), in whole
+      // samples of the micro-batch (the declared space: a framework splits samples, not fractions of one).
       std::vector<double> w;
       int g = 0;
       for (size_t ty = 0; ty < types_.size(); ++ty)
@@ -751,12 +752,9 @@ Plan Oracle::build(const Candidate& c) {
           w.push_back(1.0 / group_time(static_cast<int>(ty), st.tp, c.mb, c.rc, sp.layer_begin, sp.layer_end));
           sp.groups.push_back({pl[i][j][g], st.tp, 0.0});
         }
-      const double wsum = std::accumulate(w.begin(), w.end(), 0.0);
-      double acc = 0;
-      for (size_t k = 0; k < sp.groups.size(); ++k) {
-        sp.groups[k].share = k + 1 == sp.groups.size() ? 1.0 - acc : w[k] / wsum;
-        acc += sp.groups[k].share;
-      }
+      const std::vector<long> samples = split_proportional(c.mb, w, 1);
+      for (size_t k = 0; k < sp.groups.size(); ++k)
+        sp.groups[k].share = static_cast<double>(samples[k]) / static_cast<double>(c.mb);
       p.stages.push_back(std::move(sp));
     }
     specs.push_back(std::move(p));
