@@ -914,6 +914,29 @@ struct Estimator::Impl {
   }
 };
 
+IterationLowerBound::IterationLowerBound(const Cluster& cluster, const ModelConfig& model, long global_batch)
+    : cluster_(cluster), dtype_(model.dtype) {
+  if (model.moe) return;
+  const ShardSpec one{.tp = 1, .sequence_parallel = false, .samples = 1};
+  auto add = [&](const std::vector<OpCost>& ops) {
+    for (const OpCost& op : ops)
+      if (op.cls == OpClass::Gemm) flops_ += op.flops;
+  };
+  for (int l = 0; l < model.layers; ++l) add(layer_forward_ops(model, l, one)), add(layer_backward_ops(model, l, one));
+  add(embedding_forward_ops(model, one)), add(embedding_backward_ops(model, one));
+  add(head_forward_ops(model, one)), add(head_backward_ops(model, one));
+  flops_ *= static_cast<double>(global_batch);
+}
+
+double IterationLowerBound::operator()(const std::map<std::string, int>& gpus) const {
+  double rate = 0;  // the GPUs' best summed GEMM FLOP/s
+  for (const auto& [type, count] : gpus) {
+    const GpuSpec& g = cluster_.catalog.at(type);
+    rate += count * g.peak_for(dtype_) * g.compute.gemm_eff_max;
+  }
+  return rate > 0 ? flops_ / rate : 0.0;
+}
+
 Estimator::Estimator(const Cluster& cluster, const Topology& topo, const ModelConfig& model)
     : Estimator(cluster, topo, model, fitted_estimator_coefficients()) {}
 Estimator::Estimator(const Cluster& cluster, const Topology& topo, const ModelConfig& model,
