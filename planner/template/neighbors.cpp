@@ -89,10 +89,13 @@ void class_moves(const Template& t, std::size_t c, MoveSink& sink) {
 // partition (the same group counts per stage):
 //   - at the class's GPUs, TP t' = 2t or t/2 at r replicas, or r' = 2r or r/2 replicas at TP t, with the stage
 //     count n t r / (t' r') rounded down;
-//   - stages of one TP group, on the GPUs of the stage's type that no other class uses: r' in {r, r/2, 1} and
-//     t' in {t, t/2, 2t} with the most stages they hold (counting down until the template packs into the
-//     nodes). Deep pipelines of multi-group stages are left out: completing one costs ~10x a one-group
-//     pipeline at 1,024 GPUs (its micro-batch shares), and in bench_arachne none of them was the best.
+//   - stages of one TP group, on the GPUs of the stage's type that no other class uses: t' in {t, t/2, 2t}
+//     at r replicas and, when the class is the template's only one, at r/2 and one replica, with the most
+//     stages they hold (counting down until the template packs into the nodes). Left out for their cost,
+//     not their quality: deep pipelines of multi-group stages (completing one costs ~10x a one-group
+//     pipeline at 1,024 GPUs: its micro-batch shares; in bench_arachne none of them was the best) and a
+//     class folded into one deep pipeline beside other classes (the batch split between a deep and shallow
+//     pipelines costs completion ~10x a one-class template on the evaluation's 56-GPU opt-350m cell).
 // EP over pipelines keeps the part of its width that divides r'. One step trades tensor, pipeline and data
 // parallelism or fills the free GPUs, where single-stage moves need a step per stage.
 void reshape_moves(const Template& t, std::size_t c, MoveSink& sink) {
@@ -124,7 +127,8 @@ void reshape_moves(const Template& t, std::size_t c, MoveSink& sink) {
     if (tp >= 1 && replicas >= 1) with_shape(tp, replicas, static_cast<int>(std::max(1L, gpus / (static_cast<long>(tp) * replicas))));
   // On the free GPUs: at r, r/2 and one replica, the most stages of one TP group that pack.
   if (s.tp_groups() > 1) return;
-  for (const int replicas : {r, r % 2 == 0 ? r / 2 : 0, r > 2 ? 1 : 0}) {
+  const bool alone = t.pipelines.size() == 1;
+  for (const int replicas : {r, alone && r % 2 == 0 ? r / 2 : 0, alone && r > 2 ? 1 : 0}) {
     for (const int tp : {s.tp, s.tp % 2 == 0 ? s.tp / 2 : 0, s.tp * 2}) {
       if (replicas < 1 || tp < 1) continue;
       int most = sink.model().layers;

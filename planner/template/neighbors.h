@@ -6,8 +6,9 @@
 //   - a pipeline class: one replica more or fewer, twice or half as many; the class removed (when another
 //     remains); a copy of the class added with every stage on another GPU type (one replica);
 //   - a class of identical stages reshaped as a whole: TP or replicas twice or half, the stage count
-//     following at the class's GPUs; and, for stages of one TP group, r, r/2 or 1 replicas at TP t/2, t or 2t
-//     with as many stages as the GPUs of its types that no other class uses hold (trades of tensor, pipeline and data parallelism that
+//     following at the class's GPUs; and, for stages of one TP group, TP t/2, t or 2t at r replicas (and at r/2
+//     or 1 replica when the class is the only one) with as many stages as the GPUs of its types that no
+//     other class uses hold (trades of tensor, pipeline and data parallelism that
 //     single-stage moves reach only in many steps);
 //   - a stage: TP twice or half as wide at the same GPUs (groups halved or doubled) or at the same group
 //     count; the stage split in two stages of half its TP width on the same GPUs, or merged with an
