@@ -153,6 +153,37 @@ TEST(EstimatorLowerBound, NeverExceedsTheSimulatedTimeOfRandomPlans) {
   EXPECT_EQ(IterationLowerBound(a100, load_model("mixtral-8x7b"), 32)({{"A100-80", 8}}), 0.0);
 }
 
+// Mixtral (8 experts of 14 B-parameter FFNs, top-2) is outside the validation set's models, and the cells
+// where arachne lost to Sailor were Mixtral on H200. On random plans that fit on the H200 of those clusters
+// (EP peers of different TP widths, uneven experts) the estimator must meet the bar for a planner's
+// ranking (Spearman >= 0.9 between estimated and simulated times) within each cluster, and its mean
+// relative error must stay within 5 % - five times the validation set's ~1 % (README), room for what it
+// leaves out (routing draws around the expected load, all-to-alls timed alone), far below the 2x of a rank's
+// experts priced on another rank's TP width.
+TEST(EstimatorValidation, RanksRandomMixtralPlansLikeTheSimulator) {
+  const ModelConfig model = load_model("mixtral-8x7b");
+  for (const char* spec : {"H200:7x2", "H200:2x4,H200:1x2"}) {
+    const Cluster cluster = parse_cluster_spec(spec, GpuCatalog::load_default());
+    const Topology topo(cluster);
+    test::RandomPlanSpace space;
+    space.uneven_experts = true;
+    const test::FittingDraws d = test::draw_fitting_plans(cluster, topo, model, 32, 16, 3, 400, space);
+    const Estimator est(cluster, topo, model);
+    std::vector<double> e, sim;
+    double err = 0;
+    for (const test::SimulatedPlan& p : d.plans) {
+      e.push_back(est.estimate(p.plan).iteration_s);
+      sim.push_back(p.result.iteration_time_s);
+      err += std::abs(e.back() - sim.back()) / sim.back();
+    }
+    std::printf("%s: %zu plans of %d drawn, Spearman %.3f, mean |error| %.3f\n", spec, d.plans.size(), d.attempts,
+                test::spearman(e, sim), err / std::max<size_t>(1, d.plans.size()));
+    ASSERT_GE(d.plans.size(), 10u) << spec;
+    EXPECT_GE(test::spearman(e, sim), 0.9) << spec;
+    EXPECT_LE(err / static_cast<double>(d.plans.size()), 0.05) << spec;
+  }
+}
+
 // Rank agreement with the simulator on the held-out half of the validation clusters (the coefficients were
 // fitted on the other half, estimator_coefficients.h). The bar: a planner ranking the plans of one cluster by
 // the estimate orders them as the simulator does, Spearman >= 0.9 per cell on average and over all plans.
