@@ -382,6 +382,30 @@ class Search {
     }
     return room;
   }
+  // The bound of a stage's (micro-batch size, count) before its splits are enumerated. A split's groups are
+  // admitted one by one, each on its own bound (a group's term of pipeline_lower_bound depends only on its
+  // own samples and the earlier stages), so the best split is no faster than the incumbent unless every
+  // group g can take some v_g it admits with sum_g v_g = b; in particular unless sum_g (the largest v it
+  // admits) >= b - the water level of the groups' exact per-group bounds (time as a function of samples,
+  // with the embedding, head, optimizer step and reduction tail; not assumed monotone: every v above the
+  // cap `room` is tried from the top). Returns each group's largest admitted v (0: none); groups of one
+  // node group share it. share_splits then prunes a split whose later groups cannot hold what is left.
+  std::vector<int> split_room(const StageShape& st, int b, std::vector<int> room,
+                              const std::function<bool(int, int, bool)>& admit, const std::function<void(int)>& leave) {
+    std::map<int, int> by_node_group;
+    for (size_t g = 0; g < room.size(); ++g) {
+      auto [it, fresh] = by_node_group.try_emplace(st.group_ng[g], 0);
+      if (fresh) {
+        int v = std::min(room[g], b);
+        while (v >= 1 && !admit(static_cast<int>(g), v, false)) --v;
+        if (v >= 1) leave(static_cast<int>(g));
+        it->second = v;
+      }
+      room[g] = it->second;
+    }
+    return room;
+  }
+
   // Prefix sums over layers of per_sample_floor, then the embedding's and the head's (size L + 3).
   const std::vector<double>& floor_prefix(int ng, int tp, int rc) {
     const auto key = std::make_tuple(ng, tp, rc);
@@ -436,11 +460,14 @@ class Search {
           // groups so far: every term of pipeline_lower_bound for them is already final) reaches the
           // incumbent, ends the branch.
           times.emplace_back();
-          auto enter = [&](int g, int v) {
+          // Group g may take v samples: not proven out of memory, and its own bound (pipeline_lower_bound's
+          // term for it: the earlier stages' are below the incumbent, and its stage's other groups do not
+          // enter it) below the incumbent; then its times stay on `times` until leave().
+          auto admit = [&](int g, int v, bool count) {
             tick();
             const int ng = st.group_ng[g];
             if (lb_.out_of_memory(ng, st.tp, v, begin, e, r, std::min(S - k, m_lo), zero1, 0)) {
-              ++stats_.proven_oom;
+              if (count) ++stats_.proven_oom;
               return false;
             }
             times.back().push_back(lb_.group_times(ng, st.tp, v, begin, e, r, zero1));
@@ -448,14 +475,21 @@ class Search {
               times.back().back().tail_s = lb_.reduction_tail(*option_floor_, {ng, st.tp, static_cast<double>(v)}, begin,
                                                               e, r, times.back().back(), 0.0, m_lo, 0);
             if (pipeline_lower_bound(times, m_lo) >= inc_.bound()) {
-              ++stats_.pruned_by_bound;
+              if (count) ++stats_.pruned_by_bound;
               times.back().pop_back();
               return false;
             }
             return true;
           };
+          auto enter = [&](int g, int v) { return admit(g, v, true); };
           auto leave = [&](int) { times.back().pop_back(); };
-          share_splits(st, b, group_room(st, b, m_lo, begin, e, rc), enter, leave, [&](const std::vector<int>& x) {
+          const std::vector<int> room = split_room(st, b, group_room(st, b, m_lo, begin, e, rc), admit, leave);
+          if (std::accumulate(room.begin(), room.end(), 0L) < b) {
+            ++stats_.pruned_by_bound;  // no split of the micro-batch over the stage's groups is below the incumbent
+            times.pop_back();
+            continue;
+          }
+          share_splits(st, b, room, enter, leave, [&](const std::vector<int>& x) {
             cur.cuts.push_back(e);
             cur.samples.push_back(x);
             rec(k + 1);

@@ -33,6 +33,7 @@ struct Tally {
   double tightest = 0;  // largest bound / simulated time seen
   int lifted = 0;       // pipelines whose placement-free bound the reduction floor raised by more than 1 %
   int work_checked = 0; // groups whose work bound was checked
+  int transfers = 0;    // plans whose bound the pipeline transfers raised by more than 1 %
 };
 
 // The placement-free bound of each pipeline (LowerBound::pipeline_bound under reduction_floor, as the
@@ -127,6 +128,12 @@ void check_admissible(const std::string& spec, const ModelConfig& base, int want
     if (!m.moe) check_placement_free(c, lb, plan, *bound, r.iteration_time_s, shuffle, t);
     EXPECT_GE(*bound, *compute_only);
     if (*bound > 1.01 * *compute_only) ++t.raised;
+    LowerBound no_transfers(c, m, &topo);
+    no_transfers.count_transfers(false);
+    const std::optional<double> without = no_transfers.plan_bound(plan);
+    ASSERT_TRUE(without.has_value());
+    EXPECT_GE(*bound, *without);
+    if (*bound > 1.01 * *without) ++t.transfers;
     t.tightest = std::max(t.tightest, *bound / r.iteration_time_s);
     EXPECT_LE(*bound, r.iteration_time_s) << spec << "\n" << plan_to_yaml(plan, c);
   }
@@ -138,13 +145,14 @@ TEST(OracleLowerBound, NeverAboveTheSimulatedTimeOnRandomDensePlans) {
   for (const std::string spec : {"A100-80:1x2,V100-32:1x2", "A100-80:2x4", "H100:1x4,T4:2x1", "V100-32:4x2",
                                  "A100-40:1x4,L4:1x2", "A100-80:8x1", "H100:2x2,A100-80:2x2"})
     check_admissible(spec, test::small_gpt_model(8), 300, seed++, t);
-  std::printf("[bound] dense: %d plans simulated, %d memory proofs, %d raised by the reduction tail, tightest "
-              "bound/sim %.3f, %d pipelines lifted placement-free\n", t.simulated, t.oom_proofs, t.raised, t.tightest,
-              t.lifted);
+  std::printf("[bound] dense: %d plans simulated, %d memory proofs, %d raised by the reduction tail, %d by the "
+              "pipeline transfers, tightest bound/sim %.3f, %d pipelines lifted placement-free\n", t.simulated,
+              t.oom_proofs, t.raised, t.transfers, t.tightest, t.lifted);
   EXPECT_EQ(t.simulated, 2100);  // the draws reach enough valid plans for the check to mean something
   EXPECT_GT(t.tightest, 0.5);    // and the bound is not vacuous
   EXPECT_GT(t.raised, 100);      // nor is the reduction tail
   EXPECT_GT(t.lifted, 100);      // nor its placement-free form
+  EXPECT_GT(t.transfers, 100);   // nor the pipeline transfers
   EXPECT_GT(t.work_checked, 1000);
 }
 
@@ -180,10 +188,12 @@ TEST(OracleLowerBound, NeverAboveTheSimulatedTimeWithLargeGradientBuckets) {
   int seed = 200;
   for (const std::string spec : {"H100:1x4,A100-80:1x2,V100-32:1x2", "A100-80:8x1", "A100-80:2x4"})
     check_admissible(spec, load_model("gpt3-1.3b"), 40, seed++, t);
-  std::printf("[bound] gpt3-1.3b: %d plans simulated, %d raised by the reduction tail, tightest bound/sim %.3f, "
-              "%d pipelines lifted placement-free\n", t.simulated, t.raised, t.tightest, t.lifted);
+  std::printf("[bound] gpt3-1.3b: %d plans simulated, %d raised by the reduction tail, %d by the pipeline "
+              "transfers, tightest bound/sim %.3f, %d pipelines lifted placement-free\n", t.simulated, t.raised,
+              t.transfers, t.tightest, t.lifted);
   EXPECT_EQ(t.simulated, 120);
   EXPECT_GT(t.raised, 10);
+  EXPECT_GT(t.transfers, 3);
   EXPECT_GT(t.lifted, 10);
 }
 
