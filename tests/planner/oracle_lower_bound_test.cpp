@@ -34,6 +34,7 @@ struct Tally {
   int lifted = 0;       // pipelines whose placement-free bound the reduction floor raised by more than 1 %
   int work_checked = 0; // groups whose work bound was checked
   int transfers = 0;    // plans whose bound the pipeline transfers raised by more than 1 %
+  int stages_checked = 0;  // stages of several groups whose water-filling work bound was checked
 };
 
 // The placement-free bound of each pipeline (LowerBound::pipeline_bound under reduction_floor, as the
@@ -73,9 +74,14 @@ void check_placement_free(const Cluster& c, const LowerBound& lb, const Plan& pl
     const double b = lb.pipeline_bound(cuts, groups, pl.micro_batches, plan.recompute, plan.zero1, floor, &floor.after[p]);
     // The work bound the search caps each group's samples with (exhaustive_search.cpp group_room): m x s
     // samples of the stage's layers at no less than their per-sample floor each, for integer s.
-    for (size_t k = 0; k < pl.stages.size(); ++k)
+    for (size_t k = 0; k < pl.stages.size(); ++k) {
+      double speed = 0;  // the stage's samples per second with every group at its per-sample floor
+      bool whole = true;
       for (const LowerBound::LayoutGroup& g : groups[k]) {
-        if (g.samples != std::floor(g.samples) || g.samples < 1) continue;
+        if (g.samples != std::floor(g.samples) || g.samples < 1) {
+          whole = false;
+          continue;
+        }
         const std::vector<double>& f = lb.per_sample_floor(g.node_group, g.tp, plan.recompute, static_cast<int>(g.samples));
         const int L = static_cast<int>(f.size()) - 2;
         double rate = 0;
@@ -85,7 +91,16 @@ void check_placement_free(const Cluster& c, const LowerBound& lb, const Plan& pl
         const double work = pl.micro_batches * g.samples * rate * (1 - 1e-9) - 4e-9 * pl.micro_batches;
         EXPECT_LE(work, simulated) << plan_to_yaml(plan, c);
         ++t.work_checked;
+        speed += 1 / rate;
       }
+      // The stage's water-filling bound (exhaustive_search.cpp StageRates): its m x b samples over its
+      // groups' speeds at their floors; a stage of several groups of unequal speed or samples tests it.
+      if (whole && groups[k].size() > 1) {
+        const double n = static_cast<double>(pl.micro_batches) * pl.micro_batch;
+        EXPECT_LE(n / speed * (1 - 1e-9) - 4e-9 * pl.micro_batches, simulated) << plan_to_yaml(plan, c);
+        ++t.stages_checked;
+      }
+    }
     const double compute_only = lb.pipeline_bound(cuts, groups, pl.micro_batches, plan.recompute, plan.zero1, none);
     EXPECT_LE(b, plan_bound) << plan_to_yaml(plan, c);
     if (b > 1.01 * compute_only) ++t.lifted;
@@ -154,6 +169,7 @@ TEST(OracleLowerBound, NeverAboveTheSimulatedTimeOnRandomDensePlans) {
   EXPECT_GT(t.lifted, 100);      // nor its placement-free form
   EXPECT_GT(t.transfers, 100);   // nor the pipeline transfers
   EXPECT_GT(t.work_checked, 1000);
+  EXPECT_GT(t.stages_checked, 100);
 }
 
 TEST(OracleLowerBound, NeverAboveTheSimulatedTimeOnRandomMoePlans) {
