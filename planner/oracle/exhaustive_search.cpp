@@ -422,26 +422,16 @@ class Search {
   // group g can take some v_g it admits with sum_g v_g = b; in particular unless sum_g (the largest v it
   // admits) >= b - the water level of the groups' exact per-group bounds (time as a function of samples,
   // with the embedding, head, optimizer step and reduction tail; not assumed monotone: every v below the
-  // cap `room` is tried from the top). Memory is: stage_memory's activation terms are linear in the samples
-  // with non-negative coefficients (sim/model/memory.cpp), so the largest v that `fits` (binary search)
-  // caps every v that fits. Returns each group's largest admitted v (0: none); groups of one node group
-  // share it. share_splits then prunes a split whose later groups cannot hold what is left.
-  std::vector<int> split_room(const StageShape& st, int b, std::vector<int> room, const std::function<bool(int, int)>& fits,
+  // caps `room` and `fit_cap` - memory_cap - is tried from the top). Returns each group's largest admitted v
+  // (0: none); groups of one node group share it. share_splits then prunes a split whose later groups cannot
+  // hold what is left.
+  std::vector<int> split_room(const StageShape& st, int b, std::vector<int> room, const std::function<int(int)>& fit_cap,
                               const std::function<bool(int, int, bool)>& admit, const std::function<void(int)>& leave) {
     std::map<int, int> by_node_group;
     for (size_t g = 0; g < room.size(); ++g) {
       auto [it, fresh] = by_node_group.try_emplace(st.group_ng[g], 0);
       if (fresh) {
-        int lo = 0, hi = std::min(room[g], b);  // fits(lo) (0: vacuously), the largest fitting v is <= hi
-        if (!fits(static_cast<int>(g), hi)) {
-          ++stats_.proven_oom;
-          while (hi - lo > 1) {
-            const int mid = lo + (hi - lo) / 2;
-            (fits(static_cast<int>(g), mid) ? lo : hi) = mid;
-          }
-          hi = lo;
-        }
-        int v = hi;
+        int v = std::min({room[g], b, fit_cap(static_cast<int>(g))});
         while (v >= 1 && !admit(static_cast<int>(g), v, false)) --v;
         if (v >= 1) leave(static_cast<int>(g));
         it->second = v;
@@ -449,6 +439,24 @@ class Search {
       room[g] = it->second;
     }
     return room;
+  }
+
+  // The most samples per micro-batch a TP group of node group ng and tp holding layers [a, e) can take with
+  // `in_flight` micro-batches in flight before it is proven out of memory (0: none; at most G). Memory grows
+  // with the samples - stage_memory's activation terms are linear in them with non-negative coefficients
+  // (sim/model/memory.cpp) - so the largest v that fits (a binary search) caps every v that fits. Cached.
+  int memory_cap(int ng, int tp, int a, int e, int rc, int in_flight, bool zero1) {
+    const auto key = std::make_tuple(ng, tp, a, e, rc * 2 + (zero1 ? 1 : 0), in_flight);
+    auto it = memory_caps_.find(key);
+    if (it != memory_caps_.end()) return it->second;
+    auto fits = [&](long v) { return !lb_.out_of_memory(ng, tp, static_cast<double>(v), a, e, kRecompute[rc], in_flight, zero1, 0); };
+    long lo = 0, hi = G_;  // fits(lo) (0: vacuously); the largest v that fits is <= hi
+    if (fits(hi)) lo = hi;
+    while (hi - lo > 1) {
+      const long mid = lo + (hi - lo) / 2;
+      (fits(mid) ? lo : hi) = mid;
+    }
+    return memory_caps_[key] = static_cast<int>(lo);
   }
 
   // Prefix sums over layers of per_sample_floor, then the embedding's and the head's (size L + 3).
@@ -508,10 +516,7 @@ class Search {
           // Group g may take v samples (no more than split_room's memory cap): its own bound
           // (pipeline_lower_bound's term for it: the earlier stages' are below the incumbent, and its stage's
           // other groups do not enter it) is below the incumbent; then its times stay on `times` until leave().
-          auto fits = [&](int g, int v) {
-            tick();
-            return !lb_.out_of_memory(st.group_ng[g], st.tp, v, begin, e, r, std::min(S - k, m_lo), zero1, 0);
-          };
+          auto fit_cap = [&](int g) { return memory_cap(st.group_ng[g], st.tp, begin, e, rc, std::min(S - k, m_lo), zero1); };
           auto admit = [&](int g, int v, bool count) {
             tick();
             const int ng = st.group_ng[g];
@@ -528,7 +533,7 @@ class Search {
           };
           auto enter = [&](int g, int v) { return admit(g, v, true); };
           auto leave = [&](int) { times.back().pop_back(); };
-          const std::vector<int> room = split_room(st, b, group_room(st, b, m_lo, begin, e, rc), fits, admit, leave);
+          const std::vector<int> room = split_room(st, b, group_room(st, b, m_lo, begin, e, rc), fit_cap, admit, leave);
           if (std::accumulate(room.begin(), room.end(), 0L) < b) {
             ++stats_.pruned_by_bound;  // no split of the micro-batch over the stage's groups is below the incumbent
             times.pop_back();
@@ -1062,6 +1067,7 @@ class Search {
   std::vector<Candidate> buffer_;
   std::set<std::string> seen_;
   std::map<int, bool> may_fit_;
+  std::map<std::tuple<int, int, int, int, int, int>, int> memory_caps_;
   std::map<std::pair<int, int>, double> rate_;
   std::map<std::pair<int, int>, StageRates> stage_rates_;
   std::map<std::tuple<int, int, int>, std::vector<double>> floor_prefix_;
