@@ -32,6 +32,9 @@ constexpr size_t kBufferSize = 4096;
 constexpr size_t kBatchSize = 16;
 // Enumeration caps: beyond them the search stops and reports itself incomplete.
 constexpr long kMaxPipeShapes = 200000;
+// Structures listed for the best-first order (memory); beyond, the listed ones are searched and the search is
+// incomplete.
+constexpr size_t kMaxStructures = 5000000;
 constexpr long kMaxOptionsPerShape = 2000000;
 constexpr long kMaxCachedOptions = 5000000;
 // The reduction lift takes the least bucket floor over a structure's placements when it has at most this many
@@ -173,6 +176,7 @@ class Search {
     std::vector<int> used(NG, 0), pipes;
     std::function<void(int)> rec = [&](int from) {
       if (stop_) return;
+      if (found.size() >= kMaxStructures) return;
       if (!pipes.empty() && pipes.size() <= static_cast<size_t>(G_)) found.emplace_back(structure_order(pipes), pipes);
       for (int ps = from; ps < static_cast<int>(pipe_shapes_.size()) && !stop_; ++ps) {
         const PipeShape& p = pipe_shapes_[ps];
@@ -187,12 +191,13 @@ class Search {
       }
     };
     rec(0);
-    stats_.space_structures = static_cast<long>(found.size());
+    if (found.size() < kMaxStructures) stats_.space_structures = static_cast<long>(found.size());
     std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     for (const auto& [order, structure] : found) {
       if (stop_) return;
       search_structure(structure);
     }
+    if (found.size() >= kMaxStructures) cut("more than " + std::to_string(kMaxStructures) + " structures");
   }
 
   // The order of the search (a heuristic, not a bound): the global batch over the summed speed of the
