@@ -36,7 +36,7 @@ Usage:
   arachne replay --trace FILE [--trace-format F] [--cluster FILE] --model M --planner NAME[,NAME...]
                  [--until S] [--planning-time measured|SECONDS] [--checkpoint-interval S]
                  [--storage-bandwidth "2 GB/s"] [--restart S] [--coalesce S] [--global-batch N]
-                 [--budget N] [--budget-wall S]
+                 [--budget N] [--budget-wall S] [--no-warm-start]
                  [--nodes N] [--load-scale X] [--out F.h5] [--json] [--seed N]
 
 Example:
@@ -160,6 +160,7 @@ int run_replay(const std::vector<std::string>& args, const std::string& command_
       ("coalesce", po::value<std::string>()->value_name("S")->default_value("0"), "merge changes closer than this")
       ("budget", po::value<std::string>()->value_name("N")->default_value("2000"), "planner evaluations per replan")
       ("budget-wall", po::value<std::string>()->value_name("S"), "wall-clock cap per replan, seconds (default: none)")
+      ("no-warm-start", po::bool_switch(), "do not give the planner the plan the job runs (arachne: no warm-start template)")
       ("out", po::value<std::string>()->value_name("F.h5"), "intervals and totals per planner as HDF5, and F.png (throughput and cumulative tokens)")
       ("json", po::bool_switch(), "one JSON object on stdout");
   po::variables_map vm;
@@ -191,6 +192,7 @@ int run_replay(const std::vector<std::string>& args, const std::string& command_
                                            : model.global_batch;
   const long budget = parse_int_flag("--budget", vm["budget"].as<std::string>(), 1);
   const double budget_wall = vm.count("budget-wall") ? parse_seconds_flag("--budget-wall", vm["budget-wall"].as<std::string>()) : 0;
+  const bool warm_start = !vm["no-warm-start"].as<bool>();
   std::vector<std::string> names;
   {
     std::stringstream ss(vm["planner"].as<std::string>());
@@ -221,8 +223,10 @@ int run_replay(const std::vector<std::string>& args, const std::string& command_
       req.global_batch = batch;
       req.budget_evaluations = budget;
       req.budget_wall_s = budget_wall;
-      req.previous_plan = last.plan;  // the plan the job runs (warm start for planners that use it)
-      req.previous_cluster = last.cluster;
+      if (warm_start) {  // the plan the job runs: a warm start for planners that use it
+        req.previous_plan = last.plan;
+        req.previous_cluster = last.cluster;
+      }
       const planner::PlanResult r = p->plan(req);
       ReplanOutcome o;
       o.plan = r.plan;

@@ -12,7 +12,8 @@ cd "$(dirname "$0")/.."
 out=${1:-results/arachne-replay}
 wall=${2:-10}
 data=${ARACHNE_DATA:-../shared/data}
-planners="arachne megatron amp metis flashflex sailor"
+# arachne-cold: arachne with --no-warm-start (the plan the job runs is not given to the planner)
+planners="arachne arachne-cold megatron amp metis flashflex sailor"
 common=(--budget-wall "$wall" --checkpoint-interval 1800 --restart 60)
 
 # name | model | trace arguments. On Alibaba, changes closer than 300 s are merged (--coalesce 300: a
@@ -37,7 +38,8 @@ for entry in "${traces[@]}"; do
   for p in $planners; do
     [ -s "$out/$name/$p.json" ] && continue
     start=$(date +%s)
-    build/arachne replay "${args[@]}" --model "$model" "${common[@]}" --planner "$p" --out "$out/$name/$p.h5" --json > "$out/$name/$p.json.tmp"
+    if [ "$p" = arachne-cold ]; then planner=(--planner arachne --no-warm-start); else planner=(--planner "$p"); fi
+    build/arachne replay "${args[@]}" --model "$model" "${common[@]}" "${planner[@]}" --out "$out/$name/$p.h5" --json > "$out/$name/$p.json.tmp"
     mv "$out/$name/$p.json.tmp" "$out/$name/$p.json"
     echo "$name $p: $(( $(date +%s) - start )) s wall" | tee -a "$out/wall.txt"
   done

@@ -3,8 +3,8 @@
 
 Usage: /usr/bin/python3 scripts/plot_replay_compare.py DIR [CAP_S]
 
-Reads DIR/TRACE/PLANNER.h5 (`arachne replay --out`: the group /PLANNER with the tables `intervals` and
-`totals`) and writes
+Reads DIR/TRACE/PLANNER.h5 (`arachne replay --out` of one planner: its group, with the tables `intervals`
+and `totals`) and writes
   DIR/replay.csv         one row per trace and planner: tokens trained, ratio to the best baseline's, replans
                          (every change of the trace), plans computed (distinct snapshots planned), plan
                          changes (reconfigurations), downtime by cause, work lost
@@ -29,8 +29,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from plot_common import save_png_or_report
 
-PLANNERS = ["arachne", "megatron", "amp", "metis", "flashflex", "sailor"]
-BASELINES = PLANNERS[1:]
+# arachne-cold: arachne replayed with --no-warm-start (its file holds the group /arachne).
+PLANNERS = ["arachne", "arachne-cold", "megatron", "amp", "metis", "flashflex", "sailor"]
+BASELINES = PLANNERS[2:]
 
 
 def finite(v):
@@ -41,7 +42,8 @@ def finite(v):
 def read_planner(path, planner, cap):
     """Totals and intervals (sorted by start) of one replay file."""
     with h5py.File(path, "r") as f:
-        g = f[planner]
+        groups = [k for k in f if isinstance(f[k], h5py.Group)]
+        g = f[planner if planner in f else groups[0]]
         tot = g["totals"][()][0]
         iv = sorted(g["intervals"][()], key=lambda r: float(r["start_s"]))
     plans = [r["plan"].decode() if isinstance(r["plan"], bytes) else str(r["plan"]) for r in iv]
