@@ -80,7 +80,7 @@ std::vector<Template> source_templates(const PlanRequest& r, long global, bool* 
   switch (r.arachne_templates) {
     case TemplateSource::PolicyAndHeuristic: {
       std::vector<Template> both = policy_templates(r, global);
-      for (Template& t : heuristic_templates(*r.cluster, *r.model, r.arachne_beam)) both.push_back(std::move(t));
+      for (Template& t : heuristic_templates(*r.cluster, *r.model, r.arachne_beam, global)) both.push_back(std::move(t));
       return both;
     }
     case TemplateSource::Policy:
@@ -88,7 +88,7 @@ std::vector<Template> source_templates(const PlanRequest& r, long global, bool* 
     case TemplateSource::Random:
       return sample_templates(*r.cluster, *r.model, space, r.arachne_beam, r.seed);
     case TemplateSource::Heuristic:
-      return heuristic_templates(*r.cluster, *r.model, r.arachne_beam);
+      return heuristic_templates(*r.cluster, *r.model, r.arachne_beam, global);
     case TemplateSource::Exhaustive: {
       EnumerationLimits capped = space;
       capped.max_templates = r.arachne_exhaustive_cap;

@@ -243,12 +243,12 @@ struct StagePlan {
   double weight;  // share of the layers (peak FLOP/s of the stage)
 };
 
-// Whether every stage fits in memory at micro-batch 1 under 1F1B (stage j keeps pp - j micro-batches,
-// Narayanan et al. SC'21 §2.2), layers split in proportion to the stages' weights; without recompute,
-// else with full recompute.
-bool pipeline_fits(const std::vector<StagePlan>& stages, const ModelConfig& model, const Profiler& prof) {
+// The first stage that does not fit in memory at micro-batch 1 under 1F1B (stage j keeps pp - j
+// micro-batches, Narayanan et al. SC'21 §2.2) with layers split in proportion to the stages' weights, neither
+// without recompute nor with full recompute; -1 when every stage fits (with one of the two).
+int first_unfit_stage(const std::vector<StagePlan>& stages, const ModelConfig& model, const Profiler& prof) {
   const int pp = static_cast<int>(stages.size());
-  if (pp < 1 || pp > model.layers) return false;
+  if (pp < 1 || pp > model.layers) return 0;
   double total = 0;
   for (const StagePlan& s : stages) total += s.weight;
   std::vector<int> bounds{0};
@@ -260,15 +260,21 @@ bool pipeline_fits(const std::vector<StagePlan>& stages, const ModelConfig& mode
     end = std::clamp(end, bounds.back() + 1, model.layers - remaining_stages);
     bounds.push_back(end);
   }
+  int unfit = 0;
   for (const Recompute rc : {Recompute::None, Recompute::Full}) {
-    bool all = true;
-    for (int j = 0; j < pp && all; ++j) {
+    unfit = -1;
+    for (int j = 0; j < pp && unfit < 0; ++j) {
       const ProfileKey key{stages[j].type->name, stages[j].tp, 1.0, rc, false};
-      all = prof.stage_memory_bytes(bounds[j], bounds[j + 1], key, pp - j) <= prof.gpu_memory_bytes(stages[j].type->name);
+      if (prof.stage_memory_bytes(bounds[j], bounds[j + 1], key, pp - j) > prof.gpu_memory_bytes(stages[j].type->name)) unfit = j;
     }
-    if (all) return true;
+    if (unfit < 0) return -1;
   }
-  return false;
+  return unfit;
+}
+
+// Whether every stage fits in memory (first_unfit_stage).
+bool pipeline_fits(const std::vector<StagePlan>& stages, const ModelConfig& model, const Profiler& prof) {
+  return first_unfit_stage(stages, model, prof) < 0;
 }
 
 // Megatron-Core: EP divides the data-parallel degree and the expert count (parallel_state.py).
@@ -321,17 +327,99 @@ std::vector<PipelineTemplate> homogeneous_for_type(const TypeInfo& t, const Mode
   return out;
 }
 
-// Rule 3: one class over all types, m stages per type, r replicas.
-std::optional<PipelineTemplate> speed_ordered(const std::vector<TypeInfo>& types, int m, int r, const ModelConfig& model,
-                                              const Profiler& prof) {
+// Rule 3: one pipeline class whose stages run over every GPU type, replicated `replicas` times (the shape
+// of Metis's plans, Um et al. ATC'24 §4: one pipeline of device groups of different types with data
+// parallelism across identical groups; FlashFlex, Yan et al. 2024 §3, also lets one pipeline span GPU
+// types). Each replica takes an equal share of every type's GPUs, so every GPU works and a type's stage count
+// is its share over its TP width; completion's min-max partition then gives each stage layers in
+// proportion to its speed. TP per type starts at 1 (narrow TP wastes least on TP collectives, Narayanan
+// et al. SC'21 §3.2) and is widened, one token width at a time:
+//   - for the type of the first stage that does not fit in memory, until all fit;
+//   - while the pipeline is deeper than the layers or than a quarter of its micro-batches at micro-batch 1
+//     (global batch / replicas; the 1F1B bubble (pp - 1) / (m + pp - 1) then stays below 20 %, Narayanan
+//     et al. SC'21 §2.2.1), for the type whose stages are the weakest (peak FLOP/s x TP): merging the
+//     weakest stages keeps the stages' speeds close, so the integer layer split stays balanced.
+// Stage order: fastest type first (as Metis orders device groups), except that the type with the least
+// memory per GPU is not placed at either end when there are three types or more: under 1F1B the first stage
+// keeps the most micro-batches in flight (Narayanan et al. SC'21 §2.2) and the last one holds the output
+// layer and its logits (sim/model/memory.h), so both ends need the most memory.
+struct TypeShare {
+  const TypeInfo* type;
+  int gpus;  // GPUs of the type per replica
+  int tp;
+};
+
+int gpus_of(const TypeInfo& t) { return std::accumulate(t.nodes.begin(), t.nodes.end(), 0); }
+
+// The next token TP width above tp that divides gpus, fits the type's largest node and divides the heads; 0 if none.
+int wider_tp(const TypeInfo& t, int gpus, int tp, const ModelConfig& model) {
+  const int largest = *std::max_element(t.nodes.begin(), t.nodes.end());
+  for (const int w : kTpWidths)
+    if (w > tp && w <= largest && gpus % w == 0 && tp_divides_heads(w, model)) return w;
+  return 0;
+}
+
+std::vector<StagePlan> spanning_stages(const std::vector<TypeShare>& shares) {
   std::vector<StagePlan> stages;
-  for (const TypeInfo& t : types) {
-    const int per_stage = token_count_at_most(group_capacity(t, t.node_tp) / r / m);
-    if (per_stage < 1) return std::nullopt;
-    for (int j = 0; j < m; ++j) stages.push_back({&t, t.node_tp, per_stage, t.peak * t.node_tp * per_stage});
+  for (const TypeShare& s : shares)
+    for (int j = 0; j < s.gpus / s.tp; ++j) stages.push_back({s.type, s.tp, 1, s.type->peak * s.tp});
+  return stages;
+}
+
+// The stages' order of types: fastest first, the least memory per GPU kept off both ends (see above).
+std::vector<const TypeInfo*> spanning_order(const std::vector<TypeInfo>& types, const Profiler& prof) {
+  std::vector<const TypeInfo*> order;
+  for (const TypeInfo& t : types) order.push_back(&t);
+  if (order.size() < 3) return order;
+  const auto least = std::min_element(order.begin(), order.end(), [&](const TypeInfo* a, const TypeInfo* b) {
+    return prof.gpu_memory_bytes(a->name) < prof.gpu_memory_bytes(b->name);
+  });
+  if (least == order.begin() || least + 1 == order.end()) {
+    const TypeInfo* t = *least;
+    order.erase(least);
+    order.insert(order.end() - 1, t);
   }
-  if (!pipeline_fits(stages, model, prof)) return std::nullopt;
-  return make_class(stages, r, model);
+  return order;
+}
+
+// Rule 3 for one replica count: nullopt when a type has no GPU per replica or nothing fits.
+std::optional<PipelineTemplate> spanning(const std::vector<const TypeInfo*>& order, int replicas, long global_batch,
+                                         const ModelConfig& model, const Profiler& prof) {
+  std::vector<TypeShare> shares;
+  for (const TypeInfo* t : order) {
+    const int gpus = gpus_of(*t) / replicas;
+    const int tp = gpus < 1 ? 0 : wider_tp(*t, gpus, 0, model);
+    if (tp == 0) return std::nullopt;
+    shares.push_back({t, gpus, tp});
+  }
+  const long max_depth = std::min<long>(model.layers, std::max<long>(1, global_batch / replicas / 4));
+  for (;;) {
+    const std::vector<StagePlan> stages = spanning_stages(shares);
+    TypeShare* widen = nullptr;
+    if (static_cast<long>(stages.size()) > max_depth) {
+      for (TypeShare& s : shares)
+        if (wider_tp(*s.type, s.gpus, s.tp, model) > 0 && (!widen || s.type->peak * s.tp < widen->type->peak * widen->tp)) widen = &s;
+    } else {
+      const int unfit = first_unfit_stage(stages, model, prof);
+      if (unfit < 0) return make_class(stages, replicas, model);
+      for (TypeShare& s : shares)
+        if (s.type == stages[unfit].type) widen = &s;
+    }
+    if (widen == nullptr) return std::nullopt;
+    widen->tp = wider_tp(*widen->type, widen->gpus, widen->tp, model);
+    if (widen->tp == 0) return std::nullopt;
+  }
+}
+
+// Rule 3: the most replicas with which the spanning pipeline fits, then the next replica count that fits.
+std::vector<PipelineTemplate> spanning_pipelines(const std::vector<TypeInfo>& types, long global_batch,
+                                                 const ModelConfig& model, const Profiler& prof, int count) {
+  std::vector<PipelineTemplate> out;
+  if (types.size() < 2) return out;
+  const std::vector<const TypeInfo*> order = spanning_order(types, prof);
+  for (auto it = kCounts.rbegin(); it != kCounts.rend() && static_cast<int>(out.size()) < count; ++it)
+    if (auto p = spanning(order, *it, global_batch, model, prof)) out.push_back(*p);
+  return out;
 }
 
 class Collector {
@@ -356,24 +444,27 @@ class Collector {
 
 }  // namespace
 
-std::vector<Template> heuristic_templates(const Cluster& cluster, const ModelConfig& model, int k) {
+std::vector<Template> heuristic_templates(const Cluster& cluster, const ModelConfig& model, int k, long global_batch) {
   Collector c(cluster, model, k);
   if (k < 1 || cluster.nodes.empty()) return {};
   const Profiler prof(cluster, model);
   const std::vector<TypeInfo> types = types_by_speed(cluster, model, prof);
-  // Rule 1.
+  std::vector<std::vector<PipelineTemplate>> per_type;  // rule 1
+  for (const TypeInfo& t : types) per_type.push_back(homogeneous_for_type(t, model, prof));
+  // Rule 1's best guess first, then rule 3 (one of the few ways to use every GPU type in one pipeline, so
+  // it gets its slots before the other types' homogeneous templates on a multi-type cluster).
+  if (!per_type.empty() && !per_type.front().empty()) c.add(Template{{per_type.front().front()}});
+  for (const PipelineTemplate& p : spanning_pipelines(types, global_batch > 0 ? global_batch : model.global_batch, model, prof, 2)) c.add(Template{{p}});
+  // Rule 1's node-TP template of the other types, rule 2, then rule 1's narrow-TP templates.
   Template all_types;
-  for (const TypeInfo& t : types) {
-    const std::vector<PipelineTemplate> ps = homogeneous_for_type(t, model, prof);
-    for (const PipelineTemplate& p : ps) c.add(Template{{p}});
-    if (!ps.empty()) all_types.pipelines.push_back(ps.front());
-  }
-  // Rule 2.
+  for (const std::vector<PipelineTemplate>& ps : per_type)
+    if (!ps.empty()) {
+      c.add(Template{{ps.front()}});
+      all_types.pipelines.push_back(ps.front());
+    }
   if (all_types.pipelines.size() > 1) c.add(all_types);
-  // Rule 3.
-  for (const int m : {1, 2, 4, 8})
-    for (int r = 1; r <= kCounts.back() && !c.full(); r *= 2)
-      if (auto p = speed_ordered(types, m, r, model, prof)) c.add(Template{{*p}});
+  for (const std::vector<PipelineTemplate>& ps : per_type)
+    for (const PipelineTemplate& p : ps) c.add(Template{{p}});
   return c.take();
 }
 

@@ -66,7 +66,8 @@ std::vector<Template> sample_templates(const Cluster& cluster, const ModelConfig
                                        int count, std::uint64_t seed);
 
 // A hand-written generator in the way an engineer lays out a cluster, best guesses first, at most k,
-// canonical, distinct, each with an empty template_problem and a token form. Rules, in output order:
+// canonical, distinct, each with an empty template_problem and a token form. `global_batch` in samples
+// (0: the model's). Rules:
 //   1. homogeneous, per GPU type (fastest peak FLOP/s first): for TP = the widest width that fits the type's
 //      largest node and divides the heads (Megatron-LM's advice to keep TP inside a node, Narayanan et al.
 //      SC'21 §3.2), then the narrowest TP with which some depth fits: PP = the smallest depth whose stages
@@ -75,13 +76,16 @@ std::vector<Template> sample_templates(const Cluster& cluster, const ModelConfig
 //      as the type's nodes hold (rounded down to a token count);
 //   2. the union of rule 1's first template of every type (data parallelism across types, one pipeline
 //      class per type, as Sailor and HexiScale lay out heterogeneous clusters);
-//   3. one pipeline class over all types, the stages ordered by speed (fastest type first, as Metis orders
-//      device groups): each type at its node TP contributes m stages (m = 1, 2, 4, 8) holding its share of
-//      TP groups for r replicas (r = 1, 2, 4, ...); layers split in proportion to each stage's peak FLOP/s;
-//      kept when every stage fits in memory as in rule 1.
+//   3. on clusters of two GPU types or more, one pipeline class over every type, replicated (Metis's shape):
+//      per replica an equal share of each type's GPUs, stages ordered fastest type first with the type of
+//      least memory kept off both ends, TP per type from 1 up until every stage fits in memory and the
+//      pipeline is at most a quarter of its micro-batches deep; for the largest replica count from kCounts
+//      that works and the next one (details in enumerate.cpp).
+// Output order: rule 1's first template of the fastest type; rule 3's (so that K = 8 leaves them a slot on
+// a four-type cluster); rule 1's first template of the other types; rule 2; rule 1's narrow-TP templates.
 // MoE models: EP over the replicas (scope pipelines) with the largest width of kEpWidths that divides both
 // the expert count and the replicas (Megatron-Core carves EP out of data parallelism); memory is estimated
 // with every expert on every rank (planner/common/profile.h), a conservative bound.
-std::vector<Template> heuristic_templates(const Cluster& cluster, const ModelConfig& model, int k);
+std::vector<Template> heuristic_templates(const Cluster& cluster, const ModelConfig& model, int k, long global_batch = 0);
 
 }  // namespace arachne::planner
