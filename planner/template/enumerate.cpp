@@ -411,14 +411,19 @@ std::optional<PipelineTemplate> spanning(const std::vector<const TypeInfo*>& ord
   }
 }
 
-// Rule 3: the most replicas with which the spanning pipeline fits, then the next replica count that fits.
+// Rule 3 at `count` replica counts: the largest of kCounts with which the spanning pipeline works, then the
+// largest that works at no more than half the last one's replicas. Fewer replicas make deeper pipelines
+// with more micro-batches each: which balance is best depends on the cluster, so a few spaced points are
+// proposed and priced.
 std::vector<PipelineTemplate> spanning_pipelines(const std::vector<TypeInfo>& types, long global_batch,
                                                  const ModelConfig& model, const Profiler& prof, int count) {
   std::vector<PipelineTemplate> out;
   if (types.size() < 2) return out;
   const std::vector<const TypeInfo*> order = spanning_order(types, prof);
-  for (auto it = kCounts.rbegin(); it != kCounts.rend() && static_cast<int>(out.size()) < count; ++it)
+  for (auto it = kCounts.rbegin(); it != kCounts.rend() && static_cast<int>(out.size()) < count; ++it) {
+    if (!out.empty() && *it * 2 > out.back().replicas) continue;
     if (auto p = spanning(order, *it, global_batch, model, prof)) out.push_back(*p);
+  }
   return out;
 }
 
@@ -454,7 +459,7 @@ std::vector<Template> heuristic_templates(const Cluster& cluster, const ModelCon
   // Rule 1's best guess first, then rule 3 (one of the few ways to use every GPU type in one pipeline, so
   // it gets its slots before the other types' homogeneous templates on a multi-type cluster).
   if (!per_type.empty() && !per_type.front().empty()) c.add(Template{{per_type.front().front()}});
-  for (const PipelineTemplate& p : spanning_pipelines(types, global_batch > 0 ? global_batch : model.global_batch, model, prof, 2)) c.add(Template{{p}});
+  for (const PipelineTemplate& p : spanning_pipelines(types, global_batch > 0 ? global_batch : model.global_batch, model, prof, 3)) c.add(Template{{p}});
   // Rule 1's node-TP template of the other types, rule 2, then rule 1's narrow-TP templates.
   Template all_types;
   for (const std::vector<PipelineTemplate>& ps : per_type)

@@ -80,7 +80,7 @@ std::vector<Template> sample_templates(const Cluster& cluster, const ModelConfig
 //      per replica an equal share of each type's GPUs, stages ordered fastest type first with the type of
 //      least memory kept off both ends, TP per type from 1 up until every stage fits in memory and the
 //      pipeline is at most a quarter of its micro-batches deep; for the largest replica count from kCounts
-//      that works and the next one (details in enumerate.cpp).
+//      that works and two smaller ones, each at most half the one before (details in enumerate.cpp).
 // Output order: rule 1's first template of the fastest type; rule 3's (so that K = 8 leaves them a slot on
 // a four-type cluster); rule 1's first template of the other types; rule 2; rule 1's narrow-TP templates.
 // MoE models: EP over the replicas (scope pipelines) with the largest width of kEpWidths that divides both
