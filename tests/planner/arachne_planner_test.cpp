@@ -12,6 +12,7 @@
 #include "planner/arachne/labeler.h"
 #include "planner/arachne/policy_net.h"
 #include "planner/arachne/policy_weights.h"
+#include "planner/template/estimator.h"
 #include "planner/template/tokens.h"
 #include "sim/exec/simulate.h"
 #include "sim/io/input_error.h"
@@ -132,6 +133,32 @@ TEST(ArachnePlanner, MatchesTheBaselinesWhereItsTemplatesReachTheirStructure) {
     ASSERT_TRUE(std::isfinite(theirs)) << cell.cluster;
     EXPECT_LE(ours, theirs * (1 + 1e-9)) << cell.cluster << " " << cell.model << " vs " << cell.baseline;
   }
+}
+
+// Four GPU types of which no one type can train the model fast alone: the iteration lower bound of every
+// plan confined to one type's GPUs (IterationLowerBound: its GEMM FLOPs at that type's best GEMM rate,
+// tested never to exceed a simulated time) is at least 5 s here, while the four types together bound it at
+// 1.6 s. Arachne's plan must therefore put several types to work, and by enough to beat every one-type
+// bound; a planner proposing only one-type pipelines (or data parallelism over the fastest few nodes)
+// cannot pass.
+TEST(ArachnePlanner, UsesSeveralGpuTypesWhereNoTypeAloneCanBeatThePlan) {
+  const Cluster cluster = load_cluster("A100-80:2x8,A100-40:2x8,V100-32:4x8,T4:8x4", GpuCatalog::load_default());
+  const Topology topo(cluster);
+  const ModelConfig model = load_model("gpt3-6.7b");
+  PlanRequest r;
+  r.cluster = &cluster;
+  r.topo = &topo;
+  r.model = &model;
+  r.global_batch = 256;
+  const PlanResult res = ArachnePlanner().plan(r);
+  ASSERT_TRUE(res.plan) << res.reason;
+  const SimResult sim = simulate_iteration(cluster, topo, model, *res.plan, SimOptions{});
+  ASSERT_FALSE(sim.oom);
+  const IterationLowerBound bound(cluster, model, r.global_batch);
+  std::map<std::string, int> gpus_of_type;
+  for (const Node& n : cluster.nodes) gpus_of_type[cluster.groups[n.group].gpu] += n.gpus;
+  for (const auto& [type, gpus] : gpus_of_type)
+    EXPECT_LT(sim.iteration_time_s, bound({{type, gpus}})) << "a plan on the " << gpus << " " << type << " alone could be as fast";
 }
 
 TEST(ArachnePlanner, ReplanningTriesThePreviousPlansTemplateFirst) {

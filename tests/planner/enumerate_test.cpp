@@ -274,6 +274,27 @@ TEST(HeuristicTemplates, FirstIsTheFastestTypeAtNodeTp) {
   EXPECT_TRUE(heuristic_templates(c, load_model("gpt3-1.3b"), 0).empty());
 }
 
+// On a four-type cluster the K = 8 templates include one pipeline class over every type (Metis's shape):
+// every GPU of the cluster at work (each type's 32 GPUs split evenly over the replicas), the fastest type
+// (H100) first, and a pipeline at most a quarter of its micro-batches deep (global batch / replicas at
+// micro-batch 1, the bound enumerate.h states).
+TEST(HeuristicTemplates, FourTypeClusterGetsOnePipelineOverEveryType) {
+  const Cluster c = load_cluster("A100-80:4x8,V100-32:4x8,H100:4x8,T4:8x4", GpuCatalog::load_default());
+  const ModelConfig m = load_model("gpt3-13b");
+  const long batch = 256;
+  int spanning = 0;
+  for (const Template& t : heuristic_templates(c, m, 8, batch)) {
+    if (t.pipelines.size() != 1 || t.gpus_by_type().size() != 4) continue;
+    ++spanning;
+    const PipelineTemplate& p = t.pipelines.front();
+    EXPECT_EQ(t.num_gpus(), 128) << to_text(t);
+    for (const auto& [type, gpus] : t.gpus_by_type()) EXPECT_EQ(gpus, 32) << to_text(t);
+    EXPECT_EQ(p.stages.front().kinds.front().gpu_type, "H100") << to_text(t);
+    EXPECT_LE(static_cast<long>(p.stages.size()) * 4 * p.replicas, batch) << to_text(t);
+  }
+  EXPECT_GE(spanning, 1);
+}
+
 TEST(HeuristicTemplates, DeepModelsGetPipelines) {
   // GPT-3 175B (about 2.8 TB of weights and Adam state) cannot fit one 8-GPU node: every template pipelines.
   const Cluster c = load_cluster("hetero-a100-v100", GpuCatalog::load_default());
