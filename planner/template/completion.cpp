@@ -451,7 +451,7 @@ Plan assemble(const Template& t, const Layout& layout, std::vector<PipelineCosts
     }
     specs.push_back(std::move(ps));
   }
-  Plan plan = build_plan(specs, cluster, level.recompute);
+  Plan plan = build_plan(specs, cluster, level.recompute, Schedule::OneFOneB, /*selectors=*/false);
   plan.zero1 = level.zero1;
   for (size_t i = 0; i < plan.pipelines.size(); ++i)
     for (size_t j = 0; j < plan.pipelines[i].stages.size(); ++j) {
@@ -623,7 +623,9 @@ std::vector<CompletedPlan> complete_template(const Template& t, const Completion
   CompletionCache& cache = in.cache ? *in.cache : own.emplace(*in.cluster, *in.model);
   if (&cache.impl().cluster != in.cluster || &cache.impl().model != in.model)
     throw std::invalid_argument("complete_template: the cache belongs to another cluster or model");
-  return best_first(price_levels(t, *layout, cache.impl(), in, price, opt), opt.max_candidates);
+  std::vector<CompletedPlan> out = best_first(price_levels(t, *layout, cache.impl(), in, price, opt), opt.max_candidates);
+  for (CompletedPlan& c : out) format_selectors(c.plan, *in.cluster);  // only the returned plans need them
+  return out;
 }
 
 }  // namespace arachne::planner
