@@ -375,13 +375,15 @@ class BatchPlanner {
 
   // (slowest time, pipelines within a part in 10^12 of it): lower is better.
   std::pair<double, int> objective(const std::vector<long>& a) {
+    times_.resize(a.size());
     double worst = 0;
-    for (size_t u = 0; u < a.size(); ++u) worst = std::max(worst, unit_time(u, a[u]));
+    for (size_t u = 0; u < a.size(); ++u) worst = std::max(worst, times_[u] = unit_time(u, a[u]));
     int at = 0;
     for (size_t u = 0; u < a.size(); ++u)
-      if (unit_time(u, a[u]) >= worst * (1 - 1e-12)) at += static_cast<int>(unit_size(u));
+      if (times_[u] >= worst * (1 - 1e-12)) at += static_cast<int>(unit_size(u));
     return {worst, at};
   }
+  std::vector<double> times_;  // objective's scratch: each unit's time
 
   // The first unit of each state (class and samples), in unit order.
   std::vector<int> distinct_units(const std::vector<long>& a) const {

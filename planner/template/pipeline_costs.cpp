@@ -26,7 +26,13 @@ const LayerTimes::Table& LayerTimes::table(const ProfileKey& key) {
   const int layers = profiler_.model().layers;
   auto total = [](const LayerProfile& p) { return p.forward_s + p.backward_s + p.tp_comm_forward_s + p.tp_comm_backward_s; };
   t.prefix.assign(layers + 1, 0.0);
-  for (int l = 0; l < layers; ++l) t.prefix[l + 1] = t.prefix[l] + total(profiler_.layer(l, key));
+  const ModelConfig& model = profiler_.model();
+  const LayerProfile* of_kind[2] = {nullptr, nullptr};  // the profiler's entry per kind (profile.h: the same for every layer of a kind)
+  for (int l = 0; l < layers; ++l) {
+    const int kind = model.moe && model.is_moe_layer(l) ? 1 : 0;
+    if (!of_kind[kind]) of_kind[kind] = &profiler_.layer(l, key);
+    t.prefix[l + 1] = t.prefix[l] + total(*of_kind[kind]);
+  }
   t.embedding = total(profiler_.embedding(key));
   t.head = total(profiler_.head(key));
   return tables_.emplace(key, std::move(t)).first->second;
@@ -315,7 +321,9 @@ double PipelineCosts::work_lower_bound(int b) {
 }
 
 PipelineCosts::Choice PipelineCosts::best(long n) {
-  if (auto it = best_.find(n); it != best_.end()) return it->second;
+  if (n < 0) return Choice{};
+  if (n >= static_cast<long>(best_.size())) best_.resize(n + 1, Choice{kInf, -1});
+  if (best_[n].micro_batch >= 0) return best_[n];
   // Branch and bound over the divisors: the stage sum is at least the work bound W and the slowest stage at
   // least W / depth, so time(n, b) >= W (1 + (m - 1) / depth); sizes are tried in ascending bound and the
   // rest skipped once the bound reaches the best time (exact: the same choice as trying every divisor).
@@ -338,7 +346,7 @@ PipelineCosts::Choice PipelineCosts::best(long n) {
     const double t = time(n, b);
     if (t < c.time_s || (t == c.time_s && b < c.micro_batch)) c = {t, b};
   }
-  return best_.emplace(n, c).first->second;
+  return best_[n] = c;
 }
 
 double PipelineCosts::speed(long max_b) {

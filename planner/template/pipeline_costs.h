@@ -167,7 +167,7 @@ class PipelineCosts {
   bool known_too_big(int b, long cap) const;
   std::map<std::pair<int, int>, std::vector<int>> shares_;              // (stage, b)
   std::map<std::pair<int, long>, std::vector<int>> partitions_;         // (b, micro-batches in flight cap)
-  std::map<long, Choice> best_;
+  std::vector<Choice> best_;  // by n; micro_batch -1: not computed yet (n is at most the global batch)
 
   // Per stage, per group: its memory query without the samples, its GPUs' usable bytes, and its GPU type
   // for LayerTimes (LayerTimes::type_id).
