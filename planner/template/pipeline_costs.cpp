@@ -135,11 +135,9 @@ double StageMemoryLines::bytes(Lines& lines, const Query& q, int begin, int end,
     in.dp = std::max(1, q.zero1_dp);
     in.local_experts = q.local_experts;
     in.ep = q.ep;
-    in.in_flight = 0;
-    const double idle = stage_memory(model, in).total();
-    in.in_flight = 1;
-    const double one = stage_memory(model, in).total();
-    line = {idle, one - idle};
+    const auto [at_0, at_1] = stage_memory_idle_and_one(model, in);
+    const double idle = at_0.total();
+    line = {idle, at_1.total() - idle};
   }
   return line.first + static_cast<double>(in_flight) * line.second;
 }
