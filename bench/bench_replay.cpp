@@ -35,7 +35,7 @@ void BM_ReplayAlibabaMegatron(benchmark::State& state) {
   ReplayResult r;
   for (auto _ : state) {
     auto p = planner::make_planner("megatron");
-    const ReplanCallback cb = [&](const Cluster& snap, long gb) {
+    const ReplanCallback cb = [&](const Cluster& snap, long gb, const LastPlan&) {
       const Topology topo(snap);
       planner::PlanRequest req;
       req.cluster = &snap;

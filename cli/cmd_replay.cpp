@@ -36,6 +36,7 @@ Usage:
   arachne replay --trace FILE [--trace-format F] [--cluster FILE] --model M --planner NAME[,NAME...]
                  [--until S] [--planning-time measured|SECONDS] [--checkpoint-interval S]
                  [--storage-bandwidth "2 GB/s"] [--restart S] [--coalesce S] [--global-batch N]
+                 [--budget N] [--budget-wall S] [--no-warm-start]
                  [--nodes N] [--load-scale X] [--out F.h5] [--json] [--seed N]
 
 Example:
@@ -158,6 +159,8 @@ int run_replay(const std::vector<std::string>& args, const std::string& command_
       ("restart", po::value<std::string>()->value_name("S")->default_value("60"), "process restart on reconfiguration, seconds")
       ("coalesce", po::value<std::string>()->value_name("S")->default_value("0"), "merge changes closer than this")
       ("budget", po::value<std::string>()->value_name("N")->default_value("2000"), "planner evaluations per replan")
+      ("budget-wall", po::value<std::string>()->value_name("S"), "wall-clock cap per replan, seconds (default: none)")
+      ("no-warm-start", po::bool_switch(), "do not give the planner the plan the job runs (arachne: no warm-start template)")
       ("out", po::value<std::string>()->value_name("F.h5"), "intervals and totals per planner as HDF5, and F.png (throughput and cumulative tokens)")
       ("json", po::bool_switch(), "one JSON object on stdout");
   po::variables_map vm;
@@ -188,6 +191,8 @@ int run_replay(const std::vector<std::string>& args, const std::string& command_
   const long gb = vm.count("global-batch") ? parse_int_flag("--global-batch", vm["global-batch"].as<std::string>(), 1)
                                            : model.global_batch;
   const long budget = parse_int_flag("--budget", vm["budget"].as<std::string>(), 1);
+  const double budget_wall = vm.count("budget-wall") ? parse_seconds_flag("--budget-wall", vm["budget-wall"].as<std::string>()) : 0;
+  const bool warm_start = !vm["no-warm-start"].as<bool>();
   std::vector<std::string> names;
   {
     std::stringstream ss(vm["planner"].as<std::string>());
@@ -207,9 +212,7 @@ int run_replay(const std::vector<std::string>& args, const std::string& command_
                  trace.trace.nodes.size(), (ro.until_s >= 0 ? ro.until_s : trace.trace.end_s) / 3600);
     const bool tty = isatty(fileno(stderr)) != 0;
     long planned = 0;
-    std::optional<Plan> previous_plan;  // the last plan returned, on the snapshot it was made for
-    std::optional<Cluster> previous_cluster;
-    const ReplanCallback cb = [&](const Cluster& snap, long batch) {
+    const ReplanCallback cb = [&](const Cluster& snap, long batch, const LastPlan& last) {
       // Progress on a terminal: distinct snapshots planned so far (repeated snapshots come from the cache).
       if (tty && ++planned % 10 == 0) std::fprintf(stderr, "\rreplay: %s: %ld snapshots planned", p->name().c_str(), planned);
       const Topology topo(snap);
@@ -219,15 +222,12 @@ int run_replay(const std::vector<std::string>& args, const std::string& command_
       req.model = &model;
       req.global_batch = batch;
       req.budget_evaluations = budget;
-      if (previous_plan) {
-        req.previous_plan = &*previous_plan;
-        req.previous_cluster = &*previous_cluster;
+      req.budget_wall_s = budget_wall;
+      if (warm_start) {  // the plan the job runs: a warm start for planners that use it
+        req.previous_plan = last.plan;
+        req.previous_cluster = last.cluster;
       }
       const planner::PlanResult r = p->plan(req);
-      if (r.plan) {
-        previous_plan = r.plan;
-        previous_cluster = snap;
-      }
       ReplanOutcome o;
       o.plan = r.plan;
       o.planning_time_s = r.planning_time_s;

@@ -6,8 +6,8 @@
 set -euo pipefail
 build="${1:-build}"
 export ORACLE_WALL="${ORACLE_WALL:-600}" ORACLE_THREADS="${ORACLE_THREADS:-2}"
-echo "| cluster | model | complete | wall | simulations | pruned by bound | structures | iteration | why incomplete |"
-echo "|---|---|---|---:|---:|---:|---:|---:|---|"
+echo "| cluster | model | complete | wall | simulations | pruned by bound | structures | complete search: structures reached of the space | iteration | why incomplete |"
+echo "|---|---|---|---:|---:|---:|---:|---:|---:|---|"
 while read -r spec model; do
   [[ -z "$spec" || "$spec" == \#* ]] && continue
   ORACLE_SPEC="$spec" ORACLE_MODEL="$model" "$build/arachne_tests" --gtest_also_run_disabled_tests \

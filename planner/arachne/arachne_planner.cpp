@@ -134,16 +134,21 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
   };
   CompletionCache cache(*r.cluster, *r.model);  // per-layer times and stage memory, shared by the templates
   std::vector<CompletedPlan> all;
+  const IterationLowerBound lower_bound(*r.cluster, *r.model, global);
+  double best_priced = std::numeric_limits<double>::infinity();
   const TemplatePricer complete = [&](const Template& t) -> std::optional<double> {
     if (timer.wall_budget_spent(r)) {
       *cut = true;
       return std::nullopt;
     }
+    // A template whose GPUs cannot beat a plan already priced even at their best GEMM rate is not completed.
+    if (lower_bound(t.gpus_by_type()) >= best_priced) return std::nullopt;
     std::optional<double> best;
     for (CompletedPlan& c : complete_template(t, {r.cluster, r.topo, r.model, global, &cache}, price, {.max_candidates = r.arachne_completions})) {
       if (!best || c.priced_s < *best) best = c.priced_s;
       all.push_back(std::move(c));
     }
+    if (best) best_priced = std::min(best_priced, *best);
     return best;
   };
   local_search(templates, *r.cluster, *r.model, complete, {.rounds = r.arachne_refine, .width = 2});

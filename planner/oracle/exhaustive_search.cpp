@@ -32,6 +32,9 @@ constexpr size_t kBufferSize = 4096;
 constexpr size_t kBatchSize = 16;
 // Enumeration caps: beyond them the search stops and reports itself incomplete.
 constexpr long kMaxPipeShapes = 200000;
+// Structures listed for the best-first order (memory); beyond, the listed ones are searched and the search is
+// incomplete.
+constexpr size_t kMaxStructures = 5000000;
 constexpr long kMaxOptionsPerShape = 2000000;
 constexpr long kMaxCachedOptions = 5000000;
 // The reduction lift takes the least bucket floor over a structure's placements when it has at most this many
@@ -163,13 +166,18 @@ class Search {
     rec();
   }
 
-  // Every multiset of pipeline shapes within the GPUs (non-decreasing shape ids).
+  // Every multiset of pipeline shapes within the GPUs (non-decreasing shape ids), searched best first: in
+  // ascending structure_order, ties in enumeration order. The order only decides how early a good incumbent
+  // is found (every structure is still searched or pruned by a proof, and the order depends on the inputs
+  // alone).
   void enumerate_structures() {
     const int NG = static_cast<int>(cluster_.groups.size());
+    std::vector<std::pair<std::pair<double, long>, std::vector<int>>> found;
     std::vector<int> used(NG, 0), pipes;
     std::function<void(int)> rec = [&](int from) {
       if (stop_) return;
-      if (!pipes.empty() && pipes.size() <= static_cast<size_t>(G_)) search_structure(pipes);
+      if (found.size() >= kMaxStructures) return;
+      if (!pipes.empty() && pipes.size() <= static_cast<size_t>(G_)) found.emplace_back(structure_order(pipes), pipes);
       for (int ps = from; ps < static_cast<int>(pipe_shapes_.size()) && !stop_; ++ps) {
         const PipeShape& p = pipe_shapes_[ps];
         bool fits = true;
@@ -183,6 +191,37 @@ class Search {
       }
     };
     rec(0);
+    if (found.size() < kMaxStructures) stats_.space_structures = static_cast<long>(found.size());
+    std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [order, structure] : found) {
+      if (stop_) return;
+      search_structure(structure);
+    }
+    if (found.size() >= kMaxStructures) cut("more than " + std::to_string(kMaxStructures) + " structures");
+  }
+
+  // The order of the search (a heuristic, not a bound): the global batch over the summed speed of the
+  // structure's GPUs, each processing whole samples at its per-sample floor (the fastest recompute level),
+  // then fewer stages in all (fewer bubbles and transfers).
+  std::pair<double, long> structure_order(const std::vector<int>& pipes) {
+    double best = kInf;
+    long stages = 0;
+    for (const int ps : pipes)
+      if (!may_fit(ps)) return {kInf, 0};  // proven out of memory when searched
+    for (const int ps : pipes) stages += static_cast<long>(pipe_shapes_[ps].stages.size());
+    for (int rc = 0; rc < 3; ++rc) {
+      double speed = 0;
+      for (const int ps : pipes)
+        for (const int ss : pipe_shapes_[ps].stages) {
+          const StageShape& st = stage_shapes_[ss];
+          for (const int ng : st.group_ng) {
+            const std::vector<double>& pre = floor_prefix(ng, st.tp, rc);
+            speed += 1 / (pre[L_] + pre[L_ + 1] + pre[L_ + 2]);
+          }
+        }
+      best = std::min(best, static_cast<double>(G_) / speed);
+    }
+    return {best, stages};
   }
 
   // ------------------------------------------------------------------ one structure
@@ -247,18 +286,26 @@ class Search {
     return rate_[key] = work / workers * (1 - 1e-9);
   }
 
-  // Stage work bound: stage j of shape ps holding layers [a, e) for n samples keeps one of its groups busy
-  // for at least n x stage_rate(j, a, e) - every sample passes each of its layers on one of its groups at no
-  // less than that layer's least per-sample cost there (LowerBound::per_sample_floor), and the busiest of its
-  // groups carries at least 1/groups of the stage's work. rest[j][e]: the least, over contiguous partitions of
-  // layers [e, L) into stages j.., of the largest stage rate (+inf when impossible). A branch whose first
-  // stages end at layer e with n samples is no faster than n x rest[k + 1][e].
+  // Stage work bound (a water-filling over the stage's groups): stage j of shape ps holding layers [a, e) for
+  // n samples keeps one of its groups busy for at least n x rate(j, a, e). Its groups take s_g samples of
+  // each micro-batch (sum_g s_g = b, n = m b), and group g runs each of its m s_g samples through those
+  // layers at no less than c_g, their summed least per-sample cost on its GPU type and tp
+  // (LowerBound::per_sample_floor); if every group ended before T then n = sum_g m s_g < T sum_g 1 / c_g, so
+  // the busiest is busy for at least n / sum_g (1 / c_g) = n x rate. rest[j][e]: the least, over contiguous
+  // partitions of layers [e, L) into stages j.., of the largest stage rate (+inf when impossible). A branch
+  // whose first stages end at layer e with n samples is no faster than n x rest[k + 1][e].
   struct StageRates {
-    std::vector<std::vector<double>> prefix;  // per stage: prefix sums over layers of the least per-sample cost
-    std::vector<double> emb, head, groups;    // per stage
-    std::vector<std::vector<double>> rest;    // [stage][layer]
+    // per stage: (prefix sums of a node group's per-sample floors as floor_prefix has them, its groups there)
+    std::vector<std::vector<std::pair<const std::vector<double>*, int>>> groups;
+    std::vector<std::vector<double>> rest;  // [stage][layer]
     double rate(int j, int a, int e, int L) const {
-      return (prefix[j][e] - prefix[j][a] + (a == 0 ? emb[j] : 0.0) + (e == L ? head[j] : 0.0)) / groups[j];
+      double speed = 0;  // samples per second of the stage's groups at their floors
+      for (const auto& [pre, count] : groups[j]) {
+        const double c = (*pre)[e] - (*pre)[a] + (a == 0 ? (*pre)[L + 1] : 0.0) + (e == L ? (*pre)[L + 2] : 0.0);
+        if (c <= 0) return 0.0;
+        speed += count / c;
+      }
+      return 1 / speed;
     }
   };
   const StageRates& stage_rates(int ps, int rc) {
@@ -270,17 +317,9 @@ class Search {
     StageRates sr;
     for (const int ss : stages) {
       const StageShape& st = stage_shapes_[ss];
-      std::vector<double> least(L_ + 2, kInf);
-      for (const int ng : st.group_ng) {
-        const std::vector<double>& f = lb_.per_sample_floor(ng, st.tp, kRecompute[rc], static_cast<int>(G_));
-        for (int l = 0; l < L_ + 2; ++l) least[l] = std::min(least[l], f[l]);
-      }
-      std::vector<double> pre(L_ + 1, 0.0);
-      for (int l = 0; l < L_; ++l) pre[l + 1] = pre[l] + least[l];
-      sr.prefix.push_back(std::move(pre));
-      sr.emb.push_back(least[L_]);
-      sr.head.push_back(least[L_ + 1]);
-      sr.groups.push_back(static_cast<double>(st.group_ng.size()));
+      sr.groups.emplace_back();
+      for (size_t ng = 0; ng < st.groups.size(); ++ng)
+        if (st.groups[ng] > 0) sr.groups.back().emplace_back(&floor_prefix(static_cast<int>(ng), st.tp, rc), st.groups[ng]);
     }
     sr.rest.assign(S + 1, std::vector<double>(L_ + 1, kInf));
     sr.rest[S][L_] = 0;
@@ -382,6 +421,49 @@ class Search {
     }
     return room;
   }
+  // The bound of a stage's (micro-batch size, count) before its splits are enumerated. A split's groups are
+  // admitted one by one, each on its own bound (a group's term of pipeline_lower_bound depends only on its
+  // own samples and the earlier stages), so the best split is no faster than the incumbent unless every
+  // group g can take some v_g it admits with sum_g v_g = b; in particular unless sum_g (the largest v it
+  // admits) >= b - the water level of the groups' exact per-group bounds (time as a function of samples,
+  // with the embedding, head, optimizer step and reduction tail; not assumed monotone: every v below the
+  // caps `room` and `fit_cap` - memory_cap - is tried from the top). Returns each group's largest admitted v
+  // (0: none); groups of one node group share it. share_splits then prunes a split whose later groups cannot
+  // hold what is left.
+  std::vector<int> split_room(const StageShape& st, int b, std::vector<int> room, const std::function<int(int)>& fit_cap,
+                              const std::function<bool(int, int, bool)>& admit, const std::function<void(int)>& leave) {
+    std::map<int, int> by_node_group;
+    for (size_t g = 0; g < room.size(); ++g) {
+      auto [it, fresh] = by_node_group.try_emplace(st.group_ng[g], 0);
+      if (fresh) {
+        int v = std::min({room[g], b, fit_cap(static_cast<int>(g))});
+        while (v >= 1 && !admit(static_cast<int>(g), v, false)) --v;
+        if (v >= 1) leave(static_cast<int>(g));
+        it->second = v;
+      }
+      room[g] = it->second;
+    }
+    return room;
+  }
+
+  // The most samples per micro-batch a TP group of node group ng and tp holding layers [a, e) can take with
+  // `in_flight` micro-batches in flight before it is proven out of memory (0: none; at most G). Memory grows
+  // with the samples - stage_memory's activation terms are linear in them with non-negative coefficients
+  // (sim/model/memory.cpp) - so the largest v that fits (a binary search) caps every v that fits. Cached.
+  int memory_cap(int ng, int tp, int a, int e, int rc, int in_flight, bool zero1) {
+    const auto key = std::make_tuple(ng, tp, a, e, rc * 2 + (zero1 ? 1 : 0), in_flight);
+    auto it = memory_caps_.find(key);
+    if (it != memory_caps_.end()) return it->second;
+    auto fits = [&](long v) { return !lb_.out_of_memory(ng, tp, static_cast<double>(v), a, e, kRecompute[rc], in_flight, zero1, 0); };
+    long lo = 0, hi = G_;  // fits(lo) (0: vacuously); the largest v that fits is <= hi
+    if (fits(hi)) lo = hi;
+    while (hi - lo > 1) {
+      const long mid = lo + (hi - lo) / 2;
+      (fits(mid) ? lo : hi) = mid;
+    }
+    return memory_caps_[key] = static_cast<int>(lo);
+  }
+
   // Prefix sums over layers of per_sample_floor, then the embedding's and the head's (size L + 3).
   const std::vector<double>& floor_prefix(int ng, int tp, int rc) {
     const auto key = std::make_tuple(ng, tp, rc);
@@ -432,30 +514,37 @@ class Search {
             ++stats_.pruned_by_bound;
             continue;
           }
-          // Group by group: a group proven out of memory, or a partial pipeline whose bound (its last stage's
-          // groups so far: every term of pipeline_lower_bound for them is already final) reaches the
-          // incumbent, ends the branch.
+          // Group by group: a partial pipeline whose bound (its last stage's groups so far: every term of
+          // pipeline_lower_bound for them is already final) reaches the incumbent ends the branch; samples
+          // proven out of memory are above split_room's caps.
           times.emplace_back();
-          auto enter = [&](int g, int v) {
+          // Group g may take v samples (no more than split_room's memory cap): its own bound
+          // (pipeline_lower_bound's term for it: the earlier stages' are below the incumbent, and its stage's
+          // other groups do not enter it) is below the incumbent; then its times stay on `times` until leave().
+          auto fit_cap = [&](int g) { return memory_cap(st.group_ng[g], st.tp, begin, e, rc, std::min(S - k, m_lo), zero1); };
+          auto admit = [&](int g, int v, bool count) {
             tick();
             const int ng = st.group_ng[g];
-            if (lb_.out_of_memory(ng, st.tp, v, begin, e, r, std::min(S - k, m_lo), zero1, 0)) {
-              ++stats_.proven_oom;
-              return false;
-            }
             times.back().push_back(lb_.group_times(ng, st.tp, v, begin, e, r, zero1));
             if (option_floor_ && S == 1)  // the tail does not depend on m: m_lo's serves every m
               times.back().back().tail_s = lb_.reduction_tail(*option_floor_, {ng, st.tp, static_cast<double>(v)}, begin,
                                                               e, r, times.back().back(), 0.0, m_lo, 0);
             if (pipeline_lower_bound(times, m_lo) >= inc_.bound()) {
-              ++stats_.pruned_by_bound;
+              if (count) ++stats_.pruned_by_bound;
               times.back().pop_back();
               return false;
             }
             return true;
           };
+          auto enter = [&](int g, int v) { return admit(g, v, true); };
           auto leave = [&](int) { times.back().pop_back(); };
-          share_splits(st, b, group_room(st, b, m_lo, begin, e, rc), enter, leave, [&](const std::vector<int>& x) {
+          const std::vector<int> room = split_room(st, b, group_room(st, b, m_lo, begin, e, rc), fit_cap, admit, leave);
+          if (std::accumulate(room.begin(), room.end(), 0L) < b) {
+            ++stats_.pruned_by_bound;  // no split of the micro-batch over the stage's groups is below the incumbent
+            times.pop_back();
+            continue;
+          }
+          share_splits(st, b, room, enter, leave, [&](const std::vector<int>& x) {
             cur.cuts.push_back(e);
             cur.samples.push_back(x);
             rec(k + 1);
@@ -983,6 +1072,7 @@ class Search {
   std::vector<Candidate> buffer_;
   std::set<std::string> seen_;
   std::map<int, bool> may_fit_;
+  std::map<std::tuple<int, int, int, int, int, int>, int> memory_caps_;
   std::map<std::pair<int, int>, double> rate_;
   std::map<std::pair<int, int>, StageRates> stage_rates_;
   std::map<std::tuple<int, int, int>, std::vector<double>> floor_prefix_;

@@ -20,6 +20,7 @@ struct Incumbent {
 
 struct ExhaustiveStats {
   long structures = 0;         // structures (multisets of pipeline shapes) searched
+  long space_structures = 0;   // structures of the declared space (searched or not; 0 when not all listed)
   long candidates = 0;         // complete plans reached by the enumeration (bounded individually)
   long pruned_by_bound = 0;    // plans and option sets discarded because their bound >= incumbent
   long proven_oom = 0;         // plans discarded by a memory proof

@@ -32,16 +32,22 @@ double pipeline_lower_bound(const std::vector<std::vector<GroupTimes>>& stages, 
   for (size_t k = 0; k < stages.size(); ++k) {
     double min_f = kInf, min_b = kInf;
     for (const GroupTimes& g : stages[k]) {
-      // After its last backward: its own reduction tail and step, or the chain back to a stage-0 group's.
-      const double own = g.tail_s + g.optimizer_s;
-      const double after = k == 0 ? own : std::max(own, chain_b + finish0);
+      // After its last backward: the exchange sending its gradients (none on stage 0), its own reduction tail
+      // (the step waits for both) and step, or those gradients' chain back to a stage-0 group's end.
+      const double own = std::max(g.send_b_s, g.tail_s) + g.optimizer_s;
+      const double after = k == 0 ? own : std::max(own, g.send_b_s + chain_b + finish0);
+      // Its program to its last backward: 2m tasks and the blocking exchanges after all but that backward.
+      const double work = m * (g.forward_s + g.backward_s) + m * g.send_f_s + (m - 1) * g.send_b_s;
       // Durations on the chain: k forwards and k backwards of earlier stages, 2m tasks, one optimizer step;
-      // each task is two scheduled durations (kernels, TP collectives). The tail carries its own slack.
+      // each task is two scheduled durations (kernels, TP collectives). The tail and the transfer floors carry
+      // their own slack.
       const double durations = 2.0 * (2.0 * m + 2.0 * static_cast<double>(k) + 1.0);
-      const double t = chain_f + m * (g.forward_s + g.backward_s) + after;
+      const double t = chain_f + work + after;
       best = std::max(best, t * (1 - kRelativeSlack) - durations * kRoundingPerDuration);
-      min_f = std::min(min_f, g.forward_s);
-      min_b = std::min(min_b, g.backward_s);
+      // Micro-batch 0's activations leave stage k through some group's forward and one of its transfers; the
+      // last gradients pass back through some group's backward and (k > 0) one of its transfers.
+      min_f = std::min(min_f, g.forward_s + g.send_f_s);
+      min_b = std::min(min_b, g.backward_s + g.send_b_s);
       if (k == 0) finish0 = std::min(finish0, own);
     }
     chain_f += min_f;
@@ -242,6 +248,7 @@ std::optional<double> LowerBound::plan_bound(const Plan& plan) const {
         stages[k].push_back(t);
       }
     }
+    if (topo_ && transfers_) add_transfers(pl, stages);
     // Each group's last backward starts no earlier than the forward chain to its stage plus m forwards and
     // m - 1 backwards of its own (2m - 1 + k tasks of two rounded durations each).
     double chain_f = 0;
@@ -257,7 +264,7 @@ std::optional<double> LowerBound::plan_bound(const Plan& plan) const {
                                            plan.recompute, start, &ready);
         t.tail_s = std::max(0.0, own - start - t.backward_s) + tails[p][k][gi];
         after.push_back({st.layer_begin, st.layer_end, tails[p][k][gi] + t.optimizer_s});
-        min_f = std::min(min_f, t.forward_s);
+        min_f = std::min(min_f, t.forward_s + t.send_f_s);
       }
       chain_f += min_f;
     }
@@ -319,8 +326,57 @@ double LowerBound::bucket_releases(const Segments& segments, int node_group, int
 }
 
 double LowerBound::last_backward_start(double chain_f, const GroupTimes& t, int m, int k) {
-  return (chain_f + m * t.forward_s + (m - 1) * t.backward_s) * (1 - kRelativeSlack) -
+  return (chain_f + m * (t.forward_s + t.send_f_s) + (m - 1) * (t.backward_s + t.send_b_s)) * (1 - kRelativeSlack) -
          2.0 * (2.0 * m + k) * kRoundingPerDuration;
+}
+
+// Each group's exchanges with the neighbouring stages as build_stage_work lowers them (sim/exec/stage_work.cpp):
+// one transfer to each group of the next (activations) and previous (gradients) stage whose sample interval
+// overlaps its own, of the overlap's samples. Its exchange after a task waits for all of them; the least is
+// kept (it also bounds the transfer that carries micro-batch 0 on the chains).
+void LowerBound::add_transfers(const Pipeline& pl, std::vector<std::vector<GroupTimes>>& stages) const {
+  auto interval = [](const Stage& st, size_t g) {
+    double lo = 0;
+    for (size_t i = 0; i < g; ++i) lo += st.groups[i].share;
+    return std::make_pair(lo, lo + st.groups[g].share);
+  };
+  const int S = static_cast<int>(pl.stages.size());
+  for (int k = 0; k < S; ++k)
+    for (size_t g = 0; g < pl.stages[k].groups.size(); ++g) {
+      const auto [lo, hi] = interval(pl.stages[k], g);
+      for (const int dir : {0, 1}) {
+        const int nk = dir == 0 ? k + 1 : k - 1;
+        if (nk < 0 || nk >= S) continue;
+        double least = kInf;
+        for (size_t h = 0; h < pl.stages[nk].groups.size(); ++h) {
+          const auto [nlo, nhi] = interval(pl.stages[nk], h);
+          const double overlap = std::min(hi, nhi) - std::max(lo, nlo);
+          if (overlap <= 1e-12) continue;
+          least = std::min(least, transfer_floor(pl.stages[k].groups[g], pl.stages[nk].groups[h], overlap * pl.micro_batch));
+        }
+        if (std::isfinite(least)) (dir == 0 ? stages[k][g].send_f_s : stages[k][g].send_b_s) = least;
+      }
+    }
+}
+
+// make_link's bundle (sim/exec/stage_work.cpp) moves its members in lockstep at a member rate no larger than
+// any link's capacity on their routes (max-min fair shares, and a mirrored bundle's rate bound, are at most
+// min capacity / multiplicity, sim/net/flow_network.h), after its latency; the engine rounds the latency and
+// the completion to the nanosecond.
+double LowerBound::transfer_floor(const TpGroup& src, const TpGroup& dst, double samples) const {
+  if (!topo_) return 0.0;
+  const int k = std::min(src.tp, dst.tp);
+  double latency = 0, cap = kInf;
+  for (int j = 0; j < k; ++j) {
+    const GpuId a = src.gpus[static_cast<size_t>(j) * src.tp / k];
+    const GpuId b = dst.gpus[static_cast<size_t>(j) * dst.tp / k];
+    latency = std::max(latency, topo_->latency_s(a, b));
+    for (const LinkId l : topo_->route(a, b)) cap = std::min(cap, topo_->links()[l].capacity);
+  }
+  latency += cluster_.gpu_spec(src.gpus.front()).compute.collective_overhead_s;
+  const double bytes = p2p_bytes(model_, samples) / k;
+  const double t = latency + (std::isfinite(cap) && cap > 0 ? bytes / cap : 0.0);
+  return std::max(0.0, t * (1 - kRelativeSlack) - 2 * kRoundingPerDuration);
 }
 
 // Each bucket's floor is reduction_tails' for one placement; the least over the placements is no more than the

@@ -14,6 +14,16 @@
 //   - the stage-0 group reached runs its optimizer step after that (k = 0: w's own, O_w).
 //   end >= sum_{j<k} min F_j + m (F_w + B_w) + sum_{j<k} min B_j + (k > 0 ? min_g (R+O)_{0,g} : 0),
 //   end >= sum_{j<k} min F_j + m (F_w + B_w) + (R+O)_w,
+// and, when the placement is known, with the pipeline's point-to-point transfers (sim/exec/pipeline_schedule.h:
+// under Megatron's 1F1B every forward of a stage with a next stage is followed by a blocking exchange that
+// sends its activations, every backward of a stage with a previous one by one that sends its input gradients;
+// an exchange ends when its transfers have, a transfer starts no earlier than the exchange is posted and
+// lasts at least its latency plus its bytes per member at its route's least capacity, sim/net/flow_network.h):
+// X_f, X_b the floors of the worker's least activation / gradient transfer (0 where there is none),
+//   chain to stage k:  sum_{j<k} min_g (F + X_f)_{j,g},   back from stage k:  sum_{j<k} min_g (B + X_b)_{j,g},
+//   own work:          m (F_w + B_w) + m X_f,w + (m - 1) X_b,w, then the last exchange and the step:
+//   end >= chain + own work + max(X_b,w, R_w) + O_w   (the step waits for the program's end and the reduction),
+//   end >= chain + own work + X_b,w + back from stage k + min_g (R+O)_{0,g}   (k > 0).
 // where R_w (the reduction tail, when the topology is known and the model is dense) is what the gradient
 // reduction provably adds after the worker's last backward (sim/exec/grad_sync.cpp):
 //   - the bucket holding the worker's first layer (with the embedding on stage 0) becomes ready when the
@@ -64,6 +74,11 @@ struct GroupTimes {
   // Time the gradient reduction provably adds after the group's last backward ends (before and after its
   // optimizer step); 0 when not known.
   double tail_s = 0;
+  // The least duration of the blocking exchange after each forward (its activations to the next stage) and
+  // after each backward (its input gradients to the previous stage): the floor of its least transfer
+  // (LowerBound::transfer_floor); 0 when the stage has no such neighbour or the placement is not known.
+  double send_f_s = 0;
+  double send_b_s = 0;
 };
 
 // Lower bound on the end of the last worker of one 1F1B pipeline with m micro-batches; stages[k] lists the
@@ -93,8 +108,18 @@ class LowerBound {
   const std::vector<double>& per_sample_floor(int node_group, int tp, Recompute rc, int max_samples) const;
 
   // A lower bound on simulate_iteration(plan).iteration_time_s; nullopt when the simulator would report the
-  // plan out of memory. Plans other than 1F1B without interleaving get 0 (no bound).
+  // plan out of memory. Plans other than 1F1B without interleaving get 0 (no bound). With a topology it counts
+  // the gradient reduction and the pipeline's point-to-point transfers (unless count_transfers(false)).
   std::optional<double> plan_bound(const Plan& plan) const;
+  // Whether plan_bound counts the point-to-point transfers (default true; tests compare both).
+  void count_transfers(bool on) { transfers_ = on; }
+
+  // The least time of a pipeline transfer of `samples` sequences' activations (or their gradients) from TP
+  // group `src` to TP group `dst` as the simulator lowers it (sim/exec/stage_work.cpp make_link: min(tp)
+  // rank pairs each sending 1/min(tp) of it, after the largest pair latency plus the sender's call overhead),
+  // each pair's bytes at no more than its route's least capacity; less the engine's rounding. 0 without a
+  // topology.
+  double transfer_floor(const TpGroup& src, const TpGroup& dst, double samples) const;
 
   // A lower bound on the time of the collective `kind` over `members` on `bytes` (collective_transfers'
   // flows, each no faster than its route's least capacity); 0 for fewer than two members.
@@ -155,6 +180,8 @@ class LowerBound {
                          Recompute rc, double start, std::map<int, std::vector<double>>* ready) const;
   // The earliest start of the last backward of a group on stage k after `chain_f` (the forward chain to its
   // stage) with m micro-batches of `t`, less the engine's rounding and summation slack.
+  // Sets send_f_s / send_b_s of each group of the pipeline (stages: its groups' times).
+  void add_transfers(const Pipeline& pl, std::vector<std::vector<GroupTimes>>& stages) const;
   static double last_backward_start(double chain_f, const GroupTimes& t, int m, int k);
   static double buckets_reduced(const std::vector<BucketFloor>& buckets, const std::vector<double>& release);
   const Table& table(int node_group, int tp, double samples, Recompute rc) const;
@@ -163,6 +190,7 @@ class LowerBound {
   const Cluster& cluster_;
   const ModelConfig& model_;
   const Topology* topo_ = nullptr;
+  bool transfers_ = true;
   std::vector<double> capacity_;  // per node group: GPU memory (bytes)
   mutable std::map<std::tuple<int, int, double, int>, Table> tables_;
   mutable std::map<std::tuple<int, int, int, int>, std::vector<double>> floors_;

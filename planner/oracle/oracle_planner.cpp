@@ -919,6 +919,8 @@ void Oracle::phase3() {
   const ExhaustiveStats st = exhaustive_search(req_, global_, lim, inc);
   eval_.charge(st.simulated);
   stats_.structures += st.structures;
+  stats_.exhaustive_structures = st.structures;
+  stats_.space_structures = st.space_structures;
   stats_.candidates += st.candidates;
   stats_.pruned_by_bound = st.pruned_by_bound;
   stats_.proven_oom = st.proven_oom;

@@ -41,6 +41,8 @@ class OraclePlanner : public Planner {
     long candidates = 0;          // priced / bounded candidates (all phases)
     long simulated = 0;           // simulator evaluations (all phases)
     long exhaustive_simulated = 0;  // of which in the complete search
+    long exhaustive_structures = 0;  // structures the complete search reached
+    long space_structures = 0;       // of the structures of its declared space (0: not enumerated)
     long pruned_by_bound = 0;     // complete search: plans or option sets proven no better by their bound
     long proven_oom = 0;          // complete search: plans proven out of memory
     bool enumeration_capped = false;

@@ -394,6 +394,18 @@ struct Estimator::Impl {
   }
 
   // ---------------------------------------------------------------- expert parallelism
+  // With EP ranks made of the stage's GPUs (members: the peers' GPUs in order, ep_etp per rank), the index
+  // in c.ep_peers of the worker that holds rank r's first GPU.
+  static int rank_holder(const std::vector<Worker>& ws, const Chunk& c, int r) {
+    int first = r * c.ep_etp;
+    for (size_t k = 0; k < c.ep_peers.size(); ++k) {
+      const int n = static_cast<int>(ws[c.ep_peers[k]].tg->gpus.size());
+      if (first < n) return static_cast<int>(k);
+      first -= n;
+    }
+    return static_cast<int>(c.ep_peers.size()) - 1;
+  }
+
   // Adds to every expert-parallel chunk's passes what its MoE layers add (iteration.cpp run_phase): per
   // MoE layer the dispatch and the combine all-to-all and the routed experts; every all-to-all waits for
   // all EP peers, so the slowest peer's experts gate the layer. Tokens per expert: the expected kept load.
@@ -419,18 +431,22 @@ struct Estimator::Impl {
         const Stage& st = plan.pipelines[w.pipeline].stages[c.vstage];
         std::vector<int> rank_experts = st.experts;
         if (rank_experts.empty()) rank_experts.assign(c.ep, model.moe->experts / c.ep);
-        // Routed experts (iteration.cpp expert_time_s): the slowest EP rank, forward and backward.
+        // Routed experts (iteration.cpp expert_time_s): every rank runs its experts on its own GPUs - the
+        // peer worker that holds it, sharded over that worker's TP group, or over ep_etp GPUs when the ranks
+        // are sets of the stage's GPUs - and the all-to-all that follows waits for the slowest, forward and
+        // backward.
         double expert_f = 0, expert_b = 0;
         for (int r = 0; r < c.ep; ++r) {
-          const int shards = c.ep_members ? c.ep_etp : w.tg->tp;
+          const Worker& holder = ws[c.ep_peers[c.ep_members ? rank_holder(ws, c, r) : r]];
+          const int shards = c.ep_members ? c.ep_etp : holder.tg->tp;
           const bool full = plan.recompute == Recompute::Full;
-          const auto key = std::make_tuple(w.gpu, shards, rank_experts[r], std::lround(kept), full);
+          const auto key = std::make_tuple(holder.gpu, shards, rank_experts[r], std::lround(kept), full);
           auto it = experts_s.find(key);
           if (it == experts_s.end()) {
             const std::vector<OpCost> ops =
                 expert_forward_ops(model, std::vector<long>(rank_experts[r], std::lround(kept)), shards);
-            const double f = ops_time_s(ops, *w.gpu, model.dtype);
-            it = experts_s.emplace(key, std::make_pair(f, ops_time_s(backward_of(ops), *w.gpu, model.dtype) + (full ? f : 0.0))).first;
+            const double f = ops_time_s(ops, *holder.gpu, model.dtype);
+            it = experts_s.emplace(key, std::make_pair(f, ops_time_s(backward_of(ops), *holder.gpu, model.dtype) + (full ? f : 0.0))).first;
           }
           expert_f = std::max(expert_f, it->second.first);
           expert_b = std::max(expert_b, it->second.second);
@@ -913,6 +929,29 @@ struct Estimator::Impl {
     return e;
   }
 };
+
+IterationLowerBound::IterationLowerBound(const Cluster& cluster, const ModelConfig& model, long global_batch)
+    : cluster_(cluster), dtype_(model.dtype) {
+  if (model.moe) return;
+  const ShardSpec one{.tp = 1, .sequence_parallel = false, .samples = 1};
+  auto add = [&](const std::vector<OpCost>& ops) {
+    for (const OpCost& op : ops)
+      if (op.cls == OpClass::Gemm) flops_ += op.flops;
+  };
+  for (int l = 0; l < model.layers; ++l) add(layer_forward_ops(model, l, one)), add(layer_backward_ops(model, l, one));
+  add(embedding_forward_ops(model, one)), add(embedding_backward_ops(model, one));
+  add(head_forward_ops(model, one)), add(head_backward_ops(model, one));
+  flops_ *= static_cast<double>(global_batch);
+}
+
+double IterationLowerBound::operator()(const std::map<std::string, int>& gpus) const {
+  double rate = 0;  // the GPUs' best summed GEMM FLOP/s
+  for (const auto& [type, count] : gpus) {
+    const GpuSpec& g = cluster_.catalog.at(type);
+    rate += count * g.peak_for(dtype_) * g.compute.gemm_eff_max;
+  }
+  return rate > 0 ? flops_ / rate : 0.0;
+}
 
 Estimator::Estimator(const Cluster& cluster, const Topology& topo, const ModelConfig& model)
     : Estimator(cluster, topo, model, fitted_estimator_coefficients()) {}

@@ -31,7 +31,9 @@
 // expected expert load, the coupling of pipelines through expert-parallel rendezvous, and the differences
 // between the TP groups of one stage (the stage runs at its slowest group's pace).
 #pragma once
+#include <map>
 #include <memory>
+#include <string>
 
 #include "sim/hw/cluster.h"
 #include "sim/hw/topology.h"
@@ -60,6 +62,25 @@ struct Estimate {
   // gradient reduction, optimizer step and ZeRO-1 all-gather add after it on the critical worker.
   double pipeline_s = 0;
   double after_pipeline_s = 0;
+};
+
+// A lower bound on the iteration time of every plan of a dense model that trains `global_batch` samples on
+// the GPUs `gpus` (count per GPU type): the GEMM FLOPs of every sample's forward and backward passes
+// (sim/model/layer_costs.h at TP 1: TP splits them, it adds none) over the GPUs' summed best GEMM rate,
+// dense peak (GpuSpec::peak_for) x gemm_eff_max (sim/model/compute_time.cpp op_time_s prices a GEMM at
+// flops / (peak x gemm_efficiency), and gemm_efficiency < gemm_eff_max), and nothing for attention,
+// memory-bound kernels, communication, bubbles or recompute. 0 for MoE models (their expert FLOPs follow
+// the routing). A planner skips completing a template whose bound is no better than a plan it already priced.
+// The FLOPs are counted once, at construction; keeps a reference to the cluster.
+class IterationLowerBound {
+ public:
+  IterationLowerBound(const Cluster& cluster, const ModelConfig& model, long global_batch);
+  double operator()(const std::map<std::string, int>& gpus) const;
+
+ private:
+  const Cluster& cluster_;
+  std::string dtype_;
+  double flops_ = 0;  // GEMM FLOPs of one iteration; 0 for MoE models
 };
 
 class Estimator {

@@ -2,6 +2,8 @@
 #include "planner/template/neighbors.h"
 
 #include <algorithm>
+#include <map>
+#include <numeric>
 #include <set>
 
 #include "planner/template/tokens.h"
@@ -16,11 +18,15 @@ class MoveSink {
       : moe(model.moe.has_value()), cluster_(cluster), model_(model), types_(type_order(cluster)), grammar_(cluster, model) {
     seen_.insert(canonical(start));
   }
-  void add(const Template& candidate) {
+  // Whether the candidate is runnable and admitted (kept unless it was seen before).
+  bool add(const Template& candidate) {
     Template t = canonical(candidate);
-    if (!seen_.insert(t).second) return;
-    if (!template_problem(t, cluster_, model_).empty() || !grammar_accepts(t)) return;
+    auto [it, fresh] = seen_.insert(t);
+    if (!fresh) return runnable_.count(t) > 0;
+    if (!template_problem(t, cluster_, model_).empty() || !grammar_accepts(t)) return false;
+    runnable_.insert(t);
     out_.push_back(std::move(t));
+    return true;
   }
   // A token form that the grammar admits token by token (the grammar refuses some templates that
   // template_problem accepts; the policy can neither propose nor learn those).
@@ -36,6 +42,13 @@ class MoveSink {
     return g.finished();
   }
   const std::vector<std::string>& types() const { return types_; }
+  // GPUs of each type in the cluster.
+  int gpus_of(const std::string& type) const {
+    int n = 0;
+    for (const int size : node_sizes_.at(type)) n += size;
+    return n;
+  }
+  const ModelConfig& model() const { return model_; }
   const bool moe;
   std::vector<Template> take() { return std::move(out_); }
 
@@ -44,7 +57,8 @@ class MoveSink {
   const ModelConfig& model_;
   std::vector<std::string> types_;
   TokenGrammar grammar_;
-  std::set<Template> seen_;
+  std::map<std::string, std::vector<int>> node_sizes_ = node_sizes_by_type(cluster_);
+  std::set<Template> seen_, runnable_;
   std::vector<Template> out_;
 };
 
@@ -71,6 +85,60 @@ void class_moves(const Template& t, std::size_t c, MoveSink& sink) {
   }
 }
 
+// A pipeline class of n identical stages and r replicas reshaped at once, the layers left to completion's
+// partition (the same group counts per stage):
+//   - at the class's GPUs, TP t' = 2t or t/2 at r replicas, or r' = 2r or r/2 replicas at TP t, with the stage
+//     count n t r / (t' r') rounded down;
+//   - stages of one TP group, on the GPUs of the stage's type that no other class uses: t' in {t, t/2, 2t}
+//     at r replicas and, when the class is the template's only one, at r/2 and one replica, with the most
+//     stages they hold (counting down until the template packs into the nodes). Left out for their cost,
+//     not their quality: deep pipelines of multi-group stages (completing one costs ~10x a one-group
+//     pipeline at 1,024 GPUs: its micro-batch shares; in bench_arachne none of them was the best) and a
+//     class folded into one deep pipeline beside other classes (the batch split between a deep and shallow
+//     pipelines costs completion ~10x a one-class template on the evaluation's 56-GPU opt-350m cell).
+// EP over pipelines keeps the part of its width that divides r'. One step trades tensor, pipeline and data
+// parallelism or fills the free GPUs, where single-stage moves need a step per stage.
+void reshape_moves(const Template& t, std::size_t c, MoveSink& sink) {
+  const PipelineTemplate& cls = t.pipelines[c];
+  const StageTemplate& s = cls.stages.front();
+  if (std::any_of(cls.stages.begin(), cls.stages.end(), [&](const StageTemplate& x) { return !(x == s); })) return;
+  std::map<std::string, int> spare;
+  for (const GroupKind& k : s.kinds) spare[k.gpu_type] = sink.gpus_of(k.gpu_type);
+  for (std::size_t o = 0; o < t.pipelines.size(); ++o)
+    if (o != c)
+      for (const StageTemplate& x : t.pipelines[o].stages)
+        for (const GroupKind& k : x.kinds)
+          if (spare.count(k.gpu_type)) spare[k.gpu_type] -= t.pipelines[o].replicas * x.tp * k.groups;
+  const int n = static_cast<int>(cls.stages.size()), r = cls.replicas;
+  auto with_shape = [&](int tp, int replicas, int stages) {
+    if (stages < 1 || stages > sink.model().layers) return false;
+    Template out = t;
+    StageTemplate shaped = s;
+    shaped.tp = tp;
+    if (s.ep_scope == EpScope::Pipelines) shaped.ep = std::gcd(s.ep, replicas);
+    out.pipelines[c].replicas = replicas;
+    out.pipelines[c].stages.assign(stages, shaped);
+    return sink.add(out);
+  };
+  // At the class's GPUs: one of TP and replicas changed, the stage count following (rounded down).
+  const long gpus = static_cast<long>(n) * s.tp * r;
+  for (const auto& [tp, replicas] : {std::pair{s.tp * 2, r}, std::pair{s.tp % 2 == 0 ? s.tp / 2 : 0, r},
+                                     std::pair{s.tp, 2 * r}, std::pair{s.tp, r % 2 == 0 ? r / 2 : 0}})
+    if (tp >= 1 && replicas >= 1) with_shape(tp, replicas, static_cast<int>(std::max(1L, gpus / (static_cast<long>(tp) * replicas))));
+  // On the free GPUs: at r, r/2 and one replica, the most stages of one TP group that pack.
+  if (s.tp_groups() > 1) return;
+  const bool alone = t.pipelines.size() == 1;
+  for (const int replicas : {r, alone && r % 2 == 0 ? r / 2 : 0, alone && r > 2 ? 1 : 0}) {
+    for (const int tp : {s.tp, s.tp % 2 == 0 ? s.tp / 2 : 0, s.tp * 2}) {
+      if (replicas < 1 || tp < 1) continue;
+      int most = sink.model().layers;
+      for (const GroupKind& k : s.kinds) most = std::min(most, spare[k.gpu_type] / (tp * k.groups * replicas));
+      for (int stages = most; stages >= std::max(1, most - 3); --stages)
+        if (with_shape(tp, replicas, stages)) break;
+    }
+  }
+}
+
 void stage_moves(const Template& t, std::size_t c, std::size_t j, MoveSink& sink) {
   const StageTemplate& s = t.pipelines[c].stages[j];
   auto with_stage = [&](const StageTemplate& changed) {
@@ -92,6 +160,32 @@ void stage_moves(const Template& t, std::size_t c, std::size_t j, MoveSink& sink
       k.groups = wider ? k.groups / 2 : k.groups * 2;
     }
     if (ok) with_stage(same_gpus);
+  }
+  // The stage split in two stages of half the TP width on its GPUs, or merged with an identical next stage
+  // into one of twice the width.
+  if (s.tp % 2 == 0) {
+    Template n = t;
+    auto& stages = n.pipelines[c].stages;
+    stages[j].tp /= 2;
+    stages.insert(stages.begin() + static_cast<long>(j), stages[j]);
+    sink.add(n);
+  }
+  if (j + 1 < t.pipelines[c].stages.size() && t.pipelines[c].stages[j + 1] == s) {
+    Template n = t;
+    auto& stages = n.pipelines[c].stages;
+    stages[j].tp *= 2;
+    stages.erase(stages.begin() + static_cast<long>(j) + 1);
+    sink.add(n);
+  }
+  // The stage moved to the front or the end of its pipeline (which stage holds the embedding or the head,
+  // and how many micro-batches it keeps in flight under 1F1B, depend on its place).
+  for (const std::size_t to : {std::size_t{0}, t.pipelines[c].stages.size() - 1}) {
+    if (to == j) continue;
+    Template n = t;
+    auto& stages = n.pipelines[c].stages;
+    stages.erase(stages.begin() + static_cast<long>(j));
+    stages.insert(stages.begin() + static_cast<long>(to), s);
+    sink.add(n);
   }
   // The stage split in two identical stages, or removed.
   {
@@ -160,6 +254,7 @@ std::vector<Template> template_neighbors(const Template& start, const Cluster& c
   MoveSink sink(t, cluster, model);
   for (std::size_t c = 0; c < t.pipelines.size(); ++c) {
     class_moves(t, c, sink);
+    reshape_moves(t, c, sink);
     for (std::size_t j = 0; j < t.pipelines[c].stages.size(); ++j) {
       stage_moves(t, c, j, sink);
       for (std::size_t k = 0; k < t.pipelines[c].stages[j].kinds.size(); ++k) kind_moves(t, c, j, k, sink);

@@ -5,8 +5,16 @@
 // One move changes one thing of a template (planner/template/template.h):
 //   - a pipeline class: one replica more or fewer, twice or half as many; the class removed (when another
 //     remains); a copy of the class added with every stage on another GPU type (one replica);
+//   - a class of identical stages reshaped as a whole: TP or replicas twice or half, the stage count
+//     following at the class's GPUs; and, for stages of one TP group, TP t/2, t or 2t at r replicas (and at r/2
+//     or 1 replica when the class is the only one) with as many stages as the GPUs of its types that no
+//     other class uses hold (trades of tensor, pipeline and data parallelism that
+//     single-stage moves reach only in many steps);
 //   - a stage: TP twice or half as wide at the same GPUs (groups halved or doubled) or at the same group
-//     count; the stage split in two identical stages (a deeper pipeline) or removed (a shallower one);
+//     count; the stage split in two stages of half its TP width on the same GPUs, or merged with an
+//     identical next stage into one of twice the width; the stage moved to the front or the end of its
+//     pipeline; the stage split in two identical stages (a deeper
+//     pipeline) or removed (a shallower one);
 //   - a group kind of a stage: one TP group more or fewer; its GPUs moved to another type; a kind of another
 //     type (one group) added beside it;
 //   - MoE stages: EP twice or half as wide, the other scope, uneven experts on or off.

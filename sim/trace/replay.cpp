@@ -43,6 +43,7 @@ std::string summarize(const Plan& p) {
 }
 
 struct Evaluated {
+  Cluster snapshot;
   ReplanOutcome outcome;
   double tokens_per_s = 0;  // 0: infeasible (no plan, or out of memory)
   std::vector<int> used;    // GPUs the plan uses per trace node
@@ -84,7 +85,8 @@ ReplayResult replay(const AvailabilityTrace& trace, const GpuCatalog& catalog, c
   const double state_bytes = checkpoint_bytes(model);
   const double save_s = state_bytes / opt.storage_bandwidth;
   const double reconfig_s = state_bytes / opt.storage_bandwidth + opt.restart_s;
-  std::map<std::vector<int>, Evaluated> cache;
+  std::map<std::vector<int>, Evaluated> cache;  // map nodes are stable: `last_run` may point into it
+  const Evaluated* last_run = nullptr;          // the snapshot whose plan the job ran last
 
   bool running = false;
   std::vector<int> used(trace.nodes.size(), 0);
@@ -125,8 +127,10 @@ ReplayResult replay(const AvailabilityTrace& trace, const GpuCatalog& catalog, c
     if (it == cache.end()) {
       Evaluated e;
       std::vector<int> node_of_trace;
-      const Cluster snap = snapshot_cluster(trace, gpus, catalog, opt.link_template, &node_of_trace);
-      if (snap.total_gpus() > 0) e.outcome = replan(snap, global_batch);
+      e.snapshot = snapshot_cluster(trace, gpus, catalog, opt.link_template, &node_of_trace);
+      const Cluster& snap = e.snapshot;
+      const LastPlan last = last_run ? LastPlan{&*last_run->outcome.plan, &last_run->snapshot} : LastPlan{};
+      if (snap.total_gpus() > 0) e.outcome = replan(snap, global_batch, last);
       else e.outcome.reason = "no GPUs available";
       e.used.assign(trace.nodes.size(), 0);
       if (e.outcome.plan) {
@@ -167,6 +171,7 @@ ReplayResult replay(const AvailabilityTrace& trace, const GpuCatalog& catalog, c
       since_ckpt_tokens.clear();
     }
     running = true;
+    last_run = &e;
     used = e.used;
     current_summary = e.summary;
     iv.plan_summary = e.summary;

@@ -27,7 +27,14 @@ struct ReplanOutcome {
   double planning_time_s = 0;
   std::string reason;        // when no plan
 };
-using ReplanCallback = std::function<ReplanOutcome(const Cluster& snapshot, long global_batch)>;
+// The plan the job ran last, on the snapshot it was planned for (both null before any plan has run): what a
+// planner may warm-start from. A snapshot seen before reuses its cached plan without calling the planner,
+// so this is not always the plan the callback returned last.
+struct LastPlan {
+  const Plan* plan = nullptr;
+  const Cluster* cluster = nullptr;
+};
+using ReplanCallback = std::function<ReplanOutcome(const Cluster& snapshot, long global_batch, const LastPlan& last)>;
 
 struct ReplayOptions {
   double until_s = -1;                      // end of the replay (-1: the trace's end)

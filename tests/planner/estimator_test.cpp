@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 
 #include "planner/template/estimator_coefficients.h"
 #include "sim/exec/simulate.h"
@@ -118,6 +119,69 @@ void print(const char* what, const test::EstimatorFigures& f) {
               "mean |relative error| %.4f; %.1f us per estimate cold, %.1f warm\n",
               what, f.plans, f.cells, f.mean_cell_spearman, f.min_cell_spearman, f.pooled_spearman,
               f.mean_abs_rel_error, f.estimate_us, f.warm_estimate_us);
+}
+
+// The lower bound holds for random valid plans that fit (their GPUs, the simulator's time), over
+// homogeneous and mixed clusters whose GPUs differ in peak and GEMM efficiency, every recompute policy and
+// idle GPUs; and it is not vacuous: on the larger model the GEMMs run near their best efficiency, so the
+// bound is a fair share of the time of the tightest plan (>= 20 %).
+TEST(EstimatorLowerBound, NeverExceedsTheSimulatedTimeOfRandomPlans) {
+  for (const char* spec : {"A100-80:2x4", "H100:1x8,V100-32:2x4", "A100-40:1x4,T4:2x2,L4:1x2"}) {
+    const Cluster cluster = parse_cluster_spec(spec, GpuCatalog::load_default());
+    const Topology topo(cluster);
+    for (const char* name : {"gpt3-1.3b", "gpt3-2.7b"}) {
+      const ModelConfig model = load_model(name);
+      const test::FittingDraws d = test::draw_fitting_plans(cluster, topo, model, 32, 12, 7, 200);
+      ASSERT_GE(d.plans.size(), 4u) << spec << " " << name;
+      const IterationLowerBound lower_bound(cluster, model, 32);
+      double best_ratio = 0;
+      for (const test::SimulatedPlan& p : d.plans) {
+        std::map<std::string, int> gpus;
+        for (const Pipeline& pl : p.plan.pipelines)
+          for (const Stage& st : pl.stages)
+            for (const TpGroup& g : st.groups)
+              for (const GpuId id : g.gpus) ++gpus[cluster.group_of_node(cluster.node_of(id)).gpu];
+        const double bound = lower_bound(gpus);
+        EXPECT_LE(bound, p.result.iteration_time_s) << spec << " " << name << "\n" << plan_to_yaml(p.plan, cluster);
+        best_ratio = std::max(best_ratio, bound / p.result.iteration_time_s);
+      }
+      std::printf("%s %s: %zu plans, best bound / simulated %.3f\n", spec, name, d.plans.size(), best_ratio);
+      if (std::string(name) == "gpt3-2.7b") EXPECT_GE(best_ratio, 0.2) << spec;
+    }
+  }
+  const Cluster a100 = parse_cluster_spec("A100-80:1x8", GpuCatalog::load_default());
+  EXPECT_EQ(IterationLowerBound(a100, load_model("mixtral-8x7b"), 32)({{"A100-80", 8}}), 0.0);
+}
+
+// Mixtral (8 experts of 14 B-parameter FFNs, top-2) is outside the validation set's models, and the cells
+// where arachne lost to Sailor were Mixtral on H200. On random plans that fit on the H200 of those clusters
+// (EP peers of different TP widths, uneven experts) the estimator must meet the bar for a planner's
+// ranking (Spearman >= 0.9 between estimated and simulated times) within each cluster, and its mean
+// relative error must stay within 5 % - five times the validation set's ~1 % (README), room for what it
+// leaves out (routing draws around the expected load, all-to-alls timed alone), far below the 2x of a rank's
+// experts priced on another rank's TP width.
+TEST(EstimatorValidation, RanksRandomMixtralPlansLikeTheSimulator) {
+  const ModelConfig model = load_model("mixtral-8x7b");
+  for (const char* spec : {"H200:7x2", "H200:2x4,H200:1x2"}) {
+    const Cluster cluster = parse_cluster_spec(spec, GpuCatalog::load_default());
+    const Topology topo(cluster);
+    test::RandomPlanSpace space;
+    space.uneven_experts = true;
+    const test::FittingDraws d = test::draw_fitting_plans(cluster, topo, model, 32, 16, 3, 400, space);
+    const Estimator est(cluster, topo, model);
+    std::vector<double> e, sim;
+    double err = 0;
+    for (const test::SimulatedPlan& p : d.plans) {
+      e.push_back(est.estimate(p.plan).iteration_s);
+      sim.push_back(p.result.iteration_time_s);
+      err += std::abs(e.back() - sim.back()) / sim.back();
+    }
+    std::printf("%s: %zu plans of %d drawn, Spearman %.3f, mean |error| %.3f\n", spec, d.plans.size(), d.attempts,
+                test::spearman(e, sim), err / std::max<size_t>(1, d.plans.size()));
+    ASSERT_GE(d.plans.size(), 10u) << spec;
+    EXPECT_GE(test::spearman(e, sim), 0.9) << spec;
+    EXPECT_LE(err / static_cast<double>(d.plans.size()), 0.05) << spec;
+  }
 }
 
 // Rank agreement with the simulator on the held-out half of the validation clusters (the coefficients were

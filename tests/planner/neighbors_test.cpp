@@ -70,12 +70,54 @@ TEST(TemplateNeighbors, MoeMovesChangeTheEpLayout) {
   EXPECT_TRUE(contains(ns, "4x[A100-80:tp2x1]"));  // EP halved to 1
 }
 
-// A pricer that rewards GPUs used: the search must climb from one GPU to all 16 by doubling the replicas
-// (1 -> 2 -> 4 -> 8 -> 16 takes four rounds with width 1), and not further than the rounds allow.
+// The reshapes of a class of identical stages and the stage moves that trade TP for depth, each one step:
+// on 14 H200 in 7 nodes of 2 (the layout of Sailor's better Mixtral plan in the held-out evaluation), from an
+// 11-stage TP-1 pipeline to 7 stages of TP 2 (all free GPUs at twice the width) and 14 of TP 1; from 8
+// replicas of one GPU to one pipeline over the free GPUs; on 4 A100 + 4 P100, from one 4-wide A100 stage to
+// two 2-wide ones (Megatron's plan) and back, and a stage moved to the front.
+TEST(TemplateNeighbors, MacroMovesReachOtherParallelismTradesInOneStep) {
+  const ModelConfig dense = load_model("gpt3-1.3b");
+  const Cluster h200 = spec("H200:7x2,L4:1x4");
+  auto deep = [](const std::string& stage, int n) {
+    std::string s = "1x[" + stage;
+    for (int i = 1; i < n; ++i) s += " | " + stage;
+    return s + "]";
+  };
+  const std::vector<Template> from_deep = template_neighbors(parse_template(deep("H200:tp1x1", 11)), h200, dense);
+  EXPECT_TRUE(contains(from_deep, deep("H200:tp2x1", 7)));
+  EXPECT_TRUE(contains(from_deep, deep("H200:tp1x1", 14)));
+  EXPECT_TRUE(contains(from_deep, deep("H200:tp2x1", 5)));  // TP 2 at the class's 11 GPUs (rounded down)
+  EXPECT_FALSE(contains(from_deep, deep("H200:tp2x1", 8)));  // 16 H200: more than the cluster has
+  const std::vector<Template> from_wide = template_neighbors(parse_template("8x[H200:tp1x1]"), h200, dense);
+  EXPECT_TRUE(contains(from_wide, deep("H200:tp2x1", 7)));   // one replica, TP 2, all 14 H200
+  EXPECT_TRUE(contains(from_wide, deep("H200:tp1x1", 14)));  // one replica, TP 1
+  EXPECT_TRUE(contains(from_wide, "4x[H200:tp1x1 | H200:tp1x1]"));  // half the replicas at the same GPUs
+  const ModelConfig moe = load_model("mixtral-8x7b");
+  const std::vector<Template> from_ep = template_neighbors(parse_template("8x[H200:tp1x1 ep8/pipelines]"), h200, moe);
+  EXPECT_TRUE(contains(from_ep, deep("H200:tp2x1", 7)));  // EP over one pipeline: none
+  EXPECT_TRUE(contains(from_ep, "4x[H200:tp1x1 ep4/pipelines | H200:tp1x1 ep4/pipelines]"));
+
+  const Cluster ap = spec("A100-80:1x4,P100:1x4");
+  const ModelConfig llama = load_model("llama2-13b");
+  EXPECT_TRUE(contains(template_neighbors(parse_template("1x[A100-80:tp4x1]"), ap, llama), "1x[A100-80:tp2x1 | A100-80:tp2x1]"));
+  EXPECT_TRUE(contains(template_neighbors(parse_template("1x[A100-80:tp2x1 | A100-80:tp2x1]"), ap, llama), "1x[A100-80:tp4x1]"));
+  const std::vector<Template> two_types = template_neighbors(parse_template("1x[A100-80:tp4x1 | P100:tp4x1]"), ap, llama);
+  EXPECT_TRUE(contains(two_types, "1x[P100:tp4x1 | A100-80:tp4x1]"));
+  EXPECT_TRUE(contains(two_types, "1x[A100-80:tp2x1 | A100-80:tp2x1 | P100:tp4x1]"));
+}
+
+// A pricer that rewards GPUs used by one-stage pipelines (deeper ones unpriceable, so that a reshape cannot
+// fill the cluster with one deep pipeline at once): the search must climb from one GPU to all 16 by
+// doubling the replicas or the TP width (1 -> 2 -> 4 -> 8 -> 16 takes four rounds with width 1), and not
+// further than the rounds allow.
 TEST(TemplateLocalSearch, ClimbsOneMovePerRound) {
   const Cluster c = spec("A100-80:2x8");
   const ModelConfig m = load_model("gpt3-1.3b");
-  const TemplatePricer by_gpus = [](const Template& t) -> std::optional<double> { return 1.0 / t.num_gpus(); };
+  const TemplatePricer by_gpus = [](const Template& t) -> std::optional<double> {
+    for (const PipelineTemplate& p : t.pipelines)
+      if (p.stages.size() > 1) return std::nullopt;
+    return 1.0 / t.num_gpus();
+  };
   const Template start = parse_template("1x[A100-80:tp1x1]");
   const std::vector<PricedTemplate> four = local_search({start}, c, m, by_gpus, {.rounds = 4, .width = 1});
   ASSERT_FALSE(four.empty());

@@ -33,6 +33,8 @@ struct Tally {
   double tightest = 0;  // largest bound / simulated time seen
   int lifted = 0;       // pipelines whose placement-free bound the reduction floor raised by more than 1 %
   int work_checked = 0; // groups whose work bound was checked
+  int transfers = 0;    // plans whose bound the pipeline transfers raised by more than 1 %
+  int stages_checked = 0;  // stages of several groups whose water-filling work bound was checked
 };
 
 // The placement-free bound of each pipeline (LowerBound::pipeline_bound under reduction_floor, as the
@@ -72,9 +74,14 @@ void check_placement_free(const Cluster& c, const LowerBound& lb, const Plan& pl
     const double b = lb.pipeline_bound(cuts, groups, pl.micro_batches, plan.recompute, plan.zero1, floor, &floor.after[p]);
     // The work bound the search caps each group's samples with (exhaustive_search.cpp group_room): m x s
     // samples of the stage's layers at no less than their per-sample floor each, for integer s.
-    for (size_t k = 0; k < pl.stages.size(); ++k)
+    for (size_t k = 0; k < pl.stages.size(); ++k) {
+      double speed = 0;  // the stage's samples per second with every group at its per-sample floor
+      bool whole = true;
       for (const LowerBound::LayoutGroup& g : groups[k]) {
-        if (g.samples != std::floor(g.samples) || g.samples < 1) continue;
+        if (g.samples != std::floor(g.samples) || g.samples < 1) {
+          whole = false;
+          continue;
+        }
         const std::vector<double>& f = lb.per_sample_floor(g.node_group, g.tp, plan.recompute, static_cast<int>(g.samples));
         const int L = static_cast<int>(f.size()) - 2;
         double rate = 0;
@@ -84,7 +91,16 @@ void check_placement_free(const Cluster& c, const LowerBound& lb, const Plan& pl
         const double work = pl.micro_batches * g.samples * rate * (1 - 1e-9) - 4e-9 * pl.micro_batches;
         EXPECT_LE(work, simulated) << plan_to_yaml(plan, c);
         ++t.work_checked;
+        speed += 1 / rate;
       }
+      // The stage's water-filling bound (exhaustive_search.cpp StageRates): its m x b samples over its
+      // groups' speeds at their floors; a stage of several groups of unequal speed or samples tests it.
+      if (whole && groups[k].size() > 1) {
+        const double n = static_cast<double>(pl.micro_batches) * pl.micro_batch;
+        EXPECT_LE(n / speed * (1 - 1e-9) - 4e-9 * pl.micro_batches, simulated) << plan_to_yaml(plan, c);
+        ++t.stages_checked;
+      }
+    }
     const double compute_only = lb.pipeline_bound(cuts, groups, pl.micro_batches, plan.recompute, plan.zero1, none);
     EXPECT_LE(b, plan_bound) << plan_to_yaml(plan, c);
     if (b > 1.01 * compute_only) ++t.lifted;
@@ -127,6 +143,12 @@ void check_admissible(const std::string& spec, const ModelConfig& base, int want
     if (!m.moe) check_placement_free(c, lb, plan, *bound, r.iteration_time_s, shuffle, t);
     EXPECT_GE(*bound, *compute_only);
     if (*bound > 1.01 * *compute_only) ++t.raised;
+    LowerBound no_transfers(c, m, &topo);
+    no_transfers.count_transfers(false);
+    const std::optional<double> without = no_transfers.plan_bound(plan);
+    ASSERT_TRUE(without.has_value());
+    EXPECT_GE(*bound, *without);
+    if (*bound > 1.01 * *without) ++t.transfers;
     t.tightest = std::max(t.tightest, *bound / r.iteration_time_s);
     EXPECT_LE(*bound, r.iteration_time_s) << spec << "\n" << plan_to_yaml(plan, c);
   }
@@ -138,14 +160,16 @@ TEST(OracleLowerBound, NeverAboveTheSimulatedTimeOnRandomDensePlans) {
   for (const std::string spec : {"A100-80:1x2,V100-32:1x2", "A100-80:2x4", "H100:1x4,T4:2x1", "V100-32:4x2",
                                  "A100-40:1x4,L4:1x2", "A100-80:8x1", "H100:2x2,A100-80:2x2"})
     check_admissible(spec, test::small_gpt_model(8), 300, seed++, t);
-  std::printf("[bound] dense: %d plans simulated, %d memory proofs, %d raised by the reduction tail, tightest "
-              "bound/sim %.3f, %d pipelines lifted placement-free\n", t.simulated, t.oom_proofs, t.raised, t.tightest,
-              t.lifted);
+  std::printf("[bound] dense: %d plans simulated, %d memory proofs, %d raised by the reduction tail, %d by the "
+              "pipeline transfers, tightest bound/sim %.3f, %d pipelines lifted placement-free\n", t.simulated,
+              t.oom_proofs, t.raised, t.transfers, t.tightest, t.lifted);
   EXPECT_EQ(t.simulated, 2100);  // the draws reach enough valid plans for the check to mean something
   EXPECT_GT(t.tightest, 0.5);    // and the bound is not vacuous
   EXPECT_GT(t.raised, 100);      // nor is the reduction tail
   EXPECT_GT(t.lifted, 100);      // nor its placement-free form
+  EXPECT_GT(t.transfers, 100);   // nor the pipeline transfers
   EXPECT_GT(t.work_checked, 1000);
+  EXPECT_GT(t.stages_checked, 100);
 }
 
 TEST(OracleLowerBound, NeverAboveTheSimulatedTimeOnRandomMoePlans) {
@@ -180,10 +204,12 @@ TEST(OracleLowerBound, NeverAboveTheSimulatedTimeWithLargeGradientBuckets) {
   int seed = 200;
   for (const std::string spec : {"H100:1x4,A100-80:1x2,V100-32:1x2", "A100-80:8x1", "A100-80:2x4"})
     check_admissible(spec, load_model("gpt3-1.3b"), 40, seed++, t);
-  std::printf("[bound] gpt3-1.3b: %d plans simulated, %d raised by the reduction tail, tightest bound/sim %.3f, "
-              "%d pipelines lifted placement-free\n", t.simulated, t.raised, t.tightest, t.lifted);
+  std::printf("[bound] gpt3-1.3b: %d plans simulated, %d raised by the reduction tail, %d by the pipeline "
+              "transfers, tightest bound/sim %.3f, %d pipelines lifted placement-free\n", t.simulated, t.raised,
+              t.transfers, t.tightest, t.lifted);
   EXPECT_EQ(t.simulated, 120);
   EXPECT_GT(t.raised, 10);
+  EXPECT_GT(t.transfers, 3);
   EXPECT_GT(t.lifted, 10);
 }
 

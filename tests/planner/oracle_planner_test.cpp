@@ -364,9 +364,10 @@ TEST(OraclePlanner, DISABLED_Completeness) {
   OraclePlanner oracle(false, std::atoi(env("ORACLE_THREADS", "0")));
   const PlanResult r = oracle.plan(req);
   const OraclePlanner::Stats& s = oracle.stats();
-  std::printf("| %s | %s (G=%ld) | %s | %.1f s | %ld | %ld | %ld | %.5f s | %s |\n", c.source.c_str(), m.name.c_str(),
-              m.global_batch, r.search_complete ? "yes" : "no", r.planning_time_s, r.evaluations, s.pruned_by_bound,
-              s.structures, r.predicted_iteration_time_s, s.incomplete_reason.c_str());
+  std::printf("| %s | %s (G=%ld) | %s | %.1f s | %ld | %ld | %ld | %ld of %ld | %.5f s | %s |\n", c.source.c_str(),
+              m.name.c_str(), m.global_batch, r.search_complete ? "yes" : "no", r.planning_time_s, r.evaluations,
+              s.pruned_by_bound, s.structures, s.exhaustive_structures, s.space_structures, r.predicted_iteration_time_s,
+              s.incomplete_reason.c_str());
 }
 }  // namespace
 }  // namespace arachne::planner

@@ -1,4 +1,5 @@
-// The plotting scripts (scripts/plot_trace.py, scripts/plot_replay.py) run by /usr/bin/python3: each
+// The plotting scripts (scripts/plot_trace.py, plot_replay.py, plot_replay_compare.py, plot_planning_time.py)
+// run by /usr/bin/python3: each
 // writes a real PNG (magic bytes, more than a trivial size), atomically (no temporary file left behind),
 // and a bad input leaves no output. Skipped when /usr/bin/python3 lacks matplotlib or h5py, except under
 // CI (the environment variable CI set), where that is a failure.
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 namespace arachne {
@@ -121,6 +123,64 @@ TEST(PlotScripts, ReplayPlotMissingFileLeavesNoPng) {
                        (d / "missing.h5").string() + "' 2> /dev/null");
   EXPECT_NE(rc, 0);
   EXPECT_FALSE(fs::exists(png));
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream f(p);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+// Two planners' replays of one trace: the table ranks them against the best baseline (megatron, the only
+// one here, so exactly 1.000), and the cumulative-tokens figure is a real PNG.
+TEST(PlotScripts, ReplayCompareWritesTablesAndPng) {
+  PLOT_SCRIPTS_REQUIRE_PYTHON();
+  const fs::path d = temp_dir("replay_compare");
+  fs::create_directories(d / "small");
+  for (const std::string p : {"megatron", "arachne"}) {
+    const int rc = shell("'" + std::string(ARACHNE_BINARY) + "' replay --trace '" + ARACHNE_SOURCE_DIR +
+                         "/traces/native_small.csv' --model gpt3-1.3b --planner " + p + " --planning-time 5 --budget 20 --out '" +
+                         (d / "small" / (p + ".h5")).string() + "' > /dev/null 2> '" + (d / (p + ".err")).string() + "'");
+    ASSERT_EQ(rc, 0) << "arachne replay failed; see " << (d / (p + ".err"));
+  }
+  const int rc = shell("/usr/bin/python3 '" + script("plot_replay_compare.py") + "' '" + d.string() + "' 2> '" +
+                       (d / "plot.err").string() + "'");
+  ASSERT_EQ(rc, 0) << slurp(d / "plot.err");
+  const std::string summary = slurp(d / "summary.md");
+  EXPECT_NE(summary.find("## small (best baseline: megatron)"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("| megatron | "), std::string::npos);
+  EXPECT_NE(summary.find(" | 1.000 | "), std::string::npos);
+  EXPECT_NE(summary.find("| arachne | "), std::string::npos);
+  EXPECT_TRUE(is_png(d / "small.png"));
+  EXPECT_GT(fs::file_size(d / "small.png"), 5000u);
+  EXPECT_EQ(hidden_files(d), 0);
+}
+
+TEST(PlotScripts, ReplayCompareWithoutReplaysFailsAndWritesNothing) {
+  PLOT_SCRIPTS_REQUIRE_PYTHON();
+  const fs::path d = temp_dir("replay_compare_empty");
+  EXPECT_NE(shell("/usr/bin/python3 '" + script("plot_replay_compare.py") + "' '" + d.string() + "' 2> /dev/null"), 0);
+  EXPECT_TRUE(fs::is_empty(d));
+}
+
+// One small evaluation read as the ~8-GPU size: one CSV row per planner, a summary row per planner, a PNG.
+TEST(PlotScripts, PlanningTimeWritesTablesAndPng) {
+  PLOT_SCRIPTS_REQUIRE_PYTHON();
+  const fs::path d = temp_dir("planning_time");
+  const int erc = shell("'" + std::string(ARACHNE_BINARY) + "' evaluate --out '" + (d / "gpus-8").string() +
+                        "' --configs 1 --seed 1 --min-gpus 8 --max-gpus 8 --planners arachne,megatron --ablations none"
+                        " --budget-wall 10 > /dev/null 2> '" + (d / "eval.err").string() + "'");
+  ASSERT_EQ(erc, 0) << slurp(d / "eval.err");
+  const int rc = shell("/usr/bin/python3 '" + script("plot_planning_time.py") + "' '" + d.string() + "' 10 2> '" +
+                       (d / "plot.err").string() + "'");
+  ASSERT_EQ(rc, 0) << slurp(d / "plot.err");
+  const std::string csv = slurp(d / "planning_time.csv");
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3) << csv;  // header + two planners
+  const std::string summary = slurp(d / "summary.md");
+  EXPECT_NE(summary.find("| arachne | "), std::string::npos) << summary;
+  EXPECT_NE(summary.find("| megatron | "), std::string::npos);
+  EXPECT_NE(summary.find("~8 GPUs"), std::string::npos);
+  EXPECT_TRUE(is_png(d / "planning_time.png"));
+  EXPECT_GT(fs::file_size(d / "planning_time.png"), 5000u);
 }
 
 }  // namespace

@@ -17,7 +17,7 @@ ModelConfig small_model() { return test::small_gpt_model(32); }
 
 // Pure data parallelism over every available GPU (at least `min_gpus`, and dividing the batch).
 ReplanCallback data_parallel(const ModelConfig& m, int min_gpus = 1) {
-  return [m, min_gpus](const Cluster& snap, long gb) {
+  return [m, min_gpus](const Cluster& snap, long gb, const LastPlan&) {
     ReplanOutcome o;
     o.planning_time_s = 0.25;
     int n = snap.total_gpus();
@@ -47,9 +47,32 @@ AvailabilityTrace trace_of(std::vector<TraceEvent> events, double end, int nodes
 double tokens_per_s_on(const AvailabilityTrace& t, double at, const ModelConfig& m) {
   const GpuCatalog cat = GpuCatalog::load_default();
   const Cluster snap = snapshot_cluster(t, t.snapshot(at), cat, nullptr);
-  const Plan p = *data_parallel(m)(snap, m.global_batch).plan;
+  const Plan p = *data_parallel(m)(snap, m.global_batch, LastPlan{}).plan;
   const Topology topo(snap);
   return simulate_iteration(snap, topo, m, p, SimOptions{}).tokens_per_s;
+}
+
+// The planner is told the plan the job ran last (its warm start), also when a snapshot seen before came
+// from the cache in between: 8 GPUs, then 4, then 8 again (cached: no call), then 2. At the last call the
+// job runs the 8-GPU plan, not the 4-GPU plan the planner returned last.
+TEST(Replay, CallbackIsGivenThePlanTheJobRanLastEvenAfterACachedSnapshot) {
+  const ModelConfig m = small_model();
+  const AvailabilityTrace t = trace_of({{0, 0, 8}, {100, 0, 4}, {200, 0, 8}, {300, 0, 2}}, 400);
+  std::vector<int> last_gpus;  // per call: GPUs of the plan the callback is given (0: none)
+  std::vector<int> last_snapshot_gpus;
+  const ReplanCallback dp = data_parallel(m);
+  const ReplanCallback recording = [&](const Cluster& snap, long gb, const LastPlan& last) {
+    EXPECT_EQ(last.plan == nullptr, last.cluster == nullptr);
+    last_gpus.push_back(last.plan ? last.plan->num_gpus() : 0);
+    last_snapshot_gpus.push_back(last.cluster ? last.cluster->total_gpus() : 0);
+    return dp(snap, gb, last);
+  };
+  ReplayOptions o;
+  o.fixed_planning_s = 1;
+  const ReplayResult r = replay(t, GpuCatalog::load_default(), m, m.global_batch, recording, o);
+  EXPECT_EQ(r.totals.replans, 4);
+  EXPECT_EQ(last_gpus, (std::vector<int>{0, 8, 8}));  // calls at t = 0, 100, 300 (t = 200 is cached)
+  EXPECT_EQ(last_snapshot_gpus, (std::vector<int>{0, 8, 8}));
 }
 
 TEST(Replay, NoChangeTrainsThroughputTimesDurationMinusPlanning) {

@@ -76,6 +76,27 @@ TEST(TraceCli, ReplayPrintsDesignJsonAndWritesHdf5) {
   EXPECT_TRUE(fs::exists(d / "r.h5"));
 }
 
+// --budget-wall caps every replan's search: Metis on 64 GPUs of two types searches for more than a minute
+// uncapped (results/arachne-planning-time), so a 1 s cap must show as ~1 s of planning on the one replan
+// (planners stop within 0.2 s of their cap: README, `--budget-wall`).
+TEST(TraceCli, ReplayBudgetWallCapsEachReplan) {
+  const fs::path d = temp_dir("wall");
+  std::ofstream t(d / "t.csv");
+  t << "time_s,node,gpu_type,gpus\n";
+  for (int i = 0; i < 4; ++i) t << "0,a" << i << ",A100-80,8\n0,v" << i << ",V100-32,8\n";
+  t.close();
+  const CliRun r = run("replay --trace t.csv --until 3600 --model gpt3-1.3b --planner metis --budget-wall 1 --json", d);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto x = nlohmann::json::parse(r.out)["results"][0];
+  EXPECT_EQ(x["replans"].get<int>(), 1);
+  EXPECT_GE(x["downtime_s"]["planning"].get<double>(), 0.9);
+  EXPECT_LE(x["downtime_s"]["planning"].get<double>(), 1.5);
+  const CliRun bad = run("replay --trace t.csv --model gpt3-1.3b --planner metis --budget-wall -1 --out r.h5", d);
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_EQ(bad.err.rfind("error: --budget-wall", 0), 0u) << bad.err;
+  EXPECT_FALSE(fs::exists(d / "r.h5"));
+}
+
 TEST(TraceCli, MalformedTraceRowIsBadInputWithFileAndLine) {
   const fs::path d = temp_dir("bad");
   std::ofstream(d / "bad.csv") << "time_s,node,gpu_type,gpus\n0,a,A100-80,8\n10,a,A100-80,eight\n";
