@@ -2,14 +2,55 @@
 // their own search (with their own stage cost functions).
 #pragma once
 #include <functional>
+#include <limits>
 #include <vector>
 
 namespace arachne::planner {
 
 // Splits layers [0, layers) into `stages` contiguous non-empty ranges minimising max over stages of
-// cost(stage, begin, end) (dynamic programming, O(stages * layers^2) cost calls; ties: earlier cut points).
-// Returns the stages+1 boundaries (0 = b_0 < b_1 < ... < b_stages = layers), empty when stages > layers or
-// every split has infinite cost.
+// cost(stage, begin, end) (dynamic programming, O(stages * layers^2) cost calls at most; ties: earlier cut
+// points). Returns the stages+1 boundaries (0 = b_0 < b_1 < ... < b_stages = layers), empty when stages >
+// layers or every split has infinite cost.
 std::vector<int> minmax_partition(int layers, int stages, const std::function<double(int stage, int begin, int end)>& cost);
+
+// The same with the cost as any callable (inlined: for callers in a hot loop).
+template <class Cost>
+std::vector<int> minmax_partition_with(int layers, int stages, const Cost& cost) {
+  if (stages < 1 || stages > layers) return {};
+  const double inf = std::numeric_limits<double>::infinity();
+  // best[s][e]: min over splits of layers [0, e) into s stages of the max stage cost; cut[s][e] the start
+  // of the last stage. Classic linear-partition DP (Skiena, The Algorithm Design Manual, §8.5).
+  const int width = layers + 1;
+  std::vector<double> best(static_cast<size_t>(stages + 1) * width, inf);
+  std::vector<int> cut(static_cast<size_t>(stages + 1) * width, -1);
+  best[0] = 0;
+  for (int s = 1; s <= stages; ++s) {
+    const double* prev = &best[static_cast<size_t>(s - 1) * width];
+    double* row = &best[static_cast<size_t>(s) * width];
+    int* cuts = &cut[static_cast<size_t>(s) * width];
+    const int max_end = layers - (stages - s);  // leave a layer for each later stage
+    for (int e = s; e <= max_end; ++e) {
+      for (int b = s - 1; b < e; ++b) {
+        // A split whose first s - 1 stages already cost at least the best so far cannot lower it (the
+        // max only grows): its cost is not needed.
+        if (prev[b] == inf || prev[b] >= row[e]) continue;
+        const double c = cost(s - 1, b, e);
+        const double v = prev[b] > c ? prev[b] : c;
+        if (v < row[e]) {  // strict: ties keep the earlier cut point
+          row[e] = v;
+          cuts[e] = b;
+        }
+      }
+    }
+  }
+  if (best[static_cast<size_t>(stages) * width + layers] == inf) return {};
+  std::vector<int> bounds(stages + 1);
+  bounds[stages] = layers;
+  for (int s = stages, e = layers; s >= 1; --s) {
+    e = cut[static_cast<size_t>(s) * width + e];
+    bounds[s - 1] = e;
+  }
+  return bounds;
+}
 
 }  // namespace arachne::planner

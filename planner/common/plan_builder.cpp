@@ -10,7 +10,7 @@
 namespace arachne::planner {
 
 Plan build_plan(const std::vector<PipelineSpec>& pipelines, const Cluster& cluster, Recompute recompute,
-                Schedule schedule) {
+                Schedule schedule, bool selectors) {
   Plan plan;
   plan.schedule = schedule;
   plan.recompute = recompute;
@@ -27,7 +27,7 @@ Plan build_plan(const std::vector<PipelineSpec>& pipelines, const Cluster& clust
         g.gpus = gs.gpus;
         g.tp = gs.tp;
         g.share = gs.share;
-        g.selector = format_gpu_selector(gs.gpus, cluster);
+        if (selectors) g.selector = format_gpu_selector(gs.gpus, cluster);
         st.groups.push_back(std::move(g));
       }
       p.stages.push_back(std::move(st));
@@ -35,6 +35,12 @@ Plan build_plan(const std::vector<PipelineSpec>& pipelines, const Cluster& clust
     plan.pipelines.push_back(std::move(p));
   }
   return plan;
+}
+
+void format_selectors(Plan& plan, const Cluster& cluster) {
+  for (Pipeline& p : plan.pipelines)
+    for (Stage& st : p.stages)
+      for (TpGroup& g : st.groups) g.selector = format_gpu_selector(g.gpus, cluster);
 }
 
 namespace {

@@ -53,7 +53,8 @@ class Profiler {
   const ModelConfig& model() const { return model_; }          // the real model
   const ModelConfig& priced_model() const { return priced_; }  // activated dense equivalent
 
-  // Layer `layer` (0-based) with the given GPU type / TP / micro-batch; cached.
+  // Layer `layer` (0-based) with the given GPU type / TP / micro-batch; cached per kind (dense or MoE): every
+  // layer of one kind returns the same entry.
   const LayerProfile& layer(int layer, const ProfileKey& key) const;
   const LayerProfile& embedding(const ProfileKey& key) const;
   const LayerProfile& head(const ProfileKey& key) const;

@@ -375,13 +375,15 @@ class BatchPlanner {
 
   // (slowest time, pipelines within a part in 10^12 of it): lower is better.
   std::pair<double, int> objective(const std::vector<long>& a) {
+    times_.resize(a.size());
     double worst = 0;
-    for (size_t u = 0; u < a.size(); ++u) worst = std::max(worst, unit_time(u, a[u]));
+    for (size_t u = 0; u < a.size(); ++u) worst = std::max(worst, times_[u] = unit_time(u, a[u]));
     int at = 0;
     for (size_t u = 0; u < a.size(); ++u)
-      if (unit_time(u, a[u]) >= worst * (1 - 1e-12)) at += static_cast<int>(unit_size(u));
+      if (times_[u] >= worst * (1 - 1e-12)) at += static_cast<int>(unit_size(u));
     return {worst, at};
   }
+  std::vector<double> times_;  // objective's scratch: each unit's time
 
   // The first unit of each state (class and samples), in unit order.
   std::vector<int> distinct_units(const std::vector<long>& a) const {
@@ -451,7 +453,7 @@ Plan assemble(const Template& t, const Layout& layout, std::vector<PipelineCosts
     }
     specs.push_back(std::move(ps));
   }
-  Plan plan = build_plan(specs, cluster, level.recompute);
+  Plan plan = build_plan(specs, cluster, level.recompute, Schedule::OneFOneB, /*selectors=*/false);
   plan.zero1 = level.zero1;
   for (size_t i = 0; i < plan.pipelines.size(); ++i)
     for (size_t j = 0; j < plan.pipelines[i].stages.size(); ++j) {
@@ -623,7 +625,9 @@ std::vector<CompletedPlan> complete_template(const Template& t, const Completion
   CompletionCache& cache = in.cache ? *in.cache : own.emplace(*in.cluster, *in.model);
   if (&cache.impl().cluster != in.cluster || &cache.impl().model != in.model)
     throw std::invalid_argument("complete_template: the cache belongs to another cluster or model");
-  return best_first(price_levels(t, *layout, cache.impl(), in, price, opt), opt.max_candidates);
+  std::vector<CompletedPlan> out = best_first(price_levels(t, *layout, cache.impl(), in, price, opt), opt.max_candidates);
+  for (CompletedPlan& c : out) format_selectors(c.plan, *in.cluster);  // only the returned plans need them
+  return out;
 }
 
 }  // namespace arachne::planner

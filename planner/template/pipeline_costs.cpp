@@ -2,7 +2,7 @@
 #include "planner/template/pipeline_costs.h"
 
 #include <algorithm>
-#include <functional>
+#include <cmath>
 
 #include "planner/common/partition.h"
 #include "planner/common/plan_builder.h"
@@ -26,7 +26,13 @@ const LayerTimes::Table& LayerTimes::table(const ProfileKey& key) {
   const int layers = profiler_.model().layers;
   auto total = [](const LayerProfile& p) { return p.forward_s + p.backward_s + p.tp_comm_forward_s + p.tp_comm_backward_s; };
   t.prefix.assign(layers + 1, 0.0);
-  for (int l = 0; l < layers; ++l) t.prefix[l + 1] = t.prefix[l] + total(profiler_.layer(l, key));
+  const ModelConfig& model = profiler_.model();
+  const LayerProfile* of_kind[2] = {nullptr, nullptr};  // the profiler's entry per kind (profile.h: the same for every layer of a kind)
+  for (int l = 0; l < layers; ++l) {
+    const int kind = model.moe && model.is_moe_layer(l) ? 1 : 0;
+    if (!of_kind[kind]) of_kind[kind] = &profiler_.layer(l, key);
+    t.prefix[l + 1] = t.prefix[l] + total(*of_kind[kind]);
+  }
   t.embedding = total(profiler_.embedding(key));
   t.head = total(profiler_.head(key));
   return tables_.emplace(key, std::move(t)).first->second;
@@ -42,6 +48,22 @@ std::vector<long> proportional_split(long total, const std::vector<double>& weig
       ++part;
     }
   return out;
+}
+
+int LayerTimes::type_id(const std::string& gpu_type) {
+  const auto it = std::find(types_.begin(), types_.end(), gpu_type);
+  if (it != types_.end()) return static_cast<int>(it - types_.begin());
+  types_.push_back(gpu_type);
+  return static_cast<int>(types_.size()) - 1;
+}
+
+const LayerTimes::Table& LayerTimes::table(int type, int tp, int samples, Recompute recompute) {
+  const std::uint64_t key = static_cast<std::uint64_t>(type) << 48 | static_cast<std::uint64_t>(tp) << 32 |
+                            static_cast<std::uint64_t>(static_cast<std::uint32_t>(samples)) << 2 |
+                            static_cast<std::uint64_t>(recompute);
+  const Table*& slot = by_id_[key];
+  if (!slot) slot = &table({types_.at(type), tp, static_cast<double>(samples), recompute, false});
+  return *slot;
 }
 
 double LayerTimes::layers_s(const ProfileKey& key, int begin, int end) {
@@ -64,48 +86,60 @@ int StageMemoryLines::type_id(const std::string& gpu_type) {
   return static_cast<int>(types_.size()) - 1;
 }
 
-bool StageMemoryLines::Key::operator==(const Key& o) const {
-  return q.type == o.q.type && q.tp == o.q.tp && q.samples == o.q.samples && q.local_experts == o.q.local_experts &&
-         q.ep == o.q.ep && q.zero1_dp == o.q.zero1_dp && q.level.recompute == o.q.level.recompute &&
-         q.level.zero1 == o.q.level.zero1 && dense == o.dense && moe == o.moe && embedding == o.embedding && head == o.head;
+bool StageMemoryLines::QueryEqual::operator()(const Query& a, const Query& b) const {
+  return a.type == b.type && a.tp == b.tp && a.samples == b.samples && a.local_experts == b.local_experts &&
+         a.ep == b.ep && a.zero1_dp == b.zero1_dp && a.level.recompute == b.level.recompute && a.level.zero1 == b.level.zero1;
 }
 
-std::size_t StageMemoryLines::KeyHash::operator()(const Key& k) const {
-  std::size_t h = std::hash<double>()(k.q.local_experts);
-  for (const long x : {static_cast<long>(k.q.type), static_cast<long>(k.q.tp), static_cast<long>(k.q.samples),
-                       static_cast<long>(k.q.ep), static_cast<long>(k.q.zero1_dp), static_cast<long>(k.q.level.recompute),
-                       static_cast<long>(k.q.level.zero1), static_cast<long>(k.dense), static_cast<long>(k.moe),
-                       static_cast<long>(k.embedding), static_cast<long>(k.head)})
+std::size_t StageMemoryLines::QueryHash::operator()(const Query& q) const {
+  std::size_t h = std::hash<double>()(q.local_experts);
+  for (const long x : {static_cast<long>(q.type), static_cast<long>(q.tp), static_cast<long>(q.samples),
+                       static_cast<long>(q.ep), static_cast<long>(q.zero1_dp), static_cast<long>(q.level.recompute),
+                       static_cast<long>(q.level.zero1)})
     h = h * 1000003 ^ std::hash<long>()(x);
   return h;
 }
 
-double StageMemoryLines::bytes(const Query& q, int begin, int end, long in_flight) {
-  const ModelConfig& model = profiler_.model();
-  const int layers = model.layers;
-  Key key{q, 0, moe_prefix_[end] - moe_prefix_[begin], begin == 0, end == layers};
-  key.dense = end - begin - key.moe;
-  if (!q.level.zero1) key.q.zero1_dp = 1;  // the shards count only under ZeRO-1
+StageMemoryLines::Lines& StageMemoryLines::lines(const Query& q) {
+  Query key = q;
+  if (!q.level.zero1) key.zero1_dp = 1;  // the shards count only under ZeRO-1
   auto it = lines_.find(key);
   if (it == lines_.end()) {
+    const int layers = profiler_.model().layers;
+    const size_t kinds = static_cast<size_t>(layers + 1) * static_cast<size_t>(moe_prefix_.back() + 1) * 4;
+    it = lines_.emplace(key, Lines{std::vector<std::pair<double, double>>(kinds, {std::nan(""), 0.0})}).first;
+  }
+  return it->second;
+}
+
+double StageMemoryLines::bytes(const Query& q, int begin, int end, long in_flight) {
+  return bytes(lines(q), q, begin, end, in_flight);
+}
+
+double StageMemoryLines::bytes(Lines& lines, const Query& q, int begin, int end, long in_flight) {
+  const ModelConfig& model = profiler_.model();
+  const int layers = model.layers;
+  const int moe = moe_prefix_[end] - moe_prefix_[begin], dense = end - begin - moe;
+  const bool embedding = begin == 0, head = end == layers;
+  const size_t index = ((static_cast<size_t>(dense) * (moe_prefix_.back() + 1) + moe) * 2 + embedding) * 2 + head;
+  std::pair<double, double>& line = lines.at[index];
+  if (std::isnan(line.first)) {
     StageMemoryInput in;
     in.layer_begin = begin;
     in.layer_end = end;
-    in.has_embedding = key.embedding;
-    in.has_head = key.head;
+    in.has_embedding = embedding;
+    in.has_head = head;
     in.shard = {q.tp, false, static_cast<double>(q.samples)};
     in.recompute = q.level.recompute;
     in.zero1 = q.level.zero1;
     in.dp = std::max(1, q.zero1_dp);
     in.local_experts = q.local_experts;
     in.ep = q.ep;
-    in.in_flight = 0;
-    const double idle = stage_memory(model, in).total();
-    in.in_flight = 1;
-    const double one = stage_memory(model, in).total();
-    it = lines_.emplace(key, std::make_pair(idle, one - idle)).first;
+    const auto [at_0, at_1] = stage_memory_idle_and_one(model, in);
+    const double idle = at_0.total();
+    line = {idle, at_1.total() - idle};
   }
-  return it->second.first + static_cast<double>(in_flight) * it->second.second;
+  return line.first + static_cast<double>(in_flight) * line.second;
 }
 
 PipelineCosts::PipelineCosts(LayerTimes& times, StageMemoryLines& memory, std::vector<StageCostSpec> stages,
@@ -115,9 +149,11 @@ PipelineCosts::PipelineCosts(LayerTimes& times, StageMemoryLines& memory, std::v
     min_micro_batch_ = std::max(min_micro_batch_, static_cast<int>(s.groups.size()));
     memory_queries_.emplace_back();
     usable_bytes_.emplace_back();
+    time_types_.emplace_back();
     for (const GroupCostSpec& g : s.groups) {
       memory_queries_.back().push_back({memory_.type_id(g.gpu_type), s.tp, 0, g.local_experts, s.ep, s.zero1_dp, level_});
       usable_bytes_.back().push_back(times_.profiler().gpu_memory_bytes(g.gpu_type));
+      time_types_.back().push_back(times_.type_id(g.gpu_type));
     }
   }
 }
@@ -129,7 +165,8 @@ const std::vector<int>& PipelineCosts::shares(int stage, int b) {
   // A group's time for s samples over the model's layers: the shares hold for every layer range.
   const StageCostSpec& st = stages_[stage];
   auto t = [&](int g, int s) {
-    return times_.layers_s({st.groups[g].gpu_type, st.tp, static_cast<double>(s), level_.recompute, false}, 0, layers_);
+    const LayerTimes::Table& table = times_.table(time_types_[stage][g], st.tp, s, level_.recompute);
+    return table.prefix[layers_] - table.prefix[0];
   };
   std::vector<double> speed(n);
   const int even = std::max(1, b / n);
@@ -159,19 +196,18 @@ const std::vector<int>& PipelineCosts::shares(int stage, int b) {
   return shares_.emplace(k, std::move(s)).first->second;
 }
 
-double PipelineCosts::memory_bytes(int stage, int group, int samples, int begin, int end, long in_flight) {
-  StageMemoryLines::Query q = memory_queries_[stage][group];
-  q.samples = samples;
-  return memory_.bytes(q, begin, end, in_flight);
-}
-
 std::vector<int> PipelineCosts::max_ends(int stage, int b, long in_flight) {
-  const StageCostSpec& st = stages_[stage];
   const std::vector<int>& s = shares(stage, b);
+  const size_t groups = s.size();
+  std::vector<StageMemoryLines::Query> queries = memory_queries_[stage];
+  std::vector<StageMemoryLines::Lines*> lines(groups);
+  for (size_t g = 0; g < groups; ++g) {
+    queries[g].samples = s[g];
+    lines[g] = &memory_.lines(queries[g]);
+  }
   auto fits = [&](int begin, int end) {
-    for (size_t g = 0; g < st.groups.size(); ++g)
-      if (memory_bytes(stage, static_cast<int>(g), s[g], begin, end, in_flight) > usable_bytes_[stage][g])
-        return false;
+    for (size_t g = 0; g < groups; ++g)
+      if (memory_.bytes(*lines[g], queries[g], begin, end, in_flight) > usable_bytes_[stage][g]) return false;
     return true;
   };
   // A stage's memory grows with its layer range (more weights, activations, the head), so the largest
@@ -202,8 +238,7 @@ const std::vector<const LayerTimes::Table*>& PipelineCosts::group_tables(int sta
   const std::vector<int>& s = shares(stage, b);
   const StageCostSpec& st = stages_[stage];
   std::vector<const LayerTimes::Table*> out;
-  for (size_t g = 0; g < s.size(); ++g)
-    out.push_back(&times_.table({st.groups[g].gpu_type, st.tp, static_cast<double>(s[g]), level_.recompute, false}));
+  for (size_t g = 0; g < s.size(); ++g) out.push_back(&times_.table(time_types_[stage][g], st.tp, s[g], level_.recompute));
   return group_tables_.emplace(k, std::move(out)).first->second;
 }
 
@@ -220,18 +255,18 @@ const std::vector<int>& PipelineCosts::partition(int b, long m) {
   std::vector<int> bounds;
   if (b >= min_micro_batch_ && !known_too_big(b, cap)) {
     std::vector<std::vector<int>> ends(depth());
-    std::vector<std::vector<const LayerTimes::Table*>> tables(depth());  // per stage, per group
+    std::vector<const std::vector<const LayerTimes::Table*>*> tables(depth());  // per stage, per group
     for (int j = 0; j < depth(); ++j) {
       ends[j] = max_ends(j, b, std::min<long>(depth() - j, m));
-      tables[j] = group_tables(j, b);
+      tables[j] = &group_tables(j, b);
     }
     auto cost = [&](int j, int begin, int end) {
       if (end > ends[j][begin]) return kInf;
       double worst = 0;
-      for (const LayerTimes::Table* t : tables[j]) worst = std::max(worst, t->stage_s(begin, end));
+      for (const LayerTimes::Table* t : *tables[j]) worst = std::max(worst, t->stage_s(begin, end));
       return worst;
     };
-    bounds = minmax_partition(layers_, depth(), cost);
+    bounds = minmax_partition_with(layers_, depth(), cost);
     if (bounds.empty()) too_big_.emplace_back(b, cap);
   }
   return partitions_.emplace(k, std::move(bounds)).first->second;
@@ -268,26 +303,25 @@ double PipelineCosts::work_lower_bound(int b) {
   if (auto it = work_.find(b); it != work_.end()) return it->second;
   // A stage's time over a range is its slowest group's, so at least any one group's: per layer, the fastest
   // group of the fastest stage bounds what the layer adds to the stage sum, whatever the partition.
-  std::vector<std::vector<const LayerTimes::Table*>> tables(depth());
-  for (int j = 0; j < depth(); ++j) tables[j] = group_tables(j, b);
-  auto fastest = [&](int j, const std::function<double(const LayerTimes::Table&)>& f) {
-    double t = kInf;
-    for (const LayerTimes::Table* tab : tables[j]) t = std::min(t, f(*tab));
-    return t;
-  };
-  double w = fastest(0, [](const LayerTimes::Table& t) { return t.embedding; }) +
-             fastest(depth() - 1, [](const LayerTimes::Table& t) { return t.head; });
+  std::vector<const std::vector<const LayerTimes::Table*>*> tables(depth());
+  for (int j = 0; j < depth(); ++j) tables[j] = &group_tables(j, b);
+  double embedding = kInf, head = kInf;
+  for (const LayerTimes::Table* t : *tables.front()) embedding = std::min(embedding, t->embedding);
+  for (const LayerTimes::Table* t : *tables.back()) head = std::min(head, t->head);
+  double w = embedding + head;
   for (int l = 0; l < layers_; ++l) {
     double layer = kInf;
     for (int j = 0; j < depth(); ++j)
-      layer = std::min(layer, fastest(j, [l](const LayerTimes::Table& t) { return t.prefix[l + 1] - t.prefix[l]; }));
+      for (const LayerTimes::Table* t : *tables[j]) layer = std::min(layer, t->prefix[l + 1] - t->prefix[l]);
     w += layer;
   }
   return work_.emplace(b, w).first->second;
 }
 
 PipelineCosts::Choice PipelineCosts::best(long n) {
-  if (auto it = best_.find(n); it != best_.end()) return it->second;
+  if (n < 0) return Choice{};
+  if (n >= static_cast<long>(best_.size())) best_.resize(n + 1, Choice{kInf, -1});
+  if (best_[n].micro_batch >= 0) return best_[n];
   // Branch and bound over the divisors: the stage sum is at least the work bound W and the slowest stage at
   // least W / depth, so time(n, b) >= W (1 + (m - 1) / depth); sizes are tried in ascending bound and the
   // rest skipped once the bound reaches the best time (exact: the same choice as trying every divisor).
@@ -310,7 +344,7 @@ PipelineCosts::Choice PipelineCosts::best(long n) {
     const double t = time(n, b);
     if (t < c.time_s || (t == c.time_s && b < c.micro_batch)) c = {t, b};
   }
-  return best_.emplace(n, c).first->second;
+  return best_[n] = c;
 }
 
 double PipelineCosts::speed(long max_b) {

@@ -7,6 +7,7 @@
 // costs); memory is the simulator's own per-stage formula (sim/model/memory.h) with the stage's EP experts.
 #pragma once
 #include <limits>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <tuple>
@@ -64,10 +65,16 @@ class LayerTimes {
   };
   // The key's table; the reference stays valid for the LayerTimes' lifetime.
   const Table& table(const ProfileKey& key);
+  // The same table by a small integer for the GPU type (type_id) and integer samples, without sequence
+  // parallelism: a lookup without strings, for completion's inner loops.
+  int type_id(const std::string& gpu_type);
+  const Table& table(int type, int tp, int samples, Recompute recompute);
 
  private:
   const Profiler& profiler_;
   std::map<ProfileKey, Table> tables_;
+  std::vector<std::string> types_;
+  std::unordered_map<std::uint64_t, const Table*> by_id_;  // (type, tp, samples, recompute) -> tables_ entry
 };
 
 // Per-GPU bytes of a stage's layer range (sim/model/memory.h stage_memory), for every pipeline class,
@@ -93,20 +100,29 @@ class StageMemoryLines {
   // Bytes of layers [begin, end) with `in_flight` micro-batches in flight.
   double bytes(const Query& q, int begin, int end, long in_flight);
 
- private:
-  struct Key {
-    Query q;
-    int dense = 0, moe = 0;
-    bool embedding = false, head = false;
-    bool operator==(const Key& o) const;
+  // The lines of one query by the layer range's kind counts and ends, each filled when first asked for (by
+  // the query and range asking): one lookup of the query serves every range (PipelineCosts::max_ends).
+  struct Lines {
+    std::vector<std::pair<double, double>> at;  // (bytes at 0 in flight, per one more); NaN: not filled yet
   };
-  struct KeyHash {
-    std::size_t operator()(const Key& k) const;
+  // The query's lines; the reference stays valid for the StageMemoryLines' lifetime.
+  Lines& lines(const Query& q);
+  // bytes(q, begin, end, in_flight) through the query's lines.
+  double bytes(Lines& lines, const Query& q, int begin, int end, long in_flight);
+
+ private:
+  struct QueryHash {
+    std::size_t operator()(const Query& q) const;
+  };
+  struct QueryEqual {
+    bool operator()(const Query& a, const Query& b) const;
   };
   const Profiler& profiler_;
   std::vector<std::string> types_;
   std::vector<int> moe_prefix_;  // MoE layers in [0, l)
-  std::unordered_map<Key, std::pair<double, double>, KeyHash> lines_;  // (bytes at 0 in flight, per one more)
+  // By the query with zero1_dp = 1 unless ZeRO-1 (the shards count only under ZeRO-1); node-based so that
+  // references stay valid.
+  std::unordered_map<Query, Lines, QueryHash, QueryEqual> lines_;
 };
 
 class PipelineCosts {
@@ -151,10 +167,12 @@ class PipelineCosts {
   bool known_too_big(int b, long cap) const;
   std::map<std::pair<int, int>, std::vector<int>> shares_;              // (stage, b)
   std::map<std::pair<int, long>, std::vector<int>> partitions_;         // (b, micro-batches in flight cap)
-  std::map<long, Choice> best_;
+  std::vector<Choice> best_;  // by n; micro_batch -1: not computed yet (n is at most the global batch)
 
-  // Per stage, per group: its memory query without the samples, and its GPUs' usable bytes.
+  // Per stage, per group: its memory query without the samples, its GPUs' usable bytes, and its GPU type
+  // for LayerTimes (LayerTimes::type_id).
   std::vector<std::vector<StageMemoryLines::Query>> memory_queries_;
+  std::vector<std::vector<int>> time_types_;
   std::vector<std::vector<double>> usable_bytes_;
 
   std::map<int, double> work_;  // b -> work_lower_bound(b)
@@ -164,8 +182,6 @@ class PipelineCosts {
   std::map<std::pair<int, int>, std::vector<const LayerTimes::Table*>> group_tables_;  // (stage, b)
   // A lower bound on the sum of the stage times of one micro-batch of b, over every partition.
   double work_lower_bound(int b);
-  // Per-GPU bytes of group `group` of stage `stage` holding layers [begin, end) (sim/model/memory.h).
-  double memory_bytes(int stage, int group, int samples, int begin, int end, long in_flight);
   // max_end[x]: the largest end such that every group of the stage fits layers [x, end) in memory (x if none).
   std::vector<int> max_ends(int stage, int b, long in_flight);
 };

@@ -90,7 +90,16 @@ double layer_activation_bytes(const ModelConfig& m, int layer, const ShardSpec& 
   return stored(activation_parts(m, layer, s), s, r);
 }
 
-MemoryBreakdown stage_memory(const ModelConfig& m, const StageMemoryInput& in) {
+namespace {
+
+// stage_memory without the micro-batches in flight: the breakdown with activations left for
+// with_in_flight, one micro-batch's stored activations and the recompute working set.
+struct StageMemoryParts {
+  MemoryBreakdown out;
+  double per_micro_batch = 0, working = 0;
+};
+
+StageMemoryParts stage_memory_parts(const ModelConfig& m, const StageMemoryInput& in) {
   const ShardSpec& sh = in.shard;
   const double t = static_cast<double>(sh.tp);
   const double s = static_cast<double>(m.seq_len);
@@ -113,7 +122,8 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const StageMemoryInput& in) {
     if (in.has_embedding && m.tied_embeddings()) params -= static_cast<double>(m.vocab) * h / t;
   }
 
-  MemoryBreakdown out;
+  StageMemoryParts parts;
+  MemoryBreakdown& out = parts.out;
   out.weights = params * kWeightBytes;
   out.gradients = params * kGradBytes;
   out.optimizer = params * kOptimizerBytes / (in.zero1 ? static_cast<double>(std::max(in.dp, 1)) : 1.0);
@@ -135,9 +145,8 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const StageMemoryInput& in) {
     // vocab-parallel cross-entropy kept for its backward: 4·s·b·V/t bytes (Korthikanti §4.3).
     per_micro_batch += 4.0 * b * s * h / sp_div + 4.0 * b * s * static_cast<double>(m.vocab) / t;
   }
-  // Micro-batches in flight (set by the schedule), plus, under recompute, one layer's rematerialised
-  // activations while its backward runs (once per stage).
-  out.activations = in.in_flight * per_micro_batch + working;
+  parts.per_micro_batch = per_micro_batch;
+  parts.working = working;
 
   // Framework overhead plus communication buffers: the TP all-reduce / all-gather output (b·s·h·e, the
   // full tensor) and, unless the stage is the whole pipeline, the send and receive buffers (2 x b·s·h·e).
@@ -152,7 +161,26 @@ MemoryBreakdown stage_memory(const ModelConfig& m, const StageMemoryInput& in) {
   if (moe_here && in.ep > 1)
     buffers += 2.0 * b * s * static_cast<double>(m.moe->top_k) * dispatch_bytes_per_assignment(m) / sp_div;
   out.other = kFrameworkOverhead + buffers;
+  return parts;
+}
+
+// Micro-batches in flight (set by the schedule), plus, under recompute, one layer's rematerialised
+// activations while its backward runs (once per stage).
+MemoryBreakdown with_in_flight(const StageMemoryParts& parts, double in_flight) {
+  MemoryBreakdown out = parts.out;
+  out.activations = in_flight * parts.per_micro_batch + parts.working;
   return out;
+}
+
+}  // namespace
+
+MemoryBreakdown stage_memory(const ModelConfig& m, const StageMemoryInput& in) {
+  return with_in_flight(stage_memory_parts(m, in), in.in_flight);
+}
+
+std::pair<MemoryBreakdown, MemoryBreakdown> stage_memory_idle_and_one(const ModelConfig& m, const StageMemoryInput& in) {
+  const StageMemoryParts parts = stage_memory_parts(m, in);
+  return {with_in_flight(parts, 0), with_in_flight(parts, 1)};
 }
 
 }  // namespace arachne

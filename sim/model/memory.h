@@ -2,6 +2,8 @@
 // ZeRO-1), activations (Korthikanti et al. 2022, "Reducing Activation Recomputation", Table 2 / eq. 1-2)
 // times micro-batches in flight under the schedule, and framework overhead.
 #pragma once
+#include <utility>
+
 #include "sim/model/layer_costs.h"
 
 namespace arachne {
@@ -30,6 +32,9 @@ struct StageMemoryInput {
 };
 
 MemoryBreakdown stage_memory(const ModelConfig& m, const StageMemoryInput& in);
+// stage_memory with in.in_flight = 0 and = 1 (the memory is affine in in_flight), from one pass over the
+// layers: bit for bit the two calls' results.
+std::pair<MemoryBreakdown, MemoryBreakdown> stage_memory_idle_and_one(const ModelConfig& m, const StageMemoryInput& in);
 
 // Activation bytes one micro-batch leaves stored for one layer on one TP rank (Korthikanti et al. 2022
 // Table 2: sbh(34 + 5as/h) without parallelism; /t with TP+SP; attention core dropped by selective;

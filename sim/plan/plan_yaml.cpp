@@ -608,62 +608,62 @@ void validate_plan(const Plan& plan, const Cluster& cluster, const ModelConfig& 
 
   for (int i = 0; i < static_cast<int>(plan.pipelines.size()); ++i) {
     const Pipeline& p = plan.pipelines[i];
-    const std::string ppath = "pipelines[" + std::to_string(i) + "]";
-    if (p.micro_batch < 1) fail(p.line, ppath + ".micro_batch", "micro_batch must be at least 1, got " + std::to_string(p.micro_batch));
+    auto ppath = [i] { return "pipelines[" + std::to_string(i) + "]"; };  // paths only for messages
+    if (p.micro_batch < 1) fail(p.line, ppath() + ".micro_batch", "micro_batch must be at least 1, got " + std::to_string(p.micro_batch));
     if (p.micro_batches < 1)
-      fail(p.line, ppath + ".micro_batches", "micro_batches must be at least 1, got " + std::to_string(p.micro_batches));
+      fail(p.line, ppath() + ".micro_batches", "micro_batches must be at least 1, got " + std::to_string(p.micro_batches));
     const int n = static_cast<int>(p.stages.size());
-    if (n == 0) fail(p.line, ppath + ".stages", "pipeline has no stages");
+    if (n == 0) fail(p.line, ppath() + ".stages", "pipeline has no stages");
     int pp = n;
     if (interleaved) {
       if (n % plan.interleave != 0)
-        fail(p.line, ppath + ".stages", "interleaved pipeline has " + std::to_string(n) + " stages, not a multiple of interleave=" +
+        fail(p.line, ppath() + ".stages", "interleaved pipeline has " + std::to_string(n) + " stages, not a multiple of interleave=" +
                                             std::to_string(plan.interleave));
       pp = n / plan.interleave;
       if (pp < 2)
-        fail(p.line, ppath + ".stages", "the interleaved schedule needs at least 2 physical stages; " + std::to_string(n) +
+        fail(p.line, ppath() + ".stages", "the interleaved schedule needs at least 2 physical stages; " + std::to_string(n) +
                                             " stages / interleave " + std::to_string(plan.interleave) + " = " + std::to_string(pp));
       // Megatron-LM's interleaved schedule takes micro-batches in groups of pp (schedules.py asserts it).
       if (p.micro_batches % pp != 0)
-        fail(p.line, ppath + ".micro_batches", "the interleaved schedule needs micro_batches divisible by pp=" +
+        fail(p.line, ppath() + ".micro_batches", "the interleaved schedule needs micro_batches divisible by pp=" +
                                                    std::to_string(pp) + ", got " + std::to_string(p.micro_batches));
     }
 
     // Stages: groups, GPUs, TP.
     for (int j = 0; j < n; ++j) {
       const Stage& s = p.stages[j];
-      const std::string spath = stage_path(i, j);
-      if (s.groups.empty()) fail(s.line, spath + ".groups", "stage has no TP groups");
+      auto spath = [i, j] { return stage_path(i, j); };
+      if (s.groups.empty()) fail(s.line, spath() + ".groups", "stage has no TP groups");
       if (interleaved && j >= pp && !same_groups(s, p.stages[j % pp]))
-        fail(s.line, spath + ".groups", "in an interleaved pipeline stage " + std::to_string(j) + " must run on the TP groups of stage " +
+        fail(s.line, spath() + ".groups", "in an interleaved pipeline stage " + std::to_string(j) + " must run on the TP groups of stage " +
                                             std::to_string(j % pp) + " (stage j runs on stage j % pp, pp = " + std::to_string(pp) + ")");
       double share_sum = 0;
       for (int k = 0; k < static_cast<int>(s.groups.size()); ++k) {
         const TpGroup& g = s.groups[k];
         const GroupAt here{i, j, k};
-        const std::string gpath = group_path(here);
-        if (g.tp < 1) fail(g.line, gpath + ".tp", "tp must be at least 1, got " + std::to_string(g.tp));
+        auto gpath = [&] { return group_path(here); };
+        if (g.tp < 1) fail(g.line, gpath() + ".tp", "tp must be at least 1, got " + std::to_string(g.tp));
         if (static_cast<int>(g.gpus.size()) != g.tp)
-          fail(g.line, gpath + ".tp", "group has " + std::to_string(g.gpus.size()) + " GPUs but tp=" + std::to_string(g.tp) +
+          fail(g.line, gpath() + ".tp", "group has " + std::to_string(g.gpus.size()) + " GPUs but tp=" + std::to_string(g.tp) +
                                           " (a TP group's GPU count must equal tp)");
         if (model.heads > 0 && model.heads % g.tp != 0)
-          fail(g.line, gpath + ".tp", "tp=" + std::to_string(g.tp) + " does not divide " + std::to_string(model.heads) + " attention heads");
+          fail(g.line, gpath() + ".tp", "tp=" + std::to_string(g.tp) + " does not divide " + std::to_string(model.heads) + " attention heads");
         if (model.kv_heads > 0 && model.kv_heads % g.tp != 0)
-          fail(g.line, gpath + ".tp", "tp=" + std::to_string(g.tp) + " does not divide " + std::to_string(model.kv_heads) + " key/value heads");
+          fail(g.line, gpath() + ".tp", "tp=" + std::to_string(g.tp) + " does not divide " + std::to_string(model.kv_heads) + " key/value heads");
         if (!(g.share > 0) || !std::isfinite(g.share))
-          fail(g.line, gpath + ".share", "share must be greater than 0, got " + number_text(g.share));
+          fail(g.line, gpath() + ".share", "share must be greater than 0, got " + number_text(g.share));
         share_sum += g.share;
         for (const GpuId gpu : g.gpus) {
           if (gpu < 0 || gpu >= total_gpus || !on_a_node[gpu])
-            fail(g.line, gpath + ".gpus", "GPU id " + std::to_string(gpu) + " is not in the cluster (it has " + std::to_string(total_gpus) + " GPUs)");
+            fail(g.line, gpath() + ".gpus", "GPU id " + std::to_string(gpu) + " is not in the cluster (it has " + std::to_string(total_gpus) + " GPUs)");
           if (interleaved && j >= pp) continue;  // the pattern check above showed these are stage j % pp's GPUs
           if (used_by[gpu].pipeline >= 0)
-            fail(g.line, gpath + ".gpus", "GPU " + gpu_name(cluster, gpu) + " is used twice: by " + group_path(used_by[gpu]) + " and by " + gpath);
+            fail(g.line, gpath() + ".gpus", "GPU " + gpu_name(cluster, gpu) + " is used twice: by " + group_path(used_by[gpu]) + " and by " + gpath());
           used_by[gpu] = here;
         }
       }
       if (std::abs(share_sum - 1.0) > 1e-9)
-        fail(s.line, spath + ".groups", "TP group shares sum to " + number_text(share_sum) + ", not 1");
+        fail(s.line, spath() + ".groups", "TP group shares sum to " + number_text(share_sum) + ", not 1");
     }
 
     // Layers: each stage non-empty and inside the model; every layer covered exactly once; in order.
@@ -671,12 +671,12 @@ void validate_plan(const Plan& plan, const Cluster& cluster, const ModelConfig& 
     std::vector<int> covered(std::max(L, 0), 0);
     for (int j = 0; j < n; ++j) {
       const Stage& s = p.stages[j];
-      const std::string lpath = stage_path(i, j) + ".layers";
-      if (s.layer_end <= s.layer_begin) fail(s.line, lpath, "stage layers " + range_text(s) + " are empty");
+      auto lpath = [i, j] { return stage_path(i, j) + ".layers"; };
+      if (s.layer_end <= s.layer_begin) fail(s.line, lpath(), "stage layers " + range_text(s) + " are empty");
       if (s.layer_begin < 0 || s.layer_end > L)
-        fail(s.line, lpath, "stage layers " + range_text(s) + " exceed the model's " + std::to_string(L) + " layers [0, " + std::to_string(L) + ")");
+        fail(s.line, lpath(), "stage layers " + range_text(s) + " exceed the model's " + std::to_string(L) + " layers [0, " + std::to_string(L) + ")");
       for (int l = s.layer_begin; l < s.layer_end; ++l)
-        if (covered[l]++ > 0) fail(s.line, lpath, "layer " + std::to_string(l) + " covered twice");
+        if (covered[l]++ > 0) fail(s.line, lpath(), "layer " + std::to_string(l) + " covered twice");
     }
     for (int l = 0; l < L; ++l) {
       if (covered[l] != 0) continue;
@@ -684,7 +684,7 @@ void validate_plan(const Plan& plan, const Cluster& cluster, const ModelConfig& 
       while (last + 1 < L && covered[last + 1] == 0) ++last;
       // Point at the first stage after the gap, else at the pipeline.
       int line = p.line;
-      std::string field = ppath + ".stages";
+      std::string field = ppath() + ".stages";
       for (int j = 0; j < n; ++j)
         if (p.stages[j].layer_begin > last) {
           line = p.stages[j].line;
@@ -702,38 +702,38 @@ void validate_plan(const Plan& plan, const Cluster& cluster, const ModelConfig& 
     // Expert parallelism inside the stage.
     for (int j = 0; j < n; ++j) {
       const Stage& s = p.stages[j];
-      const std::string spath = stage_path(i, j);
-      if (s.ep < 1) fail(s.line, spath + ".ep", "ep must be at least 1, got " + std::to_string(s.ep));
+      auto spath = [i, j] { return stage_path(i, j); };
+      if (s.ep < 1) fail(s.line, spath() + ".ep", "ep must be at least 1, got " + std::to_string(s.ep));
       if (!model.moe) {
         if (s.ep != 1)
-          fail(s.line, spath + ".ep", "ep=" + std::to_string(s.ep) + " on a dense model: " +
+          fail(s.line, spath() + ".ep", "ep=" + std::to_string(s.ep) + " on a dense model: " +
                                           (model.name.empty() ? std::string("the model") : model.name) + " has no experts, so ep must be 1");
         if (!s.experts.empty())
-          fail(s.line, spath + ".experts", "experts placement given but " +
+          fail(s.line, spath() + ".experts", "experts placement given but " +
                                                (model.name.empty() ? std::string("the model") : model.name) + " has no experts");
         continue;
       }
       const int experts = model.moe->experts;
       if (s.experts.empty()) {
         if (experts % s.ep != 0)
-          fail(s.line, spath + ".ep", "ep=" + std::to_string(s.ep) + " does not divide " + std::to_string(experts) +
+          fail(s.line, spath() + ".ep", "ep=" + std::to_string(s.ep) + " does not divide " + std::to_string(experts) +
                                           " experts (give an uneven placement under 'experts')");
       } else {
         if (static_cast<int>(s.experts.size()) != s.ep)
-          fail(s.line, spath + ".experts", "experts lists " + std::to_string(s.experts.size()) + " EP ranks but ep=" + std::to_string(s.ep));
+          fail(s.line, spath() + ".experts", "experts lists " + std::to_string(s.experts.size()) + " EP ranks but ep=" + std::to_string(s.ep));
         long sum = 0;
         for (const int e : s.experts) {
-          if (e < 1) fail(s.line, spath + ".experts", "every EP rank must hold at least 1 expert, got " + std::to_string(e));
+          if (e < 1) fail(s.line, spath() + ".experts", "every EP rank must hold at least 1 expert, got " + std::to_string(e));
           sum += e;
         }
         if (sum != experts)
-          fail(s.line, spath + ".experts", "experts sum to " + std::to_string(sum) + " but the model has " + std::to_string(experts));
+          fail(s.line, spath() + ".experts", "experts sum to " + std::to_string(sum) + " but the model has " + std::to_string(experts));
       }
       if (s.ep_scope == EpScope::Stage) {
         int stage_gpus = 0;
         for (const TpGroup& g : s.groups) stage_gpus += static_cast<int>(g.gpus.size());
         if (stage_gpus % s.ep != 0)
-          fail(s.line, spath + ".ep", "ep=" + std::to_string(s.ep) + " does not divide the stage's " + std::to_string(stage_gpus) +
+          fail(s.line, spath() + ".ep", "ep=" + std::to_string(s.ep) + " does not divide the stage's " + std::to_string(stage_gpus) +
                                           " GPUs (ep_scope stage)");
       }
     }

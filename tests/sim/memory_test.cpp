@@ -201,5 +201,36 @@ TEST(ModelMemoryStage, Gpt3OnMegatronLayoutFitsAnEightyGigabyteGpu) {
   EXPECT_GT(total, 20e9);
 }
 
+TEST(ModelMemoryStage, IdleAndOneInFlightAreTheTwoSingleEvaluations) {
+  // stage_memory_idle_and_one is one pass over the layers standing in for stage_memory at in_flight 0 and
+  // 1 (completion prices memory as idle + in_flight x the difference): every field must be the same double.
+  const ModelConfig m = gpt3_175b();
+  for (const Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+    for (const auto& [begin, end] : {std::pair{0, 6}, std::pair{10, 37}, std::pair{90, 96}, std::pair{0, 96}}) {
+      StageMemoryInput in;
+      in.layer_begin = begin;
+      in.layer_end = end;
+      in.has_embedding = begin == 0;
+      in.has_head = end == m.layers;
+      in.shard = ShardSpec{4, true, 3};
+      in.recompute = r;
+      in.zero1 = true;
+      in.dp = 8;
+      in.in_flight = 7;  // ignored: the pair is at 0 and 1
+      const auto [idle, one] = stage_memory_idle_and_one(m, in);
+      for (const double in_flight : {0.0, 1.0}) {
+        in.in_flight = in_flight;
+        const MemoryBreakdown want = stage_memory(m, in);
+        const MemoryBreakdown& got = in_flight == 0 ? idle : one;
+        EXPECT_EQ(got.weights, want.weights);
+        EXPECT_EQ(got.gradients, want.gradients);
+        EXPECT_EQ(got.optimizer, want.optimizer);
+        EXPECT_EQ(got.activations, want.activations);
+        EXPECT_EQ(got.other, want.other);
+      }
+      EXPECT_GT(one.activations, idle.activations);  // a micro-batch in flight stores activations
+    }
+}
+
 }  // namespace
 }  // namespace arachne
