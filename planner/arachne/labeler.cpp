@@ -36,7 +36,7 @@ std::vector<Template> candidate_templates(const SampledConfig& cfg, const LabelO
     for (const Template& t : ts)
       if (seen.insert(t).second) out.push_back(t);
   };
-  add(heuristic_templates(cfg.cluster, cfg.model, opt.heuristic));
+  add(heuristic_templates(cfg.cluster, cfg.model, opt.heuristic, cfg.global_batch));
   add(e.templates);
   if (!e.complete)
     add(sample_templates(cfg.cluster, cfg.model, opt.enumeration, opt.sampled, cfg.seed * 0x100000001b3ULL + cfg.index));

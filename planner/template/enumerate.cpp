@@ -328,17 +328,19 @@ std::vector<PipelineTemplate> homogeneous_for_type(const TypeInfo& t, const Mode
 }
 
 // Rule 3: one pipeline class whose stages run over every GPU type, replicated `replicas` times (the shape
-// of Metis's plans, Um et al. ATC'24 §4: one pipeline of device groups of different types with data
-// parallelism across identical groups; FlashFlex, Yan et al. 2024 §3, also lets one pipeline span GPU
+// of Metis's plans, Um et al. USENIX ATC'24: one pipeline of device groups of different types, data
+// parallelism inside each group; FlashFlex, Yan et al. arXiv:2409.01143, also lets one pipeline span GPU
 // types). Each replica takes an equal share of every type's GPUs, so every GPU works and a type's stage count
 // is its share over its TP width; completion's min-max partition then gives each stage layers in
 // proportion to its speed. TP per type starts at 1 (narrow TP wastes least on TP collectives, Narayanan
 // et al. SC'21 §3.2) and is widened, one token width at a time:
 //   - for the type of the first stage that does not fit in memory, until all fit;
-//   - while the pipeline is deeper than the layers or than a quarter of its micro-batches at micro-batch 1
-//     (global batch / replicas; the 1F1B bubble (pp - 1) / (m + pp - 1) then stays below 20 %, Narayanan
-//     et al. SC'21 §2.2.1), for the type whose stages are the weakest (peak FLOP/s x TP): merging the
-//     weakest stages keeps the stages' speeds close, so the integer layer split stays balanced.
+//   - while the pipeline is deeper than the layers or than a quarter of its micro-batches m at micro-batch 1
+//     (global batch / replicas): the bubble's share of the 1F1B schedule, (pp - 1) / (m + pp - 1), then
+//     stays below 20 % (Narayanan et al. SC'21 §2.2.1 give the bubble as (pp - 1) / m of the ideal time; the
+//     bound of 20 % is a choice, not fitted). The type widened is the one whose stages are the weakest (peak
+//     FLOP/s x TP): merging the weakest stages keeps the stages' speeds close, so the integer layer split
+//     stays balanced.
 // Stage order: fastest type first (as Metis orders device groups), except that the type with the least
 // memory per GPU is not placed at either end when there are three types or more: under 1F1B the first stage
 // keeps the most micro-batches in flight (Narayanan et al. SC'21 §2.2) and the last one holds the output
