@@ -1,5 +1,7 @@
-"""Shared by the plot scripts: write a matplotlib figure as PNG under a temporary name, renamed when
-complete, so a failed or interrupted run never leaves a partial file."""
+"""Shared by the plot scripts: write a matplotlib figure as PNG (or a text file) under a temporary name,
+renamed when complete, so a failed or interrupted run never leaves a partial file; tables as CSV text."""
+import csv
+import io
 import os
 import sys
 
@@ -24,3 +26,21 @@ def save_png_or_report(fig, out, dpi=120):
         print(f"error: {out}: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+def write_atomically(path, content):
+    """Writes the text `content` to `path` under a temporary name, renamed when complete."""
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(content)
+    os.replace(tmp, path)
+
+
+def csv_text(rows):
+    """The list of dicts `rows` (same keys) as CSV text, floats with 6 significant digits."""
+    out = io.StringIO()
+    w = csv.DictWriter(out, fieldnames=list(rows[0].keys()), lineterminator="\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+    return out.getvalue()

@@ -14,9 +14,7 @@ per configuration and planner with planning_s, search_complete, has_plan, tokens
 CAP_S (the --budget-wall of the runs) is only written into the summary and the figure.
 Needs Debian's python3-matplotlib and python3-h5py (use /usr/bin/python3). Files are written atomically.
 """
-import csv
 import glob
-import io
 import math
 import os
 import re
@@ -29,7 +27,7 @@ matplotlib.use("Agg")
 import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
-from plot_common import save_png_or_report
+from plot_common import csv_text, save_png_or_report, write_atomically
 
 PLANNERS = ["arachne", "megatron", "amp", "metis", "flashflex", "sailor"]
 BASELINES = PLANNERS[1:]
@@ -68,22 +66,6 @@ def read_rows(directory):
     if not rows:
         raise FileNotFoundError(f"{directory}: no gpus-*/evaluation.h5")
     return rows
-
-
-def write_atomically(path, content):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(content)
-    os.replace(tmp, path)
-
-
-def csv_text(rows):
-    out = io.StringIO()
-    w = csv.DictWriter(out, fieldnames=list(rows[0].keys()), lineterminator="\n")
-    w.writeheader()
-    for r in rows:
-        w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
-    return out.getvalue()
 
 
 def fmt_s(v):

@@ -14,9 +14,7 @@ CAP_S (the replays' --budget-wall) counts the replans whose planning reached the
 the search; 0 when not given).
 Needs Debian's python3-matplotlib and python3-h5py (use /usr/bin/python3). Files are written atomically.
 """
-import csv
 import glob
-import io
 import math
 import os
 import sys
@@ -27,7 +25,7 @@ matplotlib.use("Agg")
 import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
-from plot_common import save_png_or_report
+from plot_common import csv_text, save_png_or_report, write_atomically
 
 # arachne-cold: arachne replayed with --no-warm-start (its file holds the group /arachne).
 PLANNERS = ["arachne", "arachne-cold", "megatron", "amp", "metis", "flashflex", "sailor"]
@@ -94,22 +92,6 @@ def with_ratios(data):
                          "reconfig_s": d["reconfig_s"], "checkpoint_s": d["checkpoint_s"], "idle_s": d["idle_s"],
                          "work_lost_s": d["work_lost_s"]})
     return rows
-
-
-def write_atomically(path, content):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(content)
-    os.replace(tmp, path)
-
-
-def csv_text(rows):
-    out = io.StringIO()
-    w = csv.DictWriter(out, fieldnames=list(rows[0].keys()), lineterminator="\n")
-    w.writeheader()
-    for r in rows:
-        w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
-    return out.getvalue()
 
 
 def summary_text(rows):
