@@ -146,7 +146,9 @@ TEST(EstimatorLowerBound, NeverExceedsTheSimulatedTimeOfRandomPlans) {
         best_ratio = std::max(best_ratio, bound / p.result.iteration_time_s);
       }
       std::printf("%s %s: %zu plans, best bound / simulated %.3f\n", spec, name, d.plans.size(), best_ratio);
-      if (std::string(name) == "gpt3-2.7b") EXPECT_GE(best_ratio, 0.2) << spec;
+      if (std::string(name) == "gpt3-2.7b") {
+        EXPECT_GE(best_ratio, 0.2) << spec;
+      }
     }
   }
   const Cluster a100 = parse_cluster_spec("A100-80:1x8", GpuCatalog::load_default());
@@ -168,19 +170,12 @@ TEST(EstimatorValidation, RanksRandomMixtralPlansLikeTheSimulator) {
     test::RandomPlanSpace space;
     space.uneven_experts = true;
     const test::FittingDraws d = test::draw_fitting_plans(cluster, topo, model, 32, 16, 3, 400, space);
-    const Estimator est(cluster, topo, model);
-    std::vector<double> e, sim;
-    double err = 0;
-    for (const test::SimulatedPlan& p : d.plans) {
-      e.push_back(est.estimate(p.plan).iteration_s);
-      sim.push_back(p.result.iteration_time_s);
-      err += std::abs(e.back() - sim.back()) / sim.back();
-    }
+    const test::Agreement a = test::agreement(Estimator(cluster, topo, model), d.plans);
     std::printf("%s: %zu plans of %d drawn, Spearman %.3f, mean |error| %.3f\n", spec, d.plans.size(), d.attempts,
-                test::spearman(e, sim), err / std::max<size_t>(1, d.plans.size()));
+                a.spearman, a.mean_abs_rel_error);
     ASSERT_GE(d.plans.size(), 10u) << spec;
-    EXPECT_GE(test::spearman(e, sim), 0.9) << spec;
-    EXPECT_LE(err / static_cast<double>(d.plans.size()), 0.05) << spec;
+    EXPECT_GE(a.spearman, 0.9) << spec;
+    EXPECT_LE(a.mean_abs_rel_error, 0.05) << spec;
   }
 }
 
@@ -218,17 +213,10 @@ namespace {
 // Per cell: plans, Spearman and mean relative error with the fitted coefficients (for the report).
 TEST(EstimatorValidation, DISABLED_PerCell) {
   for (const test::ValidationCell& c : test::estimator_validation_cells()) {
-    const Estimator est(c.cluster, *c.topo, c.model);
-    std::vector<double> e, s;
-    double err = 0;
-    for (const test::SimulatedPlan& sp : c.plans) {
-      e.push_back(est.estimate(sp.plan).iteration_s);
-      s.push_back(sp.result.iteration_time_s);
-      err += std::abs(e.back() - s.back()) / s.back();
-    }
+    const test::Agreement a = test::agreement(Estimator(c.cluster, *c.topo, c.model), c.plans);
     std::printf("%-45s %-18s %s plans %2zu  Spearman %6.3f  mean |rel err| %.3f\n", c.cluster_spec.c_str(),
-                c.model_name.c_str(), c.index % 2 ? "held-out" : "fitting ", c.plans.size(),
-                c.plans.size() >= 3 ? test::spearman(e, s) : 0.0, c.plans.empty() ? 0.0 : err / c.plans.size());
+                c.model_name.c_str(), c.index % 2 ? "held-out" : "fitting ", c.plans.size(), a.spearman,
+                a.mean_abs_rel_error);
   }
 }
 

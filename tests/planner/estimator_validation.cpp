@@ -131,6 +131,18 @@ double mean_squared_log_ratio(const Priced& p) {
 
 double spearman(const std::vector<double>& a, const std::vector<double>& b) { return pearson(ranks(a), ranks(b)); }
 
+Agreement agreement(const planner::Estimator& est, const std::vector<SimulatedPlan>& plans) {
+  std::vector<double> e, s;
+  double err = 0;
+  for (const SimulatedPlan& p : plans) {
+    e.push_back(est.estimate(p.plan).iteration_s);
+    s.push_back(p.result.iteration_time_s);
+    err += std::abs(e.back() - s.back()) / s.back();
+  }
+  return {.spearman = plans.size() >= 3 ? spearman(e, s) : 0.0,
+          .mean_abs_rel_error = plans.empty() ? 0.0 : err / static_cast<double>(plans.size())};
+}
+
 const std::vector<ValidationCell>& estimator_validation_cells() {
   static const std::vector<ValidationCell> cells = [] {
     const GpuCatalog catalog = GpuCatalog::load_default();

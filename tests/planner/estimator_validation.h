@@ -50,4 +50,12 @@ planner::EstimatorCoefficients fit_estimator_coefficients();
 // Spearman's rank correlation (average ranks for ties).
 double spearman(const std::vector<double>& a, const std::vector<double>& b);
 
+// The estimates of `plans` beside their simulated times: Spearman's rank correlation (0 for fewer than 3
+// plans) and the mean relative error |estimated - simulated| / simulated (0 for no plan).
+struct Agreement {
+  double spearman = 0;
+  double mean_abs_rel_error = 0;
+};
+Agreement agreement(const planner::Estimator& est, const std::vector<SimulatedPlan>& plans);
+
 }  // namespace arachne::test
