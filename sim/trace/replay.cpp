@@ -94,6 +94,17 @@ ReplayResult replay(const AvailabilityTrace& trace, const GpuCatalog& catalog, c
   double since_ckpt_s = 0;                               // training time since the last checkpoint
   std::vector<std::pair<size_t, double>> since_ckpt_tokens;  // (interval, tokens) since the last checkpoint
 
+  // Under SwitchRule::WhenItPays, whether the job keeps the plan it runs rather than take `fresh`, the
+  // replan's at the k-th change (see replay.h); never when GPUs it used are gone (`lost`).
+  auto keeps_running_plan = [&](const Evaluated& fresh, size_t k, bool lost) {
+    if (opt.switch_rule != SwitchRule::WhenItPays || k == 0 || !running || lost || last_run == nullptr) return false;
+    if (fresh.tokens_per_s <= 0) return true;
+    if (fresh.used == used && fresh.summary == current_summary) return false;
+    const double horizon = times[k] / static_cast<double>(k);
+    const double cost = (since_ckpt_s > 0 ? save_s : 0.0) + reconfig_s;
+    return fresh.tokens_per_s * (horizon - cost) <= last_run->tokens_per_s * horizon;
+  };
+
   for (size_t k = 0; k < times.size(); ++k) {
     const double t0 = times[k];
     const double t1 = k + 1 < times.size() ? times[k + 1] : end;
@@ -150,9 +161,9 @@ ReplayResult replay(const AvailabilityTrace& trace, const GpuCatalog& catalog, c
       ++out.totals.simulations;
       it = cache.emplace(gpus, std::move(e)).first;
     }
-    const Evaluated& e = it->second;
     ++out.totals.replans;
-    charge(opt.fixed_planning_s ? *opt.fixed_planning_s : e.outcome.planning_time_s, iv.planning_s);
+    charge(opt.fixed_planning_s ? *opt.fixed_planning_s : it->second.outcome.planning_time_s, iv.planning_s);
+    const Evaluated& e = keeps_running_plan(it->second, k, lost) ? *last_run : it->second;
 
     if (e.tokens_per_s <= 0) {  // nothing feasible: wait
       charge(left, iv.idle_s);

@@ -36,6 +36,15 @@ struct LastPlan {
 };
 using ReplanCallback = std::function<ReplanOutcome(const Cluster& snapshot, long global_batch, const LastPlan& last)>;
 
+// When a running job whose GPUs are all still there takes the new plan of a replan:
+//   Always     - every time the planner returns a different plan;
+//   WhenItPays - only when switching trains more by the expected next change: with v_old and v_new the two
+//                plans' throughputs, C the time the switch costs (checkpoint save + reconfiguration) and H
+//                the mean time between changes so far (t / changes; the trace's future is not used), when
+//                v_new (H - C) > v_old H. A job also keeps its plan when the new snapshot has no feasible
+//                plan but its GPUs remain.
+enum class SwitchRule { Always, WhenItPays };
+
 struct ReplayOptions {
   double until_s = -1;                      // end of the replay (-1: the trace's end)
   double coalesce_s = 0;                    // changes closer than this are merged
@@ -44,6 +53,7 @@ struct ReplayOptions {
   double storage_bandwidth = 2e9;           // bytes/s, checkpoint save and load
   double restart_s = 60;                    // process restart on reconfiguration
   const Cluster* link_template = nullptr;   // node groups matched by GPU type for link properties
+  SwitchRule switch_rule = SwitchRule::WhenItPays;
 };
 
 struct ReplayInterval {

@@ -69,10 +69,60 @@ TEST(Replay, CallbackIsGivenThePlanTheJobRanLastEvenAfterACachedSnapshot) {
   };
   ReplayOptions o;
   o.fixed_planning_s = 1;
+  o.switch_rule = SwitchRule::Always;  // at t = 200 the job takes the 8-GPU plan again
   const ReplayResult r = replay(t, GpuCatalog::load_default(), m, m.global_batch, recording, o);
   EXPECT_EQ(r.totals.replans, 4);
   EXPECT_EQ(last_gpus, (std::vector<int>{0, 8, 8}));  // calls at t = 0, 100, 300 (t = 200 is cached)
   EXPECT_EQ(last_snapshot_gpus, (std::vector<int>{0, 8, 8}));
+}
+
+// Four GPUs on node 0 from t = 0; node 1's four join at t = `join`. The data-parallel plan on 8 GPUs has
+// about twice the throughput, and the switch costs a checkpoint save and a reconfiguration (load + 60 s
+// restart), C > 60 s. Joining at t = 50, the expected time to the next change (50 s) is shorter than C:
+// under WhenItPays the job keeps its 4-GPU plan (no reconfiguration); under Always it switches. Joining at
+// t = 1000 (expected 1,000 s to the next change), v_new (H - C) is about 2 (1000 - C) > v_old H: it switches.
+TEST(Replay, SwitchesToANewPlanOnlyWhenItPaysByTheExpectedNextChange) {
+  const ModelConfig m = small_model();
+  const ReplanCallback dp = data_parallel(m);
+  auto run = [&](double join, SwitchRule rule) {
+    const AvailabilityTrace t = trace_of({{0, 0, 4}, {0, 1, 0}, {join, 1, 4}}, join + 3000, 2, 4);
+    ReplayOptions o;
+    o.fixed_planning_s = 1;
+    o.switch_rule = rule;
+    return replay(t, GpuCatalog::load_default(), m, m.global_batch, dp, o);
+  };
+  const ReplayResult brief = run(50, SwitchRule::WhenItPays);
+  ASSERT_EQ(brief.intervals.size(), 2u);
+  EXPECT_EQ(brief.intervals[1].gpus_used, 4);
+  EXPECT_EQ(brief.intervals[1].reconfig_s, 0);
+  EXPECT_EQ(brief.intervals[1].planning_s, 1);  // the planner ran; its plan was not taken
+  const ReplayResult always = run(50, SwitchRule::Always);
+  EXPECT_EQ(always.intervals[1].gpus_used, 8);
+  EXPECT_GT(always.intervals[1].reconfig_s, 60);
+  const ReplayResult pays = run(1000, SwitchRule::WhenItPays);
+  EXPECT_EQ(pays.intervals[1].gpus_used, 8);
+  EXPECT_GT(pays.intervals[1].reconfig_s, 60);
+}
+
+// A job whose GPUs all remain keeps training when the planner finds nothing on the new snapshot (under
+// Always it waits, as a job without a plan does).
+TEST(Replay, KeepsItsPlanWhenTheNewSnapshotHasNoFeasiblePlanButItsGpusRemain) {
+  const ModelConfig m = small_model();
+  const ReplanCallback dp = data_parallel(m);
+  const ReplanCallback fails_above_four = [&](const Cluster& snap, long gb, const LastPlan& last) {
+    if (snap.total_gpus() > 4) return ReplanOutcome{};
+    return dp(snap, gb, last);
+  };
+  const AvailabilityTrace t = trace_of({{0, 0, 4}, {0, 1, 0}, {1000, 1, 4}}, 2000, 2, 4);
+  ReplayOptions o;
+  o.fixed_planning_s = 1;
+  const ReplayResult kept = replay(t, GpuCatalog::load_default(), m, m.global_batch, fails_above_four, o);
+  ASSERT_EQ(kept.intervals.size(), 2u);
+  EXPECT_EQ(kept.intervals[1].idle_s, 0);
+  EXPECT_NEAR(kept.intervals[1].tokens, kept.intervals[0].tokens_per_s * 999, 1e-6 * kept.intervals[1].tokens);
+  o.switch_rule = SwitchRule::Always;
+  const ReplayResult waits = replay(t, GpuCatalog::load_default(), m, m.global_batch, fails_above_four, o);
+  EXPECT_NEAR(waits.intervals[1].idle_s, 999, 1e-9);
 }
 
 TEST(Replay, NoChangeTrainsThroughputTimesDurationMinusPlanning) {
