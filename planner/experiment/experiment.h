@@ -18,6 +18,8 @@
 // DIR/experiment.h5 (h5py reads it without project code):
 //   root attributes  program_version, command_line, seed (the file's top-level seed), config_yaml (the
 //                    experiment file's text)
+//   /inputs          kind ("cluster" | "model"), name (as written in the file), yaml (the full configuration,
+//                    Cluster::to_yaml / ModelConfig::to_yaml), in name order per kind
 //   /comparisons     one row per comparison cell, in cell order: cell, block, cluster (as written), gpus,
 //                    gpu_types ("A100-80,V100-32"), model, moe, global_batch, seed, planner (row label),
 //                    has_plan, oom, tokens_per_s and iteration_time_s (simulated; NaN without a feasible plan),

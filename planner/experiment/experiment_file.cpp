@@ -41,13 +41,15 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
-// A relative path that names no file in the current directory is looked up in the repository (bundled
-// configs and traces), so that an experiment file runs from any directory.
-std::string resolve_path(const std::string& text) {
+// A relative path is taken from the current directory, else from the experiment file's directory, else
+// from the repository root (bundled configs and traces), so that an experiment file runs from any directory.
+// A text that names no file there is passed on as written (a bundled name or a cluster spec).
+std::string resolve_path(const std::string& text, const std::string& experiment_file) {
   const fs::path p(text);
   if (p.is_absolute() || fs::exists(p)) return text;
-  const fs::path in_repo = fs::path(ARACHNE_SOURCE_DIR) / p;
-  return fs::exists(in_repo) ? in_repo.string() : text;
+  for (const fs::path& base : {fs::path(experiment_file).parent_path(), fs::path(ARACHNE_SOURCE_DIR)})
+    if (!base.empty() && fs::exists(base / p)) return (base / p).string();
+  return text;
 }
 
 // Every InputError of a loader re-raised at the experiment file's line, keeping the loader's place.
@@ -173,7 +175,7 @@ class Parser {
 
   void load_model(const std::string& name, const YAML::Node& node, const std::string& field, Experiment& x) {
     if (x.models.count(name)) return;
-    x.models.emplace(name, at_line(file_, node, field, [&] { return arachne::load_model(resolve_path(name)); }));
+    x.models.emplace(name, at_line(file_, node, field, [&] { return arachne::load_model(resolve_path(name, file_)); }));
   }
 
   long global_batch_of(const ModelConfig& model, long requested, const YAML::Node& node, const std::string& field) {
@@ -189,7 +191,7 @@ class Parser {
     ComparisonBlock b;
     for (const auto& [c, node] : scalars(n, "clusters", prefix)) {
       if (!x.clusters.count(c))
-        x.clusters.emplace(c, at_line(file_, node, prefix + "clusters", [&] { return load_cluster(resolve_path(c), catalog_); }));
+        x.clusters.emplace(c, at_line(file_, node, prefix + "clusters", [&] { return load_cluster(resolve_path(c, file_), catalog_); }));
       b.clusters.push_back(c);
     }
     for (const auto& [m, node] : scalars(n, "models", prefix)) {
@@ -220,7 +222,7 @@ class Parser {
     check_keys(n, kReplayKeys, file_, prefix);
     ReplayBlock b;
     b.trace = yaml_fields::require_scalar(n, "trace", file_, prefix);
-    b.trace_path = resolve_path(b.trace);
+    b.trace_path = resolve_path(b.trace, file_);
     b.seed = n["seed"].IsDefined() ? seed_of(n["seed"], prefix + "seed") : x.seed;
     b.load.seed = b.seed;
     if (n["format"].IsDefined()) b.load.format = yaml_fields::require_scalar(n, "format", file_, prefix);
@@ -246,7 +248,7 @@ class Parser {
     std::optional<Cluster> link;
     if (n["cluster"].IsDefined()) {
       b.link_cluster = yaml_fields::require_scalar(n, "cluster", file_, prefix);
-      link = at_line(file_, n["cluster"], prefix + "cluster", [&] { return load_cluster(resolve_path(b.link_cluster), catalog_); });
+      link = at_line(file_, n["cluster"], prefix + "cluster", [&] { return load_cluster(resolve_path(b.link_cluster, file_), catalog_); });
     }
     x.traces.push_back(at_line(file_, n["trace"], prefix + "trace", [&] { return load_trace(b.trace_path, b.load, catalog_); }));
     x.link_clusters.push_back(std::move(link));

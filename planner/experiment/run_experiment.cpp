@@ -1,4 +1,5 @@
 // Steps 3 and 4 of planner/experiment/experiment.h: cells run and sharded, the HDF5 file assembled.
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -245,8 +246,25 @@ void write_replays(h5::File& f, const Experiment& x, const std::vector<CellResul
   t.append(rows);
 }
 
-// Every setting a cell depends on, one line per cell: compared on resume, so that a changed file never
-// mixes with the shards of the old one.
+// The clusters and models the cells use, as the YAML of their full configuration: (kind, name, yaml) in
+// name order.
+std::vector<std::array<std::string, 3>> inputs_of(const Experiment& x) {
+  std::vector<std::array<std::string, 3>> out;
+  for (const auto& [name, c] : x.clusters) out.push_back({"cluster", name, c.to_yaml()});
+  for (const auto& [name, m] : x.models) out.push_back({"model", name, m.to_yaml()});
+  return out;
+}
+
+void write_inputs(h5::File& f, const Experiment& x) {
+  h5::Table t(f, "/inputs", {{"kind", h5::ColumnType::String, "-"}, {"name", h5::ColumnType::String, "-"},
+                             {"yaml", h5::ColumnType::String, "-"}});
+  std::vector<h5::Row> rows;
+  for (const auto& [kind, name, yaml] : inputs_of(x)) rows.push_back({kind, name, yaml});
+  t.append(rows);
+}
+
+// Every setting a cell depends on, one line per cell, and the full configuration of every cluster and
+// model: compared on resume, so that a changed file never mixes with the shards of the old one.
 std::string options_text(const Experiment& x, const std::vector<ExperimentCell>& cells) {
   std::ostringstream s;
   s.precision(17);
@@ -269,6 +287,7 @@ std::string options_text(const Experiment& x, const std::vector<ExperimentCell>&
     }
     s << "\n";
   }
+  for (const auto& [kind, name, yaml] : inputs_of(x)) s << kind << " " << name << ":\n" << yaml << "\n";
   return s.str();
 }
 
@@ -308,6 +327,7 @@ std::string experiment_summary_path(const std::string& out_dir) { return (std::f
 void write_experiment_h5(const std::string& path, const Experiment& x, const std::vector<CellResult>& results,
                          const h5::RunInfo& info) {
   h5::write_h5_atomically(path, info, [&](h5::File& f) {
+    write_inputs(f, x);
     write_comparisons(f, results);
     write_replays(f, x, results);
   });
