@@ -6,7 +6,8 @@ Usage: /usr/bin/python3 scripts/plot_experiment.py OUT_DIR EXPERIMENT.h5
 Writes into OUT_DIR (each atomically):
   throughput.png     per model (one panel each), per cluster (groups of bars), each planner's simulated
                      tokens/s divided by the best baseline's (megatron, amp, metis, flashflex, sailor) on
-                     the same cluster, global batch and seed; a missing bar is no feasible plan
+                     the same cluster, global batch and seed (cells of every comparison block together);
+                     a missing bar is no feasible plan
   planning_time.png  planning wall time (log scale) against cluster size (GPUs), one series per planner
   replay_tokens.png  per replay (one panel each), cumulative tokens trained over time, one line per planner
 A figure without data (no comparison cells, or no replays) is drawn with a note saying so.
@@ -66,12 +67,12 @@ def throughput(comparisons, out):
     colors = plt.get_cmap("tab10").colors
     for ax, model in zip((a[0] for a in axes), models):
         mine = [c for c in comparisons if c["model"] == model]
-        keys = ordered((c["block"], c["cluster"], c["global_batch"], c["seed"]) for c in mine)
+        keys = ordered((c["cluster"], c["global_batch"], c["seed"]) for c in mine)
         planners = ordered(c["planner"] for c in mine)
         width = 0.8 / max(1, len(planners))
         labelled = set()
         for k, key in enumerate(keys):
-            cells = [c for c in mine if (c["block"], c["cluster"], c["global_batch"], c["seed"]) == key]
+            cells = [c for c in mine if (c["cluster"], c["global_batch"], c["seed"]) == key]
             feasible = [c for c in cells if c["has_plan"] and not c["oom"] and not math.isnan(c["tokens_per_s"])]
             best = max((c["tokens_per_s"] for c in feasible if c["planner"] in BASELINES), default=0.0)
             for j, p in enumerate(planners):
@@ -83,8 +84,8 @@ def throughput(comparisons, out):
                 labelled.add(p)
         labels = []
         for key in keys:
-            gpus = next(c["gpus"] for c in mine if (c["block"], c["cluster"], c["global_batch"], c["seed"]) == key)
-            labels.append(f"{key[1]}\n{gpus} GPUs")
+            gpus = next(c["gpus"] for c in mine if (c["cluster"], c["global_batch"], c["seed"]) == key)
+            labels.append(f"{key[0]}\n{gpus} GPUs")
         ax.set_xticks(range(len(keys)))
         ax.set_xticklabels(labels, fontsize=7)
         ax.axhline(1.0, color="gray", linestyle="--", linewidth=1)

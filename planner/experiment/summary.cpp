@@ -22,7 +22,7 @@ bool is_baseline(const std::string& planner) {
   return std::find(kBaselines.begin(), kBaselines.end(), planner) != kBaselines.end();
 }
 
-// The comparison cells of one (block, cluster, model, global batch, seed): consecutive in cell order.
+// The comparison cells of one (cluster, model, global batch, seed), from every block, in cell order.
 struct Group {
   const ExperimentCell* first = nullptr;
   std::vector<const CellResult*> rows;
@@ -39,13 +39,17 @@ struct Group {
   }
 };
 
+// Groups in order of first appearance.
 std::vector<Group> groups_of(const std::vector<CellResult>& results) {
   std::vector<Group> out;
-  const auto key = [](const ExperimentCell& c) { return std::tie(c.block, c.cluster, c.model, c.global_batch, c.seed); };
+  using Key = std::tuple<std::string, std::string, long, std::uint64_t>;
+  std::map<Key, std::size_t> index;
   for (const CellResult& r : results) {
     if (!r.comparison) continue;
-    if (out.empty() || key(*out.back().first) != key(r.cell)) out.push_back({&r.cell, {}});
-    out.back().rows.push_back(&r);
+    const Key key{r.cell.cluster, r.cell.model, r.cell.global_batch, r.cell.seed};
+    const auto [it, fresh] = index.emplace(key, out.size());
+    if (fresh) out.push_back({&r.cell, {}});
+    out[it->second].rows.push_back(&r);
   }
   return out;
 }
