@@ -269,8 +269,8 @@ class Parser {
     if (n["switch"].IsDefined()) {
       const std::string rule = yaml_fields::require_scalar(n, "switch", file_, prefix);
       if (rule == "always") o.switch_rule = SwitchRule::Always;
-      else if (rule != "when-it-pays")
-        fail(file_, n["switch"], prefix + "switch", "unknown rule '" + rule + "' (known: when-it-pays, always)");
+      else if (rule != "break-even")
+        fail(file_, n["switch"], prefix + "switch", "unknown rule '" + rule + "' (known: break-even, always)");
     }
   }
 

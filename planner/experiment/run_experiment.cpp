@@ -281,7 +281,7 @@ std::string options_text(const Experiment& x, const std::vector<ExperimentCell>&
         << r.link_cluster << "' until " << r.options.until_s << " coalesce " << r.options.coalesce_s << " planning "
         << (r.options.fixed_planning_s ? std::to_string(*r.options.fixed_planning_s) : "measured") << " checkpoint "
         << r.options.checkpoint_interval_s << " restart " << r.options.restart_s << " storage "
-        << r.options.storage_bandwidth << " switch " << (r.options.switch_rule == SwitchRule::Always ? "always" : "when-it-pays")
+        << r.options.storage_bandwidth << " switch " << (r.options.switch_rule == SwitchRule::Always ? "always" : "break-even")
         << " warm start " << r.warm_start << ", budget " << r.budget.evaluations << " evaluations, wall "
         << r.budget.wall_s << " s";
     }
