@@ -7,7 +7,7 @@ Writes into OUT_DIR (each atomically):
   throughput.png     per model (one panel each), per cluster (groups of bars), each planner's simulated
                      tokens/s divided by the best baseline's (megatron, amp, metis, flashflex, sailor) on
                      the same cluster, global batch and seed (cells of every comparison block together);
-                     a missing bar is no feasible plan
+                     a missing bar is no feasible plan; a hatched bar, a search cut by a budget or cap
   planning_time.png  planning wall time (log scale) against cluster size (GPUs), one series per planner
   replay_tokens.png  per replay (one panel each), cumulative tokens trained over time, one line per planner
 A figure without data (no comparison cells, or no replays) is drawn with a note saying so.
@@ -61,7 +61,8 @@ def empty(ax, what):
 
 def throughput(comparisons, out):
     models = ordered(c["model"] for c in comparisons)
-    fig, axes = plt.subplots(max(1, len(models)), 1, figsize=(10, 3.6 * max(1, len(models))), squeeze=False)
+    everyone = ordered(c["planner"] for c in comparisons)  # one colour per planner in every panel
+    fig, axes = plt.subplots(max(1, len(models)), 1, figsize=(11, 3.6 * max(1, len(models))), squeeze=False)
     if not models:
         empty(axes[0][0], "comparisons")
     colors = plt.get_cmap("tab10").colors
@@ -80,7 +81,8 @@ def throughput(comparisons, out):
                 if cell is None or best <= 0:
                     continue
                 ax.bar(k + (j - (len(planners) - 1) / 2) * width, cell["tokens_per_s"] / best, width,
-                       color=colors[j % len(colors)], label=None if p in labelled else p)
+                       color=colors[everyone.index(p) % len(colors)], label=None if p in labelled else p,
+                       hatch=None if cell["search_complete"] else "//", edgecolor="white")
                 labelled.add(p)
         labels = []
         for key in keys:
@@ -90,10 +92,13 @@ def throughput(comparisons, out):
         ax.set_xticklabels(labels, fontsize=7)
         ax.axhline(1.0, color="gray", linestyle="--", linewidth=1)
         ax.set_ylabel("tokens/s / best baseline")
-        ax.set_title(model)
+        ax.set_title(f"{model} (hatched: a budget or wall cap cut the search)")
         ax.grid(axis="y", alpha=0.3)
         if labelled:
-            ax.legend(fontsize=7, ncol=min(7, len(labelled)), loc="lower right")
+            handles, names = ax.get_legend_handles_labels()
+            order = sorted(range(len(names)), key=lambda i: everyone.index(names[i]))
+            ax.legend([handles[i] for i in order], [names[i] for i in order], fontsize=7, loc="upper left",
+                      bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     return save_png_or_report(fig, out)
 
