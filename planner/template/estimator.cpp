@@ -2,6 +2,8 @@
 #include "planner/template/estimator.h"
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -101,6 +103,39 @@ struct Worker {
   double backward_done = 0, reduced = 0, finished = 0;
 };
 
+// A step of a rank program (sim/exec/pipeline_schedule.h ScheduleStep) with the fields the estimator's
+// recurrence reads, in 20 bytes instead of 72: a deep pipeline's programs are long (four steps per
+// micro-batch and rank).
+struct Step {
+  struct Task {
+    int micro_batch = 0;
+    std::uint8_t chunk = 0;
+    bool forward = true;
+  };
+  struct Ref {  // a send or receive: the task whose tensor it carries
+    std::uint8_t chunk = 0;
+    bool forward = true;
+  };
+  bool exchange = false, eager = false;
+  std::uint8_t num_sends = 0, num_recvs = 0;
+  Task task;
+  std::array<Ref, 2> sends{}, recvs{};
+};
+
+Step compact(const ScheduleStep& s) {
+  Step out;
+  out.exchange = s.exchange;
+  out.eager = s.eager;
+  out.num_sends = static_cast<std::uint8_t>(s.num_sends);
+  out.num_recvs = static_cast<std::uint8_t>(s.num_recvs);
+  out.task = {s.task.micro_batch, static_cast<std::uint8_t>(s.task.chunk), s.task.forward};
+  for (int i = 0; i < 2; ++i) {
+    out.sends[i] = {static_cast<std::uint8_t>(s.sends[i].chunk), s.sends[i].forward};
+    out.recvs[i] = {static_cast<std::uint8_t>(s.recvs[i].chunk), s.recvs[i].forward};
+  }
+  return out;
+}
+
 // Expected tokens an expert keeps when `tokens` tokens are routed (sim/model/moe_routing.cpp draws a
 // multinomial over Zipf shares under a uniform random permutation, then cuts at the capacity): averaged over
 // the ranks an expert may take, E[min(X, c)] = mu - E[(X - c)+] with X ~ Bin(n, p) taken as normal,
@@ -140,7 +175,13 @@ struct Estimator::Impl {
   mutable std::map<long, double> kept_per_expert;
   mutable std::vector<double> load;  // per link, bytes (scratch)
   mutable std::vector<int> touched;
-  mutable std::map<std::tuple<Schedule, int, int, int, int>, std::vector<ScheduleStep>> programs;
+  // Rank programs by (schedule, depth, rank, chunks, micro-batches) in the compact form the recurrence reads
+  // (Step), kept only while short: a long one (many micro-batches) is made again at each use into a per-rank
+  // buffer, since keeping each would touch fresh memory for every micro-batch count.
+  static constexpr long kKeptProgramTasks = 128;  // chunks x micro-batches
+  mutable std::map<std::tuple<Schedule, int, int, int, int>, std::vector<Step>> programs;
+  mutable std::vector<std::vector<Step>> long_programs;  // per rank (scratch of schedule)
+  mutable std::vector<ScheduleStep> program_scratch;     // rank_program's output before compaction
   mutable std::map<std::vector<double>, double> transfers;  // transfer_s by stages and micro-batch
   // Schedules by their inputs (schedule, depth, chunks, micro-batches, task and transfer times): per rank its
   // end, then its last-backward start per chunk.
@@ -596,44 +637,74 @@ struct Estimator::Impl {
     return end;
   }
 
+  // rank_program(schedule, pp, r, chunks, m) as Steps.
+  const std::vector<Step>& program(Schedule schedule, int pp, int r, int chunks, int m) const {
+    if (chunks > std::numeric_limits<std::uint8_t>::max()) throw std::invalid_argument("estimator: too many model chunks");
+    auto make = [&](std::vector<Step>& out) {
+      rank_program(schedule, pp, r, chunks, m, program_scratch);
+      out.clear();
+      for (const ScheduleStep& s : program_scratch) out.push_back(compact(s));
+    };
+    if (static_cast<long>(chunks) * m > kKeptProgramTasks) {
+      if (static_cast<int>(long_programs.size()) < pp) long_programs.resize(pp);
+      make(long_programs[r]);
+      return long_programs[r];
+    }
+    const auto key = std::make_tuple(schedule, pp, r, chunks, m);
+    auto it = programs.find(key);
+    if (it == programs.end()) make(programs[key]), it = programs.find(key);
+    return it->second;
+  }
+
+  // The state of schedule(): a channel's transfers in posting order, a rank's place in its program.
+  struct Channel {
+    std::vector<double> send_post, send_s;
+    std::vector<char> eager;
+    std::vector<double> recv_post;
+    void clear() { send_post.clear(), send_s.clear(), eager.clear(), recv_post.clear(); }
+  };
+  struct Wait {
+    int channel, index;
+    bool send;
+  };
+  struct Rank {
+    const std::vector<Step>* prog = nullptr;
+    size_t pc = 0;
+    double t = 0;
+    bool posted = false;
+    std::vector<Wait> waits;
+    std::vector<double> last_backward;
+  };
+  mutable std::vector<Channel> channels;
+  mutable std::vector<Rank> ranks_scratch;
+
   // The recurrence of run_pipeline: per rank its end, then its last-backward start per chunk.
   std::vector<double> schedule(Schedule schedule, int pp, int chunks, int m, const std::vector<double>& fwd,
                                const std::vector<double>& bwd, const std::vector<double>& send_f,
                                const std::vector<double>& send_b) const {
     const int nst = pp * chunks;
     // Channels: activations from rank r go to rank (r+1) % pp (index r), gradients to (r-1) % pp (pp + r).
-    struct Channel {
-      std::vector<double> send_post, send_s;
-      std::vector<char> eager;
-      std::vector<double> recv_post;
-    };
-    std::vector<Channel> ch(2 * pp);
-    struct Wait {
-      int channel, index;
-      bool send;
-    };
-    struct Rank {
-      const std::vector<ScheduleStep>* prog = nullptr;
-      size_t pc = 0;
-      double t = 0;
-      bool posted = false;
-      std::vector<Wait> waits;
-      std::vector<double> last_backward;
-    };
-    std::vector<Rank> ranks(pp);
+    // Both are the estimator's scratch (cleared here, their memory kept for the next schedule).
+    std::vector<Channel>& ch = channels;
+    if (ch.size() < static_cast<size_t>(2 * pp)) ch.resize(2 * pp);
+    for (int i = 0; i < 2 * pp; ++i) ch[i].clear();
+    if (ranks_scratch.size() < static_cast<size_t>(pp)) ranks_scratch.resize(pp);
+    std::vector<Rank>& ranks = ranks_scratch;
     for (int r = 0; r < pp; ++r) {
-      const auto key = std::make_tuple(schedule, pp, r, chunks, m);
-      auto it = programs.find(key);
-      if (it == programs.end()) it = programs.emplace(key, rank_program(schedule, pp, r, chunks, m)).first;
-      ranks[r].prog = &it->second;
-      ranks[r].last_backward.assign(chunks, 0.0);
+      Rank& rk = ranks[r];
+      rk.prog = &program(schedule, pp, r, chunks, m);
+      rk.pc = 0;
+      rk.t = 0;
+      rk.posted = false;
+      rk.waits.clear();
+      rk.last_backward.assign(chunks, 0.0);
     }
-    auto vstage = [&](int r, const ScheduledTask& t) { return t.chunk * pp + r; };
+    auto vstage = [&](int r, const auto& t) { return t.chunk * pp + r; };
     auto transfer_end = [&](const Channel& c, int i) {
       const double start = c.eager[i] ? c.send_post[i] : std::max(c.send_post[i], c.recv_post[i]);
       return start + c.send_s[i];
     };
-    auto post = [&](Rank& rk, int r, const ScheduleStep& s) {
+    auto post = [&](Rank& rk, int r, const Step& s) {
       for (int i = 0; i < s.num_sends; ++i) {
         const int j = vstage(r, s.sends[i]);
         const bool f = s.sends[i].forward;
@@ -660,7 +731,7 @@ struct Estimator::Impl {
       Rank& rk = ranks[r];
       bool moved = false;
       while (rk.pc < rk.prog->size()) {
-        const ScheduleStep& s = (*rk.prog)[rk.pc];
+        const Step& s = (*rk.prog)[rk.pc];
         if (!s.exchange) {
           const int j = vstage(r, s.task);
           if (!s.task.forward && s.task.micro_batch == m - 1) rk.last_backward[s.task.chunk] = rk.t;
@@ -694,7 +765,8 @@ struct Estimator::Impl {
       if (!moved) throw std::logic_error("estimator: pipeline schedule deadlock");
     }
     std::vector<double> out;
-    for (const Rank& rk : ranks) {
+    for (int r = 0; r < pp; ++r) {
+      const Rank& rk = ranks[r];
       out.push_back(rk.t);
       out.insert(out.end(), rk.last_backward.begin(), rk.last_backward.end());
     }
