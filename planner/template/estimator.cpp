@@ -902,35 +902,98 @@ struct Estimator::Impl {
   // max(earliest(bucket), communicator free) (NCCL runs a communicator's collectives in issue order). Then the
   // links several communicators share: a link carries at most its capacity (sim/net/flow_network.h), so the
   // last collective crossing it ends no earlier than the first start there plus all their time on it.
+  mutable std::vector<double> communicator_free;  // scratch of run_family
   template <class Earliest>
   void run_family(const std::vector<Worker>& ws, std::vector<Bucket>& bks, const std::vector<int>& order,
                   CollectiveKind kind, double bytes_per_param, Earliest earliest) const {
-    std::map<int, double> free_at;
+    std::vector<double>& free_at = communicator_free;  // per communicator (0: free from the start)
+    free_at.clear();
+    for (int b : order) free_at.resize(std::max<size_t>(free_at.size(), bks[b].communicator + 1), 0.0);
     for (int b : order) {
       Bucket& bk = bks[b];
       bk.start = std::max(earliest(bk), free_at[bk.communicator]);
       bk.end = bk.start + bucket_s(ws, bk, kind, bytes_per_param);
       free_at[bk.communicator] = bk.end;
     }
-    for (int b : order) {
-      const Bucket& bk = bks[b];
-      if (bk.holders.size() < 2) continue;
-      const CollectiveShape& shape = *bucket_memo.at({bk.holder_set, kind}).first;
-      const double bytes = bk.full_params / bk.lcm_tp * bytes_per_param;
-      for (const auto& [l, per_byte] : shape.busy_links) {
-        LinkUse& u = link_use[l];
-        if (u.last < 0) used_links.push_back(l), u = LinkUse{bk.start, 0.0, bk.end, b};
-        u.first = std::min(u.first, bk.start);
-        u.busy += coef.dp * per_byte * bytes;
-        if (bk.end > u.last_end) u.last_end = bk.end, u.last = b;
-      }
-    }
+    shared_links(bks, order, kind, bytes_per_param);
     for (int l : used_links) {
       LinkUse& u = link_use[l];
       bks[u.last].end = std::max(bks[u.last].end, u.first + u.busy);
       u = LinkUse{};
     }
     used_links.clear();
+  }
+
+  // The links of run_family: per link its first start, the time all its buckets keep it busy (summed in
+  // `order`), and the bucket that ends last (the first in `order` to reach the latest end). A link that only
+  // one communicator's buckets load (the usual case) takes the communicator's first start and last bucket,
+  // and its sum is accumulated for all such links at once, bucket by bucket in `order` (the same sums, term by
+  // term, as one link at a time); links several communicators share are accumulated bucket by bucket.
+  struct Communicator {
+    const CollectiveShape* shape = nullptr;
+    std::vector<int> buckets;  // in `order`, those with several holders
+    double first = 0, last_end = 0;
+    int last = -1;
+  };
+  mutable std::vector<Communicator> communicators;  // scratch of shared_links, by holder set
+  mutable std::vector<int> active_communicators, link_communicators;  // link_communicators: per link
+  mutable std::vector<double> link_k, link_busy, bucket_bytes;
+  mutable std::vector<int> own_links;
+
+  void shared_links(const std::vector<Bucket>& bks, const std::vector<int>& order, CollectiveKind kind,
+                    double bytes_per_param) const {
+    if (link_communicators.size() != link_use.size()) link_communicators.assign(link_use.size(), 0);
+    if (bucket_bytes.size() < bks.size()) bucket_bytes.resize(bks.size());
+    for (int b : order) {
+      const Bucket& bk = bks[b];
+      if (bk.holders.size() < 2) continue;
+      if (static_cast<int>(communicators.size()) <= bk.holder_set) communicators.resize(bk.holder_set + 1);
+      Communicator& c = communicators[bk.holder_set];
+      if (c.buckets.empty()) {
+        c.shape = bucket_memo.at({bk.holder_set, kind}).first;
+        c.first = bk.start, c.last_end = bk.end, c.last = b;
+        active_communicators.push_back(bk.holder_set);
+        for (const auto& link : c.shape->busy_links) ++link_communicators[link.first];
+      }
+      c.buckets.push_back(b);
+      c.first = std::min(c.first, bk.start);
+      if (bk.end > c.last_end) c.last_end = bk.end, c.last = b;
+      bucket_bytes[b] = bk.full_params / bk.lcm_tp * bytes_per_param;
+    }
+    for (const int id : active_communicators) {
+      const Communicator& c = communicators[id];
+      link_k.clear(), own_links.clear();
+      for (const auto& [l, per_byte] : c.shape->busy_links)
+        if (link_communicators[l] == 1) own_links.push_back(l), link_k.push_back(coef.dp * per_byte);
+      link_busy.assign(own_links.size(), 0.0);
+      const size_t n = own_links.size();
+      for (const int b : c.buckets) {
+        const double bytes = bucket_bytes[b];
+        for (size_t i = 0; i < n; ++i) link_busy[i] += link_k[i] * bytes;
+      }
+      for (size_t i = 0; i < n; ++i) {
+        used_links.push_back(own_links[i]);
+        link_use[own_links[i]] = LinkUse{c.first, link_busy[i], c.last_end, c.last};
+      }
+    }
+    for (int b : order) {
+      const Bucket& bk = bks[b];
+      if (bk.holders.size() < 2) continue;
+      for (const auto& [l, per_byte] : communicators[bk.holder_set].shape->busy_links) {
+        if (link_communicators[l] == 1) continue;
+        LinkUse& u = link_use[l];
+        if (u.last < 0) used_links.push_back(l), u = LinkUse{bk.start, 0.0, bk.end, b};
+        u.first = std::min(u.first, bk.start);
+        u.busy += coef.dp * per_byte * bucket_bytes[b];
+        if (bk.end > u.last_end) u.last_end = bk.end, u.last = b;
+      }
+    }
+    for (const int id : active_communicators) {
+      Communicator& c = communicators[id];
+      for (const auto& link : c.shape->busy_links) link_communicators[link.first] = 0;
+      c.buckets.clear();
+    }
+    active_communicators.clear();
   }
 
   // ---------------------------------------------------------------- memory
