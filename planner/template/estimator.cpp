@@ -101,6 +101,14 @@ struct Worker {
   // Filled by the schedule and the gradient reduction.
   std::vector<double> last_backward_start;  // per chunk
   double backward_done = 0, reduced = 0, finished = 0;
+  // A fresh worker that keeps its vectors' memory.
+  void reset() {
+    std::vector<Chunk> c = std::move(chunks);
+    std::vector<double> l = std::move(last_backward_start);
+    *this = Worker{};
+    c.clear(), l.clear();
+    chunks = std::move(c), last_backward_start = std::move(l);
+  }
 };
 
 // A step of a rank program (sim/exec/pipeline_schedule.h ScheduleStep) with the fields the estimator's
@@ -262,14 +270,17 @@ struct Estimator::Impl {
   // Phases of `kind` run at once over each of `sets` (GradSync::launch: one collective per TP slice), per
   // byte of buffer: the flows collective_transfers (sim/net/collectives.cpp) starts for one byte, their
   // bottleneck link per phase. Cached by kind and member sets.
+  mutable std::vector<int> phases_key;  // scratch of phases
   const CollectiveShape& phases(CollectiveKind kind, const std::vector<std::vector<GpuId>>& sets) const {
-    std::vector<int> key{static_cast<int>(kind)};
+    std::vector<int>& key = phases_key;
+    key.assign(1, static_cast<int>(kind));
     for (const auto& s : sets) {
       key.push_back(-1);
       key.insert(key.end(), s.begin(), s.end());
     }
     auto it = collective_phases.find(key);
     if (it != collective_phases.end()) return it->second;
+    std::vector<int> fresh_key = key;
     std::vector<std::vector<Flow>> by_phase;
     for (const auto& s : sets)
       for (const CollectiveTransfer& t : collective_transfers(topo, kind, s, 1.0)) {
@@ -290,7 +301,7 @@ struct Estimator::Impl {
       if (!out.busy_links.empty() && out.busy_links.back().first == l) out.busy_links.back().second += t;
       else out.busy_links.push_back({l, t});
     }
-    return collective_phases.emplace(std::move(key), std::move(out)).first->second;
+    return collective_phases.emplace(std::move(fresh_key), std::move(out)).first->second;
   }
 
   static double phases_time(const CollectiveShape& c, double bytes) {
@@ -302,18 +313,25 @@ struct Estimator::Impl {
   // ---------------------------------------------------------------- workers
   // One worker per TP group of a physical stage, its chunks, passes, EP layout, parameters and optimizer
   // step, as build_stage_work lowers the plan.
-  std::vector<Worker> lower(const Plan& plan, std::vector<std::vector<std::vector<int>>>& worker_of) const {
+  // Fills `ws` and `worker_of` (the estimator's scratch: their memory is reused from plan to plan).
+  void lower(const Plan& plan, std::vector<std::vector<std::vector<int>>>& worker_of, std::vector<Worker>& ws) const {
     const bool interleaved = plan.schedule == Schedule::Interleaved;
     const int chunks = interleaved ? plan.interleave : 1;
-    std::vector<Worker> ws;
-    worker_of.assign(plan.pipelines.size(), {});
+    size_t workers = 0;
+    for (const Pipeline& pl : plan.pipelines)
+      for (size_t r = 0; r < pl.stages.size() / chunks; ++r) workers += pl.stages[r].groups.size();
+    ws.resize(workers);
+    size_t next = 0;
+    worker_of.resize(plan.pipelines.size());
     for (size_t p = 0; p < plan.pipelines.size(); ++p) {
       const Pipeline& pl = plan.pipelines[p];
       const int depth = static_cast<int>(pl.stages.size()) / chunks;
       worker_of[p].resize(pl.stages.size());
+      for (auto& groups : worker_of[p]) groups.clear();
       for (int r = 0; r < depth; ++r)
         for (size_t g = 0; g < pl.stages[r].groups.size(); ++g) {
-          Worker w;
+          Worker& w = ws[next];
+          w.reset();
           w.pipeline = static_cast<int>(p);
           w.rank = r;
           w.group = static_cast<int>(g);
@@ -322,11 +340,12 @@ struct Estimator::Impl {
           w.gpu = &cluster.gpu_spec(w.tg->gpus.front());
           const int n0 = node_of[w.tg->gpus.front()];
           w.one_node = std::all_of(w.tg->gpus.begin(), w.tg->gpus.end(), [&](GpuId x) { return node_of[x] == n0; });
-          for (int c = 0; c < chunks; ++c) worker_of[p][c * depth + r].push_back(static_cast<int>(ws.size()));
-          ws.push_back(std::move(w));
+          for (int c = 0; c < chunks; ++c) worker_of[p][c * depth + r].push_back(static_cast<int>(next));
+          ++next;
         }
     }
-    std::vector<int> holders(L, 0);
+    std::vector<int>& holders = layer_holders;
+    holders.assign(L, 0);
     for (const Pipeline& pl : plan.pipelines)
       for (const Stage& st : pl.stages)
         for (int l = st.layer_begin; l < st.layer_end; ++l) holders[l] += static_cast<int>(st.groups.size());
@@ -359,8 +378,9 @@ struct Estimator::Impl {
       w.optimizer_s = optimizer_step_s(plan.zero1 ? params / w.dp_degree : params, *w.gpu, model);
       w.last_backward_start.assign(w.chunks.size(), 0.0);
     }
-    return ws;
   }
+
+  mutable std::vector<int> layer_holders;  // scratch of lower: groups holding each layer
 
   // stage_work.cpp: EP ranks are the same stage of `ep` consecutive pipelines (scope pipelines) or the
   // stage's groups; otherwise EP ranks are sets of the stage's GPUs, tp·ep/N experts per GPU.
@@ -603,13 +623,15 @@ struct Estimator::Impl {
   // it waits for have (a transfer starts once both ends posted it - eager sends at once - and lasts its
   // transfer_s), as iteration.cpp pairs them: per (sender, receiver, direction) channel in posting order.
   // Fills each worker's last-backward start per chunk and backward end; returns the pipeline's end.
+  mutable std::vector<double> stage_fwd, stage_bwd, stage_send_f, stage_send_b, schedule_key;  // of run_pipeline
   double run_pipeline(const Plan& plan, int p, const std::vector<std::vector<std::vector<int>>>& worker_of,
                       std::vector<Worker>& ws) const {
     const Pipeline& pl = plan.pipelines[p];
     const int nst = static_cast<int>(pl.stages.size());
     const int chunks = plan.schedule == Schedule::Interleaved ? plan.interleave : 1;
     const int pp = nst / chunks, m = pl.micro_batches;
-    std::vector<double> fwd(nst, 0.0), bwd(nst, 0.0), send_f(nst, 0.0), send_b(nst, 0.0);
+    std::vector<double>&fwd = stage_fwd, &bwd = stage_bwd, &send_f = stage_send_f, &send_b = stage_send_b;
+    for (auto* v : {&fwd, &bwd, &send_f, &send_b}) v->assign(nst, 0.0);
     for (int j = 0; j < nst; ++j) {
       for (int w : worker_of[p][j]) {
         const Chunk& c = ws[w].chunks[j / pp];
@@ -619,12 +641,13 @@ struct Estimator::Impl {
       if (j + 1 < nst) send_f[j] = transfer_s(pl, j, 0);
       if (j > 0) send_b[j] = transfer_s(pl, j, 1);
     }
-    std::vector<double> key = {static_cast<double>(plan.schedule), static_cast<double>(pp), static_cast<double>(chunks),
-                               static_cast<double>(m)};
+    std::vector<double>& key = schedule_key;
+    key.assign({static_cast<double>(plan.schedule), static_cast<double>(pp), static_cast<double>(chunks),
+                static_cast<double>(m)});
     for (const auto* v : {&fwd, &bwd, &send_f, &send_b}) key.insert(key.end(), v->begin(), v->end());
     auto hit = schedules.find(key);
     if (hit == schedules.end())
-      hit = schedules.emplace(std::move(key), schedule(plan.schedule, pp, chunks, m, fwd, bwd, send_f, send_b)).first;
+      hit = schedules.emplace(key, schedule(plan.schedule, pp, chunks, m, fwd, bwd, send_f, send_b)).first;
     const std::vector<double>& times = hit->second;
     double end = 0;
     for (int j = 0; j < nst; ++j)
@@ -834,9 +857,12 @@ struct Estimator::Impl {
     const auto& [ph, ovh] = it->second;
     return coef.dp * (ovh + phases_time(*ph, bk.full_params / bk.lcm_tp * bytes_per_param));
   }
+  mutable std::vector<std::vector<GpuId>> bucket_sets;  // scratch of bucket_phases
   std::pair<const CollectiveShape*, double> bucket_phases(const std::vector<Worker>& ws, const Bucket& bk,
                                                              CollectiveKind kind) const {
-    std::vector<std::vector<GpuId>> sets(bk.lcm_tp);
+    std::vector<std::vector<GpuId>>& sets = bucket_sets;
+    sets.resize(bk.lcm_tp);
+    for (auto& set : sets) set.clear();
     double ovh = 0;
     for (int k = 0; k < bk.lcm_tp; ++k) {
       for (const Holder& h : bk.holders) {
@@ -1046,10 +1072,13 @@ struct Estimator::Impl {
     return worst;
   }
 
+  mutable std::vector<std::vector<std::vector<int>>> worker_of_scratch;  // of estimate: lower's output
+  mutable std::vector<Worker> workers_scratch;
   Estimate estimate(const Plan& plan) const {
     Estimate e;
-    std::vector<std::vector<std::vector<int>>> worker_of;
-    std::vector<Worker> ws = lower(plan, worker_of);
+    std::vector<std::vector<std::vector<int>>>& worker_of = worker_of_scratch;
+    std::vector<Worker>& ws = workers_scratch;
+    lower(plan, worker_of, ws);
     e.peak_memory_fraction = peak_fraction(plan, ws);
     e.fits = e.peak_memory_fraction <= 1.0;
     if (!e.fits) return e;
