@@ -13,6 +13,7 @@
 #include "planner/template/completion.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -298,21 +299,22 @@ class BatchPlanner {
       for (const int v : states) {
         if (u == v) continue;
         const long step = std::lcm(unit_size(u), unit_size(v));
-        std::set<long> amounts;
-        long best_amount = 0;
+        long first_amount = 0, best_amount = 0;  // the smallest admissible amount, the best one
         double best_t = kInf;
         for (long d = step; d <= kMaxMove * step && d / unit_size(u) < s.samples[u]; d += step) {
           const double t =
               std::max(unit_time(u, s.samples[u] - d / unit_size(u)), unit_time(v, s.samples[v] + d / unit_size(v)));
           if (t == kInf) continue;
-          if (amounts.empty()) amounts.insert(d);
+          if (first_amount == 0) first_amount = d;
           if (t < best_t) {
             best_t = t;
             best_amount = d;
           }
         }
-        if (best_amount > 0) amounts.insert(best_amount);
+        // Ascending, each once (the best amount is never below the first).
+        const std::array<long, 2> amounts{first_amount, best_amount > first_amount ? best_amount : 0};
         for (const long d : amounts) {
+          if (d == 0) continue;
           std::vector<long> a = s.samples;
           a[u] -= d / unit_size(u);
           a[v] += d / unit_size(v);
@@ -384,13 +386,16 @@ class BatchPlanner {
     return {worst, at};
   }
   std::vector<double> times_;  // objective's scratch: each unit's time
+  std::vector<long> move_scratch_;  // local_moves' scratch: the split after a move
 
   // The first unit of each state (class and samples), in unit order.
   std::vector<int> distinct_units(const std::vector<long>& a) const {
-    std::set<std::pair<int, long>> seen;
     std::vector<int> out;
-    for (size_t u = 0; u < a.size(); ++u)
-      if (seen.emplace(layout_.units[u].pipeline_class, a[u]).second) out.push_back(static_cast<int>(u));
+    for (size_t u = 0; u < a.size(); ++u) {
+      const int c = layout_.units[u].pipeline_class;
+      const bool seen = std::any_of(out.begin(), out.end(), [&](int k) { return layout_.units[k].pipeline_class == c && a[k] == a[u]; });
+      if (!seen) out.push_back(static_cast<int>(u));
+    }
     return out;
   }
 
@@ -410,13 +415,14 @@ class BatchPlanner {
         if (v == slow || same_state) continue;
         const long step = std::lcm(unit_size(slow), unit_size(v));
         for (long d = step; d <= kMaxMove * step && d / unit_size(slow) < a[slow]; d += step) {
-          std::vector<long> b = a;
+          std::vector<long>& b = move_scratch_;
+          b.assign(a.begin(), a.end());
           b[slow] -= d / unit_size(slow);
           b[v] += d / unit_size(v);
           const auto obj = objective(b);
           if (obj < best_obj) {
             best_obj = obj;
-            best = std::move(b);
+            best = b;
           }
         }
       }

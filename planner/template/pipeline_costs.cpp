@@ -273,27 +273,32 @@ const std::vector<int>& PipelineCosts::partition(int b, long m) {
 }
 
 std::vector<double> PipelineCosts::stage_times(int b, long m) {
-  const std::vector<int>& bounds = partition(b, m);
   std::vector<double> t;
-  if (bounds.empty()) return t;
+  for_each_stage_time(b, m, [&](double x) { t.push_back(x); });
+  return t;
+}
+
+template <class Visit>
+bool PipelineCosts::for_each_stage_time(int b, long m, Visit visit) {
+  const std::vector<int>& bounds = partition(b, m);
+  if (bounds.empty()) return false;
   for (int j = 0; j < depth(); ++j) {
     double worst = 0;
     for (const LayerTimes::Table* table : group_tables(j, b)) worst = std::max(worst, table->stage_s(bounds[j], bounds[j + 1]));
-    t.push_back(worst);
+    visit(worst);
   }
-  return t;
+  return true;
 }
 
 double PipelineCosts::time(long n, int b) {
   if (b < min_micro_batch_ || n < b || n % b != 0) return kInf;
   const long m = n / b;
-  const std::vector<double> t = stage_times(b, m);
-  if (t.empty()) return kInf;
   double sum = 0, worst = 0;
-  for (const double x : t) {
+  const bool fits = for_each_stage_time(b, m, [&](double x) {
     sum += x;
     worst = std::max(worst, x);
-  }
+  });
+  if (!fits) return kInf;
   // 1F1B (Narayanan et al. SC'21 §2.2): every stage's first micro-batch fills the pipeline, the other m - 1
   // pass at the pace of the slowest stage.
   return sum + static_cast<double>(m - 1) * worst;
@@ -325,13 +330,15 @@ PipelineCosts::Choice PipelineCosts::best(long n) {
   // Branch and bound over the divisors: the stage sum is at least the work bound W and the slowest stage at
   // least W / depth, so time(n, b) >= W (1 + (m - 1) / depth); sizes are tried in ascending bound and the
   // rest skipped once the bound reaches the best time (exact: the same choice as trying every divisor).
-  std::vector<long> divisors;
+  std::vector<long>& divisors = divisors_;
+  divisors.clear();
   for (long d = 1; d * d <= n; ++d)
     if (n % d == 0) {
       divisors.push_back(d);
       if (d != n / d) divisors.push_back(n / d);
     }
-  std::vector<std::pair<double, int>> order;
+  std::vector<std::pair<double, int>>& order = order_;
+  order.clear();
   for (const long b : divisors) {
     if (b < min_micro_batch_ || known_too_big(static_cast<int>(b), 1)) continue;
     const double m = static_cast<double>(n / b);
@@ -351,9 +358,9 @@ double PipelineCosts::speed(long max_b) {
   double best = 0;
   for (long b = 1; b <= max_b; b *= 2) {
     if (b < min_micro_batch_) continue;
-    const std::vector<double> t = stage_times(static_cast<int>(b), depth());
-    if (t.empty()) continue;
-    best = std::max(best, static_cast<double>(b) / *std::max_element(t.begin(), t.end()));
+    double worst = 0;
+    if (!for_each_stage_time(static_cast<int>(b), depth(), [&](double x) { worst = std::max(worst, x); })) continue;
+    best = std::max(best, static_cast<double>(b) / worst);
   }
   if (best == 0 && min_micro_batch_ <= max_b) {  // no power of two fits: the smallest micro-batch
     const std::vector<double> t = stage_times(min_micro_batch_, depth());

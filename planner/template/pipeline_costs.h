@@ -168,6 +168,11 @@ class PipelineCosts {
   std::map<std::pair<int, int>, std::vector<int>> shares_;              // (stage, b)
   std::map<std::pair<int, long>, std::vector<int>> partitions_;         // (b, micro-batches in flight cap)
   std::vector<Choice> best_;  // by n; micro_batch -1: not computed yet (n is at most the global batch)
+  std::vector<long> divisors_;                 // best()'s scratch
+  std::vector<std::pair<double, int>> order_;  // best()'s scratch
+  // Calls visit(seconds) for each stage under partition(b, m), in stage order; false when it does not fit.
+  template <class Visit>
+  bool for_each_stage_time(int b, long m, Visit visit);
 
   // Per stage, per group: its memory query without the samples, its GPUs' usable bytes, and its GPU type
   // for LayerTimes (LayerTimes::type_id).
