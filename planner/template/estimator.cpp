@@ -951,75 +951,71 @@ struct Estimator::Impl {
   }
 
   // The links of run_family: per link its first start, the time all its buckets keep it busy (summed in
-  // `order`), and the bucket that ends last (the first in `order` to reach the latest end). A link that only
-  // one communicator's buckets load (the usual case) takes the communicator's first start and last bucket,
-  // and its sum is accumulated for all such links at once, bucket by bucket in `order` (the same sums, term by
-  // term, as one link at a time); links several communicators share are accumulated bucket by bucket.
+  // `order`), and the bucket that ends last (the first in `order` to reach the latest end). Per communicator
+  // (its buckets have the same holders, so the same links): its first start and its last bucket; a link takes
+  // the earliest first start of the communicators that load it and the last bucket of the one ending last
+  // (ties: the one reached first in `order`). Its sum is accumulated bucket by bucket in `order`, all of a
+  // bucket's links at once (the same sums, term by term, as one link at a time).
   struct Communicator {
     const CollectiveShape* shape = nullptr;
-    std::vector<int> buckets;  // in `order`, those with several holders
+    bool active = false;
     double first = 0, last_end = 0;
-    int last = -1;
+    int last = -1, last_position = 0;           // the last bucket and its position in `order`
+    std::vector<std::pair<int, double>> terms;  // per link: its slot in link_busy, coef.dp x seconds per byte
   };
   mutable std::vector<Communicator> communicators;  // scratch of shared_links, by holder set
-  mutable std::vector<int> active_communicators, link_communicators;  // link_communicators: per link
-  mutable std::vector<double> link_k, link_busy, bucket_bytes;
-  mutable std::vector<int> own_links;
+  mutable std::vector<int> active_communicators, link_slot, slot_link, slot_owner;  // link_slot: per link (-1: none)
+  mutable std::vector<double> link_busy;
 
   void shared_links(const std::vector<Bucket>& bks, const std::vector<int>& order, CollectiveKind kind,
                     double bytes_per_param) const {
-    if (link_communicators.size() != link_use.size()) link_communicators.assign(link_use.size(), 0);
-    if (bucket_bytes.size() < bks.size()) bucket_bytes.resize(bks.size());
-    for (int b : order) {
+    if (link_slot.size() != link_use.size()) link_slot.assign(link_use.size(), -1);
+    for (size_t i = 0; i < order.size(); ++i) {
+      const int b = order[i];
       const Bucket& bk = bks[b];
       if (bk.holders.size() < 2) continue;
       if (static_cast<int>(communicators.size()) <= bk.holder_set) communicators.resize(bk.holder_set + 1);
       Communicator& c = communicators[bk.holder_set];
-      if (c.buckets.empty()) {
+      if (!c.active) {
+        c.active = true;
         c.shape = bucket_memo.at({bk.holder_set, kind}).first;
-        c.first = bk.start, c.last_end = bk.end, c.last = b;
+        c.first = bk.start, c.last_end = bk.end, c.last = b, c.last_position = static_cast<int>(i);
         active_communicators.push_back(bk.holder_set);
-        for (const auto& link : c.shape->busy_links) ++link_communicators[link.first];
+        c.terms.clear();
+        for (const auto& [l, per_byte] : c.shape->busy_links) {
+          if (link_slot[l] < 0) link_slot[l] = static_cast<int>(slot_link.size()), slot_link.push_back(l), slot_owner.push_back(bk.holder_set);
+          c.terms.push_back({link_slot[l], coef.dp * per_byte});
+        }
       }
-      c.buckets.push_back(b);
       c.first = std::min(c.first, bk.start);
-      if (bk.end > c.last_end) c.last_end = bk.end, c.last = b;
-      bucket_bytes[b] = bk.full_params / bk.lcm_tp * bytes_per_param;
+      if (bk.end > c.last_end) c.last_end = bk.end, c.last = b, c.last_position = static_cast<int>(i);
     }
-    for (const int id : active_communicators) {
-      const Communicator& c = communicators[id];
-      link_k.clear(), own_links.clear();
-      for (const auto& [l, per_byte] : c.shape->busy_links)
-        if (link_communicators[l] == 1) own_links.push_back(l), link_k.push_back(coef.dp * per_byte);
-      link_busy.assign(own_links.size(), 0.0);
-      const size_t n = own_links.size();
-      for (const int b : c.buckets) {
-        const double bytes = bucket_bytes[b];
-        for (size_t i = 0; i < n; ++i) link_busy[i] += link_k[i] * bytes;
-      }
-      for (size_t i = 0; i < n; ++i) {
-        used_links.push_back(own_links[i]);
-        link_use[own_links[i]] = LinkUse{c.first, link_busy[i], c.last_end, c.last};
-      }
-    }
-    for (int b : order) {
+    link_busy.assign(slot_link.size(), 0.0);
+    for (const int b : order) {
       const Bucket& bk = bks[b];
       if (bk.holders.size() < 2) continue;
-      for (const auto& [l, per_byte] : communicators[bk.holder_set].shape->busy_links) {
-        if (link_communicators[l] == 1) continue;
-        LinkUse& u = link_use[l];
-        if (u.last < 0) used_links.push_back(l), u = LinkUse{bk.start, 0.0, bk.end, b};
-        u.first = std::min(u.first, bk.start);
-        u.busy += coef.dp * per_byte * bucket_bytes[b];
-        if (bk.end > u.last_end) u.last_end = bk.end, u.last = b;
+      const double bytes = bk.full_params / bk.lcm_tp * bytes_per_param;
+      for (const auto& [slot, k] : communicators[bk.holder_set].terms) link_busy[slot] += k * bytes;
+    }
+    // Each link's first start and last bucket over the communicators that load it.
+    for (const int id : active_communicators) {
+      const Communicator& c = communicators[id];
+      for (const auto& [slot, k] : c.terms) {
+        LinkUse& u = link_use[slot_link[slot]];
+        if (slot_owner[slot] == id) {  // the first communicator to load the link
+          used_links.push_back(slot_link[slot]);
+          u = LinkUse{c.first, link_busy[slot], c.last_end, c.last};
+          continue;
+        }
+        u.first = std::min(u.first, c.first);
+        const int owner_position = communicators[slot_owner[slot]].last_position;
+        if (c.last_end > u.last_end || (c.last_end == u.last_end && c.last_position < owner_position))
+          u.last_end = c.last_end, u.last = c.last, slot_owner[slot] = id;
       }
     }
-    for (const int id : active_communicators) {
-      Communicator& c = communicators[id];
-      for (const auto& link : c.shape->busy_links) link_communicators[link.first] = 0;
-      c.buckets.clear();
-    }
-    active_communicators.clear();
+    for (const int id : active_communicators) communicators[id].active = false;
+    for (const int l : slot_link) link_slot[l] = -1;
+    active_communicators.clear(), slot_link.clear(), slot_owner.clear();
   }
 
   // ---------------------------------------------------------------- memory
