@@ -72,6 +72,10 @@ struct Phase {
 struct CollectiveShape {
   std::vector<Phase> phases;
   std::vector<std::pair<int, double>> busy_links;
+  // The distinct seconds per byte of busy_links, and each busy link's index among them (links of one load
+  // and capacity, e.g. a ring's NICs, share one).
+  std::vector<double> distinct_per_byte;
+  std::vector<int> per_byte_class;
 };
 
 struct Chunk {
@@ -300,6 +304,11 @@ struct Estimator::Impl {
     for (const auto& [l, t] : busy) {
       if (!out.busy_links.empty() && out.busy_links.back().first == l) out.busy_links.back().second += t;
       else out.busy_links.push_back({l, t});
+    }
+    for (const auto& link : out.busy_links) {
+      const auto it = std::find(out.distinct_per_byte.begin(), out.distinct_per_byte.end(), link.second);
+      out.per_byte_class.push_back(static_cast<int>(it - out.distinct_per_byte.begin()));
+      if (it == out.distinct_per_byte.end()) out.distinct_per_byte.push_back(link.second);
     }
     return collective_phases.emplace(std::move(fresh_key), std::move(out)).first->second;
   }
@@ -954,22 +963,25 @@ struct Estimator::Impl {
   // `order`), and the bucket that ends last (the first in `order` to reach the latest end). Per communicator
   // (its buckets have the same holders, so the same links): its first start and its last bucket; a link takes
   // the earliest first start of the communicators that load it and the last bucket of the one ending last
-  // (ties: the one reached first in `order`). Its sum is accumulated bucket by bucket in `order`, all of a
-  // bucket's links at once (the same sums, term by term, as one link at a time).
+  // (ties: the one reached first in `order`). Its sum is accumulated bucket by bucket in `order` (the same
+  // sums, term by term, as one link at a time), once for all the links one communicator alone loads at the
+  // same seconds per byte (the same terms: the same sum).
   struct Communicator {
     const CollectiveShape* shape = nullptr;
     bool active = false;
     double first = 0, last_end = 0;
     int last = -1, last_position = 0;           // the last bucket and its position in `order`
-    std::vector<std::pair<int, double>> terms;  // per link: its slot in link_busy, coef.dp x seconds per byte
+    std::vector<std::pair<int, double>> terms;  // per sum: its slot in link_busy, coef.dp x seconds per byte
+    std::vector<int> class_slot;                // per per-byte class of its shape: the slot of its own links
   };
   mutable std::vector<Communicator> communicators;  // scratch of shared_links, by holder set
-  mutable std::vector<int> active_communicators, link_slot, slot_link, slot_owner;  // link_slot: per link (-1: none)
+  mutable std::vector<int> active_communicators, link_loaders, link_slot, slot_owner;  // per link / per slot
   mutable std::vector<double> link_busy;
+  mutable std::vector<char> slot_shared;
 
   void shared_links(const std::vector<Bucket>& bks, const std::vector<int>& order, CollectiveKind kind,
                     double bytes_per_param) const {
-    if (link_slot.size() != link_use.size()) link_slot.assign(link_use.size(), -1);
+    if (link_slot.size() != link_use.size()) link_slot.assign(link_use.size(), -1), link_loaders.assign(link_use.size(), 0);
     for (size_t i = 0; i < order.size(); ++i) {
       const int b = order[i];
       const Bucket& bk = bks[b];
@@ -981,16 +993,30 @@ struct Estimator::Impl {
         c.shape = bucket_memo.at({bk.holder_set, kind}).first;
         c.first = bk.start, c.last_end = bk.end, c.last = b, c.last_position = static_cast<int>(i);
         active_communicators.push_back(bk.holder_set);
-        c.terms.clear();
-        for (const auto& [l, per_byte] : c.shape->busy_links) {
-          if (link_slot[l] < 0) link_slot[l] = static_cast<int>(slot_link.size()), slot_link.push_back(l), slot_owner.push_back(bk.holder_set);
-          c.terms.push_back({link_slot[l], coef.dp * per_byte});
-        }
+        for (const auto& link : c.shape->busy_links) ++link_loaders[link.first];
       }
       c.first = std::min(c.first, bk.start);
       if (bk.end > c.last_end) c.last_end = bk.end, c.last = b, c.last_position = static_cast<int>(i);
     }
-    link_busy.assign(slot_link.size(), 0.0);
+    // Slots: one per communicator and per-byte class for the links it alone loads, one per shared link.
+    for (const int id : active_communicators) {
+      Communicator& c = communicators[id];
+      c.terms.clear();
+      c.class_slot.assign(c.shape->distinct_per_byte.size(), -1);
+      for (size_t k = 0; k < c.shape->busy_links.size(); ++k) {
+        const auto& [l, per_byte] = c.shape->busy_links[k];
+        const bool shared = link_loaders[l] > 1;
+        int& slot = shared ? link_slot[l] : c.class_slot[c.shape->per_byte_class[k]];
+        if (slot >= 0 && !shared) continue;  // its class's sum is taken already
+        if (slot < 0) {
+          slot = static_cast<int>(slot_owner.size());
+          slot_owner.push_back(id);
+          slot_shared.push_back(shared);
+        }
+        c.terms.push_back({slot, coef.dp * per_byte});
+      }
+    }
+    link_busy.assign(slot_owner.size(), 0.0);
     for (const int b : order) {
       const Bucket& bk = bks[b];
       if (bk.holders.size() < 2) continue;
@@ -1000,10 +1026,13 @@ struct Estimator::Impl {
     // Each link's first start and last bucket over the communicators that load it.
     for (const int id : active_communicators) {
       const Communicator& c = communicators[id];
-      for (const auto& [slot, k] : c.terms) {
-        LinkUse& u = link_use[slot_link[slot]];
-        if (slot_owner[slot] == id) {  // the first communicator to load the link
-          used_links.push_back(slot_link[slot]);
+      for (size_t k = 0; k < c.shape->busy_links.size(); ++k) {
+        const int l = c.shape->busy_links[k].first;
+        LinkUse& u = link_use[l];
+        const int slot = link_loaders[l] == 1 ? c.class_slot[c.shape->per_byte_class[k]] : link_slot[l];
+        if (!slot_shared[slot] || slot_owner[slot] == id) {  // its only or first communicator
+          if (u.last >= 0) continue;                          // (a shared link's first one, again: done)
+          used_links.push_back(l);
           u = LinkUse{c.first, link_busy[slot], c.last_end, c.last};
           continue;
         }
@@ -1013,9 +1042,12 @@ struct Estimator::Impl {
           u.last_end = c.last_end, u.last = c.last, slot_owner[slot] = id;
       }
     }
-    for (const int id : active_communicators) communicators[id].active = false;
-    for (const int l : slot_link) link_slot[l] = -1;
-    active_communicators.clear(), slot_link.clear(), slot_owner.clear();
+    for (const int id : active_communicators) {
+      Communicator& c = communicators[id];
+      c.active = false;
+      for (const auto& link : c.shape->busy_links) link_loaders[link.first] = 0, link_slot[link.first] = -1;
+    }
+    active_communicators.clear(), slot_owner.clear(), slot_shared.clear();
   }
 
   // ---------------------------------------------------------------- memory
