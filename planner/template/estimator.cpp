@@ -115,6 +115,16 @@ struct Worker {
   }
 };
 
+// Hash of a cache key (a vector of numbers; std::hash treats 0.0 and -0.0 alike, as the key's == does).
+struct VectorHash {
+  template <class T>
+  std::size_t operator()(const std::vector<T>& v) const {
+    std::size_t h = v.size();
+    for (const T& x : v) h = (h ^ std::hash<T>()(x)) * 1099511628211ULL;
+    return h;
+  }
+};
+
 // A step of a rank program (sim/exec/pipeline_schedule.h ScheduleStep) with the fields the estimator's
 // recurrence reads, in 20 bytes instead of 72: a deep pipeline's programs are long (four steps per
 // micro-batch and rank).
@@ -179,7 +189,7 @@ struct Estimator::Impl {
 
   // Caches (not thread-safe).
   mutable std::map<std::tuple<int, int, double, int, bool>, Table> tables;
-  mutable std::map<std::vector<int>, CollectiveShape> collective_phases;  // by kind and member sets
+  mutable std::unordered_map<std::vector<int>, CollectiveShape, VectorHash> collective_phases;  // by kind and member sets
   mutable std::map<std::tuple<int, int, int, bool, bool, int, bool, double, int, bool, int, double, int>,
                    std::pair<MemoryBreakdown, MemoryBreakdown>>
       memory_lines;  // stage_memory at in_flight 0 and 1 (it is affine in in_flight)
@@ -194,13 +204,13 @@ struct Estimator::Impl {
   mutable std::map<std::tuple<Schedule, int, int, int, int>, std::vector<Step>> programs;
   mutable std::vector<std::vector<Step>> long_programs;  // per rank (scratch of schedule)
   mutable std::vector<ScheduleStep> program_scratch;     // rank_program's output before compaction
-  mutable std::map<std::vector<double>, double> transfers;  // transfer_s by stages and micro-batch
+  mutable std::unordered_map<std::vector<double>, double, VectorHash> transfers;  // transfer_s by stages and micro-batch
   // Schedules by their inputs (schedule, depth, chunks, micro-batches, task and transfer times): per rank its
   // end, then its last-backward start per chunk.
-  mutable std::map<std::vector<double>, std::vector<double>> schedules;
+  mutable std::unordered_map<std::vector<double>, std::vector<double>, VectorHash> schedules;
   // Routed experts of one EP rank, forward and backward, by GPU type, shards, experts, tokens each, full recompute.
   mutable std::map<std::tuple<const GpuSpec*, int, int, long, bool>, std::pair<double, double>> experts_s;
-  mutable std::map<std::vector<double>, double> alltoalls;  // one MoE all-to-all by its layout and tokens
+  mutable std::unordered_map<std::vector<double>, double, VectorHash> alltoalls;  // one MoE all-to-all by its layout and tokens
   mutable std::vector<double> scratch_key;
 
   Impl(const Cluster& c, const Topology& t, const ModelConfig& m, const EstimatorCoefficients& k)
@@ -675,6 +685,7 @@ struct Estimator::Impl {
     auto make = [&](std::vector<Step>& out) {
       rank_program(schedule, pp, r, chunks, m, program_scratch);
       out.clear();
+      out.reserve(program_scratch.size());
       for (const ScheduleStep& s : program_scratch) out.push_back(compact(s));
     };
     if (static_cast<long>(chunks) * m > kKeptProgramTasks) {
