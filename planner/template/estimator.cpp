@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -115,13 +116,20 @@ struct Worker {
   }
 };
 
-// Hash of a cache key (a vector of numbers; std::hash treats 0.0 and -0.0 alike, as the key's == does).
+// Hash of a cache key (a vector of numbers): of each double its bits, 0.0 and -0.0 alike (as the key's ==
+// compares them).
 struct VectorHash {
+  static std::uint64_t bits(int x) { return static_cast<std::uint64_t>(static_cast<std::uint32_t>(x)); }
+  static std::uint64_t bits(double x) {
+    std::uint64_t b = 0;
+    if (x != 0) std::memcpy(&b, &x, sizeof b);
+    return b;
+  }
   template <class T>
   std::size_t operator()(const std::vector<T>& v) const {
-    std::size_t h = v.size();
-    for (const T& x : v) h = (h ^ std::hash<T>()(x)) * 1099511628211ULL;
-    return h;
+    std::uint64_t h = 1469598103934665603ULL ^ v.size();
+    for (const T& x : v) h = (h ^ bits(x)) * 1099511628211ULL;
+    return static_cast<std::size_t>(h ^ (h >> 29));
   }
 };
 
