@@ -156,10 +156,22 @@ PipelineCosts::PipelineCosts(LayerTimes& times, StageMemoryLines& memory, std::v
       time_types_.back().push_back(times_.type_id(g.gpu_type));
     }
   }
+  // Stages of one spec share their shares, layer tables and memory limits (each a function of the spec).
+  auto same = [](const StageCostSpec& a, const StageCostSpec& b) {
+    if (a.tp != b.tp || a.ep != b.ep || a.zero1_dp != b.zero1_dp || a.groups.size() != b.groups.size()) return false;
+    for (size_t g = 0; g < a.groups.size(); ++g)
+      if (a.groups[g].gpu_type != b.groups[g].gpu_type || a.groups[g].local_experts != b.groups[g].local_experts) return false;
+    return true;
+  };
+  for (size_t j = 0; j < stages_.size(); ++j) {
+    size_t k = 0;
+    while (!same(stages_[k], stages_[j])) ++k;
+    stage_kind_.push_back(static_cast<int>(k));
+  }
 }
 
 const std::vector<int>& PipelineCosts::shares(int stage, int b) {
-  const auto k = std::make_pair(stage, b);
+  const auto k = std::make_pair(stage_kind_[stage], b);
   if (auto it = shares_.find(k); it != shares_.end()) return it->second;
   const int n = static_cast<int>(stages_[stage].groups.size());
   // A group's time for s samples over the model's layers: the shares hold for every layer range.
@@ -196,7 +208,9 @@ const std::vector<int>& PipelineCosts::shares(int stage, int b) {
   return shares_.emplace(k, std::move(s)).first->second;
 }
 
-std::vector<int> PipelineCosts::max_ends(int stage, int b, long in_flight) {
+const std::vector<int>& PipelineCosts::max_ends(int stage, int b, long in_flight) {
+  const auto key = std::make_tuple(stage_kind_[stage], b, in_flight);
+  if (auto it = max_ends_.find(key); it != max_ends_.end()) return it->second;
   const std::vector<int>& s = shares(stage, b);
   const size_t groups = s.size();
   std::vector<StageMemoryLines::Query> queries = memory_queries_[stage];
@@ -229,11 +243,11 @@ std::vector<int> PipelineCosts::max_ends(int stage, int b, long in_flight) {
     while (end < layers_ && fits(x, end + 1)) ++end;
     out[x] = end;
   }
-  return out;
+  return max_ends_.emplace(key, std::move(out)).first->second;
 }
 
 const std::vector<const LayerTimes::Table*>& PipelineCosts::group_tables(int stage, int b) {
-  const auto k = std::make_pair(stage, b);
+  const auto k = std::make_pair(stage_kind_[stage], b);
   if (auto it = group_tables_.find(k); it != group_tables_.end()) return it->second;
   const std::vector<int>& s = shares(stage, b);
   const StageCostSpec& st = stages_[stage];
@@ -254,14 +268,14 @@ const std::vector<int>& PipelineCosts::partition(int b, long m) {
   if (auto it = partitions_.find(k); it != partitions_.end()) return it->second;
   std::vector<int> bounds;
   if (b >= min_micro_batch_ && !known_too_big(b, cap)) {
-    std::vector<std::vector<int>> ends(depth());
+    std::vector<const std::vector<int>*> ends(depth());
     std::vector<const std::vector<const LayerTimes::Table*>*> tables(depth());  // per stage, per group
     for (int j = 0; j < depth(); ++j) {
-      ends[j] = max_ends(j, b, std::min<long>(depth() - j, m));
+      ends[j] = &max_ends(j, b, std::min<long>(depth() - j, m));
       tables[j] = &group_tables(j, b);
     }
     auto cost = [&](int j, int begin, int end) {
-      if (end > ends[j][begin]) return kInf;
+      if (end > (*ends[j])[begin]) return kInf;
       double worst = 0;
       for (const LayerTimes::Table* t : *tables[j]) worst = std::max(worst, t->stage_s(begin, end));
       return worst;
