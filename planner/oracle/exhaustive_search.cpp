@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <map>
@@ -31,10 +32,10 @@ constexpr size_t kBufferSize = 4096;
 // Candidates simulated together (one per thread at a time); fixed, so the result is independent of threads.
 constexpr size_t kBatchSize = 16;
 // Enumeration caps: beyond them the search stops and reports itself incomplete.
-constexpr long kMaxPipeShapes = 200000;
+constexpr long kMaxPipeShapes = 500000;
 // Structures listed for the best-first order (memory); beyond, the listed ones are searched and the search is
 // incomplete.
-constexpr size_t kMaxStructures = 5000000;
+constexpr size_t kMaxStructures = 10000000;
 constexpr long kMaxOptionsPerShape = 2000000;
 constexpr long kMaxCachedOptions = 5000000;
 // The reduction lift takes the least bucket floor over a structure's placements when it has at most this many
@@ -172,16 +173,27 @@ class Search {
   // alone).
   void enumerate_structures() {
     const int NG = static_cast<int>(cluster_.groups.size());
-    std::vector<std::pair<std::pair<double, long>, std::vector<int>>> found;
+    // Every structure found: its order key and its shape ids (ids_[first, first + count)), stored flat.
+    struct Found {
+      std::pair<double, long> order;
+      std::uint32_t first = 0;
+      std::uint32_t count = 0;
+    };
+    std::vector<Found> found;
+    std::vector<int> ids_flat;
     // Shapes by the GPUs they take (few distinct vectors), each list ascending: a multiset is a non-decreasing
     // sequence of shape ids, extended only by shapes that fit in the GPUs left.
     std::map<std::vector<int>, std::vector<int>> by_gpus;
     for (int ps = 0; ps < static_cast<int>(pipe_shapes_.size()); ++ps) by_gpus[pipe_shapes_[ps].gpus].push_back(ps);
     std::vector<int> left = ng_gpus_, pipes;
     std::function<void(int)> rec = [&](int from) {
+      tick();
       if (stop_) return;
       if (found.size() >= kMaxStructures) return;
-      if (!pipes.empty() && pipes.size() <= static_cast<size_t>(G_)) found.emplace_back(structure_order(pipes), pipes);
+      if (!pipes.empty() && pipes.size() <= static_cast<size_t>(G_)) {
+        found.push_back({structure_order(pipes), static_cast<std::uint32_t>(ids_flat.size()), static_cast<std::uint32_t>(pipes.size())});
+        ids_flat.insert(ids_flat.end(), pipes.begin(), pipes.end());
+      }
       for (const auto& [gpus, ids] : by_gpus) {
         bool fits = true;
         for (int ng = 0; ng < NG; ++ng) fits = fits && gpus[ng] <= left[ng];
@@ -196,11 +208,17 @@ class Search {
       }
     };
     rec(0);
+    if (stop_) return;
     if (found.size() < kMaxStructures) stats_.space_structures = static_cast<long>(found.size());
-    std::sort(found.begin(), found.end());  // by order, then by shape ids (lexicographic)
-    for (const auto& [order, structure] : found) {
+    // By order, then by shape ids (lexicographic).
+    std::sort(found.begin(), found.end(), [&](const Found& a, const Found& b) {
+      if (a.order != b.order) return a.order < b.order;
+      return std::lexicographical_compare(ids_flat.begin() + a.first, ids_flat.begin() + a.first + a.count,
+                                          ids_flat.begin() + b.first, ids_flat.begin() + b.first + b.count);
+    });
+    for (const Found& f : found) {
       if (stop_) return;
-      search_structure(structure);
+      search_structure(std::vector<int>(ids_flat.begin() + f.first, ids_flat.begin() + f.first + f.count));
     }
     if (found.size() >= kMaxStructures) cut("more than " + std::to_string(kMaxStructures) + " structures");
   }
@@ -237,6 +255,16 @@ class Search {
         ++stats_.proven_oom;
         return;
       }
+    // The work bound alone (no placement needed) drops most structures: no recompute level leaves a split.
+    bool some_split = false;
+    for (int rc = 0; rc < 3 && !some_split; ++rc) {
+      std::map<int, std::pair<long, long>> range;
+      some_split = sample_ranges(pipes, rc, &range);
+    }
+    if (!some_split) {
+      ++stats_.pruned_by_bound;
+      return;
+    }
     if (!has_placement(pipes)) return;
     collect_lift_placements(pipes);
     const bool one_stage = std::all_of(pipes.begin(), pipes.end(), [&](int ps) { return pipe_shapes_[ps].stages.size() == 1; });
@@ -945,6 +973,7 @@ class Search {
   }
 
   void consider(Plan plan) {
+    tick();
     ++stats_.candidates;
     const std::optional<double> bound = lb_.plan_bound(plan);
     if (!bound) {
@@ -958,7 +987,6 @@ class Search {
     if (!seen_.insert(plan_to_yaml(plan, cluster_)).second) return;
     buffer_.push_back({*bound, seq_++, std::move(plan)});
     if (buffer_.size() >= kBufferSize) flush();
-    tick();
   }
 
   // ------------------------------------------------------------------ simulation
