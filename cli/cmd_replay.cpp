@@ -30,13 +30,14 @@ const char* kReplayHelp = R"(arachne replay - how much training each planner get
 Replays a trace of which GPUs the job may use over time. At t = 0 and at every change the planner replans
 on the GPUs available; planning time, reconfiguration (checkpoint load + restart), periodic checkpoints,
 work lost when GPUs in use disappear, and waiting when nothing fits are charged as DESIGN.md states.
-Each plan is measured in the simulator.
+Each plan is measured in the simulator. A job whose GPUs all remain takes a better new plan once keeping its plan has
+cost as many tokens as the switch (--switch break-even, the default) or at once (--switch always).
 
 Usage:
   arachne replay --trace FILE [--trace-format F] [--cluster FILE] --model M --planner NAME[,NAME...]
                  [--until S] [--planning-time measured|SECONDS] [--checkpoint-interval S]
                  [--storage-bandwidth "2 GB/s"] [--restart S] [--coalesce S] [--global-batch N]
-                 [--budget N] [--budget-wall S] [--no-warm-start]
+                 [--budget N] [--budget-wall S] [--no-warm-start] [--switch break-even|always]
                  [--nodes N] [--load-scale X] [--out F.h5] [--json] [--seed N]
 
 Example:
@@ -160,6 +161,7 @@ int run_replay(const std::vector<std::string>& args, const std::string& command_
       ("coalesce", po::value<std::string>()->value_name("S")->default_value("0"), "merge changes closer than this")
       ("budget", po::value<std::string>()->value_name("N")->default_value("2000"), "planner evaluations per replan")
       ("budget-wall", po::value<std::string>()->value_name("S"), "wall-clock cap per replan, seconds (default: none)")
+      ("switch", po::value<std::string>()->value_name("RULE")->default_value("break-even"), "break-even | always: when a running job takes a new plan")
       ("no-warm-start", po::bool_switch(), "do not give the planner the plan the job runs (arachne: no warm-start template)")
       ("out", po::value<std::string>()->value_name("F.h5"), "intervals and totals per planner as HDF5, and F.png (throughput and cumulative tokens)")
       ("json", po::bool_switch(), "one JSON object on stdout");
@@ -183,6 +185,9 @@ int run_replay(const std::vector<std::string>& args, const std::string& command_
   ro.checkpoint_interval_s = parse_seconds_flag("--checkpoint-interval", vm["checkpoint-interval"].as<std::string>());
   ro.restart_s = parse_seconds_flag("--restart", vm["restart"].as<std::string>());
   ro.coalesce_s = parse_seconds_flag("--coalesce", vm["coalesce"].as<std::string>());
+  const std::string rule = vm["switch"].as<std::string>();
+  if (rule == "always") ro.switch_rule = SwitchRule::Always;
+  else if (rule != "break-even") return input_error("--switch", "unknown rule '" + rule + "' (known: break-even, always)");
   try {
     ro.storage_bandwidth = units::parse_bandwidth(vm["storage-bandwidth"].as<std::string>());
   } catch (const std::invalid_argument& e) {

@@ -2,6 +2,7 @@
 #include "planner/template/neighbors.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -18,12 +19,13 @@ class MoveSink {
       : moe(model.moe.has_value()), cluster_(cluster), model_(model), types_(type_order(cluster)), grammar_(cluster, model) {
     seen_.insert(canonical(start));
   }
-  // Whether the candidate is runnable and admitted (kept unless it was seen before).
-  bool add(const Template& candidate) {
+  // Whether the candidate is runnable and admitted (kept unless it was seen before). With `any_count`, the
+  // token grammar is not asked: the candidate may have counts no token says (see fill_moves).
+  bool add(const Template& candidate, bool any_count = false) {
     Template t = canonical(candidate);
     auto [it, fresh] = seen_.insert(t);
     if (!fresh) return runnable_.count(t) > 0;
-    if (!template_problem(t, cluster_, model_).empty() || !grammar_accepts(t)) return false;
+    if (!template_problem(t, cluster_, model_).empty() || (!any_count && !grammar_accepts(t))) return false;
     runnable_.insert(t);
     out_.push_back(std::move(t));
     return true;
@@ -85,6 +87,36 @@ void class_moves(const Template& t, std::size_t c, MoveSink& sink) {
   }
 }
 
+// GPUs of each type that the classes other than c use.
+std::map<std::string, int> spare_gpus(const Template& t, std::size_t c, const MoveSink& sink) {
+  std::map<std::string, int> spare;
+  for (const std::string& type : sink.types()) spare[type] = sink.gpus_of(type);
+  for (std::size_t o = 0; o < t.pipelines.size(); ++o)
+    if (o != c)
+      for (const StageTemplate& x : t.pipelines[o].stages)
+        for (const GroupKind& k : x.kinds) spare[k.gpu_type] -= t.pipelines[o].replicas * x.tp * k.groups;
+  return spare;
+}
+
+// The class at as many replicas as the GPUs the other classes leave hold (counting down until the template
+// packs into the nodes), at any count: token counts step from 16 to 20, 24, ..., 48, so on a cluster of 58
+// free GPUs of a type the grammar stops a one-GPU class at 48 replicas and a three-stage one at 16. Such a
+// template has no token form: it is a planning candidate, never a label (labels need tokens).
+void fill_moves(const Template& t, std::size_t c, MoveSink& sink) {
+  const std::map<std::string, int> spare = spare_gpus(t, c, sink);
+  std::map<std::string, int> per_replica;
+  for (const StageTemplate& s : t.pipelines[c].stages)
+    for (const GroupKind& k : s.kinds) per_replica[k.gpu_type] += s.tp * k.groups;
+  int most = std::numeric_limits<int>::max();
+  for (const auto& [type, gpus] : per_replica) most = std::min(most, spare.at(type) / gpus);
+  for (int replicas = most; replicas >= std::max(1, most - 3); --replicas) {
+    if (replicas == t.pipelines[c].replicas) break;
+    Template n = t;
+    n.pipelines[c].replicas = replicas;
+    if (sink.add(n, /*any_count=*/true)) break;
+  }
+}
+
 // A pipeline class of n identical stages and r replicas reshaped at once, the layers left to completion's
 // partition (the same group counts per stage):
 //   - at the class's GPUs, TP t' = 2t or t/2 at r replicas, or r' = 2r or r/2 replicas at TP t, with the stage
@@ -102,13 +134,7 @@ void reshape_moves(const Template& t, std::size_t c, MoveSink& sink) {
   const PipelineTemplate& cls = t.pipelines[c];
   const StageTemplate& s = cls.stages.front();
   if (std::any_of(cls.stages.begin(), cls.stages.end(), [&](const StageTemplate& x) { return !(x == s); })) return;
-  std::map<std::string, int> spare;
-  for (const GroupKind& k : s.kinds) spare[k.gpu_type] = sink.gpus_of(k.gpu_type);
-  for (std::size_t o = 0; o < t.pipelines.size(); ++o)
-    if (o != c)
-      for (const StageTemplate& x : t.pipelines[o].stages)
-        for (const GroupKind& k : x.kinds)
-          if (spare.count(k.gpu_type)) spare[k.gpu_type] -= t.pipelines[o].replicas * x.tp * k.groups;
+  std::map<std::string, int> spare = spare_gpus(t, c, sink);
   const int n = static_cast<int>(cls.stages.size()), r = cls.replicas;
   auto with_shape = [&](int tp, int replicas, int stages) {
     if (stages < 1 || stages > sink.model().layers) return false;
@@ -254,6 +280,7 @@ std::vector<Template> template_neighbors(const Template& start, const Cluster& c
   MoveSink sink(t, cluster, model);
   for (std::size_t c = 0; c < t.pipelines.size(); ++c) {
     class_moves(t, c, sink);
+    fill_moves(t, c, sink);
     reshape_moves(t, c, sink);
     for (std::size_t j = 0; j < t.pipelines[c].stages.size(); ++j) {
       stage_moves(t, c, j, sink);

@@ -3,8 +3,9 @@
 // result completed and priced (planner/template/completion.h, estimator.h) before it is kept.
 //
 // One move changes one thing of a template (planner/template/template.h):
-//   - a pipeline class: one replica more or fewer, twice or half as many; the class removed (when another
-//     remains); a copy of the class added with every stage on another GPU type (one replica);
+//   - a pipeline class: one replica more or fewer, twice or half as many; as many as the GPUs that the other
+//     classes leave hold (at any count, even one no token says); the class removed (when another remains);
+//     a copy of the class added with every stage on another GPU type (one replica);
 //   - a class of identical stages reshaped as a whole: TP or replicas twice or half, the stage count
 //     following at the class's GPUs; and, for stages of one TP group, TP t/2, t or 2t at r replicas (and at r/2
 //     or 1 replica when the class is the only one) with as many stages as the GPUs of its types that no
@@ -19,7 +20,7 @@
 //     type (one group) added beside it;
 //   - MoE stages: EP twice or half as wide, the other scope, uneven experts on or off.
 // Only templates the cluster can run (template_problem empty) whose token form the grammar admits
-// (TokenGrammar, so that the policy could propose them and they can be labels) are kept, in
+// (TokenGrammar, so that the policy could propose them and they can be labels; the fill move excepted) are kept, in
 // canonical form, each once, the start template excluded; the order is the order of the moves above over
 // classes, stages and kinds in the template's canonical order: deterministic.
 #pragma once

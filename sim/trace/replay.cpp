@@ -1,6 +1,7 @@
 #include "sim/trace/replay.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "sim/exec/simulate.h"
@@ -94,6 +95,18 @@ ReplayResult replay(const AvailabilityTrace& trace, const GpuCatalog& catalog, c
   double since_ckpt_s = 0;                               // training time since the last checkpoint
   std::vector<std::pair<size_t, double>> since_ckpt_tokens;  // (interval, tokens) since the last checkpoint
 
+  // How long a running job keeps its plan before it takes `fresh`, the plan of the replan at a change
+  // that left its GPUs in place (replay.h: SwitchRule); 0: at once, infinity: not during this interval.
+  auto wait_before_switch = [&](const Evaluated& fresh) {
+    const double never = std::numeric_limits<double>::infinity();
+    if (fresh.tokens_per_s <= 0) return never;
+    if (opt.switch_rule == SwitchRule::Always || (fresh.used == used && fresh.summary == current_summary)) return 0.0;
+    const double v_old = last_run->tokens_per_s, v_new = fresh.tokens_per_s;
+    if (v_new <= v_old) return never;
+    const double cost = (since_ckpt_s > 0 ? save_s : 0.0) + reconfig_s;
+    return cost * v_new / (v_new - v_old);
+  };
+
   for (size_t k = 0; k < times.size(); ++k) {
     const double t0 = times[k];
     const double t1 = k + 1 < times.size() ? times[k + 1] : end;
@@ -150,9 +163,12 @@ ReplayResult replay(const AvailabilityTrace& trace, const GpuCatalog& catalog, c
       ++out.totals.simulations;
       it = cache.emplace(gpus, std::move(e)).first;
     }
-    const Evaluated& e = it->second;
     ++out.totals.replans;
-    charge(opt.fixed_planning_s ? *opt.fixed_planning_s : e.outcome.planning_time_s, iv.planning_s);
+    charge(opt.fixed_planning_s ? *opt.fixed_planning_s : it->second.outcome.planning_time_s, iv.planning_s);
+    const Evaluated& fresh = it->second;
+    const bool keeps_running = k > 0 && running && !lost;
+    const double wait = keeps_running ? wait_before_switch(fresh) : 0.0;
+    const Evaluated& e = wait > 0 ? *last_run : fresh;
 
     if (e.tokens_per_s <= 0) {  // nothing feasible: wait
       charge(left, iv.idle_s);
@@ -161,37 +177,54 @@ ReplayResult replay(const AvailabilityTrace& trace, const GpuCatalog& catalog, c
       out.intervals.push_back(iv);
       continue;
     }
-    // A change after t = 0 that (re)starts the job or changes its plan reconfigures (checkpoint load +
-    // restart); a job still running saves a checkpoint first, so it loses nothing.
-    const bool changed = !running || lost || e.used != used || e.summary != current_summary;
-    if (k > 0 && changed) {
-      if (running && !lost && since_ckpt_s > 0) charge(save_s, iv.checkpoint_s);
-      charge(reconfig_s, iv.reconfig_s);
-      since_ckpt_s = 0;
-      since_ckpt_tokens.clear();
-    }
-    running = true;
-    last_run = &e;
-    used = e.used;
-    current_summary = e.summary;
-    iv.plan_summary = e.summary;
-    iv.tokens_per_s = e.tokens_per_s;
-    for (int u : e.used) iv.gpus_used += u;
-
-    // Train, saving a checkpoint every checkpoint_interval_s of training.
-    while (left > 0) {
-      const double step = opt.checkpoint_interval_s > 0 ? std::min(left, opt.checkpoint_interval_s - since_ckpt_s) : left;
-      const double tok = step * e.tokens_per_s;
-      iv.tokens += tok;
-      since_ckpt_s += step;
-      since_ckpt_tokens.push_back({out.intervals.size(), tok});
-      left -= step;
-      if (opt.checkpoint_interval_s > 0 && since_ckpt_s >= opt.checkpoint_interval_s && left > 0) {
-        charge(save_s, iv.checkpoint_s);
+    // Runs plan `e` in `iv` until `stop_left` seconds of the change's interval are left. A change after
+    // t = 0 that (re)starts the job or changes its plan reconfigures (checkpoint load + restart); a job
+    // still running saves a checkpoint first, so it loses nothing. It trains, saving a checkpoint every
+    // checkpoint_interval_s of training.
+    auto run = [&](ReplayInterval& at, const Evaluated& e, bool first_of_replay, double stop_left) {
+      const bool changed = !running || lost || e.used != used || e.summary != current_summary;
+      if (!first_of_replay && changed) {
+        if (running && !lost && since_ckpt_s > 0) charge(save_s, at.checkpoint_s);
+        charge(reconfig_s, at.reconfig_s);
         since_ckpt_s = 0;
         since_ckpt_tokens.clear();
       }
+      running = true;
+      lost = false;
+      last_run = &e;
+      used = e.used;
+      current_summary = e.summary;
+      at.plan_summary = e.summary;
+      at.tokens_per_s = e.tokens_per_s;
+      for (int u : e.used) at.gpus_used += u;
+      while (left > stop_left) {
+        const double step = opt.checkpoint_interval_s > 0 ? std::min(left - stop_left, opt.checkpoint_interval_s - since_ckpt_s)
+                                                          : left - stop_left;
+        const double tok = step * e.tokens_per_s;
+        at.tokens += tok;
+        since_ckpt_s += step;
+        since_ckpt_tokens.push_back({out.intervals.size(), tok});
+        left -= step;
+        if (opt.checkpoint_interval_s > 0 && since_ckpt_s >= opt.checkpoint_interval_s && left > stop_left) {
+          charge(save_s, at.checkpoint_s);
+          since_ckpt_s = 0;
+          since_ckpt_tokens.clear();
+        }
+      }
+    };
+    if (wait > 0 && wait < left) {  // the better plan is taken once waiting has cost as much as switching
+      run(iv, e, k == 0, left - wait);
+      iv.end_s = t1 - left;
+      out.intervals.push_back(iv);
+      ReplayInterval next;
+      next.start_s = iv.end_s;
+      next.end_s = t1;
+      next.gpus_per_type = iv.gpus_per_type;
+      run(next, fresh, false, 0);
+      out.intervals.push_back(next);
+      continue;
     }
+    run(iv, e, k == 0, 0);
     out.intervals.push_back(iv);
   }
 

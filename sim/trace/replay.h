@@ -36,6 +36,17 @@ struct LastPlan {
 };
 using ReplanCallback = std::function<ReplanOutcome(const Cluster& snapshot, long global_batch, const LastPlan& last)>;
 
+// When a running job whose GPUs all remain after a change takes the replan's new plan:
+//   Always    - at once, every time the planner returns a different plan;
+//   BreakEven - once keeping its plan has cost as many tokens as switching does (the deterministic
+//               ski-rental rule, 2-competitive without knowing when the next change comes: Karlin, Manasse,
+//               McGeoch & Owicki, "Competitive randomized algorithms for non-uniform problems", SODA 1990):
+//               with v_old and v_new the plans' throughputs and C the time the switch costs (checkpoint save
+//               + reconfiguration), after C v_new / (v_new - v_old) seconds, if no change comes first (the
+//               interval is then split in two); never when v_new <= v_old.
+// Under both, the job keeps its plan when the new snapshot has no feasible plan.
+enum class SwitchRule { Always, BreakEven };
+
 struct ReplayOptions {
   double until_s = -1;                      // end of the replay (-1: the trace's end)
   double coalesce_s = 0;                    // changes closer than this are merged
@@ -44,6 +55,7 @@ struct ReplayOptions {
   double storage_bandwidth = 2e9;           // bytes/s, checkpoint save and load
   double restart_s = 60;                    // process restart on reconfiguration
   const Cluster* link_template = nullptr;   // node groups matched by GPU type for link properties
+  SwitchRule switch_rule = SwitchRule::BreakEven;
 };
 
 struct ReplayInterval {

@@ -75,6 +75,20 @@ TEST(TemplateNeighbors, MoeMovesChangeTheEpLayout) {
 // 11-stage TP-1 pipeline to 7 stages of TP 2 (all free GPUs at twice the width) and 14 of TP 1; from 8
 // replicas of one GPU to one pipeline over the free GPUs; on 4 A100 + 4 P100, from one 4-wide A100 stage to
 // two 2-wide ones (Megatron's plan) and back, and a stage moved to the front.
+// Token counts step from 40 to 48 to 64, so no token template uses 58 one-GPU replicas; the fill move takes
+// a class to every free GPU of its type at any count: 58 one-GPU replicas and 19 three-stage ones (57 of
+// the 58 A10G), and, beside a class using 16 A10G, 42 one-GPU replicas. Such templates have no token form.
+TEST(TemplateNeighbors, FillMoveTakesEveryFreeGpuAtAnyCount) {
+  const ModelConfig m = load_model("gpt3-1.3b");
+  const Cluster c = spec("A10G:7x8,A10G:1x2,T4:1x4");
+  EXPECT_TRUE(contains(template_neighbors(parse_template("40x[A10G:tp1x1]"), c, m), "58x[A10G:tp1x1]"));
+  EXPECT_TRUE(contains(template_neighbors(parse_template("16x[A10G:tp1x1 | A10G:tp1x1 | A10G:tp1x1]"), c, m),
+                       "19x[A10G:tp1x1 | A10G:tp1x1 | A10G:tp1x1]"));
+  const std::vector<Template> beside = template_neighbors(parse_template("2x[A10G:tp8x1]; 40x[A10G:tp1x1]"), c, m);
+  EXPECT_TRUE(contains(beside, "2x[A10G:tp8x1]; 42x[A10G:tp1x1]"));
+  EXPECT_FALSE(encode(parse_template("58x[A10G:tp1x1]"), type_order(c)).has_value());
+}
+
 TEST(TemplateNeighbors, MacroMovesReachOtherParallelismTradesInOneStep) {
   const ModelConfig dense = load_model("gpt3-1.3b");
   const Cluster h200 = spec("H200:7x2,L4:1x4");

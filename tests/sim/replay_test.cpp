@@ -69,10 +69,70 @@ TEST(Replay, CallbackIsGivenThePlanTheJobRanLastEvenAfterACachedSnapshot) {
   };
   ReplayOptions o;
   o.fixed_planning_s = 1;
+  o.switch_rule = SwitchRule::Always;  // at t = 200 the job takes the 8-GPU plan again
   const ReplayResult r = replay(t, GpuCatalog::load_default(), m, m.global_batch, recording, o);
   EXPECT_EQ(r.totals.replans, 4);
   EXPECT_EQ(last_gpus, (std::vector<int>{0, 8, 8}));  // calls at t = 0, 100, 300 (t = 200 is cached)
   EXPECT_EQ(last_snapshot_gpus, (std::vector<int>{0, 8, 8}));
+}
+
+// Four GPUs on node 0 from t = 0; node 1's four join at t = 100. The data-parallel plan on 8 GPUs trains
+// faster; switching costs C = a checkpoint save (the job has trained since its start) + the
+// reconfiguration (checkpoint load + 60 s restart). Under BreakEven the job keeps its 4-GPU plan
+// for C v8 / (v8 - v4) seconds after the replan, then switches (the interval is split there); if node 1
+// leaves before that, it never switches and never reconfigures. Under Always it switches at once, and
+// loses the work since the switch when node 1 leaves.
+TEST(Replay, SwitchesToABetterPlanOnceWaitingHasCostAsMuchAsSwitching) {
+  const ModelConfig m = small_model();
+  const ReplanCallback dp = data_parallel(m);
+  ReplayOptions o;
+  o.fixed_planning_s = 1;
+  auto run = [&](double leave, SwitchRule rule) {
+    std::vector<TraceEvent> events{{0, 0, 4}, {0, 1, 0}, {100, 1, 4}};
+    if (leave > 0) events.push_back({leave, 1, 0});
+    const AvailabilityTrace t = trace_of(events, 5000, 2, 4);
+    o.switch_rule = rule;
+    return replay(t, GpuCatalog::load_default(), m, m.global_batch, dp, o);
+  };
+  const ReplayResult stays = run(0, SwitchRule::BreakEven);
+  ASSERT_EQ(stays.intervals.size(), 3u);
+  const double v4 = stays.intervals[0].tokens_per_s, v8 = stays.intervals[2].tokens_per_s;
+  ASSERT_GT(v8, v4);
+  const double cost = checkpoint_bytes(m) / o.storage_bandwidth + (checkpoint_bytes(m) / o.storage_bandwidth + o.restart_s);
+  const double wait = cost * v8 / (v8 - v4);
+  EXPECT_EQ(stays.intervals[1].gpus_used, 4);
+  EXPECT_EQ(stays.intervals[1].reconfig_s, 0);
+  EXPECT_NEAR(stays.intervals[1].end_s, 100 + 1 + wait, 1e-9);
+  EXPECT_NEAR(stays.intervals[2].start_s, stays.intervals[1].end_s, 0);
+  EXPECT_EQ(stays.intervals[2].gpus_used, 8);
+  EXPECT_NEAR(stays.intervals[2].reconfig_s + stays.intervals[2].checkpoint_s, cost, 1e-9);
+
+  const ReplayResult brief = run(100 + wait / 2, SwitchRule::BreakEven);  // node 1 leaves before break-even
+  for (const ReplayInterval& iv : brief.intervals) EXPECT_EQ(iv.gpus_used, 4);
+  EXPECT_EQ(brief.totals.reconfig_s + brief.totals.work_lost_s, 0);
+
+  const ReplayResult always = run(100 + wait / 2, SwitchRule::Always);
+  ASSERT_EQ(always.intervals.size(), 3u);
+  EXPECT_EQ(always.intervals[1].gpus_used, 8);
+  EXPECT_GT(always.intervals[1].reconfig_s, o.restart_s);
+  EXPECT_GT(always.totals.work_lost_s, 0);
+}
+
+// A job whose GPUs all remain keeps training when the planner finds nothing on the new snapshot.
+TEST(Replay, KeepsItsPlanWhenTheNewSnapshotHasNoFeasiblePlanButItsGpusRemain) {
+  const ModelConfig m = small_model();
+  const ReplanCallback dp = data_parallel(m);
+  const ReplanCallback fails_above_four = [&](const Cluster& snap, long gb, const LastPlan& last) {
+    if (snap.total_gpus() > 4) return ReplanOutcome{};
+    return dp(snap, gb, last);
+  };
+  const AvailabilityTrace t = trace_of({{0, 0, 4}, {0, 1, 0}, {1000, 1, 4}}, 2000, 2, 4);
+  ReplayOptions o;
+  o.fixed_planning_s = 1;
+  const ReplayResult kept = replay(t, GpuCatalog::load_default(), m, m.global_batch, fails_above_four, o);
+  ASSERT_EQ(kept.intervals.size(), 2u);
+  EXPECT_EQ(kept.intervals[1].idle_s, 0);
+  EXPECT_NEAR(kept.intervals[1].tokens, kept.intervals[0].tokens_per_s * 999, 1e-6 * kept.intervals[1].tokens);
 }
 
 TEST(Replay, NoChangeTrainsThroughputTimesDurationMinusPlanning) {
