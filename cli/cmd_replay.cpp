@@ -12,10 +12,12 @@
 
 #include "cli/commands.h"
 #include "planner/planner.h"
+#include "planner/replay_planner.h"
 #include "sim/hw/topology.h"
 #include "sim/io/atomic_file.h"
 #include "sim/io/hdf5_writer.h"
 #include "sim/io/input_error.h"
+#include "sim/io/replay_h5.h"
 #include "sim/io/units.h"
 #include "sim/trace/replay.h"
 #include "sim/trace/trace_formats.h"
@@ -217,28 +219,15 @@ int run_replay(const std::vector<std::string>& args, const std::string& command_
                  trace.trace.nodes.size(), (ro.until_s >= 0 ? ro.until_s : trace.trace.end_s) / 3600);
     const bool tty = isatty(fileno(stderr)) != 0;
     long planned = 0;
-    const ReplanCallback cb = [&](const Cluster& snap, long batch, const LastPlan& last) {
-      // Progress on a terminal: distinct snapshots planned so far (repeated snapshots come from the cache).
+    planner::ReplanSettings settings;
+    settings.budget_evaluations = budget;
+    settings.budget_wall_s = budget_wall;
+    settings.seed = parse_seed_flag("--seed", vm["seed"].as<std::string>());
+    settings.warm_start = warm_start;
+    // Progress on a terminal: distinct snapshots planned so far (repeated snapshots come from the cache).
+    const ReplanCallback cb = planner::replan_callback(*p, model, settings, [&] {
       if (tty && ++planned % 10 == 0) std::fprintf(stderr, "\rreplay: %s: %ld snapshots planned", p->name().c_str(), planned);
-      const Topology topo(snap);
-      planner::PlanRequest req;
-      req.cluster = &snap;
-      req.topo = &topo;
-      req.model = &model;
-      req.global_batch = batch;
-      req.budget_evaluations = budget;
-      req.budget_wall_s = budget_wall;
-      if (warm_start) {  // the plan the job runs: a warm start for planners that use it
-        req.previous_plan = last.plan;
-        req.previous_cluster = last.cluster;
-      }
-      const planner::PlanResult r = p->plan(req);
-      ReplanOutcome o;
-      o.plan = r.plan;
-      o.planning_time_s = r.planning_time_s;
-      o.reason = r.reason;
-      return o;
-    };
+    });
     ReplayResult r = replay(trace.trace, catalog, model, gb, cb, ro);
     if (tty && planned >= 10) std::fprintf(stderr, "\n");
     const ReplayTotals& t = r.totals;
@@ -254,34 +243,7 @@ int run_replay(const std::vector<std::string>& args, const std::string& command_
   if (!out_path.empty()) {
     h5::RunInfo info{ARACHNE_VERSION, command_line, 0, model.to_yaml()};
     h5::write_h5_atomically(out_path, info, [&](h5::File& f) {
-      for (const auto& [name, r] : all) {
-        f.ensure_groups("/" + name);
-        h5::Table iv(f, "/" + name + "/intervals",
-                     {{"start_s", h5::ColumnType::Float64, "s"}, {"end_s", h5::ColumnType::Float64, "s"},
-                      {"gpus_available", h5::ColumnType::Int64, "1"}, {"gpus_used", h5::ColumnType::Int64, "1"},
-                      {"plan", h5::ColumnType::String, "-"}, {"tokens_per_s", h5::ColumnType::Float64, "1/s"},
-                      {"tokens", h5::ColumnType::Float64, "tokens"}, {"planning_s", h5::ColumnType::Float64, "s"},
-                      {"reconfig_s", h5::ColumnType::Float64, "s"}, {"checkpoint_s", h5::ColumnType::Float64, "s"},
-                      {"idle_s", h5::ColumnType::Float64, "s"}, {"work_lost_s", h5::ColumnType::Float64, "s"}});
-        std::vector<h5::Row> rows;
-        for (const ReplayInterval& x : r.intervals) {
-          std::int64_t avail = 0;
-          for (const auto& [type, n] : x.gpus_per_type) avail += n;
-          rows.push_back({x.start_s, x.end_s, avail, static_cast<std::int64_t>(x.gpus_used), x.plan_summary,
-                          x.tokens_per_s, x.tokens, x.planning_s, x.reconfig_s, x.checkpoint_s, x.idle_s,
-                          x.work_lost_s});
-        }
-        iv.append(rows);
-        const ReplayTotals& t = r.totals;
-        h5::Table tot(f, "/" + name + "/totals",
-                      {{"tokens_trained", h5::ColumnType::Float64, "tokens"},
-                       {"effective_tokens_per_s", h5::ColumnType::Float64, "1/s"},
-                       {"planning_s", h5::ColumnType::Float64, "s"}, {"reconfig_s", h5::ColumnType::Float64, "s"},
-                       {"checkpoint_s", h5::ColumnType::Float64, "s"}, {"idle_s", h5::ColumnType::Float64, "s"},
-                       {"work_lost_s", h5::ColumnType::Float64, "s"}, {"replans", h5::ColumnType::Int64, "1"}});
-        tot.append({{t.tokens_trained, t.effective_tokens_per_s, t.planning_s, t.reconfig_s, t.checkpoint_s, t.idle_s,
-                     t.work_lost_s, static_cast<std::int64_t>(t.replans)}});
-      }
+      for (const auto& [name, r] : all) write_replay_tables(f, "/" + name, r);
     });
   }
   if (!out_path.empty()) {

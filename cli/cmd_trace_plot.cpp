@@ -170,6 +170,13 @@ int plot_evaluation_png(const std::string& h5_path, const std::string& out_dir) 
   return r.status == 0 ? 0 : (r.status > 0 ? r.status : kExitInternal);
 }
 
+int plot_experiment_png(const std::string& h5_path, const std::string& out_dir) {
+  const std::string first = (std::filesystem::path(out_dir) / "throughput.png").string();
+  const ScriptResult r = run_script("plot_experiment.py", {out_dir, h5_path}, temporary_path_for(first));
+  if (r.status != 0) std::fprintf(stderr, "error: --out: %s\n", r.last_error.c_str());
+  return r.status == 0 ? 0 : (r.status > 0 ? r.status : kExitInternal);
+}
+
 int plot_replay_png(const std::string& h5_path, const std::string& png_path) {
   const ScriptResult r = run_script("plot_replay.py", {png_path, h5_path}, temporary_path_for(png_path));
   if (r.status != 0) std::fprintf(stderr, "error: --out: %s\n", r.last_error.c_str());

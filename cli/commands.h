@@ -29,12 +29,16 @@ int run_trace_plot(const std::vector<std::string>& args);
 int run_gen_data(const std::vector<std::string>& args, const std::string& command_line);
 int run_train(const std::vector<std::string>& args, const std::string& command_line);
 int run_evaluate(const std::vector<std::string>& args, const std::string& command_line);
+int run_experiment(const std::vector<std::string>& args, const std::string& command_line);
 // Draws the replay PNG (throughput and cumulative tokens per planner) from a replay HDF5 file.
 int plot_replay_png(const std::string& h5_path, const std::string& png_path);
 // Draws the training curves PNG (scripts/plot_training.py) from a `train` curves file.
 int plot_training_png(const std::string& h5_path, const std::string& png_path);
 // Draws DIR/ratio.png and DIR/planning_time.png (scripts/plot_evaluation.py) from an evaluate file.
 int plot_evaluation_png(const std::string& h5_path, const std::string& out_dir);
+// Draws DIR/throughput.png, DIR/planning_time.png and DIR/replay_tokens.png (scripts/plot_experiment.py)
+// from an experiment file.
+int plot_experiment_png(const std::string& h5_path, const std::string& out_dir);
 
 // Prints `error: <where>: <reason>` to stderr and returns kExitBadInput.
 int input_error(const std::string& where, const std::string& reason);

@@ -28,6 +28,8 @@ Commands:
   gen-data   sample cluster configurations and label each with its best templates (learned planner's data)
   train      train the learned planner's policy on a gen-data dataset (loads LibTorch)
   evaluate   the learned planner against the baselines, the oracle and its ablations on unseen clusters
+  experiment a planner comparison declared in one YAML file (clusters x models x planners, replays):
+             one HDF5 file, summary.md and PNG figures; resumes after an interruption
 
 Common options:
   --seed N   seed of every random choice (default 0); same inputs and seed give the same results
@@ -73,6 +75,7 @@ int main(int argc, char** argv) {
       if (rest[0] == "gen-data") return run_gen_data(help, "");
       if (rest[0] == "train") return run_train(help, "");
       if (rest[0] == "evaluate") return run_evaluate(help, "");
+      if (rest[0] == "experiment") return run_experiment(help, "");
       return input_error(rest[0], "unknown command (see 'arachne --help')");
     }
     if (cmd == "--version") {
@@ -88,6 +91,7 @@ int main(int argc, char** argv) {
     if (cmd == "gen-data") return run_gen_data(rest, quoted_command_line(argc, argv));
     if (cmd == "train") return run_train(rest, quoted_command_line(argc, argv));
     if (cmd == "evaluate") return run_evaluate(rest, quoted_command_line(argc, argv));
+    if (cmd == "experiment") return run_experiment(rest, quoted_command_line(argc, argv));
     return input_error(cmd, "unknown command (see 'arachne --help')");
   } catch (const arachne::InputError& e) {
     return input_error(e.where(), e.reason());

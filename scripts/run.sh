@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The main job: installs what is missing, builds (Release), and simulates the bundled example plans into
-# results/demo/ — one HDF5 file and one Chrome-trace timeline per plan, a Markdown table and a PNG.
+# The main job: installs what is missing, builds (Release), simulates the bundled example plans into
+# results/demo/ — one HDF5 file and one Chrome-trace timeline per plan, a Markdown table and a PNG — and
+# runs the demo experiment (configs/experiments/demo.yaml) into results/demo/experiment/.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${ARACHNE_BUILD_DIR:-$root/build}"
@@ -35,19 +36,17 @@ echo "run: replaying traces/native_small.csv with megatron" >&2
 "$bin" replay --trace traces/native_small.csv --model gpt3-1.3b --planner megatron --planning-time 5 \
     --out "$out/replay.h5" --json > "$out/replay.json.txt"
 "$bin" trace plot --trace traces/native_small.csv --out "$out/trace.png" >&2
-# Every planner on a heterogeneous cluster (three GPU generations, node sizes 8/4/1), each plan measured
-# in the simulator; the best plan is written as YAML that `simulate --plan` reads back. Each planner gets
-# 300 simulations and 60 s of wall time: Metis's whole own-model search would take its port's 300 s cap on
-# 80 GPUs, so here it (and the oracle) report a search cut short.
-echo "run: planning gpt3-1.3b on mix-a100-v100-t4 with every planner (at most 60 s each)" >&2
-"$bin" plan --cluster configs/clusters/mix-a100-v100-t4.yaml --model gpt3-1.3b --planner all --budget 300 \
-    --budget-wall 60 --out "$out/best-plan.yaml" > "$out/plan.md"
+# The demo experiment (configs/experiments/demo.yaml): every planner on four bundled heterogeneous clusters
+# and two models, each plan measured in the simulator, and a replay of the bundled small trace: one HDF5
+# file, summary.md and figures in results/demo/experiment/. A completed earlier run is started afresh; an
+# interrupted one resumes from its shards.
+if [ -f "$out/experiment/experiment.h5" ]; then rm -rf "$out/experiment"; fi
+echo "run: the demo experiment (configs/experiments/demo.yaml)" >&2
+"$bin" experiment configs/experiments/demo.yaml --out "$out/experiment"
 /usr/bin/python3 "$root/scripts/demo_table.py" "$out" > "$out/summary.md"
 {
   echo
-  echo "Planners on configs/clusters/mix-a100-v100-t4.yaml (gpt3-1.3b, budget 300 simulations and 60 s each):"
-  echo
-  cat "$out/plan.md"
+  sed 's/^#/##/' "$out/experiment/summary.md"
 } >> "$out/summary.md"
 {
   echo
@@ -59,4 +58,4 @@ echo "run: planning gpt3-1.3b on mix-a100-v100-t4 with every planner (at most 60
 } >> "$out/summary.md"
 /usr/bin/python3 "$root/scripts/plot_simulate.py" "$out/breakdown.png" "${h5s[@]}"
 cat "$out/summary.md"
-echo "run: results in $out (summary.md, plan.md, best-plan.yaml, breakdown.png, replay.png, trace.png, *.h5, *.timeline.json for Perfetto)" >&2
+echo "run: results in $out (summary.md, breakdown.png, replay.png, trace.png, *.h5, *.timeline.json for Perfetto; experiment/: experiment.h5, summary.md, throughput.png, planning_time.png, replay_tokens.png)" >&2

@@ -158,6 +158,15 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
 
 }  // namespace
 
+std::vector<CompletedPlan> arachne_priced_plans(const PlanRequest& request, long global_batch, long* priced) {
+  const PlanTimer timer;
+  long count = 0;
+  bool cut = false;
+  std::vector<CompletedPlan> out = priced_candidates(proposed_templates(request, global_batch), request, global_batch, timer, &count, &cut);
+  if (priced != nullptr) *priced = count;
+  return out;
+}
+
 std::string default_policy_path() { return (std::filesystem::path(configs_dir()) / "policy" / "arachne.weights").string(); }
 
 PlanResult ArachnePlanner::plan(const PlanRequest& request) {
@@ -172,6 +181,7 @@ PlanResult ArachnePlanner::plan(const PlanRequest& request) {
   double best = std::numeric_limits<double>::infinity();
   for (const CompletedPlan& c : candidates) {
     if (eval.evaluations() >= request.arachne_simulate || eval.exhausted()) break;
+    if (result.plan && c.priced_s > kArachneSimulateWithin * candidates.front().priced_s) break;  // so are the rest
     const std::optional<double> t = eval.iteration_time(c.plan);
     if (t && *t < best) {
       best = *t;

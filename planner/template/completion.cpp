@@ -13,6 +13,7 @@
 #include "planner/template/completion.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -298,21 +299,22 @@ class BatchPlanner {
       for (const int v : states) {
         if (u == v) continue;
         const long step = std::lcm(unit_size(u), unit_size(v));
-        std::set<long> amounts;
-        long best_amount = 0;
+        long first_amount = 0, best_amount = 0;  // the smallest admissible amount, the best one
         double best_t = kInf;
         for (long d = step; d <= kMaxMove * step && d / unit_size(u) < s.samples[u]; d += step) {
           const double t =
               std::max(unit_time(u, s.samples[u] - d / unit_size(u)), unit_time(v, s.samples[v] + d / unit_size(v)));
           if (t == kInf) continue;
-          if (amounts.empty()) amounts.insert(d);
+          if (first_amount == 0) first_amount = d;
           if (t < best_t) {
             best_t = t;
             best_amount = d;
           }
         }
-        if (best_amount > 0) amounts.insert(best_amount);
+        // Ascending, each once (the best amount is never below the first).
+        const std::array<long, 2> amounts{first_amount, best_amount > first_amount ? best_amount : 0};
         for (const long d : amounts) {
+          if (d == 0) continue;
           std::vector<long> a = s.samples;
           a[u] -= d / unit_size(u);
           a[v] += d / unit_size(v);
@@ -384,13 +386,16 @@ class BatchPlanner {
     return {worst, at};
   }
   std::vector<double> times_;  // objective's scratch: each unit's time
+  std::vector<long> move_scratch_;  // local_moves' scratch: the split after a move
 
   // The first unit of each state (class and samples), in unit order.
   std::vector<int> distinct_units(const std::vector<long>& a) const {
-    std::set<std::pair<int, long>> seen;
     std::vector<int> out;
-    for (size_t u = 0; u < a.size(); ++u)
-      if (seen.emplace(layout_.units[u].pipeline_class, a[u]).second) out.push_back(static_cast<int>(u));
+    for (size_t u = 0; u < a.size(); ++u) {
+      const int c = layout_.units[u].pipeline_class;
+      const bool seen = std::any_of(out.begin(), out.end(), [&](int k) { return layout_.units[k].pipeline_class == c && a[k] == a[u]; });
+      if (!seen) out.push_back(static_cast<int>(u));
+    }
     return out;
   }
 
@@ -403,27 +408,69 @@ class BatchPlanner {
       int slow = 0;
       for (size_t u = 1; u < a.size(); ++u)
         if (unit_time(u, a[u]) > unit_time(slow, a[slow])) slow = static_cast<int>(u);
-      std::optional<std::vector<long>> best;
+      const MoveObjective after(*this, a);
+      long best_d = 0;
+      int best_v = -1;
       auto best_obj = current;
       for (const int v : distinct_units(a)) {
         const bool same_state = layout_.units[v].pipeline_class == layout_.units[slow].pipeline_class && a[v] == a[slow];
         if (v == slow || same_state) continue;
         const long step = std::lcm(unit_size(slow), unit_size(v));
         for (long d = step; d <= kMaxMove * step && d / unit_size(slow) < a[slow]; d += step) {
-          std::vector<long> b = a;
-          b[slow] -= d / unit_size(slow);
-          b[v] += d / unit_size(v);
-          const auto obj = objective(b);
+          const auto obj = after(slow, a[slow] - d / unit_size(slow), v, a[v] + d / unit_size(v));
           if (obj < best_obj) {
             best_obj = obj;
-            best = std::move(b);
+            best_v = v, best_d = d;
           }
         }
       }
-      if (!best) return;
-      a = std::move(*best);
+      if (best_v < 0) return;
+      a[slow] -= best_d / unit_size(slow);
+      a[best_v] += best_d / unit_size(best_v);
     }
   }
+
+  // objective() of a split after a move that changes only units s and v, from the other units' times in the
+  // split before it: their slowest (the largest of the three slowest that is neither s nor v) and how many
+  // pipelines of theirs are within the tolerance of a time (a prefix of their times sorted slowest first).
+  // The same comparisons of the same times as objective(): the same result.
+  class MoveObjective {
+   public:
+    MoveObjective(BatchPlanner& bp, const std::vector<long>& a) : bp_(bp) {
+      const size_t n = a.size();
+      time_.resize(n);
+      for (size_t u = 0; u < n; ++u) time_[u] = bp.unit_time(u, a[u]);
+      order_.resize(n);
+      std::iota(order_.begin(), order_.end(), 0);
+      std::sort(order_.begin(), order_.end(), [&](int x, int y) { return time_[x] > time_[y] || (time_[x] == time_[y] && x < y); });
+      pipelines_.assign(n + 1, 0);
+      for (size_t k = 0; k < n; ++k) pipelines_[k + 1] = pipelines_[k] + bp.unit_size(order_[k]);
+    }
+    std::pair<double, int> operator()(int s, long samples_s, int v, long samples_v) const {
+      const double ts = bp_.unit_time(s, samples_s), tv = bp_.unit_time(v, samples_v);
+      double worst = std::max(0.0, std::max(ts, tv));
+      for (size_t k = 0; k < order_.size() && k < 3; ++k)
+        if (order_[k] != s && order_[k] != v) {
+          worst = std::max(worst, time_[order_[k]]);
+          break;
+        }
+      const double at_least = worst * (1 - 1e-12);
+      const size_t within = std::partition_point(order_.begin(), order_.end(), [&](int u) { return time_[u] >= at_least; }) - order_.begin();
+      long at = pipelines_[within];
+      if (time_[s] >= at_least) at -= bp_.unit_size(s);
+      if (time_[v] >= at_least) at -= bp_.unit_size(v);
+      if (ts >= at_least) at += bp_.unit_size(s);
+      if (tv >= at_least) at += bp_.unit_size(v);
+      return {worst, static_cast<int>(at)};
+    }
+
+   private:
+    BatchPlanner& bp_;
+    std::vector<double> time_;  // per unit, before the move
+    std::vector<int> order_;    // units, slowest first
+    std::vector<long> pipelines_;  // pipelines of the first k units of order_
+  };
+
 };
 
 // ---------------------------------------------------------------- plans and pricing

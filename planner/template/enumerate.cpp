@@ -432,13 +432,11 @@ std::vector<PipelineTemplate> spanning_pipelines(const std::vector<TypeInfo>& ty
 class Collector {
  public:
   Collector(const Cluster& c, const ModelConfig& m, int k) : cluster_(c), model_(m), k_(k), order_(type_order(c)) {}
-  // Adds t unless it is invalid, has no token form or was seen; `own_slot` templates do not count against k.
-  void add(Template t, bool own_slot = false) {
+  bool full() const { return static_cast<int>(out_.size()) >= k_; }
+  void add(Template t) {
     t = canonical(std::move(t));
-    if (!own_slot && counted_ >= k_) return;
-    if (!template_problem(t, cluster_, model_).empty() || !encode(t, order_) || !seen_.insert(t).second) return;
+    if (full() || !template_problem(t, cluster_, model_).empty() || !encode(t, order_) || !seen_.insert(t).second) return;
     out_.push_back(std::move(t));
-    if (!own_slot) ++counted_;
   }
   std::vector<Template> take() { return std::move(out_); }
 
@@ -446,7 +444,6 @@ class Collector {
   const Cluster& cluster_;
   const ModelConfig& model_;
   int k_;
-  int counted_ = 0;
   std::vector<std::string> order_;
   std::set<Template> seen_;
   std::vector<Template> out_;
@@ -461,12 +458,10 @@ std::vector<Template> heuristic_templates(const Cluster& cluster, const ModelCon
   const std::vector<TypeInfo> types = types_by_speed(cluster, model, prof);
   std::vector<std::vector<PipelineTemplate>> per_type;  // rule 1
   for (const TypeInfo& t : types) per_type.push_back(homogeneous_for_type(t, model, prof));
-  // Rule 1's best guess first, then rule 3 in slots of its own: it is one of the few ways to use every GPU
-  // type in one pipeline, and taking rule 1's slots would drop the one-type templates that win on clusters
-  // whose slowest types are better left idle.
+  // Rule 1's best guess first, then rule 3 (one of the few ways to use every GPU type in one pipeline, so
+  // it gets its slots before the other types' homogeneous templates on a multi-type cluster).
   if (!per_type.empty() && !per_type.front().empty()) c.add(Template{{per_type.front().front()}});
-  for (const PipelineTemplate& p : spanning_pipelines(types, global_batch > 0 ? global_batch : model.global_batch, model, prof, kSpanningCounts))
-    c.add(Template{{p}}, /*own_slot=*/true);
+  for (const PipelineTemplate& p : spanning_pipelines(types, global_batch > 0 ? global_batch : model.global_batch, model, prof, 3)) c.add(Template{{p}});
   // Rule 1's node-TP template of the other types, rule 2, then rule 1's narrow-TP templates.
   Template all_types;
   for (const std::vector<PipelineTemplate>& ps : per_type)

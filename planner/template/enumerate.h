@@ -65,12 +65,8 @@ Enumeration enumerate_templates(const Cluster& cluster, const ModelConfig& model
 std::vector<Template> sample_templates(const Cluster& cluster, const ModelConfig& model, const EnumerationLimits& limits,
                                        int count, std::uint64_t seed);
 
-// Rule 3's replica counts per cluster: heuristic_templates returns them beyond its k.
-inline constexpr int kSpanningCounts = 3;
-
-// A hand-written generator in the way an engineer lays out a cluster, best guesses first: at most k
-// templates of rules 1 and 2 plus at most kSpanningCounts of rule 3, canonical, distinct, each with an
-// empty template_problem and a token form. `global_batch` in samples
+// A hand-written generator in the way an engineer lays out a cluster, best guesses first, at most k,
+// canonical, distinct, each with an empty template_problem and a token form. `global_batch` in samples
 // (0: the model's). Rules:
 //   1. homogeneous, per GPU type (fastest peak FLOP/s first): for TP = the widest width that fits the type's
 //      largest node and divides the heads (Megatron-LM's advice to keep TP inside a node, Narayanan et al.
@@ -84,10 +80,9 @@ inline constexpr int kSpanningCounts = 3;
 //      per replica an equal share of each type's GPUs, stages ordered fastest type first with the type of
 //      least memory kept off both ends, TP per type from 1 up until every stage fits in memory and the
 //      pipeline is at most a quarter of its micro-batches deep; for the largest replica count from kCounts
-//      that works and kSpanningCounts - 1 smaller ones, each at most half the one before (details in
-//      enumerate.cpp).
-// Output order: rule 1's first template of the fastest type; rule 3's; rule 1's first template of the other
-// types; rule 2; rule 1's narrow-TP templates.
+//      that works and two smaller ones, each at most half the one before (details in enumerate.cpp).
+// Output order: rule 1's first template of the fastest type; rule 3's (so that K = 8 leaves them a slot on
+// a four-type cluster); rule 1's first template of the other types; rule 2; rule 1's narrow-TP templates.
 // MoE models: EP over the replicas (scope pipelines) with the largest width of kEpWidths that divides both
 // the expert count and the replicas (Megatron-Core carves EP out of data parallelism); memory is estimated
 // with every expert on every rank (planner/common/profile.h), a conservative bound.

@@ -2,7 +2,10 @@
 #include "planner/template/estimator.h"
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -70,6 +73,10 @@ struct Phase {
 struct CollectiveShape {
   std::vector<Phase> phases;
   std::vector<std::pair<int, double>> busy_links;
+  // The distinct seconds per byte of busy_links, and each busy link's index among them (links of one load
+  // and capacity, e.g. a ring's NICs, share one).
+  std::vector<double> distinct_per_byte;
+  std::vector<int> per_byte_class;
 };
 
 struct Chunk {
@@ -99,7 +106,65 @@ struct Worker {
   // Filled by the schedule and the gradient reduction.
   std::vector<double> last_backward_start;  // per chunk
   double backward_done = 0, reduced = 0, finished = 0;
+  // A fresh worker that keeps its vectors' memory.
+  void reset() {
+    std::vector<Chunk> c = std::move(chunks);
+    std::vector<double> l = std::move(last_backward_start);
+    *this = Worker{};
+    c.clear(), l.clear();
+    chunks = std::move(c), last_backward_start = std::move(l);
+  }
 };
+
+// Hash of a cache key (a vector of numbers): of each double its bits, 0.0 and -0.0 alike (as the key's ==
+// compares them).
+struct VectorHash {
+  static std::uint64_t bits(int x) { return static_cast<std::uint64_t>(static_cast<std::uint32_t>(x)); }
+  static std::uint64_t bits(double x) {
+    std::uint64_t b = 0;
+    if (x != 0) std::memcpy(&b, &x, sizeof b);
+    return b;
+  }
+  template <class T>
+  std::size_t operator()(const std::vector<T>& v) const {
+    std::uint64_t h = 1469598103934665603ULL ^ v.size();
+    for (const T& x : v) h = (h ^ bits(x)) * 1099511628211ULL;
+    return static_cast<std::size_t>(h ^ (h >> 29));
+  }
+};
+
+// A step of a rank program (sim/exec/pipeline_schedule.h ScheduleStep) with the fields the estimator's
+// recurrence reads, in 20 bytes instead of 72: a deep pipeline's programs are long (four steps per
+// micro-batch and rank).
+struct Step {
+  struct Task {
+    int micro_batch = 0;
+    std::uint8_t chunk = 0;
+    bool forward = true;
+  };
+  struct Ref {  // a send or receive: the task whose tensor it carries
+    std::uint8_t chunk = 0;
+    bool forward = true;
+  };
+  bool exchange = false, eager = false;
+  std::uint8_t num_sends = 0, num_recvs = 0;
+  Task task;
+  std::array<Ref, 2> sends{}, recvs{};
+};
+
+Step compact(const ScheduleStep& s) {
+  Step out;
+  out.exchange = s.exchange;
+  out.eager = s.eager;
+  out.num_sends = static_cast<std::uint8_t>(s.num_sends);
+  out.num_recvs = static_cast<std::uint8_t>(s.num_recvs);
+  out.task = {s.task.micro_batch, static_cast<std::uint8_t>(s.task.chunk), s.task.forward};
+  for (int i = 0; i < 2; ++i) {
+    out.sends[i] = {static_cast<std::uint8_t>(s.sends[i].chunk), s.sends[i].forward};
+    out.recvs[i] = {static_cast<std::uint8_t>(s.recvs[i].chunk), s.recvs[i].forward};
+  }
+  return out;
+}
 
 // Expected tokens an expert keeps when `tokens` tokens are routed (sim/model/moe_routing.cpp draws a
 // multinomial over Zipf shares under a uniform random permutation, then cuts at the capacity): averaged over
@@ -132,7 +197,7 @@ struct Estimator::Impl {
 
   // Caches (not thread-safe).
   mutable std::map<std::tuple<int, int, double, int, bool>, Table> tables;
-  mutable std::map<std::vector<int>, CollectiveShape> collective_phases;  // by kind and member sets
+  mutable std::unordered_map<std::vector<int>, CollectiveShape, VectorHash> collective_phases;  // by kind and member sets
   mutable std::map<std::tuple<int, int, int, bool, bool, int, bool, double, int, bool, int, double, int>,
                    std::pair<MemoryBreakdown, MemoryBreakdown>>
       memory_lines;  // stage_memory at in_flight 0 and 1 (it is affine in in_flight)
@@ -140,14 +205,20 @@ struct Estimator::Impl {
   mutable std::map<long, double> kept_per_expert;
   mutable std::vector<double> load;  // per link, bytes (scratch)
   mutable std::vector<int> touched;
-  mutable std::map<std::tuple<Schedule, int, int, int, int>, std::vector<ScheduleStep>> programs;
-  mutable std::map<std::vector<double>, double> transfers;  // transfer_s by stages and micro-batch
+  // Rank programs by (schedule, depth, rank, chunks, micro-batches) in the compact form the recurrence reads
+  // (Step), kept only while short: a long one (many micro-batches) is made again at each use into a per-rank
+  // buffer, since keeping each would touch fresh memory for every micro-batch count.
+  static constexpr long kKeptProgramTasks = 128;  // chunks x micro-batches
+  mutable std::map<std::tuple<Schedule, int, int, int, int>, std::vector<Step>> programs;
+  mutable std::vector<std::vector<Step>> long_programs;  // per rank (scratch of schedule)
+  mutable std::vector<ScheduleStep> program_scratch;     // rank_program's output before compaction
+  mutable std::unordered_map<std::vector<double>, double, VectorHash> transfers;  // transfer_s by stages and micro-batch
   // Schedules by their inputs (schedule, depth, chunks, micro-batches, task and transfer times): per rank its
   // end, then its last-backward start per chunk.
-  mutable std::map<std::vector<double>, std::vector<double>> schedules;
+  mutable std::unordered_map<std::vector<double>, std::vector<double>, VectorHash> schedules;
   // Routed experts of one EP rank, forward and backward, by GPU type, shards, experts, tokens each, full recompute.
   mutable std::map<std::tuple<const GpuSpec*, int, int, long, bool>, std::pair<double, double>> experts_s;
-  mutable std::map<std::vector<double>, double> alltoalls;  // one MoE all-to-all by its layout and tokens
+  mutable std::unordered_map<std::vector<double>, double, VectorHash> alltoalls;  // one MoE all-to-all by its layout and tokens
   mutable std::vector<double> scratch_key;
 
   Impl(const Cluster& c, const Topology& t, const ModelConfig& m, const EstimatorCoefficients& k)
@@ -221,14 +292,17 @@ struct Estimator::Impl {
   // Phases of `kind` run at once over each of `sets` (GradSync::launch: one collective per TP slice), per
   // byte of buffer: the flows collective_transfers (sim/net/collectives.cpp) starts for one byte, their
   // bottleneck link per phase. Cached by kind and member sets.
+  mutable std::vector<int> phases_key;  // scratch of phases
   const CollectiveShape& phases(CollectiveKind kind, const std::vector<std::vector<GpuId>>& sets) const {
-    std::vector<int> key{static_cast<int>(kind)};
+    std::vector<int>& key = phases_key;
+    key.assign(1, static_cast<int>(kind));
     for (const auto& s : sets) {
       key.push_back(-1);
       key.insert(key.end(), s.begin(), s.end());
     }
     auto it = collective_phases.find(key);
     if (it != collective_phases.end()) return it->second;
+    std::vector<int> fresh_key = key;
     std::vector<std::vector<Flow>> by_phase;
     for (const auto& s : sets)
       for (const CollectiveTransfer& t : collective_transfers(topo, kind, s, 1.0)) {
@@ -249,7 +323,12 @@ struct Estimator::Impl {
       if (!out.busy_links.empty() && out.busy_links.back().first == l) out.busy_links.back().second += t;
       else out.busy_links.push_back({l, t});
     }
-    return collective_phases.emplace(std::move(key), std::move(out)).first->second;
+    for (const auto& link : out.busy_links) {
+      const auto it = std::find(out.distinct_per_byte.begin(), out.distinct_per_byte.end(), link.second);
+      out.per_byte_class.push_back(static_cast<int>(it - out.distinct_per_byte.begin()));
+      if (it == out.distinct_per_byte.end()) out.distinct_per_byte.push_back(link.second);
+    }
+    return collective_phases.emplace(std::move(fresh_key), std::move(out)).first->second;
   }
 
   static double phases_time(const CollectiveShape& c, double bytes) {
@@ -261,18 +340,25 @@ struct Estimator::Impl {
   // ---------------------------------------------------------------- workers
   // One worker per TP group of a physical stage, its chunks, passes, EP layout, parameters and optimizer
   // step, as build_stage_work lowers the plan.
-  std::vector<Worker> lower(const Plan& plan, std::vector<std::vector<std::vector<int>>>& worker_of) const {
+  // Fills `ws` and `worker_of` (the estimator's scratch: their memory is reused from plan to plan).
+  void lower(const Plan& plan, std::vector<std::vector<std::vector<int>>>& worker_of, std::vector<Worker>& ws) const {
     const bool interleaved = plan.schedule == Schedule::Interleaved;
     const int chunks = interleaved ? plan.interleave : 1;
-    std::vector<Worker> ws;
-    worker_of.assign(plan.pipelines.size(), {});
+    size_t workers = 0;
+    for (const Pipeline& pl : plan.pipelines)
+      for (size_t r = 0; r < pl.stages.size() / chunks; ++r) workers += pl.stages[r].groups.size();
+    ws.resize(workers);
+    size_t next = 0;
+    worker_of.resize(plan.pipelines.size());
     for (size_t p = 0; p < plan.pipelines.size(); ++p) {
       const Pipeline& pl = plan.pipelines[p];
       const int depth = static_cast<int>(pl.stages.size()) / chunks;
       worker_of[p].resize(pl.stages.size());
+      for (auto& groups : worker_of[p]) groups.clear();
       for (int r = 0; r < depth; ++r)
         for (size_t g = 0; g < pl.stages[r].groups.size(); ++g) {
-          Worker w;
+          Worker& w = ws[next];
+          w.reset();
           w.pipeline = static_cast<int>(p);
           w.rank = r;
           w.group = static_cast<int>(g);
@@ -281,11 +367,12 @@ struct Estimator::Impl {
           w.gpu = &cluster.gpu_spec(w.tg->gpus.front());
           const int n0 = node_of[w.tg->gpus.front()];
           w.one_node = std::all_of(w.tg->gpus.begin(), w.tg->gpus.end(), [&](GpuId x) { return node_of[x] == n0; });
-          for (int c = 0; c < chunks; ++c) worker_of[p][c * depth + r].push_back(static_cast<int>(ws.size()));
-          ws.push_back(std::move(w));
+          for (int c = 0; c < chunks; ++c) worker_of[p][c * depth + r].push_back(static_cast<int>(next));
+          ++next;
         }
     }
-    std::vector<int> holders(L, 0);
+    std::vector<int>& holders = layer_holders;
+    holders.assign(L, 0);
     for (const Pipeline& pl : plan.pipelines)
       for (const Stage& st : pl.stages)
         for (int l = st.layer_begin; l < st.layer_end; ++l) holders[l] += static_cast<int>(st.groups.size());
@@ -318,8 +405,9 @@ struct Estimator::Impl {
       w.optimizer_s = optimizer_step_s(plan.zero1 ? params / w.dp_degree : params, *w.gpu, model);
       w.last_backward_start.assign(w.chunks.size(), 0.0);
     }
-    return ws;
   }
+
+  mutable std::vector<int> layer_holders;  // scratch of lower: groups holding each layer
 
   // stage_work.cpp: EP ranks are the same stage of `ep` consecutive pipelines (scope pipelines) or the
   // stage's groups; otherwise EP ranks are sets of the stage's GPUs, tp·ep/N experts per GPU.
@@ -562,13 +650,15 @@ struct Estimator::Impl {
   // it waits for have (a transfer starts once both ends posted it - eager sends at once - and lasts its
   // transfer_s), as iteration.cpp pairs them: per (sender, receiver, direction) channel in posting order.
   // Fills each worker's last-backward start per chunk and backward end; returns the pipeline's end.
+  mutable std::vector<double> stage_fwd, stage_bwd, stage_send_f, stage_send_b, schedule_key;  // of run_pipeline
   double run_pipeline(const Plan& plan, int p, const std::vector<std::vector<std::vector<int>>>& worker_of,
                       std::vector<Worker>& ws) const {
     const Pipeline& pl = plan.pipelines[p];
     const int nst = static_cast<int>(pl.stages.size());
     const int chunks = plan.schedule == Schedule::Interleaved ? plan.interleave : 1;
     const int pp = nst / chunks, m = pl.micro_batches;
-    std::vector<double> fwd(nst, 0.0), bwd(nst, 0.0), send_f(nst, 0.0), send_b(nst, 0.0);
+    std::vector<double>&fwd = stage_fwd, &bwd = stage_bwd, &send_f = stage_send_f, &send_b = stage_send_b;
+    for (auto* v : {&fwd, &bwd, &send_f, &send_b}) v->assign(nst, 0.0);
     for (int j = 0; j < nst; ++j) {
       for (int w : worker_of[p][j]) {
         const Chunk& c = ws[w].chunks[j / pp];
@@ -578,12 +668,13 @@ struct Estimator::Impl {
       if (j + 1 < nst) send_f[j] = transfer_s(pl, j, 0);
       if (j > 0) send_b[j] = transfer_s(pl, j, 1);
     }
-    std::vector<double> key = {static_cast<double>(plan.schedule), static_cast<double>(pp), static_cast<double>(chunks),
-                               static_cast<double>(m)};
+    std::vector<double>& key = schedule_key;
+    key.assign({static_cast<double>(plan.schedule), static_cast<double>(pp), static_cast<double>(chunks),
+                static_cast<double>(m)});
     for (const auto* v : {&fwd, &bwd, &send_f, &send_b}) key.insert(key.end(), v->begin(), v->end());
     auto hit = schedules.find(key);
     if (hit == schedules.end())
-      hit = schedules.emplace(std::move(key), schedule(plan.schedule, pp, chunks, m, fwd, bwd, send_f, send_b)).first;
+      hit = schedules.emplace(key, schedule(plan.schedule, pp, chunks, m, fwd, bwd, send_f, send_b)).first;
     const std::vector<double>& times = hit->second;
     double end = 0;
     for (int j = 0; j < nst; ++j)
@@ -596,44 +687,75 @@ struct Estimator::Impl {
     return end;
   }
 
+  // rank_program(schedule, pp, r, chunks, m) as Steps.
+  const std::vector<Step>& program(Schedule schedule, int pp, int r, int chunks, int m) const {
+    if (chunks > std::numeric_limits<std::uint8_t>::max()) throw std::invalid_argument("estimator: too many model chunks");
+    auto make = [&](std::vector<Step>& out) {
+      rank_program(schedule, pp, r, chunks, m, program_scratch);
+      out.clear();
+      out.reserve(program_scratch.size());
+      for (const ScheduleStep& s : program_scratch) out.push_back(compact(s));
+    };
+    if (static_cast<long>(chunks) * m > kKeptProgramTasks) {
+      if (static_cast<int>(long_programs.size()) < pp) long_programs.resize(pp);
+      make(long_programs[r]);
+      return long_programs[r];
+    }
+    const auto key = std::make_tuple(schedule, pp, r, chunks, m);
+    auto it = programs.find(key);
+    if (it == programs.end()) make(programs[key]), it = programs.find(key);
+    return it->second;
+  }
+
+  // The state of schedule(): a channel's transfers in posting order, a rank's place in its program.
+  struct Channel {
+    std::vector<double> send_post, send_s;
+    std::vector<char> eager;
+    std::vector<double> recv_post;
+    void clear() { send_post.clear(), send_s.clear(), eager.clear(), recv_post.clear(); }
+  };
+  struct Wait {
+    int channel, index;
+    bool send;
+  };
+  struct Rank {
+    const std::vector<Step>* prog = nullptr;
+    size_t pc = 0;
+    double t = 0;
+    bool posted = false;
+    std::vector<Wait> waits;
+    std::vector<double> last_backward;
+  };
+  mutable std::vector<Channel> channels;
+  mutable std::vector<Rank> ranks_scratch;
+
   // The recurrence of run_pipeline: per rank its end, then its last-backward start per chunk.
   std::vector<double> schedule(Schedule schedule, int pp, int chunks, int m, const std::vector<double>& fwd,
                                const std::vector<double>& bwd, const std::vector<double>& send_f,
                                const std::vector<double>& send_b) const {
     const int nst = pp * chunks;
     // Channels: activations from rank r go to rank (r+1) % pp (index r), gradients to (r-1) % pp (pp + r).
-    struct Channel {
-      std::vector<double> send_post, send_s;
-      std::vector<char> eager;
-      std::vector<double> recv_post;
-    };
-    std::vector<Channel> ch(2 * pp);
-    struct Wait {
-      int channel, index;
-      bool send;
-    };
-    struct Rank {
-      const std::vector<ScheduleStep>* prog = nullptr;
-      size_t pc = 0;
-      double t = 0;
-      bool posted = false;
-      std::vector<Wait> waits;
-      std::vector<double> last_backward;
-    };
-    std::vector<Rank> ranks(pp);
+    // Both are the estimator's scratch (cleared here, their memory kept for the next schedule).
+    std::vector<Channel>& ch = channels;
+    if (ch.size() < static_cast<size_t>(2 * pp)) ch.resize(2 * pp);
+    for (int i = 0; i < 2 * pp; ++i) ch[i].clear();
+    if (ranks_scratch.size() < static_cast<size_t>(pp)) ranks_scratch.resize(pp);
+    std::vector<Rank>& ranks = ranks_scratch;
     for (int r = 0; r < pp; ++r) {
-      const auto key = std::make_tuple(schedule, pp, r, chunks, m);
-      auto it = programs.find(key);
-      if (it == programs.end()) it = programs.emplace(key, rank_program(schedule, pp, r, chunks, m)).first;
-      ranks[r].prog = &it->second;
-      ranks[r].last_backward.assign(chunks, 0.0);
+      Rank& rk = ranks[r];
+      rk.prog = &program(schedule, pp, r, chunks, m);
+      rk.pc = 0;
+      rk.t = 0;
+      rk.posted = false;
+      rk.waits.clear();
+      rk.last_backward.assign(chunks, 0.0);
     }
-    auto vstage = [&](int r, const ScheduledTask& t) { return t.chunk * pp + r; };
+    auto vstage = [&](int r, const auto& t) { return t.chunk * pp + r; };
     auto transfer_end = [&](const Channel& c, int i) {
       const double start = c.eager[i] ? c.send_post[i] : std::max(c.send_post[i], c.recv_post[i]);
       return start + c.send_s[i];
     };
-    auto post = [&](Rank& rk, int r, const ScheduleStep& s) {
+    auto post = [&](Rank& rk, int r, const Step& s) {
       for (int i = 0; i < s.num_sends; ++i) {
         const int j = vstage(r, s.sends[i]);
         const bool f = s.sends[i].forward;
@@ -660,7 +782,7 @@ struct Estimator::Impl {
       Rank& rk = ranks[r];
       bool moved = false;
       while (rk.pc < rk.prog->size()) {
-        const ScheduleStep& s = (*rk.prog)[rk.pc];
+        const Step& s = (*rk.prog)[rk.pc];
         if (!s.exchange) {
           const int j = vstage(r, s.task);
           if (!s.task.forward && s.task.micro_batch == m - 1) rk.last_backward[s.task.chunk] = rk.t;
@@ -694,7 +816,8 @@ struct Estimator::Impl {
       if (!moved) throw std::logic_error("estimator: pipeline schedule deadlock");
     }
     std::vector<double> out;
-    for (const Rank& rk : ranks) {
+    for (int r = 0; r < pp; ++r) {
+      const Rank& rk = ranks[r];
       out.push_back(rk.t);
       out.insert(out.end(), rk.last_backward.begin(), rk.last_backward.end());
     }
@@ -762,9 +885,12 @@ struct Estimator::Impl {
     const auto& [ph, ovh] = it->second;
     return coef.dp * (ovh + phases_time(*ph, bk.full_params / bk.lcm_tp * bytes_per_param));
   }
+  mutable std::vector<std::vector<GpuId>> bucket_sets;  // scratch of bucket_phases
   std::pair<const CollectiveShape*, double> bucket_phases(const std::vector<Worker>& ws, const Bucket& bk,
                                                              CollectiveKind kind) const {
-    std::vector<std::vector<GpuId>> sets(bk.lcm_tp);
+    std::vector<std::vector<GpuId>>& sets = bucket_sets;
+    sets.resize(bk.lcm_tp);
+    for (auto& set : sets) set.clear();
     double ovh = 0;
     for (int k = 0; k < bk.lcm_tp; ++k) {
       for (const Holder& h : bk.holders) {
@@ -830,35 +956,117 @@ struct Estimator::Impl {
   // max(earliest(bucket), communicator free) (NCCL runs a communicator's collectives in issue order). Then the
   // links several communicators share: a link carries at most its capacity (sim/net/flow_network.h), so the
   // last collective crossing it ends no earlier than the first start there plus all their time on it.
+  mutable std::vector<double> communicator_free;  // scratch of run_family
   template <class Earliest>
   void run_family(const std::vector<Worker>& ws, std::vector<Bucket>& bks, const std::vector<int>& order,
                   CollectiveKind kind, double bytes_per_param, Earliest earliest) const {
-    std::map<int, double> free_at;
+    std::vector<double>& free_at = communicator_free;  // per communicator (0: free from the start)
+    free_at.clear();
+    for (int b : order) free_at.resize(std::max<size_t>(free_at.size(), bks[b].communicator + 1), 0.0);
     for (int b : order) {
       Bucket& bk = bks[b];
       bk.start = std::max(earliest(bk), free_at[bk.communicator]);
       bk.end = bk.start + bucket_s(ws, bk, kind, bytes_per_param);
       free_at[bk.communicator] = bk.end;
     }
-    for (int b : order) {
-      const Bucket& bk = bks[b];
-      if (bk.holders.size() < 2) continue;
-      const CollectiveShape& shape = *bucket_memo.at({bk.holder_set, kind}).first;
-      const double bytes = bk.full_params / bk.lcm_tp * bytes_per_param;
-      for (const auto& [l, per_byte] : shape.busy_links) {
-        LinkUse& u = link_use[l];
-        if (u.last < 0) used_links.push_back(l), u = LinkUse{bk.start, 0.0, bk.end, b};
-        u.first = std::min(u.first, bk.start);
-        u.busy += coef.dp * per_byte * bytes;
-        if (bk.end > u.last_end) u.last_end = bk.end, u.last = b;
-      }
-    }
+    shared_links(bks, order, kind, bytes_per_param);
     for (int l : used_links) {
       LinkUse& u = link_use[l];
       bks[u.last].end = std::max(bks[u.last].end, u.first + u.busy);
       u = LinkUse{};
     }
     used_links.clear();
+  }
+
+  // The links of run_family: per link its first start, the time all its buckets keep it busy (summed in
+  // `order`), and the bucket that ends last (the first in `order` to reach the latest end). Per communicator
+  // (its buckets have the same holders, so the same links): its first start and its last bucket; a link takes
+  // the earliest first start of the communicators that load it and the last bucket of the one ending last
+  // (ties: the one reached first in `order`). Its sum is accumulated bucket by bucket in `order` (the same
+  // sums, term by term, as one link at a time), once for all the links one communicator alone loads at the
+  // same seconds per byte (the same terms: the same sum).
+  struct Communicator {
+    const CollectiveShape* shape = nullptr;
+    bool active = false;
+    double first = 0, last_end = 0;
+    int last = -1, last_position = 0;           // the last bucket and its position in `order`
+    std::vector<std::pair<int, double>> terms;  // per sum: its slot in link_busy, coef.dp x seconds per byte
+    std::vector<int> class_slot;                // per per-byte class of its shape: the slot of its own links
+  };
+  mutable std::vector<Communicator> communicators;  // scratch of shared_links, by holder set
+  mutable std::vector<int> active_communicators, link_loaders, link_slot, slot_owner;  // per link / per slot
+  mutable std::vector<double> link_busy;
+  mutable std::vector<char> slot_shared;
+
+  void shared_links(const std::vector<Bucket>& bks, const std::vector<int>& order, CollectiveKind kind,
+                    double bytes_per_param) const {
+    if (link_slot.size() != link_use.size()) link_slot.assign(link_use.size(), -1), link_loaders.assign(link_use.size(), 0);
+    for (size_t i = 0; i < order.size(); ++i) {
+      const int b = order[i];
+      const Bucket& bk = bks[b];
+      if (bk.holders.size() < 2) continue;
+      if (static_cast<int>(communicators.size()) <= bk.holder_set) communicators.resize(bk.holder_set + 1);
+      Communicator& c = communicators[bk.holder_set];
+      if (!c.active) {
+        c.active = true;
+        c.shape = bucket_memo.at({bk.holder_set, kind}).first;
+        c.first = bk.start, c.last_end = bk.end, c.last = b, c.last_position = static_cast<int>(i);
+        active_communicators.push_back(bk.holder_set);
+        for (const auto& link : c.shape->busy_links) ++link_loaders[link.first];
+      }
+      c.first = std::min(c.first, bk.start);
+      if (bk.end > c.last_end) c.last_end = bk.end, c.last = b, c.last_position = static_cast<int>(i);
+    }
+    // Slots: one per communicator and per-byte class for the links it alone loads, one per shared link.
+    for (const int id : active_communicators) {
+      Communicator& c = communicators[id];
+      c.terms.clear();
+      c.class_slot.assign(c.shape->distinct_per_byte.size(), -1);
+      for (size_t k = 0; k < c.shape->busy_links.size(); ++k) {
+        const auto& [l, per_byte] = c.shape->busy_links[k];
+        const bool shared = link_loaders[l] > 1;
+        int& slot = shared ? link_slot[l] : c.class_slot[c.shape->per_byte_class[k]];
+        if (slot >= 0 && !shared) continue;  // its class's sum is taken already
+        if (slot < 0) {
+          slot = static_cast<int>(slot_owner.size());
+          slot_owner.push_back(id);
+          slot_shared.push_back(shared);
+        }
+        c.terms.push_back({slot, coef.dp * per_byte});
+      }
+    }
+    link_busy.assign(slot_owner.size(), 0.0);
+    for (const int b : order) {
+      const Bucket& bk = bks[b];
+      if (bk.holders.size() < 2) continue;
+      const double bytes = bk.full_params / bk.lcm_tp * bytes_per_param;
+      for (const auto& [slot, k] : communicators[bk.holder_set].terms) link_busy[slot] += k * bytes;
+    }
+    // Each link's first start and last bucket over the communicators that load it.
+    for (const int id : active_communicators) {
+      const Communicator& c = communicators[id];
+      for (size_t k = 0; k < c.shape->busy_links.size(); ++k) {
+        const int l = c.shape->busy_links[k].first;
+        LinkUse& u = link_use[l];
+        const int slot = link_loaders[l] == 1 ? c.class_slot[c.shape->per_byte_class[k]] : link_slot[l];
+        if (!slot_shared[slot] || slot_owner[slot] == id) {  // its only or first communicator
+          if (u.last >= 0) continue;                          // (a shared link's first one, again: done)
+          used_links.push_back(l);
+          u = LinkUse{c.first, link_busy[slot], c.last_end, c.last};
+          continue;
+        }
+        u.first = std::min(u.first, c.first);
+        const int owner_position = communicators[slot_owner[slot]].last_position;
+        if (c.last_end > u.last_end || (c.last_end == u.last_end && c.last_position < owner_position))
+          u.last_end = c.last_end, u.last = c.last, slot_owner[slot] = id;
+      }
+    }
+    for (const int id : active_communicators) {
+      Communicator& c = communicators[id];
+      c.active = false;
+      for (const auto& link : c.shape->busy_links) link_loaders[link.first] = 0, link_slot[link.first] = -1;
+    }
+    active_communicators.clear(), slot_owner.clear(), slot_shared.clear();
   }
 
   // ---------------------------------------------------------------- memory
@@ -911,10 +1119,13 @@ struct Estimator::Impl {
     return worst;
   }
 
+  mutable std::vector<std::vector<std::vector<int>>> worker_of_scratch;  // of estimate: lower's output
+  mutable std::vector<Worker> workers_scratch;
   Estimate estimate(const Plan& plan) const {
     Estimate e;
-    std::vector<std::vector<std::vector<int>>> worker_of;
-    std::vector<Worker> ws = lower(plan, worker_of);
+    std::vector<std::vector<std::vector<int>>>& worker_of = worker_of_scratch;
+    std::vector<Worker>& ws = workers_scratch;
+    lower(plan, worker_of, ws);
     e.peak_memory_fraction = peak_fraction(plan, ws);
     e.fits = e.peak_memory_fraction <= 1.0;
     if (!e.fits) return e;

@@ -156,10 +156,22 @@ PipelineCosts::PipelineCosts(LayerTimes& times, StageMemoryLines& memory, std::v
       time_types_.back().push_back(times_.type_id(g.gpu_type));
     }
   }
+  // Stages of one spec share their shares, layer tables and memory limits (each a function of the spec).
+  auto same = [](const StageCostSpec& a, const StageCostSpec& b) {
+    if (a.tp != b.tp || a.ep != b.ep || a.zero1_dp != b.zero1_dp || a.groups.size() != b.groups.size()) return false;
+    for (size_t g = 0; g < a.groups.size(); ++g)
+      if (a.groups[g].gpu_type != b.groups[g].gpu_type || a.groups[g].local_experts != b.groups[g].local_experts) return false;
+    return true;
+  };
+  for (size_t j = 0; j < stages_.size(); ++j) {
+    size_t k = 0;
+    while (!same(stages_[k], stages_[j])) ++k;
+    stage_kind_.push_back(static_cast<int>(k));
+  }
 }
 
 const std::vector<int>& PipelineCosts::shares(int stage, int b) {
-  const auto k = std::make_pair(stage, b);
+  const auto k = std::make_pair(stage_kind_[stage], b);
   if (auto it = shares_.find(k); it != shares_.end()) return it->second;
   const int n = static_cast<int>(stages_[stage].groups.size());
   // A group's time for s samples over the model's layers: the shares hold for every layer range.
@@ -196,7 +208,9 @@ const std::vector<int>& PipelineCosts::shares(int stage, int b) {
   return shares_.emplace(k, std::move(s)).first->second;
 }
 
-std::vector<int> PipelineCosts::max_ends(int stage, int b, long in_flight) {
+const std::vector<int>& PipelineCosts::max_ends(int stage, int b, long in_flight) {
+  const auto key = std::make_tuple(stage_kind_[stage], b, in_flight);
+  if (auto it = max_ends_.find(key); it != max_ends_.end()) return it->second;
   const std::vector<int>& s = shares(stage, b);
   const size_t groups = s.size();
   std::vector<StageMemoryLines::Query> queries = memory_queries_[stage];
@@ -229,11 +243,11 @@ std::vector<int> PipelineCosts::max_ends(int stage, int b, long in_flight) {
     while (end < layers_ && fits(x, end + 1)) ++end;
     out[x] = end;
   }
-  return out;
+  return max_ends_.emplace(key, std::move(out)).first->second;
 }
 
 const std::vector<const LayerTimes::Table*>& PipelineCosts::group_tables(int stage, int b) {
-  const auto k = std::make_pair(stage, b);
+  const auto k = std::make_pair(stage_kind_[stage], b);
   if (auto it = group_tables_.find(k); it != group_tables_.end()) return it->second;
   const std::vector<int>& s = shares(stage, b);
   const StageCostSpec& st = stages_[stage];
@@ -254,14 +268,14 @@ const std::vector<int>& PipelineCosts::partition(int b, long m) {
   if (auto it = partitions_.find(k); it != partitions_.end()) return it->second;
   std::vector<int> bounds;
   if (b >= min_micro_batch_ && !known_too_big(b, cap)) {
-    std::vector<std::vector<int>> ends(depth());
+    std::vector<const std::vector<int>*> ends(depth());
     std::vector<const std::vector<const LayerTimes::Table*>*> tables(depth());  // per stage, per group
     for (int j = 0; j < depth(); ++j) {
-      ends[j] = max_ends(j, b, std::min<long>(depth() - j, m));
+      ends[j] = &max_ends(j, b, std::min<long>(depth() - j, m));
       tables[j] = &group_tables(j, b);
     }
     auto cost = [&](int j, int begin, int end) {
-      if (end > ends[j][begin]) return kInf;
+      if (end > (*ends[j])[begin]) return kInf;
       double worst = 0;
       for (const LayerTimes::Table* t : *tables[j]) worst = std::max(worst, t->stage_s(begin, end));
       return worst;
@@ -273,27 +287,32 @@ const std::vector<int>& PipelineCosts::partition(int b, long m) {
 }
 
 std::vector<double> PipelineCosts::stage_times(int b, long m) {
-  const std::vector<int>& bounds = partition(b, m);
   std::vector<double> t;
-  if (bounds.empty()) return t;
+  for_each_stage_time(b, m, [&](double x) { t.push_back(x); });
+  return t;
+}
+
+template <class Visit>
+bool PipelineCosts::for_each_stage_time(int b, long m, Visit visit) {
+  const std::vector<int>& bounds = partition(b, m);
+  if (bounds.empty()) return false;
   for (int j = 0; j < depth(); ++j) {
     double worst = 0;
     for (const LayerTimes::Table* table : group_tables(j, b)) worst = std::max(worst, table->stage_s(bounds[j], bounds[j + 1]));
-    t.push_back(worst);
+    visit(worst);
   }
-  return t;
+  return true;
 }
 
 double PipelineCosts::time(long n, int b) {
   if (b < min_micro_batch_ || n < b || n % b != 0) return kInf;
   const long m = n / b;
-  const std::vector<double> t = stage_times(b, m);
-  if (t.empty()) return kInf;
   double sum = 0, worst = 0;
-  for (const double x : t) {
+  const bool fits = for_each_stage_time(b, m, [&](double x) {
     sum += x;
     worst = std::max(worst, x);
-  }
+  });
+  if (!fits) return kInf;
   // 1F1B (Narayanan et al. SC'21 §2.2): every stage's first micro-batch fills the pipeline, the other m - 1
   // pass at the pace of the slowest stage.
   return sum + static_cast<double>(m - 1) * worst;
@@ -325,13 +344,15 @@ PipelineCosts::Choice PipelineCosts::best(long n) {
   // Branch and bound over the divisors: the stage sum is at least the work bound W and the slowest stage at
   // least W / depth, so time(n, b) >= W (1 + (m - 1) / depth); sizes are tried in ascending bound and the
   // rest skipped once the bound reaches the best time (exact: the same choice as trying every divisor).
-  std::vector<long> divisors;
+  std::vector<long>& divisors = divisors_;
+  divisors.clear();
   for (long d = 1; d * d <= n; ++d)
     if (n % d == 0) {
       divisors.push_back(d);
       if (d != n / d) divisors.push_back(n / d);
     }
-  std::vector<std::pair<double, int>> order;
+  std::vector<std::pair<double, int>>& order = order_;
+  order.clear();
   for (const long b : divisors) {
     if (b < min_micro_batch_ || known_too_big(static_cast<int>(b), 1)) continue;
     const double m = static_cast<double>(n / b);
@@ -351,9 +372,9 @@ double PipelineCosts::speed(long max_b) {
   double best = 0;
   for (long b = 1; b <= max_b; b *= 2) {
     if (b < min_micro_batch_) continue;
-    const std::vector<double> t = stage_times(static_cast<int>(b), depth());
-    if (t.empty()) continue;
-    best = std::max(best, static_cast<double>(b) / *std::max_element(t.begin(), t.end()));
+    double worst = 0;
+    if (!for_each_stage_time(static_cast<int>(b), depth(), [&](double x) { worst = std::max(worst, x); })) continue;
+    best = std::max(best, static_cast<double>(b) / worst);
   }
   if (best == 0 && min_micro_batch_ <= max_b) {  // no power of two fits: the smallest micro-batch
     const std::vector<double> t = stage_times(min_micro_batch_, depth());

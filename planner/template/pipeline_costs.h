@@ -165,9 +165,17 @@ class PipelineCosts {
   // flight, so every (b' >= b, cap' >= cap) fails too (up to the rounding of group shares).
   std::vector<std::pair<int, long>> too_big_;
   bool known_too_big(int b, long cap) const;
-  std::map<std::pair<int, int>, std::vector<int>> shares_;              // (stage, b)
+  // The first stage of each stage's spec (tp, EP, ZeRO-1 shards, groups' types and experts): what shares,
+  // layer tables and memory limits depend on, so stages of one spec share them.
+  std::vector<int> stage_kind_;
+  std::map<std::pair<int, int>, std::vector<int>> shares_;              // (stage kind, b)
   std::map<std::pair<int, long>, std::vector<int>> partitions_;         // (b, micro-batches in flight cap)
   std::vector<Choice> best_;  // by n; micro_batch -1: not computed yet (n is at most the global batch)
+  std::vector<long> divisors_;                 // best()'s scratch
+  std::vector<std::pair<double, int>> order_;  // best()'s scratch
+  // Calls visit(seconds) for each stage under partition(b, m), in stage order; false when it does not fit.
+  template <class Visit>
+  bool for_each_stage_time(int b, long m, Visit visit);
 
   // Per stage, per group: its memory query without the samples, its GPUs' usable bytes, and its GPU type
   // for LayerTimes (LayerTimes::type_id).
@@ -179,11 +187,12 @@ class PipelineCosts {
 
   // The layer-time tables of stage `stage`'s groups at their shares of micro-batch b.
   const std::vector<const LayerTimes::Table*>& group_tables(int stage, int b);
-  std::map<std::pair<int, int>, std::vector<const LayerTimes::Table*>> group_tables_;  // (stage, b)
+  std::map<std::pair<int, int>, std::vector<const LayerTimes::Table*>> group_tables_;  // (stage kind, b)
   // A lower bound on the sum of the stage times of one micro-batch of b, over every partition.
   double work_lower_bound(int b);
   // max_end[x]: the largest end such that every group of the stage fits layers [x, end) in memory (x if none).
-  std::vector<int> max_ends(int stage, int b, long in_flight);
+  const std::vector<int>& max_ends(int stage, int b, long in_flight);
+  std::map<std::tuple<int, int, long>, std::vector<int>> max_ends_;  // (stage kind, b, in flight)
 };
 
 }  // namespace arachne::planner

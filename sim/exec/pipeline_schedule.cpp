@@ -8,7 +8,11 @@ namespace {
 // Appends the steps of a program: tasks, and exchanges of up to two sends and two receives.
 class ProgramBuilder {
  public:
-  explicit ProgramBuilder(size_t reserve) { steps_.reserve(reserve); }
+  // Writes into `out` (cleared; its capacity is reused).
+  ProgramBuilder(std::vector<ScheduleStep>& out, size_t reserve) : steps_(out) {
+    steps_.clear();
+    steps_.reserve(reserve);
+  }
   void task(ScheduledTask t) {
     ScheduleStep s;
     s.task = t;
@@ -26,17 +30,16 @@ class ProgramBuilder {
       if (keep) s.recvs[s.num_recvs++] = t;
     if (s.num_sends + s.num_recvs > 0) steps_.push_back(s);
   }
-  std::vector<ScheduleStep> take() { return std::move(steps_); }
 
  private:
-  std::vector<ScheduleStep> steps_;
+  std::vector<ScheduleStep>& steps_;
 };
 
 ScheduledTask fwd(int chunk, int mb) { return {chunk, mb, true}; }
 ScheduledTask bwd(int chunk, int mb) { return {chunk, mb, false}; }
 
-std::vector<ScheduleStep> gpipe_program(int chunks, int m) {
-  ProgramBuilder b(static_cast<size_t>(6 * m * chunks));
+void gpipe_program(int chunks, int m, std::vector<ScheduleStep>& out) {
+  ProgramBuilder b(out, static_cast<size_t>(6 * m * chunks));
   auto run = [&](ScheduledTask t) {
     b.exchange({}, {{t, true}});
     b.task(t);
@@ -46,12 +49,11 @@ std::vector<ScheduleStep> gpipe_program(int chunks, int m) {
     for (int i = 0; i < m; ++i) run(fwd(c, i));
   for (int c = chunks - 1; c >= 0; --c)
     for (int i = 0; i < m; ++i) run(bwd(c, i));
-  return b.take();
 }
 
 // forward_backward_pipelining_without_interleaving (schedules.py).
-std::vector<ScheduleStep> one_f_one_b_program(int pp, int rank, int m) {
-  ProgramBuilder b(static_cast<size_t>(6 * m));
+void one_f_one_b_program(int pp, int rank, int m, std::vector<ScheduleStep>& out) {
+  ProgramBuilder b(out, static_cast<size_t>(6 * m));
   const int warmup = std::min(pp - rank - 1, m);
   const int remaining = m - warmup;
   for (int i = 0; i < warmup; ++i) {
@@ -74,7 +76,6 @@ std::vector<ScheduleStep> one_f_one_b_program(int pp, int rank, int m) {
     b.task(bwd(0, i));
     b.exchange({{bwd(0, i), true}}, {});  // send_backward
   }
-  return b.take();
 }
 
 // forward_backward_pipelining_with_interleaving (schedules.py) with batched p2p (overlap_p2p_comm off).
@@ -82,8 +83,8 @@ class Interleaved {
  public:
   Interleaved(int pp, int rank, int v, int m) : pp_(pp), rank_(rank), v_(v), total_(m * v) {}
 
-  std::vector<ScheduleStep> program() {
-    ProgramBuilder b(static_cast<size_t>(4 * total_));
+  void program(std::vector<ScheduleStep>& out) {
+    ProgramBuilder b(out, static_cast<size_t>(4 * total_));
     // get_pp_rank_microbatches: warm-up count, capped at all virtual micro-batches.
     const int warmup = std::min(total_, (pp_ - rank_ - 1) * 2 + (v_ - 1) * pp_);
     const bool all_warmup = warmup == total_;
@@ -116,7 +117,6 @@ class Interleaved {
       if (k == total_ - 1) recv_next = false;
       b.exchange({{task(k, false), true}}, {{next_grad, recv_next}});  // send_backward_recv_backward
     }
-    return b.take();
   }
 
  private:
@@ -146,10 +146,16 @@ class Interleaved {
 
 }  // namespace
 
+void rank_program(Schedule schedule, int pp, int rank, int chunks, int m, std::vector<ScheduleStep>& out) {
+  if (schedule == Schedule::GPipe) return gpipe_program(chunks, m, out);
+  if (schedule == Schedule::OneFOneB || chunks == 1) return one_f_one_b_program(pp, rank, m, out);
+  Interleaved(pp, rank, chunks, m).program(out);
+}
+
 std::vector<ScheduleStep> rank_program(Schedule schedule, int pp, int rank, int chunks, int m) {
-  if (schedule == Schedule::GPipe) return gpipe_program(chunks, m);
-  if (schedule == Schedule::OneFOneB || chunks == 1) return one_f_one_b_program(pp, rank, m);
-  return Interleaved(pp, rank, chunks, m).program();
+  std::vector<ScheduleStep> out;
+  rank_program(schedule, pp, rank, chunks, m, out);
+  return out;
 }
 
 std::vector<ScheduledTask> rank_task_order(Schedule schedule, int pp, int rank, int chunks, int m) {

@@ -49,6 +49,9 @@ struct ScheduleStep {
 
 // Program of pipeline rank `rank` of `pp` ranks with `chunks` model chunks and `micro_batches` micro-batches.
 std::vector<ScheduleStep> rank_program(Schedule schedule, int pp, int rank, int chunks, int micro_batches);
+// The same program written into `out` (replacing its contents), so that a caller that makes many programs
+// reuses one buffer's memory.
+void rank_program(Schedule schedule, int pp, int rank, int chunks, int micro_batches, std::vector<ScheduleStep>& out);
 
 // The tasks of rank_program, in order.
 std::vector<ScheduledTask> rank_task_order(Schedule schedule, int pp, int rank, int chunks, int micro_batches);

@@ -83,6 +83,40 @@ TEST(ArachnePlanner, ReturnsAValidPlanWithinItsSimulationBudget) {
   EXPECT_NEAR(res.predicted_iteration_time_s, sim.iteration_time_s, 0.1 * sim.iteration_time_s);
 }
 
+// The final simulations: the best-priced plans in price order, as many as --simulate-top allows, but none
+// priced more than kArachneSimulateWithin above the best once one simulated plan fits; the returned plan is
+// the fastest of them, its prediction its price.
+TEST(ArachnePlanner, SimulatesOnlyPlansPricedCloseToTheBest) {
+  const GpuCatalog catalog = GpuCatalog::load_default();
+  for (const char* spec : {"A100-80:40x8,H100:32x8,V100-32:32x8,T4:48x4", "A100-80:2x8,V100-32:4x4"}) {
+    const Cluster cluster = load_cluster(spec, catalog);
+    const Topology topo(cluster);
+    const ModelConfig model = load_model("gpt3-1.3b");
+    PlanRequest r;
+    r.cluster = &cluster;
+    r.topo = &topo;
+    r.model = &model;
+    r.global_batch = model.global_batch;
+    const std::vector<CompletedPlan> plans = arachne_priced_plans(r, r.global_batch);
+    ASSERT_FALSE(plans.empty()) << spec;
+    std::optional<double> fastest;
+    double fastest_price = 0;
+    long simulated = 0;
+    for (const CompletedPlan& c : plans) {
+      if (simulated == r.arachne_simulate || (fastest && c.priced_s > kArachneSimulateWithin * plans.front().priced_s)) break;
+      ++simulated;
+      const SimResult sim = simulate_iteration(cluster, topo, model, c.plan, SimOptions{});
+      if (!sim.oom && (!fastest || sim.iteration_time_s < *fastest)) fastest = sim.iteration_time_s, fastest_price = c.priced_s;
+    }
+    ArachnePlanner p;
+    const PlanResult res = p.plan(r);
+    ASSERT_TRUE(res.plan && fastest) << spec;
+    EXPECT_EQ(res.evaluations, simulated) << spec;
+    EXPECT_EQ(res.predicted_iteration_time_s, fastest_price) << spec;
+    EXPECT_EQ(simulate_iteration(cluster, topo, model, *res.plan, SimOptions{}).iteration_time_s, *fastest) << spec;
+  }
+}
+
 // Local moves start from the beam's templates and keep every plan they priced, so the best estimate can only
 // improve with more rounds, at the price of more templates completed.
 TEST(ArachnePlanner, RefinementNeverWorsensTheBestEstimate) {

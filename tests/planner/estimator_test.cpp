@@ -14,6 +14,7 @@
 #include "sim/exec/stage_work.h"
 #include "sim/plan/plan_yaml.h"
 #include "tests/planner/estimator_validation.h"
+#include "tests/planner/random_plans.h"
 #include "tests/sim/test_support.h"
 
 namespace arachne::planner {
@@ -153,6 +154,38 @@ TEST(EstimatorLowerBound, NeverExceedsTheSimulatedTimeOfRandomPlans) {
   }
   const Cluster a100 = parse_cluster_spec("A100-80:1x8", GpuCatalog::load_default());
   EXPECT_EQ(IterationLowerBound(a100, load_model("mixtral-8x7b"), 32)({{"A100-80", 8}}), 0.0);
+}
+
+// The estimator's caches and scratch buffers (pass tables, collective shapes, rank programs kept or made
+// again, schedules) must not change an estimate: each random plan, estimated by one estimator after all the
+// plans before it, forwards and backwards, gives exactly what a fresh estimator gives. The batches reach
+// hundreds of micro-batches per pipeline, so long rank programs (made again per use) are among them.
+TEST(Estimator, CachesGiveTheSameEstimatesAsAFreshEstimator) {
+  for (const char* spec : {"A100-80:2x4,V100-32:2x4", "H100:1x8,T4:3x2"}) {
+    const Cluster cluster = parse_cluster_spec(spec, GpuCatalog::load_default());
+    const Topology topo(cluster);
+    for (const char* name : {"gpt3-1.3b", "gpt-moe-1.3b-64e"}) {
+      const ModelConfig model = load_model(name);
+      std::mt19937_64 rng(11);
+      test::RandomPlanSpace space;
+      space.uneven_experts = true;
+      std::vector<Plan> plans;
+      for (int i = 0; i < 24; ++i) plans.push_back(test::draw_random_plan(cluster, model, i % 2 ? 512 : 48, rng, space));
+      std::vector<Estimate> fresh;
+      for (const Plan& p : plans) fresh.push_back(Estimator(cluster, topo, model).estimate(p));
+      const Estimator shared(cluster, topo, model);
+      auto check = [&](size_t i) {
+        const Estimate e = shared.estimate(plans[i]);
+        ASSERT_EQ(e.fits, fresh[i].fits) << spec << " " << name << " plan " << i;
+        EXPECT_EQ(e.peak_memory_fraction, fresh[i].peak_memory_fraction) << spec << " " << name << " plan " << i;
+        if (e.fits) {
+          EXPECT_EQ(e.iteration_s, fresh[i].iteration_s) << spec << " " << name << " plan " << i;
+        }
+      };
+      for (size_t i = 0; i < plans.size(); ++i) check(i);
+      for (size_t i = plans.size(); i-- > 0;) check(i);
+    }
+  }
 }
 
 // Mixtral (8 experts of 14 B-parameter FFNs, top-2) is outside the validation set's models, and the cells

@@ -124,23 +124,26 @@ TEST(TemplateNeighbors, MacroMovesReachOtherParallelismTradesInOneStep) {
 // fill the cluster with one deep pipeline at once): the search must climb from one GPU to all 16 by
 // doubling the replicas or the TP width (1 -> 2 -> 4 -> 8 -> 16 takes four rounds with width 1), and not
 // further than the rounds allow.
+// Priced by TP width alone (one pipeline of one TP group only): TP doubles once per move, so the search
+// climbs 1 -> 2 -> 4 -> 8, one step per round.
 TEST(TemplateLocalSearch, ClimbsOneMovePerRound) {
   const Cluster c = spec("A100-80:2x8");
   const ModelConfig m = load_model("gpt3-1.3b");
-  const TemplatePricer by_gpus = [](const Template& t) -> std::optional<double> {
-    for (const PipelineTemplate& p : t.pipelines)
-      if (p.stages.size() > 1) return std::nullopt;
-    return 1.0 / t.num_gpus();
+  const TemplatePricer by_tp = [](const Template& t) -> std::optional<double> {
+    if (t.pipelines.size() != 1 || t.pipelines[0].replicas != 1 || t.pipelines[0].stages.size() != 1 ||
+        t.pipelines[0].stages[0].tp_groups() != 1)
+      return std::nullopt;
+    return 1.0 / t.pipelines[0].stages[0].tp;
   };
   const Template start = parse_template("1x[A100-80:tp1x1]");
-  const std::vector<PricedTemplate> four = local_search({start}, c, m, by_gpus, {.rounds = 4, .width = 1});
+  const std::vector<PricedTemplate> four = local_search({start}, c, m, by_tp, {.rounds = 4, .width = 1});
   ASSERT_FALSE(four.empty());
-  EXPECT_EQ(four.front().t.num_gpus(), 16);
-  const std::vector<PricedTemplate> two = local_search({start}, c, m, by_gpus, {.rounds = 2, .width = 1});
-  EXPECT_EQ(two.front().t.num_gpus(), 4);  // 1 -> 2 (x2 replicas or TP 2) -> 4
+  EXPECT_EQ(four.front().t, parse_template("1x[A100-80:tp8x1]"));
+  const std::vector<PricedTemplate> two = local_search({start}, c, m, by_tp, {.rounds = 2, .width = 1});
+  EXPECT_EQ(two.front().t, parse_template("1x[A100-80:tp4x1]"));
   for (std::size_t i = 1; i < four.size(); ++i) EXPECT_LE(four[i - 1].priced_s, four[i].priced_s);
   // The same search twice: the same templates in the same order.
-  const std::vector<PricedTemplate> again = local_search({start}, c, m, by_gpus, {.rounds = 4, .width = 1});
+  const std::vector<PricedTemplate> again = local_search({start}, c, m, by_tp, {.rounds = 4, .width = 1});
   ASSERT_EQ(again.size(), four.size());
   for (std::size_t i = 0; i < four.size(); ++i) EXPECT_EQ(again[i].t, four[i].t);
 }

@@ -32,6 +32,28 @@ void check_order(Schedule s, int pp, int chunks, int m) {
   }
 }
 
+// rank_program into a reused buffer writes the same steps as the returning form, whatever the buffer held.
+TEST(PipelineSchedule, ProgramIntoABufferIsTheReturnedProgram) {
+  auto same = [](const ScheduleStep& a, const ScheduleStep& b) {
+    auto task = [](const ScheduledTask& t) { return std::make_tuple(t.chunk, t.micro_batch, t.forward); };
+    bool eq = a.exchange == b.exchange && task(a.task) == task(b.task) && a.num_sends == b.num_sends &&
+              a.num_recvs == b.num_recvs && a.eager == b.eager;
+    for (int i = 0; i < a.num_sends && eq; ++i) eq = task(a.sends[i]) == task(b.sends[i]);
+    for (int i = 0; i < a.num_recvs && eq; ++i) eq = task(a.recvs[i]) == task(b.recvs[i]);
+    return eq;
+  };
+  std::vector<ScheduleStep> buffer;
+  for (const Schedule s : {Schedule::OneFOneB, Schedule::GPipe, Schedule::Interleaved})
+    for (const int m : {64, 4, 16})
+      for (int r = 0; r < 4; ++r) {
+        const int chunks = s == Schedule::OneFOneB ? 1 : 2;
+        rank_program(s, 4, r, chunks, m, buffer);
+        const std::vector<ScheduleStep> returned = rank_program(s, 4, r, chunks, m);
+        ASSERT_EQ(buffer.size(), returned.size());
+        for (size_t i = 0; i < buffer.size(); ++i) EXPECT_TRUE(same(buffer[i], returned[i])) << "step " << i;
+      }
+}
+
 TEST(PipelineSchedule, EveryTaskOnceForwardBeforeBackward) {
   check_order(Schedule::GPipe, 4, 1, 8);
   check_order(Schedule::OneFOneB, 4, 1, 8);
