@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Where the oracle's complete search finishes, and how long it takes: one row per (cluster, model) of a
-# representative list (homogeneous A100 shapes, A100/V100/H100 mixes of 1-4 GPUs per node, the 4-GPU case
+# representative list (homogeneous A100 and V100 shapes, mixes of two to four GPU types with 1-4 GPUs per node, the 4-GPU case
 # of the oracle's tests, the 8-layer test model on 16 GPUs). Runs tests' DISABLED_Completeness (no seeds).
 # Usage: scripts/oracle_completeness.sh [build dir]   env: ORACLE_WALL (s, default 600), ORACLE_THREADS (default 2)
 set -euo pipefail
@@ -24,4 +24,14 @@ A100-80:4x2 gpt3-1.3b
 A100-80:2x4 gpt3-1.3b
 A100-80:1x8 gpt3-1.3b
 H100:1x4,A100-80:1x2,V100-32:1x2 gpt3-1.3b
+A100-80:1x4,V100-32:1x4 gpt3-1.3b
+H100:1x4,A100-80:1x4 gpt3-1.3b
+H100:2x2,A100-80:2x2 gpt3-1.3b
+A100-80:2x2,V100-32:2x2 gpt3-1.3b
+V100-32:1x8 gpt3-1.3b
+H100:1x2,A100-80:1x2,V100-32:1x2,T4:1x2 gpt3-1.3b
+H100:4x1,A100-80:2x1,V100-32:2x1 gpt3-1.3b
+A100-80:4x1,V100-32:4x1 gpt3-1.3b
+H100:2x1,A100-80:2x1,V100-32:2x1,T4:2x1 gpt3-1.3b
+A100-40:1x4,L4:1x4 gpt3-1.3b
 LIST

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <map>
@@ -31,10 +32,10 @@ constexpr size_t kBufferSize = 4096;
 // Candidates simulated together (one per thread at a time); fixed, so the result is independent of threads.
 constexpr size_t kBatchSize = 16;
 // Enumeration caps: beyond them the search stops and reports itself incomplete.
-constexpr long kMaxPipeShapes = 200000;
+constexpr long kMaxPipeShapes = 500000;
 // Structures listed for the best-first order (memory); beyond, the listed ones are searched and the search is
 // incomplete.
-constexpr size_t kMaxStructures = 5000000;
+constexpr size_t kMaxStructures = 10000000;
 constexpr long kMaxOptionsPerShape = 2000000;
 constexpr long kMaxCachedOptions = 5000000;
 // The reduction lift takes the least bucket floor over a structure's placements when it has at most this many
@@ -167,35 +168,57 @@ class Search {
   }
 
   // Every multiset of pipeline shapes within the GPUs (non-decreasing shape ids), searched best first: in
-  // ascending structure_order, ties in enumeration order. The order only decides how early a good incumbent
+  // ascending structure_order, ties in lexicographic order of the shape ids. The order only decides how early a good incumbent
   // is found (every structure is still searched or pruned by a proof, and the order depends on the inputs
   // alone).
   void enumerate_structures() {
     const int NG = static_cast<int>(cluster_.groups.size());
-    std::vector<std::pair<std::pair<double, long>, std::vector<int>>> found;
-    std::vector<int> used(NG, 0), pipes;
+    // Every structure found: its order key and its shape ids (ids_[first, first + count)), stored flat.
+    struct Found {
+      std::pair<double, long> order;
+      std::uint32_t first = 0;
+      std::uint32_t count = 0;
+    };
+    std::vector<Found> found;
+    std::vector<int> ids_flat;
+    // Shapes by the GPUs they take (few distinct vectors), each list ascending: a multiset is a non-decreasing
+    // sequence of shape ids, extended only by shapes that fit in the GPUs left.
+    std::map<std::vector<int>, std::vector<int>> by_gpus;
+    for (int ps = 0; ps < static_cast<int>(pipe_shapes_.size()); ++ps) by_gpus[pipe_shapes_[ps].gpus].push_back(ps);
+    std::vector<int> left = ng_gpus_, pipes;
     std::function<void(int)> rec = [&](int from) {
+      tick();
       if (stop_) return;
       if (found.size() >= kMaxStructures) return;
-      if (!pipes.empty() && pipes.size() <= static_cast<size_t>(G_)) found.emplace_back(structure_order(pipes), pipes);
-      for (int ps = from; ps < static_cast<int>(pipe_shapes_.size()) && !stop_; ++ps) {
-        const PipeShape& p = pipe_shapes_[ps];
+      if (!pipes.empty() && pipes.size() <= static_cast<size_t>(G_)) {
+        found.push_back({structure_order(pipes), static_cast<std::uint32_t>(ids_flat.size()), static_cast<std::uint32_t>(pipes.size())});
+        ids_flat.insert(ids_flat.end(), pipes.begin(), pipes.end());
+      }
+      for (const auto& [gpus, ids] : by_gpus) {
         bool fits = true;
-        for (int ng = 0; ng < NG; ++ng) fits = fits && used[ng] + p.gpus[ng] <= ng_gpus_[ng];
+        for (int ng = 0; ng < NG; ++ng) fits = fits && gpus[ng] <= left[ng];
         if (!fits) continue;
-        for (int ng = 0; ng < NG; ++ng) used[ng] += p.gpus[ng];
-        pipes.push_back(ps);
-        rec(ps);
-        pipes.pop_back();
-        for (int ng = 0; ng < NG; ++ng) used[ng] -= p.gpus[ng];
+        for (auto it = std::lower_bound(ids.begin(), ids.end(), from); it != ids.end() && !stop_; ++it) {
+          for (int ng = 0; ng < NG; ++ng) left[ng] -= gpus[ng];
+          pipes.push_back(*it);
+          rec(*it);
+          pipes.pop_back();
+          for (int ng = 0; ng < NG; ++ng) left[ng] += gpus[ng];
+        }
       }
     };
     rec(0);
+    if (stop_) return;
     if (found.size() < kMaxStructures) stats_.space_structures = static_cast<long>(found.size());
-    std::stable_sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (const auto& [order, structure] : found) {
+    // By order, then by shape ids (lexicographic).
+    std::sort(found.begin(), found.end(), [&](const Found& a, const Found& b) {
+      if (a.order != b.order) return a.order < b.order;
+      return std::lexicographical_compare(ids_flat.begin() + a.first, ids_flat.begin() + a.first + a.count,
+                                          ids_flat.begin() + b.first, ids_flat.begin() + b.first + b.count);
+    });
+    for (const Found& f : found) {
       if (stop_) return;
-      search_structure(structure);
+      search_structure(std::vector<int>(ids_flat.begin() + f.first, ids_flat.begin() + f.first + f.count));
     }
     if (found.size() >= kMaxStructures) cut("more than " + std::to_string(kMaxStructures) + " structures");
   }
@@ -232,6 +255,16 @@ class Search {
         ++stats_.proven_oom;
         return;
       }
+    // The work bound alone (no placement needed) drops most structures: no recompute level leaves a split.
+    bool some_split = false;
+    for (int rc = 0; rc < 3 && !some_split; ++rc) {
+      std::map<int, std::pair<long, long>> range;
+      some_split = sample_ranges(pipes, rc, &range);
+    }
+    if (!some_split) {
+      ++stats_.pruned_by_bound;
+      return;
+    }
     if (!has_placement(pipes)) return;
     collect_lift_placements(pipes);
     const bool one_stage = std::all_of(pipes.begin(), pipes.end(), [&](int ps) { return pipe_shapes_[ps].stages.size() == 1; });
@@ -286,67 +319,39 @@ class Search {
     return rate_[key] = work / workers * (1 - 1e-9);
   }
 
-  // Stage work bound (a water-filling over the stage's groups): stage j of shape ps holding layers [a, e) for
-  // n samples keeps one of its groups busy for at least n x rate(j, a, e). Its groups take s_g samples of
-  // each micro-batch (sum_g s_g = b, n = m b), and group g runs each of its m s_g samples through those
-  // layers at no less than c_g, their summed least per-sample cost on its GPU type and tp
-  // (LowerBound::per_sample_floor); if every group ended before T then n = sum_g m s_g < T sum_g 1 / c_g, so
-  // the busiest is busy for at least n / sum_g (1 / c_g) = n x rate. rest[j][e]: the least, over contiguous
-  // partitions of layers [e, L) into stages j.., of the largest stage rate (+inf when impossible). A branch
-  // whose first stages end at layer e with n samples is no faster than n x rest[k + 1][e].
-  struct StageRates {
-    // per stage: (prefix sums of a node group's per-sample floors as floor_prefix has them, its groups there)
-    std::vector<std::vector<std::pair<const std::vector<double>*, int>>> groups;
-    std::vector<std::vector<double>> rest;  // [stage][layer]
-    double rate(int j, int a, int e, int L) const {
-      double speed = 0;  // samples per second of the stage's groups at their floors
-      for (const auto& [pre, count] : groups[j]) {
-        const double c = (*pre)[e] - (*pre)[a] + (a == 0 ? (*pre)[L + 1] : 0.0) + (e == L ? (*pre)[L + 2] : 0.0);
-        if (c <= 0) return 0.0;
-        speed += count / c;
-      }
-      return 1 / speed;
-    }
-  };
-  const StageRates& stage_rates(int ps, int rc) {
+  // The stage water-filling bounds of pipeline shape ps (PipelineRates), cached.
+  const PipelineRates& stage_rates(int ps, int rc) {
     const auto key = std::make_pair(ps, rc);
     auto it = stage_rates_.find(key);
     if (it != stage_rates_.end()) return it->second;
-    const std::vector<int>& stages = pipe_shapes_[ps].stages;
-    const int S = static_cast<int>(stages.size());
-    StageRates sr;
-    for (const int ss : stages) {
-      const StageShape& st = stage_shapes_[ss];
-      sr.groups.emplace_back();
-      for (size_t ng = 0; ng < st.groups.size(); ++ng)
-        if (st.groups[ng] > 0) sr.groups.back().emplace_back(&floor_prefix(static_cast<int>(ng), st.tp, rc), st.groups[ng]);
+    std::vector<std::vector<std::pair<int, int>>> stages;
+    for (const int ss : pipe_shapes_[ps].stages) {
+      stages.emplace_back();
+      for (const int ng : stage_shapes_[ss].group_ng) stages.back().emplace_back(ng, stage_shapes_[ss].tp);
     }
-    sr.rest.assign(S + 1, std::vector<double>(L_ + 1, kInf));
-    sr.rest[S][L_] = 0;
-    for (int j = S - 1; j >= 0; --j)
-      for (int e = 0; e < L_; ++e)
-        for (int f = e + 1; f <= L_; ++f)
-          sr.rest[j][e] = std::min(sr.rest[j][e], std::max(sr.rate(j, e, f, L_), sr.rest[j + 1][f]));
-    return stage_rates_.emplace(key, std::move(sr)).first->second;
+    return stage_rates_.emplace(key, PipelineRates(lb_, stages, kRecompute[rc], L_, static_cast<int>(G_))).first->second;
   }
-  // n samples in m micro-batches at `rate` per sample: the work bound, less the engine's rounding (each of the
-  // 2m tasks of the busiest group is two durations, each rounded to the nanosecond) and summation order.
-  static double work_bound(double n, double rate, int m) { return n * rate * (1 - 1e-9) - 4e-9 * m; }
+  // The work bound of a pipeline of shape ps per sample it takes: the larger of the two above.
+  double pipeline_rate(int ps, int rc) { return std::max(sample_rate(ps, rc), stage_rates(ps, rc).pipeline_rate()); }
+  static double work_bound(double n, double rate, int m) { return PipelineRates::work_bound(n, rate, m); }
 
   // Samples each pipeline shape may take: at most what its work bound keeps below the incumbent, at least
-  // what the others cannot take. False when no split of the global batch fits these ranges.
+  // what the others cannot take. False when no split of the global batch fits these ranges: the plan's time
+  // is at least max_i n_i x rate_i (pipeline_rate, at most n_i micro-batches), and a split with every
+  // pipeline below the incumbent has n_i <= hi_i, so it exists only when sum_i hi_i >= G (the min over splits
+  // of the max of the pipelines' bounds, for bounds that grow with the samples).
   bool sample_ranges(const std::vector<int>& pipes, int rc, std::map<int, std::pair<long, long>>* range) {
     const int P = static_cast<int>(pipes.size());
     const double T = inc_.bound();
     std::vector<long> hi(P);
     long total_hi = 0;
     for (int i = 0; i < P; ++i) {
-      const double rate = sample_rate(pipes[i], rc);
+      const double rate = pipeline_rate(pipes[i], rc);
       long h = G_ - (P - 1);
       if (std::isfinite(T) && rate > 0) {
-        const double cap = std::floor(T / rate);
+        const double cap = std::floor(T / rate) + 1;
         if (cap < static_cast<double>(h)) h = static_cast<long>(cap);
-        while (h >= 1 && static_cast<double>(h) * rate >= T) --h;
+        while (h >= 1 && work_bound(static_cast<double>(h), rate, static_cast<int>(h)) >= T) --h;
       }
       hi[i] = h;
       total_hi += h;
@@ -490,7 +495,7 @@ class Search {
     const Recompute r = kRecompute[rc];
     std::vector<PipeOption> out;
     std::vector<std::vector<GroupTimes>> times;
-    const StageRates& rates = stage_rates(ps, rc);
+    const PipelineRates& rates = stage_rates(ps, rc);
     PipeOption cur;
     cur.cuts.assign(1, 0);
     for (int b = 1; b <= n_hi && !stop_; ++b) {
@@ -510,7 +515,7 @@ class Search {
           if (k == S - 1 && e != L_) continue;
           // This stage's work and the least the later stages' can be, for at least m_lo x b samples.
           const double n_min = static_cast<double>(m_lo) * b;
-          if (work_bound(n_min, std::max(rates.rate(k, begin, e, L_), rates.rest[k + 1][e]), m_lo) >= inc_.bound()) {
+          if (work_bound(n_min, std::max(rates.rate(k, begin, e), rates.rest(k + 1, e)), m_lo) >= inc_.bound()) {
             ++stats_.pruned_by_bound;
             continue;
           }
@@ -968,6 +973,7 @@ class Search {
   }
 
   void consider(Plan plan) {
+    tick();
     ++stats_.candidates;
     const std::optional<double> bound = lb_.plan_bound(plan);
     if (!bound) {
@@ -981,7 +987,6 @@ class Search {
     if (!seen_.insert(plan_to_yaml(plan, cluster_)).second) return;
     buffer_.push_back({*bound, seq_++, std::move(plan)});
     if (buffer_.size() >= kBufferSize) flush();
-    tick();
   }
 
   // ------------------------------------------------------------------ simulation
@@ -1074,7 +1079,7 @@ class Search {
   std::map<int, bool> may_fit_;
   std::map<std::tuple<int, int, int, int, int, int>, int> memory_caps_;
   std::map<std::pair<int, int>, double> rate_;
-  std::map<std::pair<int, int>, StageRates> stage_rates_;
+  std::map<std::pair<int, int>, PipelineRates> stage_rates_;
   std::map<std::tuple<int, int, int>, std::vector<double>> floor_prefix_;
   std::map<std::tuple<int, int, int, long, long, long>, OptionSet> option_cache_;  // last: floor_tag_ or 0
   // The current structure's reduction floor when options are bounded with their tail as generated, and an id

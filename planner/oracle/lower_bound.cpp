@@ -210,6 +210,40 @@ const std::vector<double>& LowerBound::per_sample_floor(int node_group, int tp, 
   return floors_.emplace(key, std::move(best)).first->second;
 }
 
+PipelineRates::PipelineRates(const LowerBound& lb, const std::vector<std::vector<std::pair<int, int>>>& stages,
+                             Recompute rc, int layers, int max_samples)
+    : L_(layers) {
+  const int S = static_cast<int>(stages.size());
+  for (const auto& stage : stages) {
+    std::map<std::pair<int, int>, int> count;  // groups of one node group and tp price alike
+    for (const auto& g : stage) ++count[g];
+    groups_.emplace_back();
+    for (const auto& [g, c] : count) {
+      const std::vector<double>& f = lb.per_sample_floor(g.first, g.second, rc, max_samples);
+      std::vector<double> pre(L_ + 3, 0.0);
+      for (int l = 0; l < L_; ++l) pre[l + 1] = pre[l] + f[l];
+      pre[L_ + 1] = f[L_];
+      pre[L_ + 2] = f[L_ + 1];
+      groups_.back().emplace_back(std::move(pre), c);
+    }
+  }
+  rest_.assign(S + 1, std::vector<double>(L_ + 1, kInf));
+  rest_[S][L_] = 0;
+  for (int j = S - 1; j >= 0; --j)
+    for (int e = 0; e < L_; ++e)
+      for (int f = e + 1; f <= L_; ++f) rest_[j][e] = std::min(rest_[j][e], std::max(rate(j, e, f), rest_[j + 1][f]));
+}
+
+double PipelineRates::rate(int j, int a, int e) const {
+  double speed = 0;  // samples per second of the stage's groups at their floors
+  for (const auto& [pre, count] : groups_[j]) {
+    const double c = pre[e] - pre[a] + (a == 0 ? pre[L_ + 1] : 0.0) + (e == L_ ? pre[L_ + 2] : 0.0);
+    if (c <= 0) return 0.0;
+    speed += count / c;
+  }
+  return 1 / speed;
+}
+
 std::optional<double> LowerBound::plan_bound(const Plan& plan) const {
   if (plan.schedule != Schedule::OneFOneB || plan.interleave != 1 || plan.sequence_parallel) return 0.0;
   // Groups holding each layer (the ZeRO-1 shard count of a worker is that of its first layer).

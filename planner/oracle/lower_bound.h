@@ -204,6 +204,36 @@ class LowerBound {
   mutable std::unordered_map<std::uint64_t, const Table*> table_index_;  // integer samples: packed key
 };
 
+// The work bound of a pipeline's stages (a water-filling over each stage's groups). Stage j holding layers
+// [a, e) for n samples keeps one of its groups busy for at least n x rate(j, a, e): its groups take s_g
+// samples of each micro-batch (sum_g s_g = b, n = m b), and group g runs each of its m s_g samples through
+// those layers at no less than c_g, their summed least per-sample cost on its GPU type and tp
+// (LowerBound::per_sample_floor, the embedding with the first layer, the head with the last); if every group
+// ended before T then n = sum_g m s_g < T sum_g 1 / c_g, so the busiest is busy for at least
+// n / sum_g (1 / c_g) = n x rate. rest(j, e): the least, over contiguous partitions of layers [e, L) into
+// stages j.. (each non-empty), of the largest stage rate (+inf when impossible); every stage processes all
+// n samples, so a pipeline taking n samples, whatever its partition, has a worker busy for at least
+// n x rest(0, 0) = n x pipeline_rate(). work_bound() subtracts the engine's rounding and summation slack.
+class PipelineRates {
+ public:
+  // stages[j]: the (node group, tp) of each TP group of stage j; max_samples as per_sample_floor has it.
+  PipelineRates(const LowerBound& lb, const std::vector<std::vector<std::pair<int, int>>>& stages, Recompute rc,
+                int layers, int max_samples);
+  double rate(int j, int a, int e) const;
+  double rest(int j, int e) const { return rest_[j][e]; }
+  double pipeline_rate() const { return rest_[0][0]; }
+  // n samples in m micro-batches at `rate` per sample, less the engine's rounding (each of the 2m tasks of the
+  // busiest group is two durations, each rounded to the nanosecond) and summation order.
+  static double work_bound(double n, double rate, int m) { return n * rate * (1 - 1e-9) - 4e-9 * m; }
+
+ private:
+  int L_;
+  // per stage: (prefix sums over layers of a node group's per-sample floors, then its embedding's and its
+  // head's - size L + 3 -, its groups on the stage)
+  std::vector<std::vector<std::pair<std::vector<double>, int>>> groups_;
+  std::vector<std::vector<double>> rest_;  // [stage][layer]
+};
+
 struct LowerBound::ReductionFloor {
   Segments segments;  // as reduction_tails has them, busy_s the least over the placements (link loads unused)
   // Per pipeline, stage and group: the least over the placements of what follows its buckets (the

@@ -35,7 +35,33 @@ struct Tally {
   int work_checked = 0; // groups whose work bound was checked
   int transfers = 0;    // plans whose bound the pipeline transfers raised by more than 1 %
   int stages_checked = 0;  // stages of several groups whose water-filling work bound was checked
+  int pipelines_checked = 0;     // pipelines whose PipelineRates bound was checked
+  int pipeline_rate_raised = 0;  // of several stages, whose pipeline rate exceeds the all-workers average by 1 %
 };
+
+bool whole_shares(const std::vector<std::vector<LowerBound::LayoutGroup>>& groups) {
+  for (const auto& st : groups)
+    for (const LowerBound::LayoutGroup& g : st)
+      if (g.samples != std::floor(g.samples) || g.samples < 1) return false;
+  return true;
+}
+
+// The weaker per-sample rate of a pipeline: every layer at its least per-sample floor over the pipeline's
+// groups, the sum shared evenly by all its workers (the search's other pipeline work bound).
+double single_worker_rate(const LowerBound& lb, const std::vector<std::vector<LowerBound::LayoutGroup>>& groups,
+                          Recompute rc, int L, int max_samples) {
+  std::vector<double> least(L + 2, 1e300);
+  int workers = 0;
+  for (const auto& st : groups)
+    for (const LowerBound::LayoutGroup& g : st) {
+      ++workers;
+      const std::vector<double>& f = lb.per_sample_floor(g.node_group, g.tp, rc, max_samples);
+      for (int l = 0; l < L + 2; ++l) least[l] = std::min(least[l], f[l]);
+    }
+  double work = 0;
+  for (const double x : least) work += x;
+  return work / workers;
+}
 
 // The placement-free bound of each pipeline (LowerBound::pipeline_bound under reduction_floor, as the
 // oracle's search bounds options before placing them) over the plan's own placement and another one (the
@@ -101,6 +127,27 @@ void check_placement_free(const Cluster& c, const LowerBound& lb, const Plan& pl
         ++t.stages_checked;
       }
     }
+    // The pipeline's work bound over every partition of its layers into its stages (PipelineRates, with which
+    // the search bounds a pipeline shape per sample before choosing anything else): m x b samples at
+    // pipeline_rate. It is at most the largest stage bound of the plan's own partition (the partition is one
+    // of those it minimises over).
+    if (whole_shares(groups)) {
+      std::vector<std::vector<std::pair<int, int>>> stages;
+      for (const auto& st : groups) {
+        stages.emplace_back();
+        for (const LowerBound::LayoutGroup& g : st) stages.back().emplace_back(g.node_group, g.tp);
+      }
+      const int L = static_cast<int>(cuts.back());
+      const PipelineRates rates(lb, stages, plan.recompute, L, static_cast<int>(pl.micro_batch));
+      const double n = static_cast<double>(pl.micro_batches) * pl.micro_batch;
+      double own = 0;
+      for (size_t k = 0; k < pl.stages.size(); ++k) own = std::max(own, rates.rate(static_cast<int>(k), cuts[k], cuts[k + 1]));
+      EXPECT_LE(rates.pipeline_rate(), own * (1 + 1e-12));
+      EXPECT_LE(PipelineRates::work_bound(n, rates.pipeline_rate(), pl.micro_batches), simulated) << plan_to_yaml(plan, c);
+      ++t.pipelines_checked;
+      if (pl.stages.size() > 1 && rates.pipeline_rate() > 1.01 * single_worker_rate(lb, groups, plan.recompute, L, pl.micro_batch))
+        ++t.pipeline_rate_raised;
+    }
     const double compute_only = lb.pipeline_bound(cuts, groups, pl.micro_batches, plan.recompute, plan.zero1, none);
     EXPECT_LE(b, plan_bound) << plan_to_yaml(plan, c);
     if (b > 1.01 * compute_only) ++t.lifted;
@@ -161,8 +208,9 @@ TEST(OracleLowerBound, NeverAboveTheSimulatedTimeOnRandomDensePlans) {
                                  "A100-40:1x4,L4:1x2", "A100-80:8x1", "H100:2x2,A100-80:2x2"})
     check_admissible(spec, test::small_gpt_model(8), 300, seed++, t);
   std::printf("[bound] dense: %d plans simulated, %d memory proofs, %d raised by the reduction tail, %d by the "
-              "pipeline transfers, tightest bound/sim %.3f, %d pipelines lifted placement-free\n", t.simulated,
-              t.oom_proofs, t.raised, t.transfers, t.tightest, t.lifted);
+              "pipeline transfers, tightest bound/sim %.3f, %d pipelines lifted placement-free, %d pipeline rates "
+              "checked (%d above the workers' average)\n", t.simulated, t.oom_proofs, t.raised, t.transfers, t.tightest,
+              t.lifted, t.pipelines_checked, t.pipeline_rate_raised);
   EXPECT_EQ(t.simulated, 2100);  // the draws reach enough valid plans for the check to mean something
   EXPECT_GT(t.tightest, 0.5);    // and the bound is not vacuous
   EXPECT_GT(t.raised, 100);      // nor is the reduction tail
@@ -170,6 +218,8 @@ TEST(OracleLowerBound, NeverAboveTheSimulatedTimeOnRandomDensePlans) {
   EXPECT_GT(t.transfers, 100);   // nor the pipeline transfers
   EXPECT_GT(t.work_checked, 1000);
   EXPECT_GT(t.stages_checked, 100);
+  EXPECT_GT(t.pipelines_checked, 1000);
+  EXPECT_GT(t.pipeline_rate_raised, 100);  // the partition-free stage bound is stronger than the average
 }
 
 TEST(OracleLowerBound, NeverAboveTheSimulatedTimeOnRandomMoePlans) {
