@@ -45,7 +45,8 @@ struct PlanRequest {
   int arachne_beam = 8;
   int arachne_completions = 2;
   int arachne_simulate = 3;
-  int arachne_refine = 1;  // rounds of local moves from the best-priced templates (planner/template/neighbors.h)
+  int arachne_refine = 1;  // rounds of local moves from the best-priced templates (planner/template/neighbors.h;
+                           // more on small clusters: arachne_planner.h kArachneExtendMaxGpus)
   std::string arachne_policy;
   // The template source (ablations: `arachne plan --arachne-templates`), and the most templates the
   // exhaustive source enumerates (the cap is reported as search_complete = false when it cuts the walk).

@@ -312,7 +312,9 @@ std::vector<PricedTemplate> local_search(const std::vector<Template>& start, con
     return a.p.priced_s != b.p.priced_s ? a.p.priced_s < b.p.priced_s : a.order < b.order;
   };
   for (const Template& t : start) try_template(t);
-  for (int round = 0; round < opt.rounds; ++round) {
+  for (int round = 0;; ++round) {
+    const bool extend = opt.rounds > 0 && round < opt.max_rounds && count < opt.extend_below;
+    if (round >= opt.rounds && !extend) break;
     std::stable_sort(priced.begin(), priced.end(), best_first);
     std::vector<Template> frontier;
     for (Entry& e : priced) {

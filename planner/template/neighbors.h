@@ -41,6 +41,11 @@ struct LocalSearchOptions {
   int rounds = 2;  // rounds of moves
   int width = 2;   // templates whose neighbours are tried each round (the best priced so far, not yet expanded)
   long max_priced = 0;  // stop after pricing this many new templates (0: no cap)
+  // Rounds beyond `rounds` (when it is at least one), up to `max_rounds` in all, while fewer than
+  // `extend_below` templates have been tried: where templates are cheap to complete (small clusters) the
+  // search climbs further for the same order of planning time.
+  long extend_below = 0;
+  int max_rounds = 0;
 };
 
 struct PricedTemplate {

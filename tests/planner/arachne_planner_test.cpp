@@ -118,12 +118,13 @@ TEST(ArachnePlanner, SimulatesOnlyPlansPricedCloseToTheBest) {
 }
 
 // Local moves start from the beam's templates and keep every plan they priced, so the best estimate can only
-// improve with more rounds, at the price of more templates completed.
+// improve with local search, at the price of more templates completed.
 TEST(ArachnePlanner, RefinementNeverWorsensTheBestEstimate) {
   const RandomPolicyFile policy(13);
   const Snapshot s("A100-80:1x4,V100-32:2x2");
   PlanRequest r = s.request(policy.path());
   r.arachne_simulate = 1;
+  r.arachne_refine = 0;
   ArachnePlanner p;
   const PlanResult plain = p.plan(r);
   r.arachne_refine = 2;

@@ -148,6 +148,27 @@ TEST(TemplateLocalSearch, ClimbsOneMovePerRound) {
   for (std::size_t i = 0; i < four.size(); ++i) EXPECT_EQ(again[i].t, four[i].t);
 }
 
+// Past its rounds the search goes on while fewer than extend_below templates were tried, up to max_rounds
+// rounds in all: one round and room to extend climbs TP 1 -> 8 (three rounds); with no room it stops at 2.
+TEST(TemplateLocalSearch, ExtendsPastItsRoundsWhileFewTemplatesWereTried) {
+  const Cluster c = spec("A100-80:2x8");
+  const ModelConfig m = load_model("gpt3-1.3b");
+  const TemplatePricer by_tp = [](const Template& t) -> std::optional<double> {
+    if (t.pipelines.size() != 1 || t.pipelines[0].replicas != 1 || t.pipelines[0].stages.size() != 1 ||
+        t.pipelines[0].stages[0].tp_groups() != 1)
+      return std::nullopt;
+    return 1.0 / t.pipelines[0].stages[0].tp;
+  };
+  const Template start = parse_template("1x[A100-80:tp1x1]");
+  const auto best = [&](long extend_below, int max_rounds) {
+    return local_search({start}, c, m, by_tp, {.rounds = 1, .width = 1, .extend_below = extend_below, .max_rounds = max_rounds}).front().t;
+  };
+  EXPECT_EQ(best(1000, 6), parse_template("1x[A100-80:tp8x1]"));
+  EXPECT_EQ(best(1000, 2), parse_template("1x[A100-80:tp4x1]"));
+  EXPECT_EQ(best(1, 6), parse_template("1x[A100-80:tp2x1]"));
+  EXPECT_EQ(local_search({start}, c, m, by_tp, {.rounds = 0, .width = 1, .extend_below = 1000, .max_rounds = 6}).front().t, start);
+}
+
 TEST(TemplateLocalSearch, RespectsThePricingCapAndSkipsUnpriceableTemplates) {
   const Cluster c = spec("A100-80:2x8");
   const ModelConfig m = load_model("gpt3-1.3b");
