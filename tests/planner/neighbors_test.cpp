@@ -126,15 +126,17 @@ TEST(TemplateNeighbors, MacroMovesReachOtherParallelismTradesInOneStep) {
 // further than the rounds allow.
 // Priced by TP width alone (one pipeline of one TP group only): TP doubles once per move, so the search
 // climbs 1 -> 2 -> 4 -> 8, one step per round.
+std::optional<double> price_by_tp_width(const Template& t) {
+  if (t.pipelines.size() != 1 || t.pipelines[0].replicas != 1 || t.pipelines[0].stages.size() != 1 ||
+      t.pipelines[0].stages[0].tp_groups() != 1)
+    return std::nullopt;
+  return 1.0 / t.pipelines[0].stages[0].tp;
+}
+
 TEST(TemplateLocalSearch, ClimbsOneMovePerRound) {
   const Cluster c = spec("A100-80:2x8");
   const ModelConfig m = load_model("gpt3-1.3b");
-  const TemplatePricer by_tp = [](const Template& t) -> std::optional<double> {
-    if (t.pipelines.size() != 1 || t.pipelines[0].replicas != 1 || t.pipelines[0].stages.size() != 1 ||
-        t.pipelines[0].stages[0].tp_groups() != 1)
-      return std::nullopt;
-    return 1.0 / t.pipelines[0].stages[0].tp;
-  };
+  const TemplatePricer by_tp = price_by_tp_width;
   const Template start = parse_template("1x[A100-80:tp1x1]");
   const std::vector<PricedTemplate> four = local_search({start}, c, m, by_tp, {.rounds = 4, .width = 1});
   ASSERT_FALSE(four.empty());
@@ -153,12 +155,7 @@ TEST(TemplateLocalSearch, ClimbsOneMovePerRound) {
 TEST(TemplateLocalSearch, ExtendsPastItsRoundsWhileFewTemplatesWereTried) {
   const Cluster c = spec("A100-80:2x8");
   const ModelConfig m = load_model("gpt3-1.3b");
-  const TemplatePricer by_tp = [](const Template& t) -> std::optional<double> {
-    if (t.pipelines.size() != 1 || t.pipelines[0].replicas != 1 || t.pipelines[0].stages.size() != 1 ||
-        t.pipelines[0].stages[0].tp_groups() != 1)
-      return std::nullopt;
-    return 1.0 / t.pipelines[0].stages[0].tp;
-  };
+  const TemplatePricer by_tp = price_by_tp_width;
   const Template start = parse_template("1x[A100-80:tp1x1]");
   const auto best = [&](long extend_below, int max_rounds) {
     return local_search({start}, c, m, by_tp, {.rounds = 1, .width = 1, .extend_below = extend_below, .max_rounds = max_rounds}).front().t;
