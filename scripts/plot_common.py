@@ -6,6 +6,15 @@ import os
 import sys
 
 
+# The five baselines, in the order every table lists them.
+BASELINES = ("megatron", "amp", "metis", "flashflex", "sailor")
+
+
+def text(v):
+    """An HDF5 string cell (bytes) or any other value as str."""
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
 def save_png_atomically(fig, out, dpi=120):
     """Writes `fig` to `out`; raises OSError on failure (no file is left behind)."""
     tmp = os.path.join(os.path.dirname(os.path.abspath(out)), "." + os.path.basename(out) + ".tmp.png")

@@ -20,13 +20,7 @@ matplotlib.use("Agg")
 import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
-from plot_common import save_png_or_report
-
-BASELINES = ("megatron", "amp", "metis", "flashflex", "sailor")
-
-
-def text(x):
-    return x.decode() if isinstance(x, bytes) else str(x)
+from plot_common import BASELINES, save_png_or_report, text
 
 
 def read_cells(path):

@@ -23,13 +23,7 @@ matplotlib.use("Agg")
 import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
-from plot_common import save_png_or_report
-
-BASELINES = ("megatron", "amp", "metis", "flashflex", "sailor")
-
-
-def text(v):
-    return v.decode() if isinstance(v, bytes) else str(v)
+from plot_common import BASELINES, save_png_or_report, text
 
 
 def read(path):

@@ -27,14 +27,10 @@ matplotlib.use("Agg")
 import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
-from plot_common import csv_text, save_png_or_report, write_atomically
+from plot_common import csv_text, save_png_or_report, text, write_atomically
 
 PLANNERS = ["arachne", "megatron", "amp", "metis", "flashflex", "sailor"]
 BASELINES = PLANNERS[1:]
-
-
-def text(v):
-    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 def read_rows(directory):

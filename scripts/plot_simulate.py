@@ -18,7 +18,7 @@ matplotlib.use("Agg")
 import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
-from plot_common import save_png_atomically
+from plot_common import save_png_atomically, text
 
 CAUSES = ["compute", "tp_comm", "pp_comm", "dp_comm", "ep_comm", "bubble", "wait", "optimizer"]
 LABELS = {
@@ -31,10 +31,6 @@ LABELS = {
     "wait": "waiting for peers",
     "optimizer": "optimizer",
 }
-
-
-def text(v):
-    return v.decode() if isinstance(v, bytes) else str(v)
 
 
 def read_result(path):
