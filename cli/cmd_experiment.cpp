@@ -5,10 +5,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/mpi_group.h"
 #include "planner/experiment/experiment.h"
 #include "sim/io/input_error.h"
 
@@ -62,7 +64,8 @@ void check_output_dir(const std::string& dir) {
   if (access(parent.c_str(), W_OK) != 0) throw InputError("--out", "the directory " + parent.string() + " is not writable");
 }
 
-void print_cell(const planner::CellResult& r) {
+// `prefix`: rank_prefix() (cli/mpi_group.h).
+void print_cell(const planner::CellResult& r, const std::string& prefix) {
   char outcome[96];
   if (r.comparison) {
     const planner::ComparisonOutcome& o = *r.comparison;
@@ -72,21 +75,22 @@ void print_cell(const planner::CellResult& r) {
     std::snprintf(outcome, sizeof outcome, "%.4g tokens trained, %d replans", r.replay->totals.tokens_trained,
                   r.replay->totals.replans);
   }
-  std::fprintf(stderr, "experiment: cell %ld (%s): %s\n", r.cell.index, r.cell.describe().c_str(), outcome);
+  std::fprintf(stderr, "%sexperiment: cell %ld (%s): %s\n", prefix.c_str(), r.cell.index, r.cell.describe().c_str(), outcome);
 }
 
-void print_progress(const planner::ExperimentProgress& p) {
-  if (p.last) print_cell(*p.last);
+void print_progress(const planner::ExperimentProgress& p, const std::string& prefix) {
+  if (p.last) print_cell(*p.last, prefix);
   const long fresh = p.done - p.resumed;
   const double rate = p.elapsed_s > 0 ? static_cast<double>(fresh) / p.elapsed_s : 0;  // cells per second
   const double eta_s = rate > 0 ? static_cast<double>(p.total - p.done) / rate : 0;
-  std::fprintf(stderr, "experiment: %ld/%ld cells done (%ld resumed), %.2f cells/min, ~%.1f min left\n", p.done, p.total,
+  std::fprintf(stderr, "%sexperiment: %ld/%ld cells done (%ld resumed), %.2f cells/min, ~%.1f min left\n",
+               prefix.c_str(), p.done, p.total,
                p.resumed, 60 * rate, eta_s / 60);
 }
 
 }  // namespace
 
-int run_experiment(const std::vector<std::string>& args, const std::string& command_line) {
+int run_experiment(const std::vector<std::string>& args, const std::string& command_line, planner::WorkGroup& group) {
   std::vector<std::string> flags;
   std::string file;
   for (const std::string& a : args) {
@@ -97,32 +101,44 @@ int run_experiment(const std::vector<std::string>& args, const std::string& comm
   opts.add_options()("help,h", "this help")("out", po::value<std::string>()->value_name("DIR"), "output directory")
       ("list", po::bool_switch(), "print the cells and exit");
   po::variables_map vm;
-  if (const int rc = parse_options(flags, opts, vm, "experiment"); rc >= 0) return rc;
+  if (const int rc = parse_options(flags, opts, vm, "experiment"); rc >= 0) return agreed_exit_code(group, rc);
   if (vm.count("help")) {
-    std::cout << kExperimentHelp;
+    if (group.rank() == 0) std::cout << kExperimentHelp;
     return kExitOk;
   }
-  if (file.empty()) return input_error("arachne experiment", "which experiment file? (see 'arachne experiment --help')");
+  // Every rank checks the input alike before any cell runs; an error on any rank ends every rank.
+  const GpuCatalog catalog = GpuCatalog::load_default();
+  std::optional<planner::Experiment> x;
+  std::string out;
+  std::exception_ptr bad_input;
   try {
-    const GpuCatalog catalog = GpuCatalog::load_default();
-    const planner::Experiment x = planner::load_experiment(file, catalog);
-    const std::vector<planner::ExperimentCell> cells = planner::expand(x);
-    if (vm["list"].as<bool>()) {
-      for (const planner::ExperimentCell& c : cells) std::printf("%ld %s\n", c.index, c.describe().c_str());
-      return kExitOk;
-    }
-    const std::string out = vm.count("out") ? vm["out"].as<std::string>() : "results/" + x.name;
-    check_output_dir(out);
-    std::fprintf(stderr, "experiment: %s, %zu cells, output in %s\n", x.name.c_str(), cells.size(), out.c_str());
-    const auto results = planner::run_experiment(x, out, catalog, {ARACHNE_VERSION, command_line, x.seed, x.text},
-                                                 print_progress);
-    const std::string h5 = planner::experiment_h5_path(out);
-    if (const int rc = plot_experiment_png(h5, out); rc != 0) return rc;
-    std::fprintf(stderr, "experiment: wrote %s, %s, throughput.png, planning_time.png, replay_tokens.png (%zu cells)\n",
-                 h5.c_str(), planner::experiment_summary_path(out).c_str(), results.size());
-  } catch (const InputError& e) {
-    return input_error(e.where(), e.reason());
+    if (file.empty()) throw InputError("arachne experiment", "which experiment file? (see 'arachne experiment --help')");
+    x = planner::load_experiment(file, catalog);
+    out = vm.count("out") ? vm["out"].as<std::string>() : "results/" + x->name;
+    if (!vm["list"].as<bool>()) check_output_dir(out);
+  } catch (const InputError&) {
+    bad_input = std::current_exception();
   }
+  planner::agree(group, bad_input);
+  const std::vector<planner::ExperimentCell> cells = planner::expand(*x);
+  if (vm["list"].as<bool>()) {
+    if (group.rank() == 0)
+      for (const planner::ExperimentCell& c : cells) std::printf("%ld %s\n", c.index, c.describe().c_str());
+    return kExitOk;
+  }
+  if (group.rank() == 0)
+    std::fprintf(stderr, "experiment: %s, %zu cells on %d process%s, output in %s\n", x->name.c_str(), cells.size(),
+                 group.size(), group.size() == 1 ? "" : "es", out.c_str());
+  const auto results = planner::run_experiment(*x, out, catalog, {ARACHNE_VERSION, command_line, x->seed, x->text},
+                                               [prefix = rank_prefix(group)](const planner::ExperimentProgress& p) {
+                                                 print_progress(p, prefix);
+                                               },
+                                               group);
+  if (group.rank() != 0) return kExitOk;  // rank 0 writes every output file
+  const std::string h5 = planner::experiment_h5_path(out);
+  if (const int rc = plot_experiment_png(h5, out); rc != 0) return rc;
+  std::fprintf(stderr, "experiment: wrote %s, %s, throughput.png, planning_time.png, replay_tokens.png (%zu cells)\n",
+               h5.c_str(), planner::experiment_summary_path(out).c_str(), results.size());
   return kExitOk;
 }
 

@@ -1,4 +1,5 @@
 // Steps 3 and 4 of planner/experiment/experiment.h: cells run and sharded, the HDF5 file assembled.
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -9,7 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "planner/arachne/shards.h"
+#include "planner/arachne/arachne_planner.h"   // default_policy_path
+#include "planner/arachne/policy_weights.h"   // file_fingerprint
+#include "planner/common/shards.h"
 #include "planner/experiment/experiment.h"
 #include "planner/registry.h"
 #include "planner/replay_planner.h"
@@ -288,6 +291,9 @@ std::string options_text(const Experiment& x, const std::vector<ExperimentCell>&
     s << "\n";
   }
   for (const auto& [kind, name, yaml] : inputs_of(x)) s << kind << " " << name << ":\n" << yaml << "\n";
+  // The learned planner's weights by content (the same file on every host of an MPI run, whatever its path).
+  if (std::any_of(cells.begin(), cells.end(), [](const ExperimentCell& c) { return c.planner == "arachne"; }))
+    s << "policy weights fnv1a " << file_fingerprint(default_policy_path()) << "\n";
   return s.str();
 }
 
@@ -335,7 +341,8 @@ void write_experiment_h5(const std::string& path, const Experiment& x, const std
 
 std::vector<CellResult> run_experiment(const Experiment& x, const std::string& out_dir, const GpuCatalog& catalog,
                                        const h5::RunInfo& info,
-                                       const std::function<void(const ExperimentProgress&)>& progress) {
+                                       const std::function<void(const ExperimentProgress&)>& progress,
+                                       WorkGroup& group) {
   std::filesystem::create_directories(out_dir);
   const std::vector<ExperimentCell> cells = expand(x);
   const std::string h5_path = experiment_h5_path(out_dir);
@@ -348,10 +355,11 @@ std::vector<CellResult> run_experiment(const Experiment& x, const std::string& o
     if (progress) progress({p.done, p.resumed, p.total, p.elapsed_s, p.last >= 0 ? &last : nullptr});
   };
   ShardProgress final_progress;
-  const std::vector<std::string> texts =
-      run_shards({h5_path, static_cast<long>(cells.size()), 1, options_text(x, cells)}, make, report, &final_progress);
+  const std::vector<std::string> texts = run_shards({h5_path, static_cast<long>(cells.size()), 1, options_text(x, cells)},
+                                                    make, report, &final_progress, group);
   if (progress && final_progress.done == final_progress.resumed)  // nothing left to run: say so once
     progress({final_progress.done, final_progress.resumed, final_progress.total, 0, nullptr});
+  if (group.rank() != 0) return {};
   std::vector<CellResult> results;
   for (const std::string& t : texts) results.push_back(cell_result_from_json(t));
   write_experiment_h5(h5_path, x, results, info);
