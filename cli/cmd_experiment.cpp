@@ -40,6 +40,10 @@ the same command runs only the missing cells and ends with the same file, apart 
 A shard directory of a different experiment file is refused. A wall-clock budget that cuts a search, or a
 replay charging the measured planning time, makes those cells depend on the machine and its load.
 
+Under 'mpirun -np N arachne experiment ...' (or srun; a build with ARACHNE_WITH_MPI) rank 0 hands the cells
+out to the ranks as they become free and alone writes the same files from every rank's records (README,
+section on several processes or hosts).
+
 Usage:
   arachne experiment FILE.yaml [--out DIR] [--list]
 
@@ -64,8 +68,7 @@ void check_output_dir(const std::string& dir) {
   if (access(parent.c_str(), W_OK) != 0) throw InputError("--out", "the directory " + parent.string() + " is not writable");
 }
 
-// `prefix`: rank_prefix() (cli/mpi_group.h).
-void print_cell(const planner::CellResult& r, const std::string& prefix) {
+void print_cell(const planner::CellResult& r) {
   char outcome[96];
   if (r.comparison) {
     const planner::ComparisonOutcome& o = *r.comparison;
@@ -75,16 +78,16 @@ void print_cell(const planner::CellResult& r, const std::string& prefix) {
     std::snprintf(outcome, sizeof outcome, "%.4g tokens trained, %d replans", r.replay->totals.tokens_trained,
                   r.replay->totals.replans);
   }
-  std::fprintf(stderr, "%sexperiment: cell %ld (%s): %s\n", prefix.c_str(), r.cell.index, r.cell.describe().c_str(), outcome);
+  std::fprintf(stderr, "experiment: cell %ld (%s): %s\n", r.cell.index, r.cell.describe().c_str(), outcome);
 }
 
-void print_progress(const planner::ExperimentProgress& p, const std::string& prefix) {
-  if (p.last) print_cell(*p.last, prefix);
+// Rank 0 reports the cells of every rank (planner::run_experiment).
+void print_progress(const planner::ExperimentProgress& p) {
+  if (p.last) print_cell(*p.last);
   const long fresh = p.done - p.resumed;
   const double rate = p.elapsed_s > 0 ? static_cast<double>(fresh) / p.elapsed_s : 0;  // cells per second
   const double eta_s = rate > 0 ? static_cast<double>(p.total - p.done) / rate : 0;
-  std::fprintf(stderr, "%sexperiment: %ld/%ld cells done (%ld resumed), %.2f cells/min, ~%.1f min left\n",
-               prefix.c_str(), p.done, p.total,
+  std::fprintf(stderr, "experiment: %ld/%ld cells done (%ld resumed), %.2f cells/min, ~%.1f min left\n", p.done, p.total,
                p.resumed, 60 * rate, eta_s / 60);
 }
 
@@ -130,10 +133,7 @@ int run_experiment(const std::vector<std::string>& args, const std::string& comm
     std::fprintf(stderr, "experiment: %s, %zu cells on %d process%s, output in %s\n", x->name.c_str(), cells.size(),
                  group.size(), group.size() == 1 ? "" : "es", out.c_str());
   const auto results = planner::run_experiment(*x, out, catalog, {ARACHNE_VERSION, command_line, x->seed, x->text},
-                                               [prefix = rank_prefix(group)](const planner::ExperimentProgress& p) {
-                                                 print_progress(p, prefix);
-                                               },
-                                               group);
+                                               print_progress, group);
   if (group.rank() != 0) return kExitOk;  // rank 0 writes every output file
   const std::string h5 = planner::experiment_h5_path(out);
   if (const int rc = plot_experiment_png(h5, out); rc != 0) return rc;

@@ -43,6 +43,8 @@ never does. Configuration i depends only on (options, --seed, i): kill the run a
 the same options, and it resumes from the shards in FILE.h5.shards/ and ends with the same file. --configs
 is not among those options: an interrupted run may be finished with a smaller or larger N.
 Progress goes to stderr (one line per 10 configurations when stderr is not a terminal).
+Under 'mpirun -np N arachne gen-data ...' (a build with ARACHNE_WITH_MPI) the configurations are handed out to
+the ranks (each with --threads T) as they become free, and rank 0 alone writes the same dataset.
 
 Usage:
   arachne gen-data --out FILE.h5 --configs N [--seed N] [--split train|held-out] [--threads T]
@@ -55,13 +57,12 @@ Example:
 )";
 
 // On a terminal one line rewritten in place; otherwise (a log file) a line per 10 configurations and at the end.
-// `prefix`: rank_prefix() (cli/mpi_group.h).
-void print_progress(const GenDataProgress& p, bool tty, const std::string& prefix) {
+// Rank 0 reports the configurations of every rank (planner::run_gen_data).
+void print_progress(const GenDataProgress& p, bool tty) {
   if (!tty && p.done % 10 != 0 && p.done != p.total) return;
   const long fresh = p.done - p.resumed;
   const double each = fresh > 0 ? p.elapsed_s / static_cast<double>(fresh) : 0;
-  std::fprintf(stderr, "%s%sgen-data: %ld/%ld configurations (%ld resumed), %.1f s each, ~%.0f min left%s", tty ? "\r" : "",
-               prefix.c_str(),
+  std::fprintf(stderr, "%sgen-data: %ld/%ld configurations (%ld resumed), %.1f s each, ~%.0f min left%s", tty ? "\r" : "",
                p.done, p.total, p.resumed, each, each * static_cast<double>(p.total - p.done) / 60.0, tty ? "   " : "\n");
 }
 
@@ -126,10 +127,10 @@ int run_gen_data(const std::vector<std::string>& args, const std::string& comman
   const GenDataStats s = planner::run_gen_data(
       g, catalog, planner::dataset_schema(), [&l](const SampledConfig& c) { return planner::label_config(c, l); },
       {ARACHNE_VERSION, command_line, g.seed, g.options_text},
-      [tty, prefix = rank_prefix(group)](const GenDataProgress& p) { print_progress(p, tty, prefix); }, group);
+      [tty](const GenDataProgress& p) { print_progress(p, tty); }, group);
+  if (group.rank() != 0) return kExitOk;
   if (tty) std::fprintf(stderr, "\n");
-  if (group.rank() == 0)
-    std::fprintf(stderr, "gen-data: wrote %s (%ld configurations, %ld resumed)\n", g.out.c_str(), g.configs, s.resumed);
+  std::fprintf(stderr, "gen-data: wrote %s (%ld configurations, %ld resumed)\n", g.out.c_str(), g.configs, s.resumed);
   return kExitOk;
 }
 

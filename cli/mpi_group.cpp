@@ -68,16 +68,37 @@ class MpiGroup final : public planner::WorkGroup {
   std::vector<std::string> gather(const std::string& mine) override {
     const std::vector<std::uint64_t> sizes = sizes_of(mine);
     if (rank_ != 0) {
-      check(mpi_.send(0, mine.data(), mine.size()), "MPI_Send");
+      check(mpi_.send(0, kGatherTag, mine.data(), mine.size()), "MPI_Send");
       return {};
     }
     std::vector<std::string> all(sizes.size());
     all[0] = mine;
     for (int r = 1; r < size_; ++r) {
       all[r].resize(sizes[r]);
-      check(mpi_.recv(r, all[r].data(), sizes[r]), "MPI_Recv");
+      check(mpi_.recv(r, kGatherTag, all[r].data(), sizes[r]), "MPI_Recv");
     }
     return all;
+  }
+
+  // A message: its length (8 bytes), then its bytes.
+  void send(int dest, const std::string& message) override {
+    const std::uint64_t len = message.size();
+    check(mpi_.send(dest, kMessageTag, &len, sizeof len), "MPI_Send");
+    check(mpi_.send(dest, kMessageTag, message.data(), len), "MPI_Send");
+  }
+
+  std::string receive(int source) override {
+    std::uint64_t len = 0;
+    check(mpi_.recv(source, kMessageTag, &len, sizeof len), "MPI_Recv");
+    std::string message(len, '\0');
+    check(mpi_.recv(source, kMessageTag, message.data(), len), "MPI_Recv");
+    return message;
+  }
+
+  int poll() override {
+    int source = -1;
+    check(mpi_.probe(kMessageTag, &source), "MPI_Iprobe");
+    return source;
   }
 
   [[noreturn]] void fail(std::exception_ptr error) override {
@@ -109,6 +130,8 @@ class MpiGroup final : public planner::WorkGroup {
     return sizes;
   }
 
+  // Tags keep gather()'s transfers apart from send()'s messages.
+  static constexpr int kGatherTag = 1, kMessageTag = 2;
   const ArachneMpiModule& mpi_;
   int rank_ = 0, size_ = 1;
 };
@@ -138,11 +161,6 @@ int agreed_exit_code(planner::WorkGroup& group, int exit_code) {
   if (exit_code != kExitOk)
     planner::agree(group, std::make_exception_ptr(planner::FailedElsewhere(group.rank(), exit_code)));
   return exit_code;
-}
-
-std::string rank_prefix(const planner::WorkGroup& group) {
-  if (group.size() == 1) return "";
-  return "[rank " + std::to_string(group.rank()) + "/" + std::to_string(group.size()) + "] ";
 }
 
 }  // namespace arachne::cli

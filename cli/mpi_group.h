@@ -6,7 +6,6 @@
 // looked for: $ARACHNE_MPI_MODULE if set, else beside the running executable.
 #pragma once
 #include <memory>
-#include <string>
 
 #include "planner/common/work_group.h"
 
@@ -32,8 +31,5 @@ int leave_process_group(std::unique_ptr<planner::WorkGroup> group, int exit_code
 // on it with the other ranks (planner::agree), so that every rank then ends normally with exit_code.
 // Returns exit_code when it is 0; otherwise throws (FailedElsewhere on every rank).
 int agreed_exit_code(planner::WorkGroup& group, int exit_code);
-
-// "[rank k/N] " before each progress line of one rank of several; "" for a single process.
-std::string rank_prefix(const planner::WorkGroup& group);
 
 }  // namespace arachne::cli

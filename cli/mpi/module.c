@@ -20,26 +20,34 @@ static int all_gather_u64(uint64_t mine, uint64_t* all) {
   return MPI_Allgather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD);
 }
 
-static int send_bytes(int dest, const void* data, uint64_t len) {
+static int send_bytes(int dest, int tag, const void* data, uint64_t len) {
   const char* p = (const char*)data;
   for (uint64_t done = 0; done < len;) {
     const int n = (int)(len - done < kChunk ? len - done : kChunk);
-    const int rc = MPI_Send(p + done, n, MPI_BYTE, dest, 0, MPI_COMM_WORLD);
+    const int rc = MPI_Send(p + done, n, MPI_BYTE, dest, tag, MPI_COMM_WORLD);
     if (rc != MPI_SUCCESS) return rc;
     done += (uint64_t)n;
   }
   return MPI_SUCCESS;
 }
 
-static int recv_bytes(int source, void* data, uint64_t len) {
+static int recv_bytes(int source, int tag, void* data, uint64_t len) {
   char* p = (char*)data;
   for (uint64_t done = 0; done < len;) {
     const int n = (int)(len - done < kChunk ? len - done : kChunk);
-    const int rc = MPI_Recv(p + done, n, MPI_BYTE, source, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    const int rc = MPI_Recv(p + done, n, MPI_BYTE, source, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) return rc;
     done += (uint64_t)n;
   }
   return MPI_SUCCESS;
+}
+
+static int probe(int tag, int* source) {
+  int flag = 0;
+  MPI_Status status;
+  const int rc = MPI_Iprobe(MPI_ANY_SOURCE, tag, MPI_COMM_WORLD, &flag, &status);
+  *source = flag ? status.MPI_SOURCE : -1;
+  return rc;
 }
 
 static int broadcast(int root, void* data, uint64_t len) {
@@ -59,6 +67,6 @@ static int finalize(void) { return MPI_Finalize(); }
 
 __attribute__((visibility("default"))) const ArachneMpiModule* arachne_mpi_module(void) {
   static const ArachneMpiModule table = {ARACHNE_MPI_ABI_VERSION, init, all_gather_u64, send_bytes, recv_bytes,
-                                         broadcast, abort_all, finalize};
+                                         probe, broadcast, abort_all, finalize};
   return &table;
 }

@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-#define ARACHNE_MPI_ABI_VERSION 1u
+#define ARACHNE_MPI_ABI_VERSION 2u
 #define ARACHNE_MPI_ENTRY "arachne_mpi_module"
 #define ARACHNE_MPI_MODULE_FILE "libarachne_mpi_module.so"
 
@@ -27,10 +27,12 @@ typedef struct ArachneMpiModule {
   int (*init)(int* rank, int* size);
   /* Every rank's number, in rank order (MPI_Allgather): all has size entries. */
   int (*all_gather_u64)(uint64_t mine, uint64_t* all);
-  /* Blocking transfers of len bytes (both sides pass the same len), in messages of at most INT_MAX bytes
-   * (MPI counts are int). */
-  int (*send)(int dest, const void* data, uint64_t len);
-  int (*recv)(int source, void* data, uint64_t len);
+  /* Blocking transfers of len bytes with a tag (both sides pass the same len), in messages of at most
+   * INT_MAX bytes (MPI counts are int); messages between two ranks with one tag arrive in order. */
+  int (*send)(int dest, int tag, const void* data, uint64_t len);
+  int (*recv)(int source, int tag, void* data, uint64_t len);
+  /* Without blocking (MPI_Iprobe): *source = a rank whose message with this tag waits, else -1. */
+  int (*probe)(int tag, int* source);
   int (*broadcast)(int root, void* data, uint64_t len);
   /* MPI_Abort(MPI_COMM_WORLD, exit_code): ends every rank's process; does not return. */
   void (*abort)(int exit_code);

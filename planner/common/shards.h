@@ -26,31 +26,35 @@ struct ShardedRun {
   std::string options_text;  // every option an item depends on; compared on resume
 };
 
-// The progress of one rank: its own items, and those found done at the start (by any rank).
+// The progress of a run, across every rank.
 struct ShardProgress {
   long done = 0;     // items finished, resumed ones included
   long resumed = 0;  // found as shards at the start
-  long total = 0;    // resumed + the items dealt to this rank (a single process: every item)
+  long total = 0;
   double elapsed_s = 0;
-  long last = -1;    // the item just finished (-1: none yet)
+  long last = -1;                      // the item just finished (-1: none yet)
+  const std::string* text = nullptr;   // its shard's text
 };
 
-// Makes every missing shard: make(i) on `threads` threads (work taken in index order), each result
-// written atomically as shard i, progress(...) called after each (serialised). Returns the text of every
-// shard in index order, and the final progress in *final (optional). Throws InputError("--out", ...) when
-// the shard directory holds shards of other options.
+// Makes every missing shard: make(i) on `threads` threads, items handed out in index order, each result
+// written atomically as shard i, progress(...) called after each (on the calling thread). Returns the text
+// of every shard in index order, and the final progress in *final (optional). Throws InputError("--out",
+// ...) when the shard directory holds shards of other options.
 //
 // In a group of several ranks (the same call on every rank):
 //   1. every rank checks that it was given rank 0's options, and opens its shard directory (rank 0 first,
 //      so that on a shared file system the others find its options file and check it);
 //   2. an item is done when any rank finds its shard (separate file systems: each host resumes its own);
-//      the items no rank holds are dealt round-robin, in index order, to the ranks;
-//   3. each rank makes its items as above (its shards are written where it runs);
-//   4. rank 0 receives the text of every item it does not hold itself (no shared file system needed) and
-//      returns every text in index order; the other ranks return an empty list.
-// Bad input found in step 1 on any rank is thrown on every rank (agree() in work_group.h). The first
-// exception of make() stops the run (the finished shards stay): a single process rethrows it; in a group
-// of several ranks it ends every rank (WorkGroup::fail), as the others cannot go on without its items.
+//   3. rank 0 hands the items no rank holds out, in index order, one at a time to whichever thread of
+//      whichever rank is free (rank 0's main thread dispatches, its `threads` threads make items too);
+//      each rank writes the shards of its items where it runs and sends their texts to rank 0 with its
+//      next request, so that rank 0 alone reports progress, over every rank's items;
+//   4. rank 0 receives the text of every resumed item it does not hold itself (no shared file system is
+//      needed) and returns every text in index order; the other ranks return an empty list.
+// Which rank makes an item depends on timing; its text does not. Bad input found in step 1 on any rank is
+// thrown on every rank (agree() in work_group.h). The first exception of make() stops the run (the
+// finished shards stay): a single process rethrows it; in a group of several ranks it ends every rank
+// (WorkGroup::fail), as the others cannot go on without its items.
 std::vector<std::string> run_shards(const ShardedRun& run, const std::function<std::string(long)>& make,
                                     const std::function<void(const ShardProgress&)>& progress = {},
                                     ShardProgress* final = nullptr, WorkGroup& group = single_process());

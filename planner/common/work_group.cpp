@@ -11,6 +11,9 @@ class SingleProcess final : public WorkGroup {
   int size() const override { return 1; }
   std::vector<std::string> all_gather(const std::string& mine) override { return {mine}; }
   std::vector<std::string> gather(const std::string& mine) override { return {mine}; }
+  void send(int, const std::string&) override { throw std::logic_error("a single process sends no messages"); }
+  std::string receive(int) override { throw std::logic_error("a single process receives no messages"); }
+  int poll() override { throw std::logic_error("a single process receives no messages"); }
   [[noreturn]] void fail(std::exception_ptr error) override { std::rethrow_exception(error); }
 };
 

@@ -23,6 +23,13 @@ class WorkGroup {
   // On rank 0 every rank's text in rank order; on the other ranks an empty list.
   virtual std::vector<std::string> gather(const std::string& mine) = 0;
 
+  // Messages between two ranks (rank 0's dispatch of items, planner/common/shards.cpp); those from one
+  // rank arrive in the order sent. receive() blocks; poll() does not: a rank whose message waits, or -1.
+  // A single process has no one to talk to: they throw std::logic_error.
+  virtual void send(int dest, const std::string& message) = 0;
+  virtual std::string receive(int source) = 0;
+  virtual int poll() = 0;
+
   // A failure met by this rank alone, where the others cannot know of it (an exception while its items
   // run): a single process rethrows it; a rank of a group prints it and ends every rank's process.
   [[noreturn]] virtual void fail(std::exception_ptr error) = 0;

@@ -9,8 +9,8 @@
 //      order, one cell per planner;
 //   3. run_experiment: each cell run (comparison: the planner on the cluster, its plan simulated; replay:
 //      the planner driven over the trace) and saved as a JSON shard in DIR/experiment.h5.shards/ (kill -9
-//      loses only the cells in flight; a rerun computes only the missing cells); under MPI the cells are
-//      dealt to the ranks, each keeping the shards of its own;
+//      loses only the cells in flight; a rerun computes only the missing cells); under MPI rank 0 hands
+//      the cells out to the ranks as they become free, each rank keeping the shards of its own;
 //   4. DIR/experiment.h5 assembled from the shards in cell order, then DIR/summary.md (rank 0 alone,
 //      from every rank's records).
 // A cell depends only on the experiment file and its index, apart from its planning wall time - unless a
@@ -152,11 +152,11 @@ struct ExperimentProgress {
 };
 
 // Steps 3 and 4 into out_dir (created). Throws InputError("--out", ...) when the shard directory holds
-// another experiment's cells. In a group of several ranks (every rank calls it alike) the cells are split
-// across the ranks (run_shards, planner/common/shards.h), each rank keeps the shards of its own cells, and
-// rank 0 alone receives every cell's record and writes experiment.h5 and summary.md - the same files a
-// single process writes. Returns every result on rank 0, nothing on the others; progress reports this
-// rank's cells.
+// another experiment's cells. In a group of several ranks (every rank calls it alike) rank 0 hands the
+// cells out to the ranks as they become free (run_shards, planner/common/shards.h), each rank keeps the
+// shards of its own cells, and rank 0 alone receives every cell's record, reports progress over every
+// rank's cells and writes experiment.h5 and summary.md - the files a single process writes. Returns every
+// result on rank 0, nothing on the others.
 std::vector<CellResult> run_experiment(const Experiment& experiment, const std::string& out_dir,
                                        const GpuCatalog& catalog, const h5::RunInfo& info,
                                        const std::function<void(const ExperimentProgress&)>& progress = {},

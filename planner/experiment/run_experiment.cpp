@@ -346,20 +346,18 @@ std::vector<CellResult> run_experiment(const Experiment& x, const std::string& o
   std::filesystem::create_directories(out_dir);
   const std::vector<ExperimentCell> cells = expand(x);
   const std::string h5_path = experiment_h5_path(out_dir);
-  CellResult last;
-  const auto make = [&](long i) {
-    last = run_cell(x, cells[static_cast<std::size_t>(i)], catalog);
-    return cell_result_to_json(last);
-  };
-  const auto report = [&](const ShardProgress& p) {
-    if (progress) progress({p.done, p.resumed, p.total, p.elapsed_s, p.last >= 0 ? &last : nullptr});
+  const auto make = [&](long i) { return cell_result_to_json(run_cell(x, cells[static_cast<std::size_t>(i)], catalog)); };
+  const auto report = [&](const ShardProgress& p) {  // on rank 0, for the cells of every rank
+    if (!progress) return;
+    const CellResult last = cell_result_from_json(*p.text);
+    progress({p.done, p.resumed, p.total, p.elapsed_s, &last});
   };
   ShardProgress final_progress;
   const std::vector<std::string> texts = run_shards({h5_path, static_cast<long>(cells.size()), 1, options_text(x, cells)},
                                                     make, report, &final_progress, group);
+  if (group.rank() != 0) return {};
   if (progress && final_progress.done == final_progress.resumed)  // nothing left to run: say so once
     progress({final_progress.done, final_progress.resumed, final_progress.total, 0, nullptr});
-  if (group.rank() != 0) return {};
   std::vector<CellResult> results;
   for (const std::string& t : texts) results.push_back(cell_result_from_json(t));
   write_experiment_h5(h5_path, x, results, info);
