@@ -110,13 +110,14 @@ int run_experiment(const std::vector<std::string>& args, const std::string& comm
     return kExitOk;
   }
   // Every rank checks the input alike before any cell runs; an error on any rank ends every rank.
-  const GpuCatalog catalog = GpuCatalog::load_default();
+  std::optional<GpuCatalog> catalog;
   std::optional<planner::Experiment> x;
   std::string out;
   std::exception_ptr bad_input;
   try {
     if (file.empty()) throw InputError("arachne experiment", "which experiment file? (see 'arachne experiment --help')");
-    x = planner::load_experiment(file, catalog);
+    catalog = GpuCatalog::load_default();
+    x = planner::load_experiment(file, *catalog);
     out = vm.count("out") ? vm["out"].as<std::string>() : "results/" + x->name;
     if (!vm["list"].as<bool>()) check_output_dir(out);
   } catch (const InputError&) {
@@ -132,7 +133,7 @@ int run_experiment(const std::vector<std::string>& args, const std::string& comm
   if (group.rank() == 0)
     std::fprintf(stderr, "experiment: %s, %zu cells on %d process%s, output in %s\n", x->name.c_str(), cells.size(),
                  group.size(), group.size() == 1 ? "" : "es", out.c_str());
-  const auto results = planner::run_experiment(*x, out, catalog, {ARACHNE_VERSION, command_line, x->seed, x->text},
+  const auto results = planner::run_experiment(*x, out, *catalog, {ARACHNE_VERSION, command_line, x->seed, x->text},
                                                print_progress, group);
   if (group.rank() != 0) return kExitOk;  // rank 0 writes every output file
   const std::string h5 = planner::experiment_h5_path(out);

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -97,6 +98,7 @@ int run_gen_data(const std::vector<std::string>& args, const std::string& comman
   // every rank.
   GenDataOptions g;
   LabelOptions l;
+  std::optional<GpuCatalog> catalog;
   std::exception_ptr bad_input;
   try {
     if (!vm.count("out")) throw InputError("--out", "required (the HDF5 dataset to write)");
@@ -118,14 +120,14 @@ int run_gen_data(const std::vector<std::string>& args, const std::string& comman
     l.refine_rounds = static_cast<int>(parse_int_flag("--refine-rounds", vm["refine-rounds"].as<std::string>(), 0));
     l.oracle_max_gpus = static_cast<int>(parse_int_flag("--oracle-max-gpus", vm["oracle-max-gpus"].as<std::string>(), 0));
     g.options_text = planner::sampler_text(g.sampler, g.split, g.seed) + l.text();
+    catalog = GpuCatalog::load_default();
   } catch (const InputError&) {
     bad_input = std::current_exception();
   }
   planner::agree(group, bad_input);
-  const GpuCatalog catalog = GpuCatalog::load_default();
   const bool tty = isatty(fileno(stderr)) != 0;
   const GenDataStats s = planner::run_gen_data(
-      g, catalog, planner::dataset_schema(), [&l](const SampledConfig& c) { return planner::label_config(c, l); },
+      g, *catalog, planner::dataset_schema(), [&l](const SampledConfig& c) { return planner::label_config(c, l); },
       {ARACHNE_VERSION, command_line, g.seed, g.options_text},
       [tty](const GenDataProgress& p) { print_progress(p, tty); }, group);
   if (group.rank() != 0) return kExitOk;

@@ -1,9 +1,10 @@
 /* The C interface of the MPI module (libarachne_mpi_module.so, built when ARACHNE_WITH_MPI is on).
  *
- * Linking libmpi costs every process start ~15 ms of library loading (measured on this project's 2-core
- * machine), and `arachne` is started often by scripts and tests, so no MPI code is linked into it: the
- * CLI loads this module with dlopen() only when the process was started by an MPI launcher
- * (cli/mpi_group.h) and asks for one symbol, ARACHNE_MPI_ENTRY. Plain C types only; the module is the
+ * Linking Debian's libmpi (and its dependency chain) costs every process start library loading: an empty C
+ * program linked with it, MPI_Init never called, started 4-12 ms slower than unlinked (200 starts each,
+ * 3 alternations, on this project's loaded 2-core machine). `arachne` is started often by scripts and
+ * tests, so no MPI code is linked into it: the CLI loads this module with dlopen() only when the process
+ * was started by an MPI launcher (cli/mpi_group.h) and asks for one symbol, ARACHNE_MPI_ENTRY. Plain C types only; the module is the
  * only code that includes <mpi.h>. Every call is made by the process's main thread (MPI_THREAD_FUNNELED).
  * Every function that can fail returns 0 on success, else an MPI error code (with MPI's default error
  * handler, MPI_ERRORS_ARE_FATAL, an error usually ends the job before that).
