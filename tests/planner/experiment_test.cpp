@@ -235,6 +235,44 @@ void expect_same_file(const std::string& a, const std::string& b) {
   }
 }
 
+// A comparison cell with a made-up outcome (tokens/s 0: no plan), for the summary's arithmetic.
+CellResult made_up_cell(const std::string& cluster, const std::string& planner, double tokens_per_s, bool moe = false) {
+  CellResult r;
+  r.cell.cluster = cluster;
+  r.cell.model = moe ? "moe-model" : "dense-model";
+  r.cell.global_batch = 64;
+  r.cell.planner = planner;
+  ComparisonOutcome o;
+  o.gpus = 8;
+  o.moe = moe;
+  o.label = planner;
+  o.has_plan = tokens_per_s > 0;
+  o.tokens_per_s = tokens_per_s;
+  o.iteration_time_s = o.has_plan ? 64.0 / tokens_per_s : std::nan("");
+  o.predicted_iteration_time_s = o.iteration_time_s * 1.1;  // every prediction 10 % too slow
+  r.comparison = o;
+  return r;
+}
+
+TEST(Experiment, SummaryHeadlineComparesWithTheBestBaselinePerCluster) {
+  // Cluster a: best baseline 100 (sailor), arachne 120 -> 1.2. Cluster b: best baseline 100, arachne 90 ->
+  // 0.9. Cluster c: no baseline plan, arachne has one -> "only it". Cluster d (MoE): arachne 200 over 100.
+  const std::vector<CellResult> results = {
+      made_up_cell("a", "megatron", 80),  made_up_cell("a", "sailor", 100), made_up_cell("a", "arachne", 120),
+      made_up_cell("b", "megatron", 100), made_up_cell("b", "sailor", 0),   made_up_cell("b", "arachne", 90),
+      made_up_cell("c", "megatron", 0),   made_up_cell("c", "sailor", 0),   made_up_cell("c", "arachne", 50),
+      made_up_cell("d", "megatron", 100, true), made_up_cell("d", "arachne", 200, true)};
+  Experiment x;
+  x.name = "made-up";
+  const std::string md = experiment_summary(x, results);
+  // Geometric mean of 1.2 and 0.9 = sqrt(1.08) = 1.039; one win, no tie, one loss; one "only it".
+  EXPECT_NE(md.find("| arachne | dense | 3 | 1.039 | 0.900 | 1.200 | 1 / 0 / 1 | 1 | 0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| arachne | MoE | 1 | 2.000 | 2.000 | 2.000 | 1 / 0 / 0 | 0 | 0 |"), std::string::npos) << md;
+  // Per planner: megatron ran 4 times with 3 plans; every prediction is 10 % off.
+  EXPECT_NE(md.find("| megatron | 4 | 3 | 0 | 1 | 0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 10.0 % |"), std::string::npos) << md;
+}
+
 TEST(Experiment, ResumeAfterLostCellsEndsWithTheSameFile) {
   TempDir dir;
   dir.write("tiny.yaml", kTiny);
