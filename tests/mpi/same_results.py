@@ -4,8 +4,8 @@
   same_results.py A.h5 B.h5      every group, dataset and attribute equal (NaN equal to NaN), except the
                                  wall-time columns (planning_time_s) of compound tables; and the two files
                                  byte for byte the same but inside the values of those columns
-  same_results.py A.md B.md      the same summary.md, except the "planning s" column of the comparison
-                                 tables (wall times); the replay tables' planning is simulated and compared
+  same_results.py A.md B.md      the same summary.md, except the planning-time columns of the comparison
+                                 tables (wall times); the replay tables' planning is charged and compared
 """
 import sys
 
@@ -108,16 +108,20 @@ def byte_differences(path_a, path_b):
 
 
 def summary_without_wall_times(path):
-    """The lines of summary.md, the "planning s" cell of comparison tables blanked."""
-    lines, drop = [], None
+    """The lines of summary.md, the cells of the planning-time columns ("planning s", "planning s: median /
+    max") blanked, except in the replay tables (with a "replans" column), whose planning is charged."""
+    lines, drop = [], []
     for line in open(path, encoding="utf-8").read().splitlines():
         cells = line.split("|")
+        heads = [c.strip() for c in cells]
         if not line.startswith("|"):
-            drop = None
-        elif drop is None and "planning s" in [c.strip() for c in cells] and "sim evals" in line:
-            drop = [c.strip() for c in cells].index("planning s")
-        elif drop is not None and len(cells) > drop and not set(cells[drop].strip()) <= set("-:"):
-            cells[drop] = " wall "
+            drop = []
+        elif not drop and any(h.startswith("planning s") for h in heads) and "replans" not in heads:
+            drop = [i for i, h in enumerate(heads) if h.startswith("planning s")]
+        elif drop:
+            for i in drop:
+                if i < len(cells) and not set(cells[i].strip()) <= set("-:"):
+                    cells[i] = " wall "
         lines.append("|".join(cells))
     return lines
 
