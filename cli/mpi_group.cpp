@@ -146,7 +146,16 @@ bool started_by_mpi_launcher() {
 
 std::unique_ptr<planner::WorkGroup> join_process_group() {
   if (!started_by_mpi_launcher()) return nullptr;
-  return std::make_unique<MpiGroup>(load_module());
+  auto group = std::make_unique<MpiGroup>(load_module());
+  // A launcher whose wiring MPI cannot use (Open MPI started by `srun --mpi=pmi2` without PMI-2 support)
+  // leaves every process a job of its own: each would run every item and write the same files.
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    const char* n = std::getenv(v);
+    if (n != nullptr && std::atoi(n) != group->size())
+      fail(std::string("the launcher started ") + n + " processes (" + v + ") but MPI sees " +
+           std::to_string(group->size()) + "; under Slurm use srun --mpi=pmix");
+  }
+  return group;
 }
 
 int leave_process_group(std::unique_ptr<planner::WorkGroup> group, int exit_code) {

@@ -4,10 +4,10 @@
  * program linked with it, MPI_Init never called, started 4-12 ms slower than unlinked (200 starts each,
  * 3 alternations, on this project's loaded 2-core machine). `arachne` is started often by scripts and
  * tests, so no MPI code is linked into it: the CLI loads this module with dlopen() only when the process
- * was started by an MPI launcher (cli/mpi_group.h) and asks for one symbol, ARACHNE_MPI_ENTRY. Plain C types only; the module is the
- * only code that includes <mpi.h>. Every call is made by the process's main thread (MPI_THREAD_FUNNELED).
- * Every function that can fail returns 0 on success, else an MPI error code (with MPI's default error
- * handler, MPI_ERRORS_ARE_FATAL, an error usually ends the job before that).
+ * was started by an MPI launcher (cli/mpi_group.h) and asks for one symbol, ARACHNE_MPI_ENTRY. Plain C
+ * types only; the module is the only code that includes <mpi.h>. Every call is made by the process's main
+ * thread (MPI_THREAD_FUNNELED). Every function that can fail returns 0 on success, else an MPI error code
+ * (with MPI's default error handler, MPI_ERRORS_ARE_FATAL, an error usually ends the job before that).
  * Change ARACHNE_MPI_ABI_VERSION whenever this struct changes; the host refuses another version. */
 #ifndef ARACHNE_CLI_MPI_MODULE_ABI_H
 #define ARACHNE_CLI_MPI_MODULE_ABI_H

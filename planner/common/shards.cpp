@@ -226,7 +226,9 @@ std::map<long, std::string> dispatch(Workers& own, const std::vector<long>& miss
   own.add(first, first.size() < static_cast<std::size_t>(own.threads()));
   std::vector<bool> told_no_more(static_cast<std::size_t>(group.size()), false);
   told_no_more[0] = true;
-  const auto everyone_told = [&] { return std::all_of(told_no_more.begin(), told_no_more.end(), [](bool b) { return b; }); };
+  const auto everyone_told = [&] {
+    return std::all_of(told_no_more.begin(), told_no_more.end(), [](bool b) { return b; });
+  };
   bool own_stopped = false;
   while (texts.size() < missing.size() || !everyone_told()) {
     // Other ranks are polled every millisecond; own workers wake this thread when they finish an item.
@@ -278,7 +280,8 @@ void work_for_rank0(Workers& own, WorkGroup& group) {
 std::string parcel_for_rank0(const ShardedRun& run, const std::vector<std::string>& held, int me) {
   std::vector<std::pair<long, std::string>> items;
   for (long i = 0; i < run.items; ++i)
-    if (holder(held, i) == me && held[0][static_cast<std::size_t>(i)] == '0') items.emplace_back(i, read_text(path_of(run, i)));
+    if (holder(held, i) == me && held[0][static_cast<std::size_t>(i)] == '0')
+      items.emplace_back(i, read_text(path_of(run, i)));
   return request_text(0, items);
 }
 
