@@ -26,7 +26,7 @@ The file declares comparisons (clusters x models x global batches x seeds x plan
 replays (a trace, its format options, a model, planners, replay options); README "Experiments" gives the
 schema and configs/experiments/ holds examples. Every input is checked before any cell runs (bad input:
 exit 2, 'error: file:line: field: reason', no output). The cells run in a fixed order: comparison blocks in
-file order, within a block clusters, models, global batches, seeds, planners (innermost); then each replay
+file order, within a block clusters, models, global batches, seeds, cost models, planners (innermost); then each replay
 block, one cell per planner.
 
 Writes DIR/experiment.h5 (one record per cell: /comparisons with the planner, its plan as YAML, simulated

@@ -27,10 +27,12 @@
 //             plan_yaml
 //   rows ordered by config, then planner order (--planners, then the ablations).
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "planner/arachne/config_sampler.h"
@@ -42,6 +44,9 @@ namespace arachne::planner {
 
 // The five baselines the learned planner is compared with (each ratio is to the best of those present).
 inline constexpr std::array<const char*, 5> kBaselines{"megatron", "amp", "metis", "flashflex", "sailor"};
+inline bool is_baseline(std::string_view planner) {
+  return std::find(kBaselines.begin(), kBaselines.end(), planner) != kBaselines.end();
+}
 
 struct EvaluateOptions {
   std::string out_dir;

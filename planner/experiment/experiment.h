@@ -5,7 +5,8 @@
 //   1. load_experiment: parse the file, check every key, load every cluster, model, trace and planner name
 //      it names (bad input: InputError "file:line: field", before any cell runs);
 //   2. expand: the cells in their fixed order - comparison blocks in file order, within a block clusters,
-//      then models, then global batches, then seeds, then planners (innermost); then replay blocks in file
+//      then models, then global batches, then seeds, then cost models, then planners (innermost); then replay
+//      blocks in file
 //      order, one cell per planner;
 //   3. run_experiment: each cell run (comparison: the planner on the cluster, its plan simulated; replay:
 //      the planner driven over the trace) and saved as a JSON shard in DIR/experiment.h5.shards/ (kill -9
@@ -42,6 +43,7 @@
 #include <vector>
 
 #include "planner/common/work_group.h"
+#include "planner/planner.h"
 #include "sim/hw/cluster.h"
 #include "sim/io/hdf5_writer.h"
 #include "sim/model/model.h"
@@ -63,6 +65,10 @@ struct ComparisonBlock {
   std::vector<std::uint64_t> seeds;
   std::vector<std::string> planners;      // registry names
   ExperimentBudget budget;
+  // What the baselines price candidates with: each cost model is another axis of the matrix, between seeds and
+  // planners, for the five baselines only (a baseline searching with the simulator is the row
+  // "<name>[simulator]", not a reference of the ratios).
+  std::vector<CostModel> cost_models{CostModel::Own};
 };
 
 // One trace replayed with each planner.
@@ -105,6 +111,7 @@ struct ExperimentCell {
   long global_batch = 0;       // resolved (never 0)
   std::uint64_t seed = 0;
   std::string planner;
+  CostModel cost_model = CostModel::Own;  // comparison cells
   std::string describe() const;  // one line: what the cell runs
 };
 

@@ -10,7 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "planner/arachne/arachne_planner.h"   // default_policy_path
+#include "planner/arachne/arachne_planner.h"  // default_policy_path
+#include "planner/arachne/evaluate.h"         // is_baseline
 #include "planner/arachne/policy_weights.h"   // file_fingerprint
 #include "planner/common/shards.h"
 #include "planner/experiment/experiment.h"
@@ -73,8 +74,13 @@ ComparisonOutcome run_comparison(const Experiment& x, const ExperimentCell& cell
   req.budget_evaluations = block.budget.evaluations;
   req.budget_wall_s = block.budget.wall_s;
   req.seed = cell.seed;
+  req.cost_model = cell.cost_model;
   const std::unique_ptr<Planner> p = make_planner(cell.planner);
-  return outcome_of(run_planner(*p, req), cluster, model);
+  ComparisonOutcome o = outcome_of(run_planner(*p, req), cluster, model);
+  // A baseline searching with the simulator is another planner than the published one: its own row, not a
+  // reference of the ratios.
+  if (cell.cost_model == CostModel::Simulator && is_baseline(cell.planner)) o.label += "[simulator]";
+  return o;
 }
 
 ReplayResult run_replay_cell(const Experiment& x, const ExperimentCell& cell, const GpuCatalog& catalog) {
@@ -94,9 +100,11 @@ json number_or_null(double v) { return std::isnan(v) ? json(nullptr) : json(v); 
 double number_or_nan(const json& j) { return j.is_null() ? kNaN : j.get<double>(); }
 
 json cell_to_json(const ExperimentCell& c) {
-  return {{"index", c.index}, {"kind", c.kind == CellKind::Comparison ? "comparison" : "replay"}, {"block", c.block},
-          {"cluster", c.cluster}, {"model", c.model}, {"global_batch", c.global_batch}, {"seed", c.seed},
-          {"planner", c.planner}};
+  json j{{"index", c.index}, {"kind", c.kind == CellKind::Comparison ? "comparison" : "replay"}, {"block", c.block},
+         {"cluster", c.cluster}, {"model", c.model}, {"global_batch", c.global_batch}, {"seed", c.seed},
+         {"planner", c.planner}};
+  if (c.cost_model == CostModel::Simulator) j["cost_model"] = "simulator";  // absent: own
+  return j;
 }
 
 ExperimentCell cell_from_json(const json& j) {
@@ -109,6 +117,7 @@ ExperimentCell cell_from_json(const json& j) {
   c.global_batch = j.at("global_batch").get<long>();
   c.seed = j.at("seed").get<std::uint64_t>();
   c.planner = j.at("planner").get<std::string>();
+  c.cost_model = j.value("cost_model", "own") == "simulator" ? CostModel::Simulator : CostModel::Own;
   return c;
 }
 

@@ -18,9 +18,6 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-bool is_baseline(const std::string& planner) {
-  return std::find(kBaselines.begin(), kBaselines.end(), planner) != kBaselines.end();
-}
 
 // The comparison cells of one (cluster, model, global batch, seed), from every block, in cell order.
 struct Group {
@@ -29,12 +26,12 @@ struct Group {
   double best_baseline() const {
     double best = 0;
     for (const CellResult* r : rows)
-      if (is_baseline(r->cell.planner) && r->comparison->feasible()) best = std::max(best, r->comparison->tokens_per_s);
+      if (is_baseline(r->comparison->label) && r->comparison->feasible()) best = std::max(best, r->comparison->tokens_per_s);
     return best;
   }
-  const CellResult* of(const std::string& planner) const {
+  const CellResult* of(const std::string& label) const {
     for (const CellResult* r : rows)
-      if (r->cell.planner == planner) return r;
+      if (r->comparison->label == label) return r;
     return nullptr;
   }
 };
@@ -63,12 +60,13 @@ std::string ratio_text(const CellResult* r, double best) {
   return fmt("%.3f", r->comparison->tokens_per_s / best);
 }
 
-// Planners in order of first appearance.
+// Row labels (planner names, "metis[simulator]" for a baseline searching with the simulator as its cost
+// model) in order of first appearance.
 std::vector<std::string> planners_of(const std::vector<const Group*>& groups) {
   std::vector<std::string> out;
   for (const Group* g : groups)
     for (const CellResult* r : g->rows)
-      if (std::find(out.begin(), out.end(), r->cell.planner) == out.end()) out.push_back(r->cell.planner);
+      if (std::find(out.begin(), out.end(), r->comparison->label) == out.end()) out.push_back(r->comparison->label);
   return out;
 }
 
@@ -113,13 +111,13 @@ void overview(std::ostringstream& s, const std::vector<Group>& groups) {
   }
 }
 
-// The planners that are not baselines (arachne, the oracle, ...), in order of first appearance.
+// The rows of planners that are not baselines (arachne, the oracle, ...), in order of first appearance.
 std::vector<std::string> challengers_of(const std::vector<Group>& groups) {
-  std::vector<const Group*> all;
-  for (const Group& g : groups) all.push_back(&g);
   std::vector<std::string> out;
-  for (const std::string& p : planners_of(all))
-    if (!is_baseline(p)) out.push_back(p);
+  for (const Group& g : groups)
+    for (const CellResult* r : g.rows)
+      if (!is_baseline(r->cell.planner) && std::find(out.begin(), out.end(), r->comparison->label) == out.end())
+        out.push_back(r->comparison->label);
   return out;
 }
 

@@ -336,6 +336,31 @@ comparisons:
   EXPECT_EQ(slurp(dir / "base" / "experiment.h5.shards" / "options.txt").find("policy weights"), std::string::npos);
 }
 
+TEST(Experiment, SimulatorCostModelBlocksAreTheirOwnRows) {
+  TempDir dir;
+  dir.write("cost.yaml", R"(budget: {evaluations: 20}
+comparisons:
+  - {clusters: ["A100-80:1x4"], models: [small-gpt.yaml], planners: [megatron, sailor], cost_models: [own, simulator]}
+)");
+  const CliRun run = dir.arachne("experiment cost.yaml --out out");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const h5::TableData t = h5::read_table((dir / "out" / "experiment.h5").string(), "/comparisons");
+  // Cost models before planners; megatron is a baseline too (its own model is the simulator).
+  ASSERT_EQ(t.rows, 4u);
+  EXPECT_EQ(at<std::string>(t, "planner", 1), "sailor");
+  EXPECT_EQ(at<std::string>(t, "planner", 2), "megatron[simulator]");
+  EXPECT_EQ(at<std::string>(t, "planner", 3), "sailor[simulator]");
+  // Sailor's own model prices candidates without the simulator; with the simulator as its cost model every
+  // priced candidate is a simulation, within the budget.
+  EXPECT_EQ(at<std::int64_t>(t, "evaluations", 1), 0);
+  EXPECT_GT(at<std::int64_t>(t, "evaluations", 3), 0);
+  EXPECT_LE(at<std::int64_t>(t, "evaluations", 3), 20);
+  // The simulator-priced row is not a baseline of the ratios: the headline has no row for it.
+  const std::string md = slurp(dir / "out" / "summary.md");
+  EXPECT_EQ(md.find("## Headline"), std::string::npos) << md;
+  EXPECT_NE(md.find("| sailor[simulator] |"), std::string::npos) << md;
+}
+
 TEST(Experiment, BadFilesExitTwoWithTheLineAndWriteNothing) {
   TempDir dir;
   struct Case {
@@ -351,6 +376,7 @@ TEST(Experiment, BadFilesExitTwoWithTheLineAndWriteNothing) {
       {"unknown key", head + "    planners: [megatron]\n    budgets: {evaluations: 3}\n", ":5: comparisons[0].budgets: "},
       {"empty list", head + "    planners: []\n", ":4: comparisons[0].planners: "},
       {"no cells", "name: nothing\n", ":1: comparisons: "},
+      {"unknown cost model", head + "    planners: [megatron]\n    cost_models: [own, analytic]\n", ":5: comparisons[0].cost_models: "},
       {"wall without unit", head + "    planners: [megatron]\n    budget: {wall: 60}\n", ":5: comparisons[0].budget.wall: "},
       {"unknown replay key", "replays:\n  - trace: traces/native_small.csv\n    model: small-gpt.yaml\n    planners: [megatron]\n    windw: {start: \"0 s\"}\n",
        ":5: replays[0].windw: "},
