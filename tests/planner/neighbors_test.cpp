@@ -120,10 +120,6 @@ TEST(TemplateNeighbors, MacroMovesReachOtherParallelismTradesInOneStep) {
   EXPECT_TRUE(contains(two_types, "1x[A100-80:tp2x1 | A100-80:tp2x1 | P100:tp4x1]"));
 }
 
-// A pricer that rewards GPUs used by one-stage pipelines (deeper ones unpriceable, so that a reshape cannot
-// fill the cluster with one deep pipeline at once): the search must climb from one GPU to all 16 by
-// doubling the replicas or the TP width (1 -> 2 -> 4 -> 8 -> 16 takes four rounds with width 1), and not
-// further than the rounds allow.
 // Priced by TP width alone (one pipeline of one TP group only): TP doubles once per move, so the search
 // climbs 1 -> 2 -> 4 -> 8, one step per round.
 std::optional<double> price_by_tp_width(const Template& t) {
