@@ -417,16 +417,33 @@ std::optional<PipelineTemplate> spanning(const std::vector<const TypeInfo*>& ord
 // largest that works at no more than half the last one's replicas. Fewer replicas make deeper pipelines
 // with more micro-batches each: which balance is best depends on the cluster, so a few spaced points are
 // proposed and priced.
+// With `whole_shares`, only replica counts that divide every type's GPU count (so that no GPU is left idle).
 std::vector<PipelineTemplate> spanning_pipelines(const std::vector<TypeInfo>& types, long global_batch,
-                                                 const ModelConfig& model, const Profiler& prof, int count) {
+                                                 const ModelConfig& model, const Profiler& prof, int count,
+                                                 bool whole_shares = false) {
   std::vector<PipelineTemplate> out;
   if (types.size() < 2) return out;
   const std::vector<const TypeInfo*> order = spanning_order(types, prof);
+  int gpus_gcd = 0;
+  for (const TypeInfo& t : types) gpus_gcd = std::gcd(gpus_gcd, gpus_of(t));
   for (auto it = kCounts.rbegin(); it != kCounts.rend() && static_cast<int>(out.size()) < count; ++it) {
     if (!out.empty() && *it * 2 > out.back().replicas) continue;
+    if (whole_shares && gpus_gcd % *it != 0) continue;
     if (auto p = spanning(order, *it, global_batch, model, prof)) out.push_back(*p);
   }
   return out;
+}
+
+// Rule 3's pipeline folded into one: its r replicas become r TP groups in every stage (each stage a device
+// group of one type's slice, Metis's shape: Um et al. USENIX ATC'24 §4), for MoE EP of the same width over
+// the stage's groups (scope stage) instead of over the replicas.
+PipelineTemplate folded(PipelineTemplate p) {
+  for (StageTemplate& s : p.stages) {
+    for (GroupKind& k : s.kinds) k.groups *= p.replicas;
+    if (s.ep > 1) s.ep_scope = EpScope::Stage;
+  }
+  p.replicas = 1;
+  return p;
 }
 
 class Collector {
@@ -472,6 +489,18 @@ std::vector<Template> heuristic_templates(const Cluster& cluster, const ModelCon
   if (all_types.pipelines.size() > 1) c.add(all_types);
   for (const std::vector<PipelineTemplate>& ps : per_type)
     for (const PipelineTemplate& p : ps) c.add(Template{{p}});
+  return c.take();
+}
+
+std::vector<Template> device_group_templates(const Cluster& cluster, const ModelConfig& model, int k, long global_batch) {
+  Collector c(cluster, model, 2 * k);
+  if (k < 1 || cluster.nodes.empty()) return {};
+  const Profiler prof(cluster, model);
+  const std::vector<TypeInfo> types = types_by_speed(cluster, model, prof);
+  for (const PipelineTemplate& p : spanning_pipelines(types, global_batch > 0 ? global_batch : model.global_batch, model, prof, k, true)) {
+    if (p.replicas > 1) c.add(Template{{folded(p)}});
+    c.add(Template{{p}});
+  }
   return c.take();
 }
 
