@@ -385,8 +385,9 @@ std::vector<const TypeInfo*> spanning_order(const std::vector<TypeInfo>& types, 
 }
 
 // Rule 3 for one replica count: nullopt when a type has no GPU per replica or nothing fits.
+// With `soft_depth`, a pipeline that no widening brings within the depth bound is kept when it fits in memory.
 std::optional<PipelineTemplate> spanning(const std::vector<const TypeInfo*>& order, int replicas, long global_batch,
-                                         const ModelConfig& model, const Profiler& prof) {
+                                         const ModelConfig& model, const Profiler& prof, bool soft_depth = false) {
   std::vector<TypeShare> shares;
   for (const TypeInfo* t : order) {
     const int gpus = gpus_of(*t) / replicas;
@@ -401,6 +402,8 @@ std::optional<PipelineTemplate> spanning(const std::vector<const TypeInfo*>& ord
     if (static_cast<long>(stages.size()) > max_depth) {
       for (TypeShare& s : shares)
         if (wider_tp(*s.type, s.gpus, s.tp, model) > 0 && (!widen || s.type->peak * s.tp < widen->type->peak * widen->tp)) widen = &s;
+      if (widen == nullptr && soft_depth && static_cast<long>(stages.size()) <= model.layers && pipeline_fits(stages, model, prof))
+        return make_class(stages, replicas, model);
     } else {
       const int unfit = first_unfit_stage(stages, model, prof);
       if (unfit < 0) return make_class(stages, replicas, model);
@@ -417,7 +420,8 @@ std::optional<PipelineTemplate> spanning(const std::vector<const TypeInfo*>& ord
 // largest that works at no more than half the last one's replicas. Fewer replicas make deeper pipelines
 // with more micro-batches each: which balance is best depends on the cluster, so a few spaced points are
 // proposed and priced.
-// With `whole_shares`, only replica counts that divide every type's GPU count (so that no GPU is left idle).
+// With `whole_shares`, only replica counts that divide every type's GPU count (so that no GPU is left idle),
+// and the depth bound soft (a pipeline that no widening brings within it is kept when it fits in memory).
 std::vector<PipelineTemplate> spanning_pipelines(const std::vector<TypeInfo>& types, long global_batch,
                                                  const ModelConfig& model, const Profiler& prof, int count,
                                                  bool whole_shares = false) {
@@ -429,7 +433,7 @@ std::vector<PipelineTemplate> spanning_pipelines(const std::vector<TypeInfo>& ty
   for (auto it = kCounts.rbegin(); it != kCounts.rend() && static_cast<int>(out.size()) < count; ++it) {
     if (!out.empty() && *it * 2 > out.back().replicas) continue;
     if (whole_shares && gpus_gcd % *it != 0) continue;
-    if (auto p = spanning(order, *it, global_batch, model, prof)) out.push_back(*p);
+    if (auto p = spanning(order, *it, global_batch, model, prof, whole_shares)) out.push_back(*p);
   }
   return out;
 }
