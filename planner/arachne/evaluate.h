@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "planner/arachne/config_sampler.h"
-#include "planner/arachne/shards.h"
+#include "planner/common/shards.h"
 #include "planner/planner.h"
 #include "sim/io/hdf5_writer.h"
 
@@ -107,7 +107,7 @@ struct ConfigResult {
 ConfigResult evaluate_config(const SampledConfig& cfg, const EvaluateOptions& opt,
                              const std::function<void(const CellRecord&)>& on_cell = {});
 
-using EvaluateProgress = ShardProgress;  // planner/arachne/shards.h
+using EvaluateProgress = ShardProgress;  // planner/common/shards.h
 
 // Steps 1-4. Throws InputError("--out", ...) when the shard directory holds a run of other options.
 // Returns the configurations evaluated (resumed ones included).

@@ -1,4 +1,5 @@
 // Steps 3 and 4 of planner/experiment/experiment.h: cells run and sharded, the HDF5 file assembled.
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -9,11 +10,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "planner/arachne/evaluate.h"  // is_baseline
-#include "planner/arachne/shards.h"
+#include "planner/arachne/arachne_planner.h"  // default_policy_path
+#include "planner/arachne/evaluate.h"         // is_baseline
+#include "planner/arachne/policy_weights.h"   // file_fingerprint
+#include "planner/common/shards.h"
 #include "planner/experiment/experiment.h"
-
-#include "planner/arachne/evaluate.h"  // is_baseline
 #include "planner/registry.h"
 #include "planner/replay_planner.h"
 #include "planner/run_planner.h"
@@ -299,6 +300,9 @@ std::string options_text(const Experiment& x, const std::vector<ExperimentCell>&
     s << "\n";
   }
   for (const auto& [kind, name, yaml] : inputs_of(x)) s << kind << " " << name << ":\n" << yaml << "\n";
+  // The learned planner's weights by content (the same file on every host of an MPI run, whatever its path).
+  if (std::any_of(cells.begin(), cells.end(), [](const ExperimentCell& c) { return c.planner == "arachne"; }))
+    s << "policy weights fnv1a " << file_fingerprint(default_policy_path()) << "\n";
   return s.str();
 }
 
@@ -346,21 +350,21 @@ void write_experiment_h5(const std::string& path, const Experiment& x, const std
 
 std::vector<CellResult> run_experiment(const Experiment& x, const std::string& out_dir, const GpuCatalog& catalog,
                                        const h5::RunInfo& info,
-                                       const std::function<void(const ExperimentProgress&)>& progress) {
+                                       const std::function<void(const ExperimentProgress&)>& progress,
+                                       WorkGroup& group) {
   std::filesystem::create_directories(out_dir);
   const std::vector<ExperimentCell> cells = expand(x);
   const std::string h5_path = experiment_h5_path(out_dir);
-  CellResult last;
-  const auto make = [&](long i) {
-    last = run_cell(x, cells[static_cast<std::size_t>(i)], catalog);
-    return cell_result_to_json(last);
-  };
-  const auto report = [&](const ShardProgress& p) {
-    if (progress) progress({p.done, p.resumed, p.total, p.elapsed_s, p.last >= 0 ? &last : nullptr});
+  const auto make = [&](long i) { return cell_result_to_json(run_cell(x, cells[static_cast<std::size_t>(i)], catalog)); };
+  const auto report = [&](const ShardProgress& p) {  // on rank 0, for the cells of every rank
+    if (!progress) return;
+    const CellResult last = cell_result_from_json(*p.text);
+    progress({p.done, p.resumed, p.total, p.elapsed_s, &last});
   };
   ShardProgress final_progress;
-  const std::vector<std::string> texts =
-      run_shards({h5_path, static_cast<long>(cells.size()), 1, options_text(x, cells)}, make, report, &final_progress);
+  const std::vector<std::string> texts = run_shards({h5_path, static_cast<long>(cells.size()), 1, options_text(x, cells)},
+                                                    make, report, &final_progress, group);
+  if (group.rank() != 0) return {};
   if (progress && final_progress.done == final_progress.resumed)  // nothing left to run: say so once
     progress({final_progress.done, final_progress.resumed, final_progress.total, 0, nullptr});
   std::vector<CellResult> results;

@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include "planner/arachne/arachne_planner.h"   // default_policy_path
+#include "planner/arachne/policy_weights.h"   // file_fingerprint
 #include "sim/io/hdf5_writer.h"
 #include "sim/io/input_error.h"
 #include "tests/sim/test_support.h"
@@ -293,6 +295,45 @@ TEST(Experiment, ResumeAfterLostCellsEndsWithTheSameFile) {
   const CliRun refused = dir.arachne("experiment other.yaml --out cut");
   EXPECT_EQ(refused.exit_code, 2);
   EXPECT_NE(refused.err.find("error: --out: "), std::string::npos) << refused.err;
+}
+
+// The resume check names the learned planner's weights by content: shards made with other weights are
+// refused.
+TEST(Experiment, ResumeCheckNamesThePolicyWeightsByContent) {
+  TempDir dir;
+  // FNV-1a (64-bit) test vectors of its authors (http://www.isthe.com/chongo/tech/comp/fnv/): "" and "a".
+  EXPECT_EQ(file_fingerprint(dir.write("empty", "")), "cbf29ce484222325");
+  EXPECT_EQ(file_fingerprint(dir.write("a", "a")), "af63dc4c8601ec8c");
+  dir.write("learned.yaml", R"(version: 1
+budget: {evaluations: 20}
+comparisons:
+  - clusters: ["A100-80:1x4"]
+    models: [small-gpt.yaml]
+    planners: [arachne]
+)");
+  const CliRun run = dir.arachne("experiment learned.yaml --out out");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const fs::path options = dir / "out" / "experiment.h5.shards" / "options.txt";
+  std::string text = slurp(options);
+  const std::string line = "policy weights fnv1a " + file_fingerprint(default_policy_path()) + "\n";
+  const std::size_t at = text.find(line);
+  ASSERT_NE(at, std::string::npos) << text;
+  // The same shards, as if made with other weights.
+  text.replace(at, line.size(), "policy weights fnv1a 0123456789abcdef\n");
+  std::ofstream(options, std::ios::binary | std::ios::trunc) << text;
+  const CliRun refused = dir.arachne("experiment learned.yaml --out out");
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("\nerror: --out: the shard directory "), std::string::npos) << refused.err;
+  // Without the learned planner the weights are not named (other weights do not refuse the shards).
+  dir.write("baseline.yaml", R"(version: 1
+budget: {evaluations: 20}
+comparisons:
+  - clusters: ["A100-80:1x4"]
+    models: [small-gpt.yaml]
+    planners: [megatron]
+)");
+  ASSERT_EQ(dir.arachne("experiment baseline.yaml --out base").exit_code, 0);
+  EXPECT_EQ(slurp(dir / "base" / "experiment.h5.shards" / "options.txt").find("policy weights"), std::string::npos);
 }
 
 TEST(Experiment, SimulatorCostModelBlocksAreTheirOwnRows) {
