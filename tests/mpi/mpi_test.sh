@@ -24,17 +24,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # The inputs: the 8-layer test model, four comparison cells under evaluation budgets and a replay with a
 # fixed planning charge, so that every field but the planning wall times is deterministic.
-cat >"$work/small-gpt.yaml" <<'YAML'
-name: small-gpt
-layers: 8
-hidden: 1024
-heads: 16
-ffn_hidden: 4096
-seq_len: 1024
-vocab: 32000
-dtype: bf16
-global_batch: 16
-YAML
+cp "$(dirname "$0")/../data/small-gpt.yaml" "$work/small-gpt.yaml"
 cat >"$work/tiny.yaml" <<'YAML'
 version: 1
 name: tiny

@@ -38,16 +38,7 @@ std::string slurp(const fs::path& p) {
 }
 
 // The 8-layer test model (tests/sim/test_support.h) as a model file.
-const char* kSmallModel = R"(name: small-gpt
-layers: 8
-hidden: 1024
-heads: 16
-ffn_hidden: 4096
-seq_len: 1024
-vocab: 32000
-dtype: bf16
-global_batch: 16
-)";
+const std::string kSmallModel = ARACHNE_SOURCE_DIR "/tests/data/small-gpt.yaml";
 
 class TempDir {
  public:
@@ -56,7 +47,7 @@ class TempDir {
     path_ = fs::temp_directory_path() / ("arachne_experiment_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
     fs::remove_all(path_);
     fs::create_directories(path_);
-    write("small-gpt.yaml", kSmallModel);
+    fs::copy_file(kSmallModel, path_ / "small-gpt.yaml");
   }
   ~TempDir() {
     std::error_code ec;
