@@ -197,7 +197,10 @@ const std::vector<double>& LowerBound::per_sample_floor(int node_group, int tp, 
   if (it != floors_.end()) return it->second;
   const int L = model_.layers;
   std::vector<double> best(L + 2, kInf);
-  for (int s = 1; s <= max_samples; ++s) {
+  int first = 1;  // the floor over 1..max_samples - 1, when known, is the floor over those sizes
+  auto prev = floors_.find(std::make_tuple(node_group, tp, static_cast<int>(rc), max_samples - 1));
+  if (max_samples > 1 && prev != floors_.end()) best = prev->second, first = max_samples;
+  for (int s = first; s <= max_samples; ++s) {
     const Table& t = table(node_group, tp, s, rc);
     for (int l = 0; l < L; ++l) {
       double c = t.fwd[l + 1] - t.fwd[l] + t.bwd[l + 1] - t.bwd[l];
@@ -208,6 +211,59 @@ const std::vector<double>& LowerBound::per_sample_floor(int node_group, int tp, 
     best[L + 1] = std::min(best[L + 1], (t.head_f + t.head_b) / s);
   }
   return floors_.emplace(key, std::move(best)).first->second;
+}
+
+double LowerBound::group_work_bound(int node_group, int tp, long n, int begin, int end, Recompute rc, bool zero1) const {
+  const int L = model_.layers;
+  const std::vector<double>& f = per_sample_floor(node_group, tp, rc, static_cast<int>(n));
+  double per_sample = 0;
+  for (int l = begin; l < end; ++l) per_sample += f[l];
+  if (begin == 0) per_sample += f[L];
+  if (end == L) per_sample += f[L + 1];
+  const double step = zero1 ? 0.0 : group_times(node_group, tp, 1, begin, end, rc, false).optimizer_s;
+  // n samples in m <= n micro-batches (PipelineRates::work_bound's slack at m = n), then one more duration.
+  return std::max(0.0, PipelineRates::work_bound(static_cast<double>(n), per_sample, static_cast<int>(n)) +
+                           step * (1 - kRelativeSlack) - 2 * kRoundingPerDuration);
+}
+
+long LowerBound::group_sample_cap(int node_group, int tp, int begin, int end, Recompute rc, bool zero1, long max_n,
+                                  double T) const {
+  if (max_n < 1) return 0;
+  if (!std::isfinite(T)) return max_n;
+  const auto key = std::make_tuple(node_group, tp, begin, end, static_cast<int>(rc), zero1 ? 1 : 0, max_n);
+  auto [it, fresh] = sample_caps_.try_emplace(key, T, max_n);
+  auto& [at, cap] = it->second;
+  // A smaller T keeps every n above the earlier cap out (their bounds were >= the larger T); a larger one
+  // starts over from the top.
+  if (!fresh && T == at) return cap;
+  if (fresh || T > at) cap = max_n;
+  at = T;
+  // Every bound above (T + 1e-8) / least exceeds T already: group_work_bound(n) >= n x least - 2 ns, least its
+  // value per sample at max_n (the floor over all sizes up to max_n is the smallest).
+  const double least = group_work_bound(node_group, tp, max_n, begin, end, rc, true) / static_cast<double>(max_n);
+  if (least > 0) cap = std::min(cap, static_cast<long>(std::min(static_cast<double>(max_n), std::floor((T + 1e-8) / least) + 1)));
+  while (cap >= 1 && group_work_bound(node_group, tp, cap, begin, end, rc, zero1) >= T) --cap;
+  return cap;
+}
+
+long pipeline_sample_cap(const LowerBound& lb, const std::vector<std::vector<std::pair<int, int>>>& stages, Recompute rc,
+                         bool zero1, int layers, long max_n, double T) {
+  const int S = static_cast<int>(stages.size());
+  // best[j][e]: the most samples stages j.. can take over a partition of layers [e, L) (-1: none).
+  std::vector<std::vector<long>> best(S + 1, std::vector<long>(layers + 1, -1));
+  best[S][layers] = max_n;
+  for (int j = S - 1; j >= 0; --j) {
+    std::map<std::pair<int, int>, int> count;  // groups of one node group and tp cap alike
+    for (const auto& g : stages[j]) ++count[g];
+    for (int e = 0; e < layers; ++e)
+      for (int f = e + 1; f <= layers; ++f) {
+        if (best[j + 1][f] < 0) continue;
+        long sum = 0;
+        for (const auto& [g, c] : count) sum += c * lb.group_sample_cap(g.first, g.second, e, f, rc, zero1, max_n, T);
+        best[j][e] = std::max(best[j][e], std::min(sum, best[j + 1][f]));
+      }
+  }
+  return std::max(0L, best[0][0]);
 }
 
 PipelineRates::PipelineRates(const LowerBound& lb, const std::vector<std::vector<std::pair<int, int>>>& stages,

@@ -107,6 +107,17 @@ class LowerBound {
   // layer per micro-batch spends at least s times this on it.
   const std::vector<double>& per_sample_floor(int node_group, int tp, Recompute rc, int max_samples) const;
 
+  // A lower bound on the end of a TP group of `tp` GPUs of `node_group` that runs n samples in all (m
+  // micro-batches of s sequences, n = m s) through layers [begin, end) (+ embedding when begin == 0, head when
+  // end == layers): its 2m tasks run one after the other, and each sample costs at least its per-layer floor
+  // over micro-batches of at most n sequences (per_sample_floor(.., n): s <= n, and small micro-batches run
+  // far below the GPU's best per-sample rate); without ZeRO-1 its optimizer step follows its last backward
+  // (with ZeRO-1 and MoE no step is counted). Less the engine's rounding (m <= n tasks of two durations each).
+  double group_work_bound(int node_group, int tp, long n, int begin, int end, Recompute rc, bool zero1) const;
+  // The largest n <= max_n whose group_work_bound is below T (0: none): every larger n has a bound >= T
+  // (the bound need not grow with n, so the scan runs down from the top). Cached; T may change between calls.
+  long group_sample_cap(int node_group, int tp, int begin, int end, Recompute rc, bool zero1, long max_n, double T) const;
+
   // A lower bound on simulate_iteration(plan).iteration_time_s; nullopt when the simulator would report the
   // plan out of memory. Plans other than 1F1B without interleaving get 0 (no bound). With a topology it counts
   // the gradient reduction and the pipeline's point-to-point transfers (unless count_transfers(false)).
@@ -194,6 +205,7 @@ class LowerBound {
   std::vector<double> capacity_;  // per node group: GPU memory (bytes)
   mutable std::map<std::tuple<int, int, double, int>, Table> tables_;
   mutable std::map<std::tuple<int, int, int, int>, std::vector<double>> floors_;
+  mutable std::map<std::tuple<int, int, int, int, int, int, long>, std::pair<double, long>> sample_caps_;  // (T, cap)
   mutable std::map<int, std::vector<double>> params_prefix_;
   mutable std::map<std::tuple<int, std::vector<GpuId>, double>, double> collective_floors_;  // per tp: parameters per rank of layers [0, l)
   // Memory of a group as fixed + in_flight x per_micro_batch (stage_memory is affine in in_flight), cached.
@@ -233,6 +245,15 @@ class PipelineRates {
   std::vector<std::vector<std::pair<std::vector<double>, int>>> groups_;
   std::vector<std::vector<double>> rest_;  // [stage][layer]
 };
+
+// The most samples (at most max_n) a pipeline whose stage j has TP groups stages[j] ((node group, tp) each) can
+// take while every group's end stays below T, over every contiguous partition of the layers into its stages:
+// each stage runs all n samples of the pipeline, its group g n_g of them (sum_g n_g = n), and a group ends
+// before T only if n_g <= its group_sample_cap; so a partition admits n only when every stage's caps sum to
+// at least n, and the pipeline's n is at most the largest, over partitions, of the least stage sum (a dynamic
+// programme over stages and cut layers). 0: no n >= 1 ends below T.
+long pipeline_sample_cap(const LowerBound& lb, const std::vector<std::vector<std::pair<int, int>>>& stages, Recompute rc,
+                         bool zero1, int layers, long max_n, double T);
 
 struct LowerBound::ReductionFloor {
   Segments segments;  // as reduction_tails has them, busy_s the least over the placements (link loads unused)
