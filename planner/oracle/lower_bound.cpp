@@ -231,38 +231,93 @@ long LowerBound::group_sample_cap(int node_group, int tp, int begin, int end, Re
   if (max_n < 1) return 0;
   if (!std::isfinite(T)) return max_n;
   const auto key = std::make_tuple(node_group, tp, begin, end, static_cast<int>(rc), zero1 ? 1 : 0, max_n);
-  auto [it, fresh] = sample_caps_.try_emplace(key, T, max_n);
-  auto& [at, cap] = it->second;
-  // A smaller T keeps every n above the earlier cap out (their bounds were >= the larger T); a larger one
-  // starts over from the top.
-  if (!fresh && T == at) return cap;
-  if (fresh || T > at) cap = max_n;
-  at = T;
-  // Every bound above (T + 1e-8) / least exceeds T already: group_work_bound(n) >= n x least - 2 ns, least its
-  // value per sample at max_n (the floor over all sizes up to max_n is the smallest).
-  const double least = group_work_bound(node_group, tp, max_n, begin, end, rc, true) / static_cast<double>(max_n);
-  if (least > 0) cap = std::min(cap, static_cast<long>(std::min(static_cast<double>(max_n), std::floor((T + 1e-8) / least) + 1)));
-  while (cap >= 1 && group_work_bound(node_group, tp, cap, begin, end, rc, zero1) >= T) --cap;
-  return cap;
+  auto it = work_envelopes_.find(key);
+  if (it == work_envelopes_.end()) {
+    std::vector<double> least(static_cast<size_t>(max_n) + 2, kInf);
+    for (long n = max_n; n >= 1; --n)
+      least[n] = std::min(least[n + 1], group_work_bound(node_group, tp, n, begin, end, rc, zero1));
+    it = work_envelopes_.emplace(key, std::move(least)).first;
+  }
+  // least[n] = min over n' >= n of the bound: non-decreasing; the largest n with least[n] < T is the largest n
+  // whose own bound is below T.
+  const std::vector<double>& least = it->second;
+  const auto first_out = std::lower_bound(least.begin() + 1, least.begin() + max_n + 1, T);
+  return static_cast<long>(first_out - (least.begin() + 1));
+}
+
+const LowerBound::LeastPasses& LowerBound::least_passes(int node_group, int tp, Recompute rc, int max_samples) const {
+  const auto key = std::make_tuple(node_group, tp, static_cast<int>(rc), max_samples);
+  auto it = least_passes_.find(key);
+  if (it != least_passes_.end()) return it->second;
+  const int L = model_.layers;
+  LeastPasses p{std::vector<double>(L + 2, kInf), std::vector<double>(L + 2, kInf)};
+  for (int s = 1; s <= max_samples; ++s) {
+    const Table& t = table(node_group, tp, s, rc);
+    for (int l = 0; l < L; ++l) {
+      double f = t.fwd[l + 1] - t.fwd[l], b = t.bwd[l + 1] - t.bwd[l];
+      if (model_.moe) f = std::min(f, t.fwd_ep[l + 1] - t.fwd_ep[l]), b = std::min(b, t.bwd_ep[l + 1] - t.bwd_ep[l]);
+      p.forward[l] = std::min(p.forward[l], f);
+      p.backward[l] = std::min(p.backward[l], b);
+    }
+    p.forward[L] = std::min(p.forward[L], t.emb_f);
+    p.backward[L] = std::min(p.backward[L], t.emb_b);
+    p.forward[L + 1] = std::min(p.forward[L + 1], t.head_f);
+    p.backward[L + 1] = std::min(p.backward[L + 1], t.head_b);
+  }
+  return least_passes_.emplace(key, std::move(p)).first->second;
 }
 
 long pipeline_sample_cap(const LowerBound& lb, const std::vector<std::vector<std::pair<int, int>>>& stages, Recompute rc,
                          bool zero1, int layers, long max_n, double T) {
-  const int S = static_cast<int>(stages.size());
+  const int S = static_cast<int>(stages.size()), L = layers;
+  std::vector<std::map<std::pair<int, int>, int>> count(S);  // per stage: groups of one node group and tp alike
+  for (int j = 0; j < S; ++j)
+    for (const auto& g : stages[j]) ++count[j][g];
+  // The least forward (or backward) pass of layers [e, f) on any group of stage j.
+  auto least_pass = [&](int j, int e, int f, bool backward) {
+    double best = kInf;
+    for (const auto& [g, c] : count[j]) {
+      const LowerBound::LeastPasses& p = lb.least_passes(g.first, g.second, rc, static_cast<int>(max_n));
+      const std::vector<double>& x = backward ? p.backward : p.forward;
+      double sum = (e == 0 ? x[L] : 0.0) + (f == L ? x[L + 1] : 0.0);
+      for (int l = e; l < f; ++l) sum += x[l];
+      best = std::min(best, sum);
+    }
+    return best;
+  };
+  // chain_f[j][e], chain_fb[j][e]: the least forward chain, and forward plus backward chain, of stages 0..j-1
+  // over the partitions of layers [0, e) into them.
+  std::vector<std::vector<double>> chain_f(S + 1, std::vector<double>(L + 1, kInf)), chain_fb = chain_f;
+  chain_f[0][0] = chain_fb[0][0] = 0;
+  for (int j = 0; j + 1 < S; ++j)
+    for (int e = 0; e < L; ++e) {
+      if (!std::isfinite(chain_f[j][e])) continue;
+      for (int f = e + 1; f <= L; ++f) {
+        const double fw = least_pass(j, e, f, false), bw = least_pass(j, e, f, true);
+        chain_f[j + 1][f] = std::min(chain_f[j + 1][f], chain_f[j][e] + fw);
+        chain_fb[j + 1][f] = std::min(chain_fb[j + 1][f], chain_fb[j][e] + fw + bw);
+      }
+    }
   // best[j][e]: the most samples stages j.. can take over a partition of layers [e, L) (-1: none).
-  std::vector<std::vector<long>> best(S + 1, std::vector<long>(layers + 1, -1));
-  best[S][layers] = max_n;
-  for (int j = S - 1; j >= 0; --j) {
-    std::map<std::pair<int, int>, int> count;  // groups of one node group and tp cap alike
-    for (const auto& g : stages[j]) ++count[g];
-    for (int e = 0; e < layers; ++e)
-      for (int f = e + 1; f <= layers; ++f) {
+  std::vector<std::vector<long>> best(S + 1, std::vector<long>(L + 1, -1));
+  best[S][L] = max_n;
+  for (int j = S - 1; j >= 0; --j)
+    for (int e = 0; e < L; ++e) {
+      if (!std::isfinite(chain_f[j][e])) continue;
+      // The chains' passes are 2j tasks of two rounded durations each, summed in another order.
+      const double slack = 4e-9 * j;
+      const double cf = chain_f[j][e] * (1 - 1e-9) - slack, cfb = chain_fb[j][e] * (1 - 1e-9) - slack;
+      for (int f = e + 1; f <= L; ++f) {
         if (best[j + 1][f] < 0) continue;
         long sum = 0;
-        for (const auto& [g, c] : count) sum += c * lb.group_sample_cap(g.first, g.second, e, f, rc, zero1, max_n, T);
+        for (const auto& [g, c] : count[j]) {
+          const double step = zero1 ? 0.0 : lb.group_times(g.first, g.second, 1, e, f, rc, false).optimizer_s;
+          const double wait = std::max(cf, cfb - step);
+          sum += c * lb.group_sample_cap(g.first, g.second, e, f, rc, zero1, max_n, T - std::max(0.0, wait));
+        }
         best[j][e] = std::max(best[j][e], std::min(sum, best[j + 1][f]));
       }
-  }
+    }
   return std::max(0L, best[0][0]);
 }
 
