@@ -229,18 +229,23 @@ double LowerBound::group_work_bound(int node_group, int tp, long n, int begin, i
 long LowerBound::group_sample_cap(int node_group, int tp, int begin, int end, Recompute rc, bool zero1, long max_n,
                                   double T) const {
   if (max_n < 1) return 0;
+  std::vector<std::vector<double>>& all = work_envelopes(node_group, tp, rc, zero1, max_n);
+  const int L = model_.layers;
+  if (all.empty()) all.resize(static_cast<size_t>((L + 1) * (L + 1)));
+  return envelope_cap(all[static_cast<size_t>(begin * (L + 1) + end)], node_group, tp, begin, end, rc, zero1, max_n, T);
+}
+
+long LowerBound::envelope_cap(std::vector<double>& least, int node_group, int tp, int begin, int end, Recompute rc,
+                              bool zero1, long max_n, double T) const {
+  if (max_n < 1) return 0;
   if (!std::isfinite(T)) return max_n;
-  const auto key = std::make_tuple(node_group, tp, begin, end, static_cast<int>(rc), zero1 ? 1 : 0, max_n);
-  auto it = work_envelopes_.find(key);
-  if (it == work_envelopes_.end()) {
-    std::vector<double> least(static_cast<size_t>(max_n) + 2, kInf);
+  if (least.empty()) {
+    least.assign(static_cast<size_t>(max_n) + 2, kInf);
     for (long n = max_n; n >= 1; --n)
       least[n] = std::min(least[n + 1], group_work_bound(node_group, tp, n, begin, end, rc, zero1));
-    it = work_envelopes_.emplace(key, std::move(least)).first;
   }
   // least[n] = min over n' >= n of the bound: non-decreasing; the largest n with least[n] < T is the largest n
   // whose own bound is below T.
-  const std::vector<double>& least = it->second;
   const auto first_out = std::lower_bound(least.begin() + 1, least.begin() + max_n + 1, T);
   return static_cast<long>(first_out - (least.begin() + 1));
 }
@@ -270,17 +275,45 @@ const LowerBound::LeastPasses& LowerBound::least_passes(int node_group, int tp, 
 long pipeline_sample_cap(const LowerBound& lb, const std::vector<std::vector<std::pair<int, int>>>& stages, Recompute rc,
                          bool zero1, int layers, long max_n, double T) {
   const int S = static_cast<int>(stages.size()), L = layers;
-  std::vector<std::map<std::pair<int, int>, int>> count(S);  // per stage: groups of one node group and tp alike
-  for (int j = 0; j < S; ++j)
-    for (const auto& g : stages[j]) ++count[j][g];
+  // Per distinct (node group, tp): prefix sums of its least passes, its optimizer step per layer range, its envelopes.
+  struct Type {
+    int node_group = 0, tp = 1;
+    std::vector<double> fwd, bwd;  // prefix over layers; embedding and head apart
+    double emb_f = 0, emb_b = 0, head_f = 0, head_b = 0;
+    std::vector<double> step;      // [e x (L + 1) + f]
+    std::vector<std::vector<double>>* envelopes = nullptr;
+  };
+  std::map<std::pair<int, int>, Type> types;
+  std::vector<std::vector<std::pair<Type*, int>>> count(S);  // per stage: groups of one node group and tp alike
+  for (int j = 0; j < S; ++j) {
+    std::map<std::pair<int, int>, int> c;
+    for (const auto& g : stages[j]) ++c[g];
+    for (const auto& [g, n] : c) {
+      auto [it, fresh] = types.try_emplace(g);
+      Type& t = it->second;
+      if (fresh) {
+        t.node_group = g.first, t.tp = g.second;
+        const LowerBound::LeastPasses& p = lb.least_passes(g.first, g.second, rc, static_cast<int>(max_n));
+        t.fwd.assign(L + 1, 0.0);
+        t.bwd.assign(L + 1, 0.0);
+        for (int l = 0; l < L; ++l) t.fwd[l + 1] = t.fwd[l] + p.forward[l], t.bwd[l + 1] = t.bwd[l] + p.backward[l];
+        t.emb_f = p.forward[L], t.emb_b = p.backward[L], t.head_f = p.forward[L + 1], t.head_b = p.backward[L + 1];
+        t.step.assign(static_cast<size_t>((L + 1) * (L + 1)), 0.0);
+        if (!zero1)
+          for (int e = 0; e < L; ++e)
+            for (int f = e + 1; f <= L; ++f) t.step[e * (L + 1) + f] = lb.group_times(g.first, g.second, 1, e, f, rc, false).optimizer_s;
+        t.envelopes = &lb.work_envelopes(g.first, g.second, rc, zero1, max_n);
+        if (t.envelopes->empty()) t.envelopes->resize(static_cast<size_t>((L + 1) * (L + 1)));
+      }
+      count[j].emplace_back(&t, n);
+    }
+  }
   // The least forward (or backward) pass of layers [e, f) on any group of stage j.
   auto least_pass = [&](int j, int e, int f, bool backward) {
     double best = kInf;
-    for (const auto& [g, c] : count[j]) {
-      const LowerBound::LeastPasses& p = lb.least_passes(g.first, g.second, rc, static_cast<int>(max_n));
-      const std::vector<double>& x = backward ? p.backward : p.forward;
-      double sum = (e == 0 ? x[L] : 0.0) + (f == L ? x[L + 1] : 0.0);
-      for (int l = e; l < f; ++l) sum += x[l];
+    for (const auto& [t, c] : count[j]) {
+      const double sum = backward ? t->bwd[f] - t->bwd[e] + (e == 0 ? t->emb_b : 0.0) + (f == L ? t->head_b : 0.0)
+                                  : t->fwd[f] - t->fwd[e] + (e == 0 ? t->emb_f : 0.0) + (f == L ? t->head_f : 0.0);
       best = std::min(best, sum);
     }
     return best;
@@ -308,12 +341,12 @@ long pipeline_sample_cap(const LowerBound& lb, const std::vector<std::vector<std
       const double slack = 4e-9 * j;
       const double cf = chain_f[j][e] * (1 - 1e-9) - slack, cfb = chain_fb[j][e] * (1 - 1e-9) - slack;
       for (int f = e + 1; f <= L; ++f) {
-        if (best[j + 1][f] < 0) continue;
+        if (best[j + 1][f] <= best[j][e]) continue;  // cannot raise best[j][e]
         long sum = 0;
-        for (const auto& [g, c] : count[j]) {
-          const double step = zero1 ? 0.0 : lb.group_times(g.first, g.second, 1, e, f, rc, false).optimizer_s;
-          const double wait = std::max(cf, cfb - step);
-          sum += c * lb.group_sample_cap(g.first, g.second, e, f, rc, zero1, max_n, T - std::max(0.0, wait));
+        for (const auto& [t, c] : count[j]) {
+          const size_t at = static_cast<size_t>(e * (L + 1) + f);
+          const double wait = std::max(cf, cfb - t->step[at]);
+          sum += c * lb.envelope_cap((*t->envelopes)[at], t->node_group, t->tp, e, f, rc, zero1, max_n, T - std::max(0.0, wait));
         }
         best[j][e] = std::max(best[j][e], std::min(sum, best[j + 1][f]));
       }

@@ -212,9 +212,19 @@ class LowerBound {
   std::vector<double> capacity_;  // per node group: GPU memory (bytes)
   mutable std::map<std::tuple<int, int, double, int>, Table> tables_;
   mutable std::map<std::tuple<int, int, int, int>, std::vector<double>> floors_;
-  // Suffix minima over n of group_work_bound (index n = 1..max_n; [0] unused).
-  mutable std::map<std::tuple<int, int, int, int, int, int, long>, std::vector<double>> work_envelopes_;
+  // Per (node group, tp, rc, zero1, max_n) and layer range [begin, end) (index begin x (layers + 1) + end): the
+  // suffix minima over n of group_work_bound (index n = 1..max_n; [0] unused), filled on first use.
+  mutable std::map<std::tuple<int, int, int, int, long>, std::vector<std::vector<double>>> work_envelopes_;
   mutable std::map<std::tuple<int, int, int, int>, LeastPasses> least_passes_;
+ public:
+  // The envelopes of one (node group, tp, rc, zero1, max_n), for pipeline_sample_cap's inner loops.
+  std::vector<std::vector<double>>& work_envelopes(int node_group, int tp, Recompute rc, bool zero1, long max_n) const {
+    return work_envelopes_[std::make_tuple(node_group, tp, static_cast<int>(rc), zero1 ? 1 : 0, max_n)];
+  }
+  // The largest n with envelope[n] < T (envelope as above, filled when empty).
+  long envelope_cap(std::vector<double>& envelope, int node_group, int tp, int begin, int end, Recompute rc, bool zero1,
+                    long max_n, double T) const;
+ private:
   mutable std::map<int, std::vector<double>> params_prefix_;
   mutable std::map<std::tuple<int, std::vector<GpuId>, double>, double> collective_floors_;  // per tp: parameters per rank of layers [0, l)
   // Memory of a group as fixed + in_flight x per_micro_batch (stage_memory is affine in in_flight), cached.
