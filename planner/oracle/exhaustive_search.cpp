@@ -366,7 +366,7 @@ class Search {
     long total_hi = 0;
     for (int i = 0; i < P; ++i) {
       const double rate = pipeline_rate(pipes[i], rc);
-      long h = std::min(G_ - (P - 1), sample_cap(pipes[i], rc, zero1));
+      long h = G_ - (P - 1);
       if (std::isfinite(T) && rate > 0) {
         const double cap = std::floor(T / rate) + 1;
         if (cap < static_cast<double>(h)) h = static_cast<long>(cap);
@@ -375,6 +375,13 @@ class Search {
       hi[i] = h;
       total_hi += h;
     }
+    // The size-aware caps (a dynamic programme per pipeline shape) only where the rates leave a split.
+    for (int i = 0; i < P && total_hi >= G_; ++i) {
+      const long h = std::min(hi[i], sample_cap(pipes[i], rc, zero1));
+      total_hi -= hi[i] - h;
+      hi[i] = h;
+    }
+    if (total_hi < G_) return false;
     for (int i = 0; i < P; ++i) {
       const long lo = std::max(1L, G_ - (total_hi - hi[i]));
       if (lo > hi[i]) return false;
@@ -904,7 +911,8 @@ class Search {
 
   // The structure's placements up to what a dense model's gradient reduction can tell apart (one
   // representative per class, the first in enumeration order), when the enumeration takes at most
-  // kMaxClassPlacements:
+  // kMaxClassPlacements (structures with a pipeline of several stages: kMaxLiftPlacements, as there are
+  // many such structures and each has its own stage boundaries):
   //  - in general, placements whose stages hold the same multiset of TP groups' GPU lists, stage by stage,
   //    have the same reduction floors: reduction_tails sees a placement only through them (a segment's
   //    holders are whole stages, a slice's members are sorted, the tied embedding spans a pipeline's first and
@@ -933,7 +941,7 @@ class Search {
       std::set<std::vector<std::vector<GpuId>>> seen;
       long visited = 0;
       placements(groups, [&](const std::vector<std::vector<GpuId>>& gpus) {
-        if (++visited > kMaxClassPlacements) {
+        if (++visited > (one_stage ? kMaxClassPlacements : static_cast<long>(kMaxLiftPlacements))) {
           pc.all = false;
           return false;
         }
