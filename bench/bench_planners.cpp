@@ -1,69 +1,67 @@
-// Planning time of every registered planner: gpt3-13b (global batch 1024) on a 256-GPU
-// cluster of three GPU types (8 H100 + 12 A100-80 + 12 V100-32 nodes of 8), and on 1,024 GPUs of the same
-// mix (32 + 48 + 48 nodes), with the default budget of 2,000 simulator evaluations. Counters: simulator and
-// own-model evaluations, whether the search finished inside its budget and caps, the planner's own
-// predicted iteration time, the simulated time of its plan and the resulting tokens/s (0 when it runs out
-// of memory or there is no plan).
-// The benchmark runs each planner once (Iterations(1)): a planning run is seconds to minutes long.
+// Planning time of every registered planner on the cells of configs/experiments/planning-time.yaml (the one
+// place its cases are declared; `arachne experiment` runs the same file): one benchmark per cell, each run
+// once (Iterations(1): a planning run is seconds to minutes long). Counters: simulator and own-model
+// evaluations, whether the search finished inside its budget and caps, the planner's own predicted
+// iteration time, the simulated time of its plan and the resulting tokens/s (0 when it runs out of memory
+// or there is no plan).
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <string>
+#include <vector>
 
-#include "planner/planner.h"
-#include "planner/registry.h"
-#include "sim/exec/simulate.h"
-#include "sim/hw/topology.h"
+#include "planner/experiment/experiment.h"
 
 namespace arachne {
 namespace {
 
-void BM_Plan(benchmark::State& state, const std::string& planner, const std::string& spec) {
-  const Cluster cluster = load_cluster(spec, GpuCatalog::load_default());
-  const Topology topo(cluster);
-  ModelConfig model = load_model("gpt3-13b");
-  model.global_batch = 1024;
-  planner::PlanRequest req;
-  req.cluster = &cluster;
-  req.topo = &topo;
-  req.model = &model;
-  req.global_batch = model.global_batch;
-  // The oracle simulates every candidate it keeps; on these clusters one simulation takes 0.05-1 s, so it
-  // gets Metis's public 300 s wall-clock cap on top of the evaluation budget (it then reports incomplete).
-  if (planner == "oracle") req.budget_wall_s = 300;
-  planner::PlanResult r;
-  for (auto _ : state) r = planner::make_planner(planner)->plan(req);
-  state.counters["evaluations"] = static_cast<double>(r.evaluations);
-  state.counters["own_evaluations"] = static_cast<double>(r.own_model_evaluations);
-  state.counters["complete"] = r.search_complete ? 1 : 0;
-  state.counters["predicted_s"] = r.plan ? r.predicted_iteration_time_s : 0;
-  double simulated = 0, tps = 0;
-  if (r.plan) {
-    const SimResult s = simulate_iteration(cluster, topo, model, *r.plan, SimOptions{});
-    if (!s.oom) {
-      simulated = s.iteration_time_s;
-      tps = s.tokens_per_s;
-    }
-  }
-  state.counters["simulated_s"] = simulated;
-  state.counters["tokens_per_s"] = tps;
+const char* kCases = ARACHNE_SOURCE_DIR "/configs/experiments/planning-time.yaml";
+
+struct Cases {
+  GpuCatalog catalog = GpuCatalog::load_default();
+  planner::Experiment experiment = planner::load_experiment(kCases, catalog);
+  std::vector<planner::ExperimentCell> cells = planner::expand(experiment);
+};
+
+const Cases& cases() {
+  static const Cases c;
+  return c;
 }
 
-const int kRegistered = [] {
-  const std::pair<const char*, const char*> clusters[] = {
-      {"256gpu", "H100:8x8,A100-80:12x8,V100-32:12x8"},
-      {"1024gpu", "H100:32x8,A100-80:48x8,V100-32:48x8"},
-  };
-  for (const auto& [label, spec] : clusters)
-    for (const std::string& p : planner::registered_planner_names()) {
-      if (p == "arachne") continue;  // the learned planner needs a trained policy (its own benchmark)
-      benchmark::RegisterBenchmark(("BM_Plan/" + p + "/" + label).c_str(), BM_Plan, p, std::string(spec))
-          ->Unit(benchmark::kSecond)
-          ->Iterations(1);
-    }
-  return 0;
-}();
+double or_zero(double v) { return std::isnan(v) ? 0 : v; }
+
+void BM_Plan(benchmark::State& state, std::size_t cell) {
+  const Cases& c = cases();
+  planner::CellResult r;
+  for (auto _ : state) r = planner::run_cell(c.experiment, c.cells[cell], c.catalog);
+  const planner::ComparisonOutcome& o = *r.comparison;
+  state.counters["evaluations"] = static_cast<double>(o.evaluations);
+  state.counters["own_evaluations"] = static_cast<double>(o.own_evaluations);
+  state.counters["complete"] = o.search_complete ? 1 : 0;
+  state.counters["predicted_s"] = o.has_plan ? or_zero(o.predicted_iteration_time_s) : 0;
+  state.counters["simulated_s"] = o.feasible() ? o.iteration_time_s : 0;
+  state.counters["tokens_per_s"] = o.feasible() ? o.tokens_per_s : 0;
+}
+
+// Registered from main: the experiment parser's tables are static objects of another translation unit, not
+// ready during this one's static initialisation.
+void register_cells() {
+  const Cases& c = cases();
+  for (std::size_t i = 0; i < c.cells.size(); ++i) {
+    const planner::ExperimentCell& cell = c.cells[i];
+    const std::string name = "BM_Plan/" + cell.planner + "/" + std::to_string(c.experiment.clusters.at(cell.cluster).total_gpus()) + "gpu";
+    benchmark::RegisterBenchmark(name.c_str(), BM_Plan, i)->Unit(benchmark::kSecond)->Iterations(1);
+  }
+}
 
 }  // namespace
 }  // namespace arachne
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  arachne::register_cells();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

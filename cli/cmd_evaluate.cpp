@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "planner/arachne/arachne_planner.h"
 #include "planner/arachne/evaluate.h"
+#include "planner/arachne/policy_weights.h"  // file_fingerprint
 #include "planner/registry.h"
 #include "sim/io/input_error.h"
 
@@ -107,17 +108,6 @@ void check_output_dir(const std::string& dir) {
   if (!fs::is_directory(parent)) throw InputError("--out", "the directory " + parent.string() + " does not exist");
 }
 
-// FNV-1a of the policy file's bytes: a resumed run must use the same weights, not only the same path.
-std::string file_fingerprint(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  char ch;
-  while (in.get(ch)) h = (h ^ static_cast<unsigned char>(ch)) * 0x100000001b3ULL;
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
-
 // Every option a cell depends on (not --threads, --configs or --out).
 std::string options_text(const EvaluateOptions& o, bool uses_policy) {
   std::ostringstream s;
@@ -132,7 +122,7 @@ std::string options_text(const EvaluateOptions& o, bool uses_policy) {
     << o.request.budget_wall_s << " s; plan seed " << o.request.seed;
   if (uses_policy) {
     const std::string path = o.request.arachne_policy.empty() ? planner::default_policy_path() : o.request.arachne_policy;
-    s << "; policy " << path << " (fnv1a " << file_fingerprint(path) << ")";
+    s << "; policy " << path << " (fnv1a " << planner::file_fingerprint(path) << ")";
   }
   s << "\n";
   return s.str();

@@ -5,12 +5,14 @@
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/mpi_group.h"
 #include "planner/arachne/gen_data.h"
 #include "planner/arachne/labeler.h"
 #include "sim/io/input_error.h"
@@ -42,6 +44,8 @@ never does. Configuration i depends only on (options, --seed, i): kill the run a
 the same options, and it resumes from the shards in FILE.h5.shards/ and ends with the same file. --configs
 is not among those options: an interrupted run may be finished with a smaller or larger N.
 Progress goes to stderr (one line per 10 configurations when stderr is not a terminal).
+Under 'mpirun -np N arachne gen-data ...' (a build with ARACHNE_WITH_MPI) the configurations are handed out to
+the ranks (each with --threads T) as they become free, and rank 0 alone writes the same dataset.
 
 Usage:
   arachne gen-data --out FILE.h5 --configs N [--seed N] [--split train|held-out] [--threads T]
@@ -54,6 +58,7 @@ Example:
 )";
 
 // On a terminal one line rewritten in place; otherwise (a log file) a line per 10 configurations and at the end.
+// Rank 0 reports the configurations of every rank (planner::run_gen_data).
 void print_progress(const GenDataProgress& p, bool tty) {
   if (!tty && p.done % 10 != 0 && p.done != p.total) return;
   const long fresh = p.done - p.resumed;
@@ -64,7 +69,7 @@ void print_progress(const GenDataProgress& p, bool tty) {
 
 }  // namespace
 
-int run_gen_data(const std::vector<std::string>& args, const std::string& command_line) {
+int run_gen_data(const std::vector<std::string>& args, const std::string& command_line, planner::WorkGroup& group) {
   po::options_description opts("");
   opts.add_options()("help", "this help")
       ("out", po::value<std::string>()->value_name("FILE.h5"), "dataset to write (required)")
@@ -84,15 +89,20 @@ int run_gen_data(const std::vector<std::string>& args, const std::string& comman
       ("oracle-max-gpus", po::value<std::string>()->value_name("G")->default_value("4"),
        "also run the oracle on clusters up to this size, to compare the labels with (0: never)");
   po::variables_map vm;
-  if (const int rc = parse_options(args, opts, vm, "gen-data"); rc >= 0) return rc;
+  if (const int rc = parse_options(args, opts, vm, "gen-data"); rc >= 0) return agreed_exit_code(group, rc);
   if (vm.count("help")) {
-    std::cout << kGenDataHelp << "\n" << opts;
+    if (group.rank() == 0) std::cout << kGenDataHelp << "\n" << opts;
     return kExitOk;
   }
+  // Every rank checks the flags alike before any configuration is labelled; an error on any rank ends
+  // every rank.
+  GenDataOptions g;
+  LabelOptions l;
+  std::optional<GpuCatalog> catalog;
+  std::exception_ptr bad_input;
   try {
     if (!vm.count("out")) throw InputError("--out", "required (the HDF5 dataset to write)");
     if (!vm.count("configs")) throw InputError("--configs", "required (how many configurations)");
-    GenDataOptions g;
     g.out = vm["out"].as<std::string>();
     check_output_path("--out", g.out);
     g.configs = parse_int_flag("--configs", vm["configs"].as<std::string>(), 1);
@@ -103,7 +113,6 @@ int run_gen_data(const std::vector<std::string>& args, const std::string& comman
     g.sampler.min_gpus = static_cast<int>(parse_int_flag("--min-gpus", vm["min-gpus"].as<std::string>(), 1));
     g.sampler.max_gpus = static_cast<int>(parse_int_flag("--max-gpus", vm["max-gpus"].as<std::string>(), 1));
     if (g.sampler.max_gpus < g.sampler.min_gpus) throw InputError("--max-gpus", "smaller than --min-gpus");
-    LabelOptions l;
     l.enumeration.max_templates = parse_int_flag("--max-templates", vm["max-templates"].as<std::string>(), 1);
     l.sampled = static_cast<int>(parse_int_flag("--sampled-templates", vm["sampled-templates"].as<std::string>(), 0));
     l.simulate_top = static_cast<int>(parse_int_flag("--simulate-top", vm["simulate-top"].as<std::string>(), 1));
@@ -111,16 +120,19 @@ int run_gen_data(const std::vector<std::string>& args, const std::string& comman
     l.refine_rounds = static_cast<int>(parse_int_flag("--refine-rounds", vm["refine-rounds"].as<std::string>(), 0));
     l.oracle_max_gpus = static_cast<int>(parse_int_flag("--oracle-max-gpus", vm["oracle-max-gpus"].as<std::string>(), 0));
     g.options_text = planner::sampler_text(g.sampler, g.split, g.seed) + l.text();
-    const GpuCatalog catalog = GpuCatalog::load_default();
-    const bool tty = isatty(fileno(stderr)) != 0;
-    const GenDataStats s = planner::run_gen_data(
-        g, catalog, planner::dataset_schema(), [&l](const SampledConfig& c) { return planner::label_config(c, l); },
-        {ARACHNE_VERSION, command_line, g.seed, g.options_text}, [tty](const GenDataProgress& p) { print_progress(p, tty); });
-    if (tty) std::fprintf(stderr, "\n");
-    std::fprintf(stderr, "gen-data: wrote %s (%ld configurations, %ld resumed)\n", g.out.c_str(), g.configs, s.resumed);
-  } catch (const InputError& e) {
-    return input_error(e.where(), e.reason());
+    catalog = GpuCatalog::load_default();
+  } catch (const InputError&) {
+    bad_input = std::current_exception();
   }
+  planner::agree(group, bad_input);
+  const bool tty = isatty(fileno(stderr)) != 0;
+  const GenDataStats s = planner::run_gen_data(
+      g, *catalog, planner::dataset_schema(), [&l](const SampledConfig& c) { return planner::label_config(c, l); },
+      {ARACHNE_VERSION, command_line, g.seed, g.options_text},
+      [tty](const GenDataProgress& p) { print_progress(p, tty); }, group);
+  if (group.rank() != 0) return kExitOk;
+  if (tty) std::fprintf(stderr, "\n");
+  std::fprintf(stderr, "gen-data: wrote %s (%ld configurations, %ld resumed)\n", g.out.c_str(), g.configs, s.resumed);
   return kExitOk;
 }
 

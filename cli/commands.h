@@ -9,6 +9,8 @@
 #include <boost/program_options/options_description.hpp>
 #include <boost/program_options/variables_map.hpp>
 
+#include "planner/common/work_group.h"
+
 namespace arachne::cli {
 
 constexpr int kExitOk = 0;
@@ -26,10 +28,12 @@ int run_replay(const std::vector<std::string>& args, const std::string& command_
 int run_trace(const std::vector<std::string>& args);
 int run_trace_generate(const std::vector<std::string>& args);
 int run_trace_plot(const std::vector<std::string>& args);
-int run_gen_data(const std::vector<std::string>& args, const std::string& command_line);
+// gen-data and experiment run on every rank of `group` (cli/mpi_group.h; planner::single_process() when
+// not started by an MPI launcher).
+int run_gen_data(const std::vector<std::string>& args, const std::string& command_line, planner::WorkGroup& group);
 int run_train(const std::vector<std::string>& args, const std::string& command_line);
 int run_evaluate(const std::vector<std::string>& args, const std::string& command_line);
-int run_experiment(const std::vector<std::string>& args, const std::string& command_line);
+int run_experiment(const std::vector<std::string>& args, const std::string& command_line, planner::WorkGroup& group);
 // Draws the replay PNG (throughput and cumulative tokens per planner) from a replay HDF5 file.
 int plot_replay_png(const std::string& h5_path, const std::string& png_path);
 // Draws the training curves PNG (scripts/plot_training.py) from a `train` curves file.

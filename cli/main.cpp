@@ -1,10 +1,12 @@
 // `arachne`: dispatches to the subcommands in cli/cmd_*.cpp.
 #include <exception>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/mpi_group.h"
 #include "sim/io/input_error.h"
 
 namespace {
@@ -47,6 +49,32 @@ Exit codes: 0 success; 2 bad input (one line 'error: <where>: <what>' on stderr)
 (the plan does not fit in memory, or no planner found a feasible plan).
 )";
 
+// The commands that split their work across the ranks of an MPI job when an MPI launcher started them
+// (cli/mpi_group.h). Every error ends every rank: input errors found by every rank are agreed (each rank
+// exits 2, one prints); any other failure of one rank aborts the job.
+int run_in_group(const std::string& cmd, const std::vector<std::string>& rest, const std::string& command_line) {
+  using namespace arachne::cli;
+  std::unique_ptr<arachne::planner::WorkGroup> mpi;
+  try {
+    mpi = join_process_group();
+  } catch (const arachne::InputError& e) {
+    return input_error(e.where(), e.reason());
+  }
+  arachne::planner::WorkGroup& group = mpi ? *mpi : arachne::planner::single_process();
+  int rc = kExitInternal;
+  try {
+    rc = cmd == "experiment" ? run_experiment(rest, command_line, group) : run_gen_data(rest, command_line, group);
+  } catch (const arachne::planner::FailedElsewhere& e) {
+    rc = e.exit_code;  // the rank that failed printed why
+  } catch (const arachne::InputError& e) {
+    rc = input_error(e.where(), e.reason());
+  } catch (const std::exception& e) {
+    std::cerr << "error: internal: " << e.what() << std::endl;
+    rc = kExitInternal;
+  }
+  return leave_process_group(std::move(mpi), rc);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -72,10 +100,10 @@ int main(int argc, char** argv) {
       if (rest[0] == "calibrate") return run_calibrate(help);
       if (rest[0] == "replay") return run_replay(help, "");
       if (rest[0] == "trace") return run_trace(help);
-      if (rest[0] == "gen-data") return run_gen_data(help, "");
+      if (rest[0] == "gen-data") return run_gen_data(help, "", arachne::planner::single_process());
       if (rest[0] == "train") return run_train(help, "");
       if (rest[0] == "evaluate") return run_evaluate(help, "");
-      if (rest[0] == "experiment") return run_experiment(help, "");
+      if (rest[0] == "experiment") return run_experiment(help, "", arachne::planner::single_process());
       return input_error(rest[0], "unknown command (see 'arachne --help')");
     }
     if (cmd == "--version") {
@@ -88,10 +116,9 @@ int main(int argc, char** argv) {
     if (cmd == "calibrate") return run_calibrate(rest);
     if (cmd == "replay") return run_replay(rest, quoted_command_line(argc, argv));
     if (cmd == "trace") return run_trace(rest);
-    if (cmd == "gen-data") return run_gen_data(rest, quoted_command_line(argc, argv));
+    if (cmd == "gen-data" || cmd == "experiment") return run_in_group(cmd, rest, quoted_command_line(argc, argv));
     if (cmd == "train") return run_train(rest, quoted_command_line(argc, argv));
     if (cmd == "evaluate") return run_evaluate(rest, quoted_command_line(argc, argv));
-    if (cmd == "experiment") return run_experiment(rest, quoted_command_line(argc, argv));
     return input_error(cmd, "unknown command (see 'arachne --help')");
   } catch (const arachne::InputError& e) {
     return input_error(e.where(), e.reason());

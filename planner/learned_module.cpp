@@ -54,13 +54,13 @@ void check_compatible(const ArachneLearnedModule& m, const std::string& path) {
          "; rebuild the module with this arachne");
 }
 
+}  // namespace
+
 std::string executable_dir() {
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? std::string(".") : exe.parent_path().string();
 }
-
-}  // namespace
 
 std::string learned_module_path() {
   const char* env = std::getenv(kLearnedModuleEnv);

@@ -20,6 +20,10 @@ namespace arachne::planner {
 // Environment variable that overrides where the module is looked for.
 inline constexpr const char* kLearnedModuleEnv = "ARACHNE_LEARNED_MODULE";
 
+// The directory of the running executable (where the build puts the modules it dlopen()s); "." when
+// /proc/self/exe cannot be read.
+std::string executable_dir();
+
 // $ARACHNE_LEARNED_MODULE if set and non-empty, else ARACHNE_LEARNED_MODULE_FILE in the directory of the
 // running executable.
 std::string learned_module_path();

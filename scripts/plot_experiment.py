@@ -56,7 +56,7 @@ def empty(ax, what):
 def throughput(comparisons, out):
     models = ordered(c["model"] for c in comparisons)
     everyone = ordered(c["planner"] for c in comparisons)  # one colour per planner in every panel
-    fig, axes = plt.subplots(max(1, len(models)), 1, figsize=(11, 3.6 * max(1, len(models))), squeeze=False)
+    fig, axes = plt.subplots(max(1, len(models)), 1, figsize=(11, 4.2 * max(1, len(models))), squeeze=False)
     if not models:
         empty(axes[0][0], "comparisons")
     colors = plt.get_cmap("tab10").colors
@@ -81,9 +81,10 @@ def throughput(comparisons, out):
         labels = []
         for key in keys:
             gpus = next(c["gpus"] for c in mine if (c["cluster"], c["global_batch"], c["seed"]) == key)
-            labels.append(f"{key[0]}\n{gpus} GPUs")
+            # A cluster spec of several GPU types, one type per line, so that neighbouring labels do not overlap.
+            labels.append(key[0].replace(",", ",\n") + f"\n{gpus} GPUs")
         ax.set_xticks(range(len(keys)))
-        ax.set_xticklabels(labels, fontsize=7)
+        ax.set_xticklabels(labels, fontsize=6)
         ax.axhline(1.0, color="gray", linestyle="--", linewidth=1)
         ax.set_ylabel("tokens/s / best baseline")
         ax.set_title(f"{model} (hatched: a budget or wall cap cut the search)")

@@ -7,7 +7,7 @@ build="${1:-$root/build}"
 
 pkgs=(build-essential cmake ninja-build pkg-config ccache libboost-graph-dev libboost-program-options-dev
       libyaml-cpp-dev libhdf5-dev libtorch-dev libgtest-dev libgmock-dev libbenchmark-dev
-      nlohmann-json3-dev python3-h5py python3-matplotlib)
+      nlohmann-json3-dev python3-h5py python3-matplotlib libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

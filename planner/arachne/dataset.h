@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "planner/arachne/shards.h"  // shard_dir, shard_path
+#include "planner/common/shards.h"  // shard_dir, shard_path
 #include "sim/io/hdf5_writer.h"
 
 namespace arachne::planner {

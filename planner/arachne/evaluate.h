@@ -27,14 +27,16 @@
 //             plan_yaml
 //   rows ordered by config, then planner order (--planners, then the ablations).
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "planner/arachne/config_sampler.h"
-#include "planner/arachne/shards.h"
+#include "planner/common/shards.h"
 #include "planner/planner.h"
 #include "sim/io/hdf5_writer.h"
 
@@ -42,6 +44,9 @@ namespace arachne::planner {
 
 // The five baselines the learned planner is compared with (each ratio is to the best of those present).
 inline constexpr std::array<const char*, 5> kBaselines{"megatron", "amp", "metis", "flashflex", "sailor"};
+inline bool is_baseline(std::string_view planner) {
+  return std::find(kBaselines.begin(), kBaselines.end(), planner) != kBaselines.end();
+}
 
 struct EvaluateOptions {
   std::string out_dir;
@@ -102,7 +107,7 @@ struct ConfigResult {
 ConfigResult evaluate_config(const SampledConfig& cfg, const EvaluateOptions& opt,
                              const std::function<void(const CellRecord&)>& on_cell = {});
 
-using EvaluateProgress = ShardProgress;  // planner/arachne/shards.h
+using EvaluateProgress = ShardProgress;  // planner/common/shards.h
 
 // Steps 1-4. Throws InputError("--out", ...) when the shard directory holds a run of other options.
 // Returns the configurations evaluated (resumed ones included).

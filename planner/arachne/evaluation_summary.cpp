@@ -21,9 +21,6 @@
 namespace arachne::planner {
 namespace {
 
-bool is_baseline(const std::string& planner) {
-  return std::find(kBaselines.begin(), kBaselines.end(), planner) != kBaselines.end();
-}
 bool is_arachne(const std::string& planner) { return planner.rfind("arachne", 0) == 0; }
 
 std::string fmt(const char* f, double v) {

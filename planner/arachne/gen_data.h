@@ -14,7 +14,7 @@
 
 #include "planner/arachne/config_sampler.h"
 #include "planner/arachne/dataset.h"
-#include "planner/arachne/shards.h"
+#include "planner/common/shards.h"
 
 namespace arachne::planner {
 
@@ -33,16 +33,20 @@ struct GenDataOptions {
 // Labels one configuration (thread-safe: called concurrently for different configurations).
 using ConfigLabeler = std::function<ConfigRecord(const SampledConfig&)>;
 
-using GenDataProgress = ShardProgress;  // planner/arachne/shards.h
+using GenDataProgress = ShardProgress;  // planner/common/shards.h
 
 struct GenDataStats {
   long labelled = 0;  // in this run
   long resumed = 0;
 };
 
-// Throws InputError("--out", ...) when the shard directory holds shards of other options.
+// Throws InputError("--out", ...) when the shard directory holds shards of other options. In a group of
+// several ranks (every rank calls it alike) the configurations are split across the ranks (run_shards,
+// planner/common/shards.h), rank 0 alone writes the dataset from every rank's records (the file a single
+// process writes), then every rank removes its shards. The stats count this rank's configurations.
 GenDataStats run_gen_data(const GenDataOptions& opt, const GpuCatalog& catalog, const DatasetSchema& schema,
                           const ConfigLabeler& label, const h5::RunInfo& info,
-                          const std::function<void(const GenDataProgress&)>& progress = {});
+                          const std::function<void(const GenDataProgress&)>& progress = {},
+                          WorkGroup& group = single_process());
 
 }  // namespace arachne::planner

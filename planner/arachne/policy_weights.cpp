@@ -2,6 +2,7 @@
 #include "planner/arachne/policy_weights.h"
 
 #include <bit>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -184,6 +185,16 @@ PolicyWeights read_policy_weights(const std::string& path) {
   }
   if (r.position() + sizeof(uint64_t) != bytes.size()) r.fail("trailing bytes after the last tensor");
   return w;
+}
+
+std::string file_fingerprint(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a offset basis and prime (64-bit)
+  char ch;
+  while (in.get(ch)) h = (h ^ static_cast<unsigned char>(ch)) * 0x100000001b3ULL;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
 }
 
 }  // namespace arachne::planner

@@ -95,4 +95,9 @@ void write_policy_weights(const std::string& path, const PolicyWeights& w);
 // (hash mismatch) or inconsistent file.
 PolicyWeights read_policy_weights(const std::string& path);
 
+// FNV-1a (64-bit) of a file's bytes, as 16 hex digits (an unreadable file hashes as an empty one): names
+// the weights a run used, so that a resumed run refuses shards made with other weights,
+// not only with another path.
+std::string file_fingerprint(const std::string& path);
+
 }  // namespace arachne::planner

@@ -5,12 +5,15 @@
 //   1. load_experiment: parse the file, check every key, load every cluster, model, trace and planner name
 //      it names (bad input: InputError "file:line: field", before any cell runs);
 //   2. expand: the cells in their fixed order - comparison blocks in file order, within a block clusters,
-//      then models, then global batches, then seeds, then planners (innermost); then replay blocks in file
+//      then models, then global batches, then seeds, then cost models, then planners (innermost); then replay
+//      blocks in file
 //      order, one cell per planner;
 //   3. run_experiment: each cell run (comparison: the planner on the cluster, its plan simulated; replay:
 //      the planner driven over the trace) and saved as a JSON shard in DIR/experiment.h5.shards/ (kill -9
-//      loses only the cell in flight; a rerun computes only the missing cells);
-//   4. DIR/experiment.h5 assembled from the shards in cell order, then DIR/summary.md.
+//      loses only the cells in flight; a rerun computes only the missing cells); under MPI rank 0 hands
+//      the cells out to the ranks as they become free, each rank keeping the shards of its own;
+//   4. DIR/experiment.h5 assembled from the shards in cell order, then DIR/summary.md (rank 0 alone,
+//      from every rank's records).
 // A cell depends only on the experiment file and its index, apart from its planning wall time - unless a
 // wall-clock budget cuts a search, or a replay charges the measured planning time (planning_time:
 // measured), which makes the cell depend on the machine and its load.
@@ -39,6 +42,8 @@
 #include <string>
 #include <vector>
 
+#include "planner/common/work_group.h"
+#include "planner/planner.h"
 #include "sim/hw/cluster.h"
 #include "sim/io/hdf5_writer.h"
 #include "sim/model/model.h"
@@ -60,6 +65,10 @@ struct ComparisonBlock {
   std::vector<std::uint64_t> seeds;
   std::vector<std::string> planners;      // registry names
   ExperimentBudget budget;
+  // What the baselines price candidates with: each cost model is another axis of the matrix, between seeds and
+  // planners, for the five baselines only (a baseline searching with the simulator is the row
+  // "<name>[simulator]", not a reference of the ratios).
+  std::vector<CostModel> cost_models{CostModel::Own};
 };
 
 // One trace replayed with each planner.
@@ -102,6 +111,7 @@ struct ExperimentCell {
   long global_batch = 0;       // resolved (never 0)
   std::uint64_t seed = 0;
   std::string planner;
+  CostModel cost_model = CostModel::Own;  // comparison cells
   std::string describe() const;  // one line: what the cell runs
 };
 
@@ -149,10 +159,15 @@ struct ExperimentProgress {
 };
 
 // Steps 3 and 4 into out_dir (created). Throws InputError("--out", ...) when the shard directory holds
-// another experiment's cells.
+// another experiment's cells. In a group of several ranks (every rank calls it alike) rank 0 hands the
+// cells out to the ranks as they become free (run_shards, planner/common/shards.h), each rank keeps the
+// shards of its own cells, and rank 0 alone receives every cell's record, reports progress over every
+// rank's cells and writes experiment.h5 and summary.md - the files a single process writes. Returns every
+// result on rank 0, nothing on the others.
 std::vector<CellResult> run_experiment(const Experiment& experiment, const std::string& out_dir,
                                        const GpuCatalog& catalog, const h5::RunInfo& info,
-                                       const std::function<void(const ExperimentProgress&)>& progress = {});
+                                       const std::function<void(const ExperimentProgress&)>& progress = {},
+                                       WorkGroup& group = single_process());
 
 // The output files in out_dir.
 std::string experiment_h5_path(const std::string& out_dir);

@@ -9,6 +9,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "planner/arachne/arachne_planner.h"
+#include "planner/arachne/evaluate.h"  // is_baseline
 #include "planner/experiment/experiment.h"
 #include "planner/planner.h"
 #include "planner/registry.h"
@@ -24,7 +25,8 @@ using yaml_fields::check_keys;
 using yaml_fields::fail;
 
 const std::vector<std::string> kTopKeys = {"version", "name", "seed", "budget", "comparisons", "replays"};
-const std::vector<std::string> kComparisonKeys = {"clusters", "models", "global_batches", "seeds", "planners", "budget"};
+const std::vector<std::string> kComparisonKeys = {"clusters", "models",   "global_batches", "seeds",
+                                                  "planners", "budget", "cost_models"};
 const std::vector<std::string> kReplayKeys = {"trace",        "format",        "nodes",      "load_scale",
                                               "window",       "cluster",       "model",      "global_batch",
                                               "planners",     "until",         "coalesce",   "planning_time",
@@ -184,6 +186,17 @@ class Parser {
     return gb;
   }
 
+  std::vector<CostModel> cost_models(const YAML::Node& n, const std::string& prefix) {
+    if (!n["cost_models"].IsDefined()) return {CostModel::Own};
+    std::vector<CostModel> out;
+    for (const auto& [name, node] : scalars(n, "cost_models", prefix)) {
+      if (name != "own" && name != "simulator")
+        fail(file_, node, prefix + "cost_models", "unknown cost model '" + name + "' (known: own, simulator)");
+      out.push_back(name == "own" ? CostModel::Own : CostModel::Simulator);
+    }
+    return out;
+  }
+
   ComparisonBlock comparison(const YAML::Node& n, const std::string& prefix, const ExperimentBudget& budget,
                              Experiment& x) {
     if (!n.IsMap()) fail(file_, n, prefix.substr(0, prefix.size() - 1), "expected a mapping");
@@ -214,6 +227,7 @@ class Parser {
     }
     b.planners = planners(n, prefix);
     b.budget = budget_of(n, budget, prefix);
+    b.cost_models = cost_models(n, prefix);
     return b;
   }
 
@@ -306,9 +320,11 @@ std::vector<ExperimentCell> expand(const Experiment& x) {
       for (const std::string& model : block.models)
         for (long gb : block.global_batches)
           for (std::uint64_t seed : block.seeds)
-            for (const std::string& p : block.planners)
-              add({0, CellKind::Comparison, static_cast<int>(b), cluster, model,
-                   gb > 0 ? gb : x.models.at(model).global_batch, seed, p});
+            for (CostModel cm : block.cost_models)
+              for (const std::string& p : block.planners)
+                if (cm == CostModel::Own || is_baseline(p))  // the others have no cost model of their own
+                  add({0, CellKind::Comparison, static_cast<int>(b), cluster, model,
+                       gb > 0 ? gb : x.models.at(model).global_batch, seed, p, cm});
   }
   for (std::size_t b = 0; b < x.replays.size(); ++b) {
     const ReplayBlock& block = x.replays[b];
@@ -322,7 +338,7 @@ std::string ExperimentCell::describe() const {
   std::ostringstream s;
   if (kind == CellKind::Comparison)
     s << "comparison " << block << ": " << planner << " on " << cluster << ", " << model << ", global batch "
-      << global_batch << ", seed " << seed;
+      << global_batch << ", seed " << seed << (cost_model == CostModel::Simulator ? ", simulator cost model" : "");
   else
     s << "replay " << block << ": " << planner << ", " << model << ", global batch " << global_batch << ", seed " << seed;
   return s.str();

@@ -1,4 +1,5 @@
 // Steps 3 and 4 of planner/experiment/experiment.h: cells run and sharded, the HDF5 file assembled.
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -9,7 +10,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "planner/arachne/shards.h"
+#include "planner/arachne/arachne_planner.h"  // default_policy_path
+#include "planner/arachne/evaluate.h"         // is_baseline
+#include "planner/arachne/policy_weights.h"   // file_fingerprint
+#include "planner/common/shards.h"
 #include "planner/experiment/experiment.h"
 #include "planner/registry.h"
 #include "planner/replay_planner.h"
@@ -70,8 +74,13 @@ ComparisonOutcome run_comparison(const Experiment& x, const ExperimentCell& cell
   req.budget_evaluations = block.budget.evaluations;
   req.budget_wall_s = block.budget.wall_s;
   req.seed = cell.seed;
+  req.cost_model = cell.cost_model;
   const std::unique_ptr<Planner> p = make_planner(cell.planner);
-  return outcome_of(run_planner(*p, req), cluster, model);
+  ComparisonOutcome o = outcome_of(run_planner(*p, req), cluster, model);
+  // A baseline searching with the simulator is another planner than the published one: its own row, not a
+  // reference of the ratios.
+  if (cell.cost_model == CostModel::Simulator && is_baseline(cell.planner)) o.label += "[simulator]";
+  return o;
 }
 
 ReplayResult run_replay_cell(const Experiment& x, const ExperimentCell& cell, const GpuCatalog& catalog) {
@@ -91,9 +100,11 @@ json number_or_null(double v) { return std::isnan(v) ? json(nullptr) : json(v); 
 double number_or_nan(const json& j) { return j.is_null() ? kNaN : j.get<double>(); }
 
 json cell_to_json(const ExperimentCell& c) {
-  return {{"index", c.index}, {"kind", c.kind == CellKind::Comparison ? "comparison" : "replay"}, {"block", c.block},
-          {"cluster", c.cluster}, {"model", c.model}, {"global_batch", c.global_batch}, {"seed", c.seed},
-          {"planner", c.planner}};
+  json j{{"index", c.index}, {"kind", c.kind == CellKind::Comparison ? "comparison" : "replay"}, {"block", c.block},
+         {"cluster", c.cluster}, {"model", c.model}, {"global_batch", c.global_batch}, {"seed", c.seed},
+         {"planner", c.planner}};
+  if (c.cost_model == CostModel::Simulator) j["cost_model"] = "simulator";  // absent: own
+  return j;
 }
 
 ExperimentCell cell_from_json(const json& j) {
@@ -106,6 +117,7 @@ ExperimentCell cell_from_json(const json& j) {
   c.global_batch = j.at("global_batch").get<long>();
   c.seed = j.at("seed").get<std::uint64_t>();
   c.planner = j.at("planner").get<std::string>();
+  c.cost_model = j.value("cost_model", "own") == "simulator" ? CostModel::Simulator : CostModel::Own;
   return c;
 }
 
@@ -288,6 +300,9 @@ std::string options_text(const Experiment& x, const std::vector<ExperimentCell>&
     s << "\n";
   }
   for (const auto& [kind, name, yaml] : inputs_of(x)) s << kind << " " << name << ":\n" << yaml << "\n";
+  // The learned planner's weights by content (the same file on every host of an MPI run, whatever its path).
+  if (std::any_of(cells.begin(), cells.end(), [](const ExperimentCell& c) { return c.planner == "arachne"; }))
+    s << "policy weights fnv1a " << file_fingerprint(default_policy_path()) << "\n";
   return s.str();
 }
 
@@ -335,21 +350,21 @@ void write_experiment_h5(const std::string& path, const Experiment& x, const std
 
 std::vector<CellResult> run_experiment(const Experiment& x, const std::string& out_dir, const GpuCatalog& catalog,
                                        const h5::RunInfo& info,
-                                       const std::function<void(const ExperimentProgress&)>& progress) {
+                                       const std::function<void(const ExperimentProgress&)>& progress,
+                                       WorkGroup& group) {
   std::filesystem::create_directories(out_dir);
   const std::vector<ExperimentCell> cells = expand(x);
   const std::string h5_path = experiment_h5_path(out_dir);
-  CellResult last;
-  const auto make = [&](long i) {
-    last = run_cell(x, cells[static_cast<std::size_t>(i)], catalog);
-    return cell_result_to_json(last);
-  };
-  const auto report = [&](const ShardProgress& p) {
-    if (progress) progress({p.done, p.resumed, p.total, p.elapsed_s, p.last >= 0 ? &last : nullptr});
+  const auto make = [&](long i) { return cell_result_to_json(run_cell(x, cells[static_cast<std::size_t>(i)], catalog)); };
+  const auto report = [&](const ShardProgress& p) {  // on rank 0, for the cells of every rank
+    if (!progress) return;
+    const CellResult last = cell_result_from_json(*p.text);
+    progress({p.done, p.resumed, p.total, p.elapsed_s, &last});
   };
   ShardProgress final_progress;
-  const std::vector<std::string> texts =
-      run_shards({h5_path, static_cast<long>(cells.size()), 1, options_text(x, cells)}, make, report, &final_progress);
+  const std::vector<std::string> texts = run_shards({h5_path, static_cast<long>(cells.size()), 1, options_text(x, cells)},
+                                                    make, report, &final_progress, group);
+  if (group.rank() != 0) return {};
   if (progress && final_progress.done == final_progress.resumed)  // nothing left to run: say so once
     progress({final_progress.done, final_progress.resumed, final_progress.total, 0, nullptr});
   std::vector<CellResult> results;

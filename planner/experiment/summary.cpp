@@ -18,9 +18,6 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-bool is_baseline(const std::string& planner) {
-  return std::find(kBaselines.begin(), kBaselines.end(), planner) != kBaselines.end();
-}
 
 // The comparison cells of one (cluster, model, global batch, seed), from every block, in cell order.
 struct Group {
@@ -29,12 +26,12 @@ struct Group {
   double best_baseline() const {
     double best = 0;
     for (const CellResult* r : rows)
-      if (is_baseline(r->cell.planner) && r->comparison->feasible()) best = std::max(best, r->comparison->tokens_per_s);
+      if (is_baseline(r->comparison->label) && r->comparison->feasible()) best = std::max(best, r->comparison->tokens_per_s);
     return best;
   }
-  const CellResult* of(const std::string& planner) const {
+  const CellResult* of(const std::string& label) const {
     for (const CellResult* r : rows)
-      if (r->cell.planner == planner) return r;
+      if (r->comparison->label == label) return r;
     return nullptr;
   }
 };
@@ -63,12 +60,13 @@ std::string ratio_text(const CellResult* r, double best) {
   return fmt("%.3f", r->comparison->tokens_per_s / best);
 }
 
-// Planners in order of first appearance.
+// Row labels (planner names, "metis[simulator]" for a baseline searching with the simulator as its cost
+// model) in order of first appearance.
 std::vector<std::string> planners_of(const std::vector<const Group*>& groups) {
   std::vector<std::string> out;
   for (const Group* g : groups)
     for (const CellResult* r : g->rows)
-      if (std::find(out.begin(), out.end(), r->cell.planner) == out.end()) out.push_back(r->cell.planner);
+      if (std::find(out.begin(), out.end(), r->comparison->label) == out.end()) out.push_back(r->comparison->label);
   return out;
 }
 
@@ -111,6 +109,101 @@ void overview(std::ostringstream& s, const std::vector<Group>& groups) {
     }
     s << "\n\n";
   }
+}
+
+// The rows of planners that are not baselines (arachne, the oracle, ...), in order of first appearance.
+std::vector<std::string> challengers_of(const std::vector<Group>& groups) {
+  std::vector<std::string> out;
+  for (const Group& g : groups)
+    for (const CellResult* r : g.rows)
+      if (!is_baseline(r->cell.planner) && std::find(out.begin(), out.end(), r->comparison->label) == out.end())
+        out.push_back(r->comparison->label);
+  return out;
+}
+
+// Per challenger and model class (dense, MoE): its tokens/s over the best baseline's, summarised over the
+// comparisons where both have a feasible plan (geometric mean, least, most, wins/ties/losses at a 0.5 %
+// margin), and how often only one side has one.
+void headline(std::ostringstream& s, const std::vector<Group>& groups) {
+  const std::vector<std::string> challengers = challengers_of(groups);
+  if (challengers.empty()) return;
+  s << "## Headline\n\nEach planner that is not a baseline against the best of the five baselines on the same "
+    << "cluster, model, batch and seed (tokens/s of the simulated plans). Win / tie / loss: ratio above 1.005 / "
+    << "within 0.5 % / below 0.995; \"only it\": no baseline has a feasible plan and it has one; \"none\": it "
+    << "has none where a baseline has one.\n\n"
+    << "| planner | models | comparisons | geometric mean | least | most | wins / ties / losses | only it | none |\n"
+    << "|---|---|---:|---:|---:|---:|---|---:|---:|\n";
+  for (const std::string& p : challengers)
+    for (const bool moe : {false, true}) {
+      std::vector<double> ratios;
+      int only_it = 0, none = 0, compared = 0;
+      for (const Group& g : groups) {
+        const CellResult* r = g.of(p);
+        if (r == nullptr || r->comparison->moe != moe) continue;
+        ++compared;
+        const double best = g.best_baseline();
+        const bool mine = r->comparison->feasible();
+        if (mine && best > 0) ratios.push_back(r->comparison->tokens_per_s / best);
+        else if (mine) ++only_it;
+        else if (best > 0) ++none;
+      }
+      if (compared == 0) continue;
+      s << "| " << p << " | " << (moe ? "MoE" : "dense") << " | " << compared << " | ";
+      if (ratios.empty()) {
+        s << "- | - | - | - | " << only_it << " | " << none << " |\n";
+        continue;
+      }
+      double log_sum = 0;
+      int wins = 0, losses = 0;
+      for (double v : ratios) {
+        log_sum += std::log(v);
+        wins += v > 1.005;
+        losses += v < 0.995;
+      }
+      const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
+      s << fmt("%.3f", std::exp(log_sum / static_cast<double>(ratios.size()))) << " | " << fmt("%.3f", *lo) << " | "
+        << fmt("%.3f", *hi) << " | " << wins << " / " << static_cast<int>(ratios.size()) - wins - losses << " / "
+        << losses << " | " << only_it << " | " << none << " |\n";
+    }
+  s << "\n";
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Per planner over every comparison cell: outcomes, searches cut short, planning wall time and the error of
+// its own prediction of the iteration time against the simulator (mean of |predicted / simulated - 1| over
+// its feasible plans).
+void planner_table(std::ostringstream& s, const std::vector<Group>& groups) {
+  std::vector<const Group*> all;
+  for (const Group& g : groups) all.push_back(&g);
+  s << "## Per planner\n\n| planner | runs | feasible plans | OOM | no plan | searches cut | planning s: median / "
+    << "max | own-model error |\n|---|---:|---:|---:|---:|---:|---|---:|\n";
+  for (const std::string& p : planners_of(all)) {
+    int runs = 0, feasible = 0, oom = 0, cut = 0;
+    std::vector<double> times;
+    double error_sum = 0;
+    for (const Group& g : groups) {
+      const CellResult* r = g.of(p);
+      if (r == nullptr) continue;
+      const ComparisonOutcome& o = *r->comparison;
+      ++runs;
+      times.push_back(o.planning_time_s);
+      cut += !o.search_complete;
+      oom += o.has_plan && o.oom;
+      if (o.feasible()) {
+        ++feasible;
+        error_sum += std::abs(o.predicted_iteration_time_s / o.iteration_time_s - 1);
+      }
+    }
+    s << "| " << p << " | " << runs << " | " << feasible << " | " << oom << " | " << runs - feasible - oom << " | "
+      << cut << " | " << fmt("%.3g", median(times)) << " / " << fmt("%.3g", *std::max_element(times.begin(), times.end()))
+      << " | " << (feasible ? fmt("%.1f %%", 100 * error_sum / feasible) : "-") << " |\n";
+  }
+  s << "\n";
 }
 
 void details(std::ostringstream& s, const std::vector<Group>& groups) {
@@ -172,8 +265,10 @@ std::string experiment_summary(const Experiment& x, const std::vector<CellResult
     << "planning times are wall times of this run.\n\n";
   const std::vector<Group> groups = groups_of(results);
   if (!groups.empty()) {
+    headline(s, groups);
     s << "## Throughput relative to the best baseline\n\n";
     overview(s, groups);
+    planner_table(s, groups);
     s << "## Per cluster and model\n\n";
     details(s, groups);
   }

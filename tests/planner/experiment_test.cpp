@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include "planner/arachne/arachne_planner.h"   // default_policy_path
+#include "planner/arachne/policy_weights.h"   // file_fingerprint
 #include "sim/io/hdf5_writer.h"
 #include "sim/io/input_error.h"
 #include "tests/sim/test_support.h"
@@ -233,6 +235,44 @@ void expect_same_file(const std::string& a, const std::string& b) {
   }
 }
 
+// A comparison cell with a made-up outcome (tokens/s 0: no plan), for the summary's arithmetic.
+CellResult made_up_cell(const std::string& cluster, const std::string& planner, double tokens_per_s, bool moe = false) {
+  CellResult r;
+  r.cell.cluster = cluster;
+  r.cell.model = moe ? "moe-model" : "dense-model";
+  r.cell.global_batch = 64;
+  r.cell.planner = planner;
+  ComparisonOutcome o;
+  o.gpus = 8;
+  o.moe = moe;
+  o.label = planner;
+  o.has_plan = tokens_per_s > 0;
+  o.tokens_per_s = tokens_per_s;
+  o.iteration_time_s = o.has_plan ? 64.0 / tokens_per_s : std::nan("");
+  o.predicted_iteration_time_s = o.iteration_time_s * 1.1;  // every prediction 10 % too slow
+  r.comparison = o;
+  return r;
+}
+
+TEST(Experiment, SummaryHeadlineComparesWithTheBestBaselinePerCluster) {
+  // Cluster a: best baseline 100 (sailor), arachne 120 -> 1.2. Cluster b: best baseline 100, arachne 90 ->
+  // 0.9. Cluster c: no baseline plan, arachne has one -> "only it". Cluster d (MoE): arachne 200 over 100.
+  const std::vector<CellResult> results = {
+      made_up_cell("a", "megatron", 80),  made_up_cell("a", "sailor", 100), made_up_cell("a", "arachne", 120),
+      made_up_cell("b", "megatron", 100), made_up_cell("b", "sailor", 0),   made_up_cell("b", "arachne", 90),
+      made_up_cell("c", "megatron", 0),   made_up_cell("c", "sailor", 0),   made_up_cell("c", "arachne", 50),
+      made_up_cell("d", "megatron", 100, true), made_up_cell("d", "arachne", 200, true)};
+  Experiment x;
+  x.name = "made-up";
+  const std::string md = experiment_summary(x, results);
+  // Geometric mean of 1.2 and 0.9 = sqrt(1.08) = 1.039; one win, no tie, one loss; one "only it".
+  EXPECT_NE(md.find("| arachne | dense | 3 | 1.039 | 0.900 | 1.200 | 1 / 0 / 1 | 1 | 0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| arachne | MoE | 1 | 2.000 | 2.000 | 2.000 | 1 / 0 / 0 | 0 | 0 |"), std::string::npos) << md;
+  // Per planner: megatron ran 4 times with 3 plans; every prediction is 10 % off.
+  EXPECT_NE(md.find("| megatron | 4 | 3 | 0 | 1 | 0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 10.0 % |"), std::string::npos) << md;
+}
+
 TEST(Experiment, ResumeAfterLostCellsEndsWithTheSameFile) {
   TempDir dir;
   dir.write("tiny.yaml", kTiny);
@@ -257,6 +297,70 @@ TEST(Experiment, ResumeAfterLostCellsEndsWithTheSameFile) {
   EXPECT_NE(refused.err.find("error: --out: "), std::string::npos) << refused.err;
 }
 
+// The resume check names the learned planner's weights by content: shards made with other weights are
+// refused.
+TEST(Experiment, ResumeCheckNamesThePolicyWeightsByContent) {
+  TempDir dir;
+  // FNV-1a (64-bit) test vectors of its authors (http://www.isthe.com/chongo/tech/comp/fnv/): "" and "a".
+  EXPECT_EQ(file_fingerprint(dir.write("empty", "")), "cbf29ce484222325");
+  EXPECT_EQ(file_fingerprint(dir.write("a", "a")), "af63dc4c8601ec8c");
+  dir.write("learned.yaml", R"(version: 1
+budget: {evaluations: 20}
+comparisons:
+  - clusters: ["A100-80:1x4"]
+    models: [small-gpt.yaml]
+    planners: [arachne]
+)");
+  const CliRun run = dir.arachne("experiment learned.yaml --out out");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const fs::path options = dir / "out" / "experiment.h5.shards" / "options.txt";
+  std::string text = slurp(options);
+  const std::string line = "policy weights fnv1a " + file_fingerprint(default_policy_path()) + "\n";
+  const std::size_t at = text.find(line);
+  ASSERT_NE(at, std::string::npos) << text;
+  // The same shards, as if made with other weights.
+  text.replace(at, line.size(), "policy weights fnv1a 0123456789abcdef\n");
+  std::ofstream(options, std::ios::binary | std::ios::trunc) << text;
+  const CliRun refused = dir.arachne("experiment learned.yaml --out out");
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_NE(refused.err.find("\nerror: --out: the shard directory "), std::string::npos) << refused.err;
+  // Without the learned planner the weights are not named (other weights do not refuse the shards).
+  dir.write("baseline.yaml", R"(version: 1
+budget: {evaluations: 20}
+comparisons:
+  - clusters: ["A100-80:1x4"]
+    models: [small-gpt.yaml]
+    planners: [megatron]
+)");
+  ASSERT_EQ(dir.arachne("experiment baseline.yaml --out base").exit_code, 0);
+  EXPECT_EQ(slurp(dir / "base" / "experiment.h5.shards" / "options.txt").find("policy weights"), std::string::npos);
+}
+
+TEST(Experiment, SimulatorCostModelBlocksAreTheirOwnRows) {
+  TempDir dir;
+  dir.write("cost.yaml", R"(budget: {evaluations: 20}
+comparisons:
+  - {clusters: ["A100-80:1x4"], models: [small-gpt.yaml], planners: [megatron, sailor], cost_models: [own, simulator]}
+)");
+  const CliRun run = dir.arachne("experiment cost.yaml --out out");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const h5::TableData t = h5::read_table((dir / "out" / "experiment.h5").string(), "/comparisons");
+  // Cost models before planners; megatron is a baseline too (its own model is the simulator).
+  ASSERT_EQ(t.rows, 4u);
+  EXPECT_EQ(at<std::string>(t, "planner", 1), "sailor");
+  EXPECT_EQ(at<std::string>(t, "planner", 2), "megatron[simulator]");
+  EXPECT_EQ(at<std::string>(t, "planner", 3), "sailor[simulator]");
+  // Sailor's own model prices candidates without the simulator; with the simulator as its cost model every
+  // priced candidate is a simulation, within the budget.
+  EXPECT_EQ(at<std::int64_t>(t, "evaluations", 1), 0);
+  EXPECT_GT(at<std::int64_t>(t, "evaluations", 3), 0);
+  EXPECT_LE(at<std::int64_t>(t, "evaluations", 3), 20);
+  // The simulator-priced row is not a baseline of the ratios: the headline has no row for it.
+  const std::string md = slurp(dir / "out" / "summary.md");
+  EXPECT_EQ(md.find("## Headline"), std::string::npos) << md;
+  EXPECT_NE(md.find("| sailor[simulator] |"), std::string::npos) << md;
+}
+
 TEST(Experiment, BadFilesExitTwoWithTheLineAndWriteNothing) {
   TempDir dir;
   struct Case {
@@ -272,6 +376,7 @@ TEST(Experiment, BadFilesExitTwoWithTheLineAndWriteNothing) {
       {"unknown key", head + "    planners: [megatron]\n    budgets: {evaluations: 3}\n", ":5: comparisons[0].budgets: "},
       {"empty list", head + "    planners: []\n", ":4: comparisons[0].planners: "},
       {"no cells", "name: nothing\n", ":1: comparisons: "},
+      {"unknown cost model", head + "    planners: [megatron]\n    cost_models: [own, analytic]\n", ":5: comparisons[0].cost_models: "},
       {"wall without unit", head + "    planners: [megatron]\n    budget: {wall: 60}\n", ":5: comparisons[0].budget.wall: "},
       {"unknown replay key", "replays:\n  - trace: traces/native_small.csv\n    model: small-gpt.yaml\n    planners: [megatron]\n    windw: {start: \"0 s\"}\n",
        ":5: replays[0].windw: "},
