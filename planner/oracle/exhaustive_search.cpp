@@ -911,8 +911,7 @@ class Search {
 
   // The structure's placements up to what a dense model's gradient reduction can tell apart (one
   // representative per class, the first in enumeration order), when the enumeration takes at most
-  // kMaxClassPlacements (structures with a pipeline of several stages: kMaxLiftPlacements, as there are
-  // many such structures and each has its own stage boundaries):
+  // kMaxClassPlacements (cached per stage boundaries and groups):
   //  - in general, placements whose stages hold the same multiset of TP groups' GPU lists, stage by stage,
   //    have the same reduction floors: reduction_tails sees a placement only through them (a segment's
   //    holders are whole stages, a slice's members are sorted, the tied embedding spans a pipeline's first and
@@ -941,7 +940,7 @@ class Search {
       std::set<std::vector<std::vector<GpuId>>> seen;
       long visited = 0;
       placements(groups, [&](const std::vector<std::vector<GpuId>>& gpus) {
-        if (++visited > (one_stage ? kMaxClassPlacements : static_cast<long>(kMaxLiftPlacements))) {
+        if (++visited > kMaxClassPlacements) {
           pc.all = false;
           return false;
         }

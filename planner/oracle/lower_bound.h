@@ -117,6 +117,13 @@ class LowerBound {
   // The largest n <= max_n whose group_work_bound is below T (0: none): every larger n has a bound >= T (the
   // bound need not grow with n: a binary search on its suffix minima over n = 1..max_n, cached).
   long group_sample_cap(int node_group, int tp, int begin, int end, Recompute rc, bool zero1, long max_n, double T) const;
+  // The same through one layer range's envelope (the suffix minima over n of group_work_bound, filled when
+  // empty) of work_envelopes(...)[begin x (layers + 1) + end], for pipeline_sample_cap's inner loops.
+  long envelope_cap(std::vector<double>& envelope, int node_group, int tp, int begin, int end, Recompute rc, bool zero1,
+                    long max_n, double T) const;
+  std::vector<std::vector<double>>& work_envelopes(int node_group, int tp, Recompute rc, bool zero1, long max_n) const {
+    return work_envelopes_[std::make_tuple(node_group, tp, static_cast<int>(rc), zero1 ? 1 : 0, max_n)];
+  }
   // The least forward and backward pass times of each layer (then the embedding, then the head) on such a
   // group over micro-batches of 1..max_samples sequences (MoE: the lower of the EP and non-EP pricing). A pass
   // of those layers with any micro-batch takes at least their sum.
@@ -216,15 +223,6 @@ class LowerBound {
   // suffix minima over n of group_work_bound (index n = 1..max_n; [0] unused), filled on first use.
   mutable std::map<std::tuple<int, int, int, int, long>, std::vector<std::vector<double>>> work_envelopes_;
   mutable std::map<std::tuple<int, int, int, int>, LeastPasses> least_passes_;
- public:
-  // The envelopes of one (node group, tp, rc, zero1, max_n), for pipeline_sample_cap's inner loops.
-  std::vector<std::vector<double>>& work_envelopes(int node_group, int tp, Recompute rc, bool zero1, long max_n) const {
-    return work_envelopes_[std::make_tuple(node_group, tp, static_cast<int>(rc), zero1 ? 1 : 0, max_n)];
-  }
-  // The largest n with envelope[n] < T (envelope as above, filled when empty).
-  long envelope_cap(std::vector<double>& envelope, int node_group, int tp, int begin, int end, Recompute rc, bool zero1,
-                    long max_n, double T) const;
- private:
   mutable std::map<int, std::vector<double>> params_prefix_;
   mutable std::map<std::tuple<int, std::vector<GpuId>, double>, double> collective_floors_;  // per tp: parameters per rank of layers [0, l)
   // Memory of a group as fixed + in_flight x per_micro_batch (stage_memory is affine in in_flight), cached.
