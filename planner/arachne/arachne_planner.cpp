@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <set>
 
 #include "planner/arachne/features.h"
@@ -81,6 +82,7 @@ std::vector<Template> source_templates(const PlanRequest& r, long global, bool* 
     case TemplateSource::PolicyAndHeuristic: {
       std::vector<Template> both = policy_templates(r, global);
       for (Template& t : heuristic_templates(*r.cluster, *r.model, r.arachne_beam, global)) both.push_back(std::move(t));
+      for (Template& t : device_group_templates(*r.cluster, *r.model, kArachneDeviceGroupTemplates, global)) both.push_back(std::move(t));
       return both;
     }
     case TemplateSource::Policy:
@@ -169,6 +171,19 @@ std::vector<CompletedPlan> arachne_priced_plans(const PlanRequest& request, long
   return out;
 }
 
+Template simulation_structure(const Plan& plan, const Cluster& cluster) {
+  Template t = template_of(plan, cluster);
+  for (PipelineTemplate& p : t.pipelines) {
+    int g = 0;
+    for (const StageTemplate& s : p.stages)
+      for (const GroupKind& k : s.kinds) g = std::gcd(g, k.groups);
+    p.replicas *= g;
+    for (StageTemplate& s : p.stages)
+      for (GroupKind& k : s.kinds) k.groups /= g;
+  }
+  return canonical(t);
+}
+
 std::string default_policy_path() { return (std::filesystem::path(configs_dir()) / "policy" / "arachne.weights").string(); }
 
 PlanResult ArachnePlanner::plan(const PlanRequest& request) {
@@ -181,9 +196,11 @@ PlanResult ArachnePlanner::plan(const PlanRequest& request) {
   const std::vector<CompletedPlan> candidates = priced_candidates(templates, request, global, timer, &result.own_model_evaluations, &cut);
   Evaluator eval(request);
   double best = std::numeric_limits<double>::infinity();
+  std::set<Template> structures;  // of the plans simulated
   for (const CompletedPlan& c : candidates) {
     if (eval.evaluations() >= request.arachne_simulate || eval.exhausted()) break;
     if (result.plan && c.priced_s > kArachneSimulateWithin * candidates.front().priced_s) break;  // so are the rest
+    if (!structures.insert(simulation_structure(c.plan, *request.cluster)).second) continue;
     const std::optional<double> t = eval.iteration_time(c.plan);
     if (t && *t < best) {
       best = *t;

@@ -7,13 +7,20 @@
 //      seeded random walks over the grammar, `heuristic` = the first `beam` templates of the hand-written
 //      generator, `exhaustive` = every template of the restricted enumeration, at most
 //      arachne_exhaustive_cap of them (random and exhaustive use the restricted space the training labels
-//      come from, LabelOptions::enumeration in planner/arachne/labeler.h);
+//      come from, LabelOptions::enumeration in planner/arachne/labeler.h); the default source (policy+
+//      heuristic) adds the heuristic generator's templates and kArachneDeviceGroupTemplates device-group
+//      templates (one pipeline whose stages hold many data-parallel TP groups, Metis's shape;
+//      device_group_templates in planner/template/enumerate.h), which the local search (step 3) folds,
+//      unfolds, widens with idle GPUs and splits into pipelines of different depths
+//      (planner/template/neighbors.h);
 //   3. completion of every template by rule and a small candidate set, each candidate priced by the fast
 //      estimator (planner/template/completion.h, estimator.h); a wall-clock budget stops it (the templates
 //      completed so far are kept);
 //   4. the `simulate` best-priced plans simulated (each counted against the request's budget), but only
-//      those priced within kArachneSimulateWithin of the best once one simulated plan fits; the fastest
-//      simulated plan is returned.
+//      those priced within kArachneSimulateWithin of the best once one simulated plan fits, and one plan per
+//      structure (simulation_structure: another completion of a template simulated already, or its fold,
+//      is skipped, so that the estimator's error on one structure cannot fill every simulation); the
+//      fastest simulated plan is returned.
 // No LibTorch: the policy's weights are read from a file (default: the shipped configs/policy/
 // arachne.weights; DESIGN.md "Planners").
 #pragma once
@@ -51,6 +58,11 @@ std::vector<Template> proposed_templates(const PlanRequest& request, long global
 // the request's wall-clock budget cuts it.
 std::vector<CompletedPlan> arachne_priced_plans(const PlanRequest& request, long global_batch, long* priced = nullptr);
 
+// The structure a plan is simulated for in step 4: its template with every class unfolded (the groups'
+// common factor per stage moved to the replicas; planner/template/neighbors.h fold moves), so that r
+// identical pipelines and one pipeline of r-group stages, which run the same GPUs and stages, count as one.
+Template simulation_structure(const Plan& plan, const Cluster& cluster);
+
 // Step 4 simulates a best-priced plan after the first only while its price is within this factor of the
 // best price (once a simulated plan fits): a plan priced further off has not been seen to simulate faster,
 // and each simulation of a large cluster costs as much as hundreds of pricings. Measured by
@@ -69,6 +81,10 @@ inline constexpr double kArachneSimulateWithin = 1.10;
 inline constexpr int kArachneExtendMaxGpus = 64;
 inline constexpr long kArachneExtendBelow = 300;
 inline constexpr int kArachneMaxRounds = 6;
+
+// Device-group templates proposed by the default source: rule 3 of the heuristic generator folded at up to
+// this many replica counts (each halves the one before, so three cover replica counts a factor of 4 apart).
+inline constexpr int kArachneDeviceGroupTemplates = 3;
 
 class ArachnePlanner : public Planner {
  public:

@@ -174,18 +174,19 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// Per planner over every comparison cell: outcomes, searches cut short, planning wall time and the error of
-// its own prediction of the iteration time against the simulator (mean of |predicted / simulated - 1| over
-// its feasible plans).
+// Per planner over every comparison cell: outcomes, searches cut short, planning wall time, the error of its
+// own prediction of the iteration time against the simulator (mean of |predicted / simulated - 1| over its
+// feasible plans) and the geometric mean of its tokens/s over the best baseline's (where both have a plan).
 void planner_table(std::ostringstream& s, const std::vector<Group>& groups) {
   std::vector<const Group*> all;
   for (const Group& g : groups) all.push_back(&g);
   s << "## Per planner\n\n| planner | runs | feasible plans | OOM | no plan | searches cut | planning s: median / "
-    << "max | own-model error |\n|---|---:|---:|---:|---:|---:|---|---:|\n";
+    << "max | own-model error | geometric mean x best baseline |\n|---|---:|---:|---:|---:|---:|---|---:|---:|\n";
   for (const std::string& p : planners_of(all)) {
     int runs = 0, feasible = 0, oom = 0, cut = 0;
     std::vector<double> times;
-    double error_sum = 0;
+    double error_sum = 0, log_ratio_sum = 0;
+    int ratios = 0;
     for (const Group& g : groups) {
       const CellResult* r = g.of(p);
       if (r == nullptr) continue;
@@ -197,11 +198,16 @@ void planner_table(std::ostringstream& s, const std::vector<Group>& groups) {
       if (o.feasible()) {
         ++feasible;
         error_sum += std::abs(o.predicted_iteration_time_s / o.iteration_time_s - 1);
+        if (const double best = g.best_baseline(); best > 0) {
+          log_ratio_sum += std::log(o.tokens_per_s / best);
+          ++ratios;
+        }
       }
     }
     s << "| " << p << " | " << runs << " | " << feasible << " | " << oom << " | " << runs - feasible - oom << " | "
       << cut << " | " << fmt("%.3g", median(times)) << " / " << fmt("%.3g", *std::max_element(times.begin(), times.end()))
-      << " | " << (feasible ? fmt("%.1f %%", 100 * error_sum / feasible) : "-") << " |\n";
+      << " | " << (feasible ? fmt("%.1f %%", 100 * error_sum / feasible) : "-") << " | "
+      << (ratios ? fmt("%.3f", std::exp(log_ratio_sum / ratios)) : "-") << " |\n";
   }
   s << "\n";
 }

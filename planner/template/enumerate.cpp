@@ -385,8 +385,9 @@ std::vector<const TypeInfo*> spanning_order(const std::vector<TypeInfo>& types, 
 }
 
 // Rule 3 for one replica count: nullopt when a type has no GPU per replica or nothing fits.
+// With `soft_depth`, a pipeline that no widening brings within the depth bound is kept when it fits in memory.
 std::optional<PipelineTemplate> spanning(const std::vector<const TypeInfo*>& order, int replicas, long global_batch,
-                                         const ModelConfig& model, const Profiler& prof) {
+                                         const ModelConfig& model, const Profiler& prof, bool soft_depth = false) {
   std::vector<TypeShare> shares;
   for (const TypeInfo* t : order) {
     const int gpus = gpus_of(*t) / replicas;
@@ -401,6 +402,8 @@ std::optional<PipelineTemplate> spanning(const std::vector<const TypeInfo*>& ord
     if (static_cast<long>(stages.size()) > max_depth) {
       for (TypeShare& s : shares)
         if (wider_tp(*s.type, s.gpus, s.tp, model) > 0 && (!widen || s.type->peak * s.tp < widen->type->peak * widen->tp)) widen = &s;
+      if (widen == nullptr && soft_depth && static_cast<long>(stages.size()) <= model.layers && pipeline_fits(stages, model, prof))
+        return make_class(stages, replicas, model);
     } else {
       const int unfit = first_unfit_stage(stages, model, prof);
       if (unfit < 0) return make_class(stages, replicas, model);
@@ -417,16 +420,34 @@ std::optional<PipelineTemplate> spanning(const std::vector<const TypeInfo*>& ord
 // largest that works at no more than half the last one's replicas. Fewer replicas make deeper pipelines
 // with more micro-batches each: which balance is best depends on the cluster, so a few spaced points are
 // proposed and priced.
+// With `whole_shares`, only replica counts that divide every type's GPU count (so that no GPU is left idle),
+// and the depth bound soft (a pipeline that no widening brings within it is kept when it fits in memory).
 std::vector<PipelineTemplate> spanning_pipelines(const std::vector<TypeInfo>& types, long global_batch,
-                                                 const ModelConfig& model, const Profiler& prof, int count) {
+                                                 const ModelConfig& model, const Profiler& prof, int count,
+                                                 bool whole_shares = false) {
   std::vector<PipelineTemplate> out;
   if (types.size() < 2) return out;
   const std::vector<const TypeInfo*> order = spanning_order(types, prof);
+  int gpus_gcd = 0;
+  for (const TypeInfo& t : types) gpus_gcd = std::gcd(gpus_gcd, gpus_of(t));
   for (auto it = kCounts.rbegin(); it != kCounts.rend() && static_cast<int>(out.size()) < count; ++it) {
     if (!out.empty() && *it * 2 > out.back().replicas) continue;
-    if (auto p = spanning(order, *it, global_batch, model, prof)) out.push_back(*p);
+    if (whole_shares && gpus_gcd % *it != 0) continue;
+    if (auto p = spanning(order, *it, global_batch, model, prof, whole_shares)) out.push_back(*p);
   }
   return out;
+}
+
+// Rule 3's pipeline folded into one: its r replicas become r TP groups in every stage (each stage a device
+// group of one type's slice, Metis's shape: Um et al. USENIX ATC'24 §4), for MoE EP of the same width over
+// the stage's groups (scope stage) instead of over the replicas.
+PipelineTemplate folded(PipelineTemplate p) {
+  for (StageTemplate& s : p.stages) {
+    for (GroupKind& k : s.kinds) k.groups *= p.replicas;
+    if (s.ep > 1) s.ep_scope = EpScope::Stage;
+  }
+  p.replicas = 1;
+  return p;
 }
 
 class Collector {
@@ -472,6 +493,18 @@ std::vector<Template> heuristic_templates(const Cluster& cluster, const ModelCon
   if (all_types.pipelines.size() > 1) c.add(all_types);
   for (const std::vector<PipelineTemplate>& ps : per_type)
     for (const PipelineTemplate& p : ps) c.add(Template{{p}});
+  return c.take();
+}
+
+std::vector<Template> device_group_templates(const Cluster& cluster, const ModelConfig& model, int k, long global_batch) {
+  Collector c(cluster, model, 2 * k);
+  if (k < 1 || cluster.nodes.empty()) return {};
+  const Profiler prof(cluster, model);
+  const std::vector<TypeInfo> types = types_by_speed(cluster, model, prof);
+  for (const PipelineTemplate& p : spanning_pipelines(types, global_batch > 0 ? global_batch : model.global_batch, model, prof, k, true)) {
+    if (p.replicas > 1) c.add(Template{{folded(p)}});
+    c.add(Template{{p}});
+  }
   return c.take();
 }
 

@@ -88,4 +88,13 @@ std::vector<Template> sample_templates(const Cluster& cluster, const ModelConfig
 // with every expert on every rank (planner/common/profile.h), a conservative bound.
 std::vector<Template> heuristic_templates(const Cluster& cluster, const ModelConfig& model, int k, long global_batch = 0);
 
+// Rule 3 at replica counts r that divide every type's GPU count (every GPU works; rule 3 itself takes the
+// largest count that fits and may leave some idle), at up to k such counts (each at most half the one
+// before), each as one pipeline whose stages hold r TP groups each (device-group stages, the shape of
+// Metis's plans; MoE: EP over the stage's groups) and as r replicated pipelines: the same GPUs and stages;
+// the folded form gives the stages one layer partition and one micro-batch schedule. At most 2k, fold first,
+// canonical, distinct, each runnable with a token form. Proposed beside the policy and the heuristic
+// generator by the arachne planner.
+std::vector<Template> device_group_templates(const Cluster& cluster, const ModelConfig& model, int k, long global_batch = 0);
+
 }  // namespace arachne::planner

@@ -165,6 +165,107 @@ void reshape_moves(const Template& t, std::size_t c, MoveSink& sink) {
   }
 }
 
+// Data parallelism moved between replicas and TP groups: r identical pipelines folded into r/d pipelines
+// whose every stage holds d times the TP groups (d = r: one pipeline of device-group stages, the shape of
+// Metis's plans, Um et al. USENIX ATC'24), and back: a class whose group counts share a factor g unfolded
+// into g times the replicas with 1/g the groups (d, g: all of it and half). The GPUs stay the same; what
+// changes is whether a stage's data-parallel copies share one micro-batch schedule and layer partition. EP
+// over pipelines keeps the part of its width that divides the new replica count. At any count.
+void fold_moves(const Template& t, std::size_t c, MoveSink& sink) {
+  const PipelineTemplate& cls = t.pipelines[c];
+  auto scaled = [&](int replicas, int groups_mul, int groups_div) {
+    Template n = t;
+    PipelineTemplate& p = n.pipelines[c];
+    p.replicas = replicas;
+    for (StageTemplate& s : p.stages) {
+      for (GroupKind& k : s.kinds) k.groups = k.groups * groups_mul / groups_div;
+      if (s.ep_scope == EpScope::Pipelines) s.ep = std::gcd(s.ep, replicas);
+    }
+    sink.add(n, /*any_count=*/true);
+  };
+  const int r = cls.replicas;
+  for (const int d : {r, r % 2 == 0 ? 2 : 0})
+    if (d > 1) scaled(r / d, d, 1);
+  int g = 0;
+  for (const StageTemplate& s : cls.stages)
+    for (const GroupKind& k : s.kinds) g = std::gcd(g, k.groups);
+  for (const int d : {g, g % 2 == 0 ? 2 : 0})
+    if (d > 1) scaled(r * d, 1, d);
+}
+
+// Idle GPUs taken up: per GPU type with GPUs that no class uses, (a) spread as more TP groups over the
+// stages of the class that hold the type (each such stage the same number more; all on the first such stage
+// when that share is zero), or (b) when the class holds no stage of the type, a stage of the type appended,
+// its TP the class's narrowest width that divides the heads, as many groups as the idle GPUs hold.
+// Counting down until the template packs into the nodes. At any count: a planning candidate, not a label.
+void idle_moves(const Template& t, std::size_t c, MoveSink& sink) {
+  const std::map<std::string, int> idle = spare_gpus(t, t.pipelines.size(), sink);
+  const PipelineTemplate& cls = t.pipelines[c];
+  for (const auto& [type, free] : idle) {
+    if (free < 1) continue;
+    std::vector<std::size_t> holders;
+    for (std::size_t j = 0; j < cls.stages.size(); ++j)
+      for (const GroupKind& k : cls.stages[j].kinds)
+        if (k.gpu_type == type) holders.push_back(j);
+    auto with_more = [&](int per_stage, bool first_only) {
+      Template n = t;
+      for (const std::size_t j : holders) {
+        StageTemplate& s = n.pipelines[c].stages[j];
+        for (GroupKind& k : s.kinds)
+          if (k.gpu_type == type) k.groups += per_stage;
+        if (first_only) break;
+      }
+      return sink.add(n, /*any_count=*/true);
+    };
+    if (!holders.empty()) {
+      long gpus_per_group = 0;  // GPUs one more group on every holder takes, over the replicas
+      for (const std::size_t j : holders) gpus_per_group += static_cast<long>(cls.stages[j].tp) * cls.replicas;
+      const int each = static_cast<int>(free / gpus_per_group);
+      if (each > 0) {
+        for (int e = each; e >= std::max(1, each - 3); --e)
+          if (with_more(e, false)) break;
+      } else {
+        const int most = free / (cls.stages[holders.front()].tp * cls.replicas);
+        for (int e = most; e >= std::max(1, most - 3); --e)
+          if (with_more(e, true)) break;
+      }
+      continue;
+    }
+    if (static_cast<int>(cls.stages.size()) >= sink.model().layers) continue;
+    int tp = 0;
+    for (const StageTemplate& s : cls.stages)
+      if (tp_divides_heads(s.tp, sink.model()) && (tp == 0 || s.tp < tp)) tp = s.tp;
+    if (tp == 0) continue;
+    const int most = free / (tp * cls.replicas);
+    for (int groups = most; groups >= std::max(1, most - 3); --groups) {
+      Template n = t;
+      StageTemplate added = cls.stages.back();
+      added.tp = tp;
+      added.kinds = {{type, groups}};
+      n.pipelines[c].stages.push_back(added);
+      if (sink.add(n, /*any_count=*/true)) break;
+    }
+  }
+}
+
+// A deep class split into two classes of about half its depth each (the even-numbered stages and the
+// odd-numbered ones, so that both keep the class's mix of GPU types in its order), at the class's replica
+// count: pipelines of different depths and GPU mixes, as FlashFlex lays out large models on heterogeneous
+// clusters (Yan et al. arXiv:2409.01143), whose shallower pipelines bubble less and whose layer split per
+// stage is finer (more layers per stage). Only for classes of at least four stages.
+void split_depth_moves(const Template& t, std::size_t c, MoveSink& sink) {
+  const PipelineTemplate& cls = t.pipelines[c];
+  if (cls.stages.size() < 4) return;
+  PipelineTemplate even = cls, odd = cls;
+  even.stages.clear();
+  odd.stages.clear();
+  for (std::size_t j = 0; j < cls.stages.size(); ++j) (j % 2 == 0 ? even : odd).stages.push_back(cls.stages[j]);
+  Template n = t;
+  n.pipelines[c] = even;
+  n.pipelines.push_back(odd);
+  sink.add(n, /*any_count=*/true);
+}
+
 void stage_moves(const Template& t, std::size_t c, std::size_t j, MoveSink& sink) {
   const StageTemplate& s = t.pipelines[c].stages[j];
   auto with_stage = [&](const StageTemplate& changed) {
@@ -282,6 +383,9 @@ std::vector<Template> template_neighbors(const Template& start, const Cluster& c
     class_moves(t, c, sink);
     fill_moves(t, c, sink);
     reshape_moves(t, c, sink);
+    fold_moves(t, c, sink);
+    idle_moves(t, c, sink);
+    split_depth_moves(t, c, sink);
     for (std::size_t j = 0; j < t.pipelines[c].stages.size(); ++j) {
       stage_moves(t, c, j, sink);
       for (std::size_t k = 0; k < t.pipelines[c].stages[j].kinds.size(); ++k) kind_moves(t, c, j, k, sink);

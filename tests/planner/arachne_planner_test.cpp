@@ -1,6 +1,8 @@
 #include "planner/arachne/arachne_planner.h"
 
 #include <gtest/gtest.h>
+
+#include <set>
 #include <unistd.h>
 
 #include <cmath>
@@ -102,8 +104,10 @@ TEST(ArachnePlanner, SimulatesOnlyPlansPricedCloseToTheBest) {
     std::optional<double> fastest;
     double fastest_price = 0;
     long simulated = 0;
+    std::set<Template> structures;
     for (const CompletedPlan& c : plans) {
       if (simulated == r.arachne_simulate || (fastest && c.priced_s > kArachneSimulateWithin * plans.front().priced_s)) break;
+      if (!structures.insert(simulation_structure(c.plan, cluster)).second) continue;
       ++simulated;
       const SimResult sim = simulate_iteration(cluster, topo, model, c.plan, SimOptions{});
       if (!sim.oom && (!fastest || sim.iteration_time_s < *fastest)) fastest = sim.iteration_time_s, fastest_price = c.priced_s;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "planner/template/tokens.h"
@@ -302,6 +303,35 @@ TEST(HeuristicTemplates, DeepModelsGetPipelines) {
   ASSERT_FALSE(ts.empty());
   for (const Template& t : ts)
     for (const PipelineTemplate& p : t.pipelines) EXPECT_GT(p.stages.size(), 1u) << to_text(t);
+}
+
+// Device-group templates: every GPU of every type in use (unlike rule 3 of the heuristic generator, which
+// takes 1/40 of each type on a cluster of 64 H100s, 64 A100s and 128 V100s and leaves 64 idle), one type per
+// stage, and each one-pipeline template the fold of a replicated one in the list (its r replicas = r groups
+// per stage): the same GPUs and stages.
+TEST(DeviceGroupTemplates, UseEveryGpuAndFoldReplicasIntoGroupsPerStage) {
+  const Cluster c = load_cluster("H100:8x8,A100-80:16x4,V100-32:64x2", GpuCatalog::load_default());
+  const ModelConfig m = load_model("llama2-7b");
+  const long batch = 1024;
+  const std::vector<Template> all = device_group_templates(c, m, 3, batch);
+  int folded = 0;
+  for (const Template& t : all) {
+    ASSERT_EQ(t.pipelines.size(), 1u) << to_text(t);
+    EXPECT_EQ(t.num_gpus(), 256) << to_text(t);
+    EXPECT_TRUE(template_problem(t, c, m).empty()) << to_text(t);
+    const PipelineTemplate& p = t.pipelines.front();
+    for (const StageTemplate& s : p.stages) EXPECT_EQ(s.kinds.size(), 1u) << to_text(t);
+    if (p.replicas > 1) continue;
+    ++folded;
+    const int r = p.stages.front().tp_groups();
+    EXPECT_GT(r, 1) << to_text(t);
+    Template unfolded = t;
+    unfolded.pipelines.front().replicas = r;
+    for (StageTemplate& s : unfolded.pipelines.front().stages) s.kinds.front().groups /= r;
+    EXPECT_NE(std::find(all.begin(), all.end(), canonical(unfolded)), all.end()) << to_text(t);
+  }
+  EXPECT_GE(folded, 1);
+  EXPECT_EQ(device_group_templates(c, m, 3, batch), all);
 }
 
 }  // namespace

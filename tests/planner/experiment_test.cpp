@@ -271,6 +271,9 @@ TEST(Experiment, SummaryHeadlineComparesWithTheBestBaselinePerCluster) {
   // Per planner: megatron ran 4 times with 3 plans; every prediction is 10 % off.
   EXPECT_NE(md.find("| megatron | 4 | 3 | 0 | 1 | 0 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 10.0 % |"), std::string::npos) << md;
+  // Arachne over the best baseline where both plan: 1.2, 0.9 (cluster c has no baseline plan) and 2.0:
+  // (1.2 x 0.9 x 2.0)^(1/3) = 1.293.
+  EXPECT_NE(md.find("| 10.0 % | 1.293 |"), std::string::npos) << md;
 }
 
 TEST(Experiment, ResumeAfterLostCellsEndsWithTheSameFile) {

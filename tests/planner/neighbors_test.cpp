@@ -89,6 +89,47 @@ TEST(TemplateNeighbors, FillMoveTakesEveryFreeGpuAtAnyCount) {
   EXPECT_FALSE(encode(parse_template("58x[A10G:tp1x1]"), type_order(c)).has_value());
 }
 
+// Fold: r replicas -> r/d pipelines with d times the groups per stage (d = r and 2); unfold: back by the
+// groups' common factor (all of it and 2). The GPUs per type stay the same.
+TEST(TemplateNeighbors, FoldMovesTradeReplicasForGroupsPerStage) {
+  const ModelConfig m = load_model("llama2-7b");
+  const Cluster c = spec("A100-80:1x8,V100-32:1x8");
+  const std::vector<Template> from_replicas = template_neighbors(parse_template("4x[A100-80:tp2x1 | V100-32:tp2x1]"), c, m);
+  EXPECT_TRUE(contains(from_replicas, "1x[A100-80:tp2x4 | V100-32:tp2x4]"));
+  EXPECT_TRUE(contains(from_replicas, "2x[A100-80:tp2x2 | V100-32:tp2x2]"));
+  const std::vector<Template> from_wide = template_neighbors(parse_template("1x[A100-80:tp2x4 | V100-32:tp2x4]"), c, m);
+  EXPECT_TRUE(contains(from_wide, "4x[A100-80:tp2x1 | V100-32:tp2x1]"));
+  EXPECT_TRUE(contains(from_wide, "2x[A100-80:tp2x2 | V100-32:tp2x2]"));
+}
+
+// Idle GPUs: 2 free A100s are one more TP-2 group, on the first A100 stage (two stages would need 4); the 8
+// free V100s, a type the pipeline does not hold, are a stage appended at the pipeline's narrowest TP (4
+// groups of 2).
+TEST(TemplateNeighbors, IdleMovesPickUpFreeGpus) {
+  const ModelConfig m = load_model("llama2-7b");
+  const Cluster c = spec("A100-80:1x8,V100-32:1x8");
+  const std::vector<Template> ns = template_neighbors(parse_template("1x[A100-80:tp2x2 | A100-80:tp2x1]"), c, m);
+  EXPECT_TRUE(contains(ns, "1x[A100-80:tp2x3 | A100-80:tp2x1]"));
+  EXPECT_TRUE(contains(ns, "1x[A100-80:tp2x2 | A100-80:tp2x1 | V100-32:tp2x4]"));
+  // Spread evenly when every holder can take the same number more: 4 free A100s over two TP-2 stages.
+  const std::vector<Template> spread = template_neighbors(parse_template("1x[A100-80:tp2x1 | A100-80:tp2x1]"), c, m);
+  EXPECT_TRUE(contains(spread, "1x[A100-80:tp2x2 | A100-80:tp2x2]"));
+}
+
+// Split by depth: the even- and odd-numbered stages become two pipelines of different depths, each with the
+// mix of types in the class's order.
+TEST(TemplateNeighbors, SplitDepthMoveMakesPipelinesOfDifferentDepths) {
+  const ModelConfig m = load_model("llama2-7b");
+  const Cluster c = spec("A100-80:1x8,V100-32:1x8");
+  const std::vector<Template> ns = template_neighbors(
+      parse_template("1x[A100-80:tp1x1 | A100-80:tp1x1 | A100-80:tp1x1 | V100-32:tp1x1 | V100-32:tp1x1]"), c, m);
+  EXPECT_TRUE(contains(ns, "1x[A100-80:tp1x1 | A100-80:tp1x1 | V100-32:tp1x1]; 1x[A100-80:tp1x1 | V100-32:tp1x1]"));
+  // Fewer than four stages: no split.
+  for (const Template& t : template_neighbors(parse_template("1x[A100-80:tp1x1 | A100-80:tp1x1 | V100-32:tp1x1]"), c, m))
+    EXPECT_FALSE(t.pipelines.size() == 2 && t.num_gpus() == 3 && t.pipelines[0].stages.size() + t.pipelines[1].stages.size() == 3)
+        << to_text(t);
+}
+
 TEST(TemplateNeighbors, MacroMovesReachOtherParallelismTradesInOneStep) {
   const ModelConfig dense = load_model("gpt3-1.3b");
   const Cluster h200 = spec("H200:7x2,L4:1x4");
@@ -120,10 +161,6 @@ TEST(TemplateNeighbors, MacroMovesReachOtherParallelismTradesInOneStep) {
   EXPECT_TRUE(contains(two_types, "1x[A100-80:tp2x1 | A100-80:tp2x1 | P100:tp4x1]"));
 }
 
-// A pricer that rewards GPUs used by one-stage pipelines (deeper ones unpriceable, so that a reshape cannot
-// fill the cluster with one deep pipeline at once): the search must climb from one GPU to all 16 by
-// doubling the replicas or the TP width (1 -> 2 -> 4 -> 8 -> 16 takes four rounds with width 1), and not
-// further than the rounds allow.
 // Priced by TP width alone (one pipeline of one TP group only): TP doubles once per move, so the search
 // climbs 1 -> 2 -> 4 -> 8, one step per round.
 std::optional<double> price_by_tp_width(const Template& t) {
