@@ -41,6 +41,10 @@ constexpr long kMaxCachedOptions = 5000000;
 // The reduction lift takes the least bucket floor over a structure's placements when it has at most this many
 // (beyond, no lift: the bounds stay admissible, only weaker), and keeps this many layouts' lifted option sets.
 constexpr size_t kMaxLiftPlacements = 64;
+// Placements enumerated to find a structure's classes (beyond: no classes - every placement is emitted, and
+// there is no lift), and structures' classes kept.
+constexpr long kMaxClassPlacements = 50000;
+constexpr size_t kMaxClassCache = 20000;
 constexpr size_t kMaxLiftedLayouts = 4096;
 constexpr long kMaxLiftedOptions = 1000000;
 const Recompute kRecompute[3] = {Recompute::None, Recompute::Selective, Recompute::Full};
@@ -259,15 +263,15 @@ class Search {
     bool some_split = false;
     for (int rc = 0; rc < 3 && !some_split; ++rc) {
       std::map<int, std::pair<long, long>> range;
-      some_split = sample_ranges(pipes, rc, &range);
+      some_split = sample_ranges(pipes, rc, /*zero1=*/true, &range);  // no optimizer step: holds for both
     }
     if (!some_split) {
       ++stats_.pruned_by_bound;
       return;
     }
     if (!has_placement(pipes)) return;
-    collect_lift_placements(pipes);
     const bool one_stage = std::all_of(pipes.begin(), pipes.end(), [&](int ps) { return pipe_shapes_[ps].stages.size() == 1; });
+    collect_placement_classes(pipes, one_stage);
     for (const bool zero1 : {false, true}) {
       // Pipelines of one stage only: the reduction's buckets and holders are the structure's own, so options
       // are bounded with their reduction tail as they are generated (pipe_options).
@@ -279,7 +283,7 @@ class Search {
       }
       for (int rc = 0; rc < 3 && !stop_; ++rc) {
         std::map<int, std::pair<long, long>> range;
-        if (!sample_ranges(pipes, rc, &range)) {
+        if (!sample_ranges(pipes, rc, zero1, &range)) {
           ++stats_.pruned_by_bound;
           continue;
         }
@@ -331,6 +335,21 @@ class Search {
     }
     return stage_rates_.emplace(key, PipelineRates(lb_, stages, kRecompute[rc], L_, static_cast<int>(G_))).first->second;
   }
+  // The most samples a pipeline of shape ps can take with each of its groups ending below the incumbent, by
+  // the groups' size-aware work bounds (pipeline_sample_cap, lower_bound.h). Cached until the incumbent changes.
+  long sample_cap(int ps, int rc, bool zero1) {
+    const double T = inc_.bound();
+    if (!std::isfinite(T)) return G_;
+    auto [it, fresh] = sample_caps_.try_emplace(std::make_tuple(ps, rc, zero1 ? 1 : 0), kInf, G_);
+    if (!fresh && it->second.first == T) return it->second.second;
+    std::vector<std::vector<std::pair<int, int>>> stages;
+    for (const int ss : pipe_shapes_[ps].stages) {
+      stages.emplace_back();
+      for (const int ng : stage_shapes_[ss].group_ng) stages.back().emplace_back(ng, stage_shapes_[ss].tp);
+    }
+    it->second = {T, pipeline_sample_cap(lb_, stages, kRecompute[rc], zero1, L_, G_, T)};
+    return it->second.second;
+  }
   // The work bound of a pipeline of shape ps per sample it takes: the larger of the two above.
   double pipeline_rate(int ps, int rc) { return std::max(sample_rate(ps, rc), stage_rates(ps, rc).pipeline_rate()); }
   static double work_bound(double n, double rate, int m) { return PipelineRates::work_bound(n, rate, m); }
@@ -340,7 +359,7 @@ class Search {
   // is at least max_i n_i x rate_i (pipeline_rate, at most n_i micro-batches), and a split with every
   // pipeline below the incumbent has n_i <= hi_i, so it exists only when sum_i hi_i >= G (the min over splits
   // of the max of the pipelines' bounds, for bounds that grow with the samples).
-  bool sample_ranges(const std::vector<int>& pipes, int rc, std::map<int, std::pair<long, long>>* range) {
+  bool sample_ranges(const std::vector<int>& pipes, int rc, bool zero1, std::map<int, std::pair<long, long>>* range) {
     const int P = static_cast<int>(pipes.size());
     const double T = inc_.bound();
     std::vector<long> hi(P);
@@ -356,6 +375,13 @@ class Search {
       hi[i] = h;
       total_hi += h;
     }
+    // The size-aware caps (a dynamic programme per pipeline shape) only where the rates leave a split.
+    for (int i = 0; i < P && total_hi >= G_; ++i) {
+      const long h = std::min(hi[i], sample_cap(pipes[i], rc, zero1));
+      total_hi -= hi[i] - h;
+      hi[i] = h;
+    }
+    if (total_hi < G_) return false;
     for (int i = 0; i < P; ++i) {
       const long lo = std::max(1L, G_ - (total_hi - hi[i]));
       if (lo > hi[i]) return false;
@@ -883,19 +909,59 @@ class Search {
     rec(0);
   }
 
-  // The structure's placements for the reduction lift, when it may be used (dense model, topology) and they
-  // are few enough.
-  void collect_lift_placements(const std::vector<int>& pipes) {
+  // The structure's placements up to what a dense model's gradient reduction can tell apart (one
+  // representative per class, the first in enumeration order), when the enumeration takes at most
+  // kMaxClassPlacements (cached per stage boundaries and groups):
+  //  - in general, placements whose stages hold the same multiset of TP groups' GPU lists, stage by stage,
+  //    have the same reduction floors: reduction_tails sees a placement only through them (a segment's
+  //    holders are whole stages, a slice's members are sorted, the tied embedding spans a pipeline's first and
+  //    last stages, ZeRO-1 gathers over a segment's holders). The reduction lift takes the least floor over
+  //    the classes when there are at most kMaxLiftPlacements of them;
+  //  - in a structure of one-stage pipelines every TP group holds every layer, and placements with the same
+  //    multiset of GPU lists over the whole structure simulate alike (README "Symmetry": a group's tasks
+  //    depend on its GPU type, tp and samples, not on which GPUs; no pipeline transfers; every bucket is
+  //    reduced over sorted members once all holders have it), as do the orders of a stage's samples among
+  //    its groups of one node group and tp (an order is a permutation of the groups' GPU lists). emit() then
+  //    simulates one placement per class, with the samples in one order (emit_by_class_).
+  void collect_placement_classes(const std::vector<int>& pipes, bool one_stage) {
     placements_list_.clear();
     lift_placements_ = nullptr;
+    emit_by_class_ = false;
     if (model_.moe || !req_.topo) return;
-    bool few = true;
-    placements(group_list(pipes), [&](const std::vector<std::vector<GpuId>>& gpus) {
-      few = placements_list_.size() < kMaxLiftPlacements;
-      if (few) placements_list_.push_back(gpus);
-      return few;
-    });
-    if (few && !placements_list_.empty()) lift_placements_ = &placements_list_;
+    std::vector<size_t> stage_end;  // one past the last group of each stage, in listing order
+    for (const int ps : pipes)
+      for (const int ss : pipe_shapes_[ps].stages)
+        stage_end.push_back((stage_end.empty() ? 0 : stage_end.back()) + stage_shapes_[ss].group_ng.size());
+    const std::vector<std::pair<int, int>> groups = group_list(pipes);
+    const auto cache_key = std::make_pair(one_stage ? std::vector<size_t>{groups.size()} : stage_end, groups);
+    auto cached = class_cache_.find(cache_key);
+    if (cached == class_cache_.end()) {
+      PlacementClasses pc;
+      std::set<std::vector<std::vector<GpuId>>> seen;
+      long visited = 0;
+      placements(groups, [&](const std::vector<std::vector<GpuId>>& gpus) {
+        if (++visited > kMaxClassPlacements) {
+          pc.all = false;
+          return false;
+        }
+        std::vector<std::vector<GpuId>> key = gpus;
+        size_t a = 0;
+        for (const size_t e : one_stage ? std::vector<size_t>{gpus.size()} : stage_end) {
+          std::sort(key.begin() + static_cast<long>(a), key.begin() + static_cast<long>(e));
+          a = e;
+        }
+        if (seen.insert(std::move(key)).second) pc.reps.push_back(gpus);
+        return true;
+      });
+      if (!pc.all) pc.reps.clear();
+      if (class_cache_.size() >= kMaxClassCache) class_cache_.clear();
+      cached = class_cache_.emplace(cache_key, std::move(pc)).first;
+    }
+    const PlacementClasses& pc = cached->second;
+    if (!pc.all || pc.reps.empty()) return;
+    emit_by_class_ = one_stage;
+    placements_list_ = pc.reps;
+    if (placements_list_.size() <= kMaxLiftPlacements) lift_placements_ = &placements_list_;
   }
 
   bool has_placement(const std::vector<int>& pipes) const {
@@ -929,6 +995,7 @@ class Search {
           a = e;
         }
       }
+    if (emit_by_class_) runs.clear();  // every order is a placement of the same class (collect_placement_classes)
     std::function<void(size_t)> orders = [&](size_t r) {
       if (stop_) return;
       if (r == runs.size()) {
@@ -945,7 +1012,7 @@ class Search {
 
   // Every placement and EP variant of one assignment of options: bounded, then buffered for simulation.
   void place_and_consider(const std::vector<int>& pipes, const std::vector<PipeOption>& opts, int rc, bool zero1) {
-    placements(group_list(pipes), [&](const std::vector<std::vector<GpuId>>& gpus) {
+    auto place = [&](const std::vector<std::vector<GpuId>>& gpus) {
       std::vector<PipelineSpec> specs;
       size_t gi = 0;
       for (size_t i = 0; i < pipes.size(); ++i) {
@@ -969,7 +1036,10 @@ class Search {
       base.zero1 = zero1;
       for (Plan& plan : ep_variants(base, model_)) consider(std::move(plan));
       return !stop_;
-    });
+    };
+    if (!emit_by_class_) return placements(group_list(pipes), place);
+    for (const std::vector<std::vector<GpuId>>& gpus : placements_list_)  // one per class
+      if (!place(gpus)) return;
   }
 
   void consider(Plan plan) {
@@ -1079,6 +1149,7 @@ class Search {
   std::map<int, bool> may_fit_;
   std::map<std::tuple<int, int, int, int, int, int>, int> memory_caps_;
   std::map<std::pair<int, int>, double> rate_;
+  std::map<std::tuple<int, int, int>, std::pair<double, long>> sample_caps_;  // (incumbent, cap)
   std::map<std::pair<int, int>, PipelineRates> stage_rates_;
   std::map<std::tuple<int, int, int>, std::vector<double>> floor_prefix_;
   std::map<std::tuple<int, int, int, long, long, long>, OptionSet> option_cache_;  // last: floor_tag_ or 0
@@ -1093,8 +1164,15 @@ class Search {
     LowerBound::ReductionFloor floor;
     std::map<int, OptionSet> sets;  // per one-stage pipeline shape
   };
-  std::vector<std::vector<std::vector<GpuId>>> placements_list_;
+  std::vector<std::vector<std::vector<GpuId>>> placements_list_;  // the current structure's class representatives
   const std::vector<std::vector<std::vector<GpuId>>>* lift_placements_ = nullptr;
+  bool emit_by_class_ = false;  // emit() takes one placement per class and one order of samples
+  struct PlacementClasses {
+    bool all = true;  // every placement was visited (else reps is empty)
+    std::vector<std::vector<std::vector<GpuId>>> reps;
+  };
+  // Per (stage ends, or the group count for one-stage structures; groups' node group and tp in listing order).
+  std::map<std::pair<std::vector<size_t>, std::vector<std::pair<int, int>>>, PlacementClasses> class_cache_;
   std::map<std::vector<std::vector<int>>, Lifted> lifted_;
   long lifted_options_ = 0;  // options held in lifted_
   long cached_options_ = 0;

@@ -197,7 +197,10 @@ const std::vector<double>& LowerBound::per_sample_floor(int node_group, int tp, 
   if (it != floors_.end()) return it->second;
   const int L = model_.layers;
   std::vector<double> best(L + 2, kInf);
-  for (int s = 1; s <= max_samples; ++s) {
+  int first = 1;  // the floor over 1..max_samples - 1, when known, is the floor over those sizes
+  auto prev = floors_.find(std::make_tuple(node_group, tp, static_cast<int>(rc), max_samples - 1));
+  if (max_samples > 1 && prev != floors_.end()) best = prev->second, first = max_samples;
+  for (int s = first; s <= max_samples; ++s) {
     const Table& t = table(node_group, tp, s, rc);
     for (int l = 0; l < L; ++l) {
       double c = t.fwd[l + 1] - t.fwd[l] + t.bwd[l + 1] - t.bwd[l];
@@ -208,6 +211,147 @@ const std::vector<double>& LowerBound::per_sample_floor(int node_group, int tp, 
     best[L + 1] = std::min(best[L + 1], (t.head_f + t.head_b) / s);
   }
   return floors_.emplace(key, std::move(best)).first->second;
+}
+
+double LowerBound::group_work_bound(int node_group, int tp, long n, int begin, int end, Recompute rc, bool zero1) const {
+  const int L = model_.layers;
+  const std::vector<double>& f = per_sample_floor(node_group, tp, rc, static_cast<int>(n));
+  double per_sample = 0;
+  for (int l = begin; l < end; ++l) per_sample += f[l];
+  if (begin == 0) per_sample += f[L];
+  if (end == L) per_sample += f[L + 1];
+  const double step = zero1 ? 0.0 : group_times(node_group, tp, 1, begin, end, rc, false).optimizer_s;
+  // n samples in m <= n micro-batches (PipelineRates::work_bound's slack at m = n), then one more duration.
+  return std::max(0.0, PipelineRates::work_bound(static_cast<double>(n), per_sample, static_cast<int>(n)) +
+                           step * (1 - kRelativeSlack) - 2 * kRoundingPerDuration);
+}
+
+long LowerBound::group_sample_cap(int node_group, int tp, int begin, int end, Recompute rc, bool zero1, long max_n,
+                                  double T) const {
+  if (max_n < 1) return 0;
+  std::vector<std::vector<double>>& all = work_envelopes(node_group, tp, rc, zero1, max_n);
+  const int L = model_.layers;
+  if (all.empty()) all.resize(static_cast<size_t>((L + 1) * (L + 1)));
+  return envelope_cap(all[static_cast<size_t>(begin * (L + 1) + end)], node_group, tp, begin, end, rc, zero1, max_n, T);
+}
+
+long LowerBound::envelope_cap(std::vector<double>& least, int node_group, int tp, int begin, int end, Recompute rc,
+                              bool zero1, long max_n, double T) const {
+  if (max_n < 1) return 0;
+  if (!std::isfinite(T)) return max_n;
+  if (least.empty()) {
+    least.assign(static_cast<size_t>(max_n) + 2, kInf);
+    for (long n = max_n; n >= 1; --n)
+      least[n] = std::min(least[n + 1], group_work_bound(node_group, tp, n, begin, end, rc, zero1));
+  }
+  // least[n] = min over n' >= n of the bound: non-decreasing; the largest n with least[n] < T is the largest n
+  // whose own bound is below T.
+  const auto first_out = std::lower_bound(least.begin() + 1, least.begin() + max_n + 1, T);
+  return static_cast<long>(first_out - (least.begin() + 1));
+}
+
+const LowerBound::LeastPasses& LowerBound::least_passes(int node_group, int tp, Recompute rc, int max_samples) const {
+  const auto key = std::make_tuple(node_group, tp, static_cast<int>(rc), max_samples);
+  auto it = least_passes_.find(key);
+  if (it != least_passes_.end()) return it->second;
+  const int L = model_.layers;
+  LeastPasses p{std::vector<double>(L + 2, kInf), std::vector<double>(L + 2, kInf)};
+  for (int s = 1; s <= max_samples; ++s) {
+    const Table& t = table(node_group, tp, s, rc);
+    for (int l = 0; l < L; ++l) {
+      double f = t.fwd[l + 1] - t.fwd[l], b = t.bwd[l + 1] - t.bwd[l];
+      if (model_.moe) f = std::min(f, t.fwd_ep[l + 1] - t.fwd_ep[l]), b = std::min(b, t.bwd_ep[l + 1] - t.bwd_ep[l]);
+      p.forward[l] = std::min(p.forward[l], f);
+      p.backward[l] = std::min(p.backward[l], b);
+    }
+    p.forward[L] = std::min(p.forward[L], t.emb_f);
+    p.backward[L] = std::min(p.backward[L], t.emb_b);
+    p.forward[L + 1] = std::min(p.forward[L + 1], t.head_f);
+    p.backward[L + 1] = std::min(p.backward[L + 1], t.head_b);
+  }
+  return least_passes_.emplace(key, std::move(p)).first->second;
+}
+
+long pipeline_sample_cap(const LowerBound& lb, const std::vector<std::vector<std::pair<int, int>>>& stages, Recompute rc,
+                         bool zero1, int layers, long max_n, double T) {
+  const int S = static_cast<int>(stages.size()), L = layers;
+  // Per distinct (node group, tp): prefix sums of its least passes, its optimizer step per layer range, its envelopes.
+  struct Type {
+    int node_group = 0, tp = 1;
+    std::vector<double> fwd, bwd;  // prefix over layers; embedding and head apart
+    double emb_f = 0, emb_b = 0, head_f = 0, head_b = 0;
+    std::vector<double> step;      // [e x (L + 1) + f]
+    std::vector<std::vector<double>>* envelopes = nullptr;
+  };
+  std::map<std::pair<int, int>, Type> types;
+  std::vector<std::vector<std::pair<Type*, int>>> count(S);  // per stage: groups of one node group and tp alike
+  for (int j = 0; j < S; ++j) {
+    std::map<std::pair<int, int>, int> c;
+    for (const auto& g : stages[j]) ++c[g];
+    for (const auto& [g, n] : c) {
+      auto [it, fresh] = types.try_emplace(g);
+      Type& t = it->second;
+      if (fresh) {
+        t.node_group = g.first, t.tp = g.second;
+        const LowerBound::LeastPasses& p = lb.least_passes(g.first, g.second, rc, static_cast<int>(max_n));
+        t.fwd.assign(L + 1, 0.0);
+        t.bwd.assign(L + 1, 0.0);
+        for (int l = 0; l < L; ++l) t.fwd[l + 1] = t.fwd[l] + p.forward[l], t.bwd[l + 1] = t.bwd[l] + p.backward[l];
+        t.emb_f = p.forward[L], t.emb_b = p.backward[L], t.head_f = p.forward[L + 1], t.head_b = p.backward[L + 1];
+        t.step.assign(static_cast<size_t>((L + 1) * (L + 1)), 0.0);
+        if (!zero1)
+          for (int e = 0; e < L; ++e)
+            for (int f = e + 1; f <= L; ++f) t.step[e * (L + 1) + f] = lb.group_times(g.first, g.second, 1, e, f, rc, false).optimizer_s;
+        t.envelopes = &lb.work_envelopes(g.first, g.second, rc, zero1, max_n);
+        if (t.envelopes->empty()) t.envelopes->resize(static_cast<size_t>((L + 1) * (L + 1)));
+      }
+      count[j].emplace_back(&t, n);
+    }
+  }
+  // The least forward (or backward) pass of layers [e, f) on any group of stage j.
+  auto least_pass = [&](int j, int e, int f, bool backward) {
+    double best = kInf;
+    for (const auto& [t, c] : count[j]) {
+      const double sum = backward ? t->bwd[f] - t->bwd[e] + (e == 0 ? t->emb_b : 0.0) + (f == L ? t->head_b : 0.0)
+                                  : t->fwd[f] - t->fwd[e] + (e == 0 ? t->emb_f : 0.0) + (f == L ? t->head_f : 0.0);
+      best = std::min(best, sum);
+    }
+    return best;
+  };
+  // chain_f[j][e], chain_fb[j][e]: the least forward chain, and forward plus backward chain, of stages 0..j-1
+  // over the partitions of layers [0, e) into them.
+  std::vector<std::vector<double>> chain_f(S + 1, std::vector<double>(L + 1, kInf)), chain_fb = chain_f;
+  chain_f[0][0] = chain_fb[0][0] = 0;
+  for (int j = 0; j + 1 < S; ++j)
+    for (int e = 0; e < L; ++e) {
+      if (!std::isfinite(chain_f[j][e])) continue;
+      for (int f = e + 1; f <= L; ++f) {
+        const double fw = least_pass(j, e, f, false), bw = least_pass(j, e, f, true);
+        chain_f[j + 1][f] = std::min(chain_f[j + 1][f], chain_f[j][e] + fw);
+        chain_fb[j + 1][f] = std::min(chain_fb[j + 1][f], chain_fb[j][e] + fw + bw);
+      }
+    }
+  // best[j][e]: the most samples stages j.. can take over a partition of layers [e, L) (-1: none).
+  std::vector<std::vector<long>> best(S + 1, std::vector<long>(L + 1, -1));
+  best[S][L] = max_n;
+  for (int j = S - 1; j >= 0; --j)
+    for (int e = 0; e < L; ++e) {
+      if (!std::isfinite(chain_f[j][e])) continue;
+      // The chains' passes are 2j tasks of two rounded durations each, summed in another order.
+      const double slack = 4e-9 * j;
+      const double cf = chain_f[j][e] * (1 - 1e-9) - slack, cfb = chain_fb[j][e] * (1 - 1e-9) - slack;
+      for (int f = e + 1; f <= L; ++f) {
+        if (best[j + 1][f] <= best[j][e]) continue;  // cannot raise best[j][e]
+        long sum = 0;
+        for (const auto& [t, c] : count[j]) {
+          const size_t at = static_cast<size_t>(e * (L + 1) + f);
+          const double wait = std::max(cf, cfb - t->step[at]);
+          sum += c * lb.envelope_cap((*t->envelopes)[at], t->node_group, t->tp, e, f, rc, zero1, max_n, T - std::max(0.0, wait));
+        }
+        best[j][e] = std::max(best[j][e], std::min(sum, best[j + 1][f]));
+      }
+    }
+  return std::max(0L, best[0][0]);
 }
 
 PipelineRates::PipelineRates(const LowerBound& lb, const std::vector<std::vector<std::pair<int, int>>>& stages,

@@ -107,6 +107,31 @@ class LowerBound {
   // layer per micro-batch spends at least s times this on it.
   const std::vector<double>& per_sample_floor(int node_group, int tp, Recompute rc, int max_samples) const;
 
+  // A lower bound on the end of a TP group of `tp` GPUs of `node_group` that runs n samples in all (m
+  // micro-batches of s sequences, n = m s) through layers [begin, end) (+ embedding when begin == 0, head when
+  // end == layers): its 2m tasks run one after the other, and each sample costs at least its per-layer floor
+  // over micro-batches of at most n sequences (per_sample_floor(.., n): s <= n, and small micro-batches run
+  // far below the GPU's best per-sample rate); without ZeRO-1 its optimizer step follows its last backward
+  // (with ZeRO-1 and MoE no step is counted). Less the engine's rounding (m <= n tasks of two durations each).
+  double group_work_bound(int node_group, int tp, long n, int begin, int end, Recompute rc, bool zero1) const;
+  // The largest n <= max_n whose group_work_bound is below T (0: none): every larger n has a bound >= T (the
+  // bound need not grow with n: a binary search on its suffix minima over n = 1..max_n, cached).
+  long group_sample_cap(int node_group, int tp, int begin, int end, Recompute rc, bool zero1, long max_n, double T) const;
+  // The same through one layer range's envelope (the suffix minima over n of group_work_bound, filled when
+  // empty) of work_envelopes(...)[begin x (layers + 1) + end], for pipeline_sample_cap's inner loops.
+  long envelope_cap(std::vector<double>& envelope, int node_group, int tp, int begin, int end, Recompute rc, bool zero1,
+                    long max_n, double T) const;
+  std::vector<std::vector<double>>& work_envelopes(int node_group, int tp, Recompute rc, bool zero1, long max_n) const {
+    return work_envelopes_[std::make_tuple(node_group, tp, static_cast<int>(rc), zero1 ? 1 : 0, max_n)];
+  }
+  // The least forward and backward pass times of each layer (then the embedding, then the head) on such a
+  // group over micro-batches of 1..max_samples sequences (MoE: the lower of the EP and non-EP pricing). A pass
+  // of those layers with any micro-batch takes at least their sum.
+  struct LeastPasses {
+    std::vector<double> forward, backward;  // size layers + 2
+  };
+  const LeastPasses& least_passes(int node_group, int tp, Recompute rc, int max_samples) const;
+
   // A lower bound on simulate_iteration(plan).iteration_time_s; nullopt when the simulator would report the
   // plan out of memory. Plans other than 1F1B without interleaving get 0 (no bound). With a topology it counts
   // the gradient reduction and the pipeline's point-to-point transfers (unless count_transfers(false)).
@@ -194,6 +219,10 @@ class LowerBound {
   std::vector<double> capacity_;  // per node group: GPU memory (bytes)
   mutable std::map<std::tuple<int, int, double, int>, Table> tables_;
   mutable std::map<std::tuple<int, int, int, int>, std::vector<double>> floors_;
+  // Per (node group, tp, rc, zero1, max_n) and layer range [begin, end) (index begin x (layers + 1) + end): the
+  // suffix minima over n of group_work_bound (index n = 1..max_n; [0] unused), filled on first use.
+  mutable std::map<std::tuple<int, int, int, int, long>, std::vector<std::vector<double>>> work_envelopes_;
+  mutable std::map<std::tuple<int, int, int, int>, LeastPasses> least_passes_;
   mutable std::map<int, std::vector<double>> params_prefix_;
   mutable std::map<std::tuple<int, std::vector<GpuId>, double>, double> collective_floors_;  // per tp: parameters per rank of layers [0, l)
   // Memory of a group as fixed + in_flight x per_micro_batch (stage_memory is affine in in_flight), cached.
@@ -233,6 +262,20 @@ class PipelineRates {
   std::vector<std::vector<std::pair<std::vector<double>, int>>> groups_;
   std::vector<std::vector<double>> rest_;  // [stage][layer]
 };
+
+// The most samples (at most max_n) a pipeline whose stage j has TP groups stages[j] ((node group, tp) each) can
+// take while every group's end stays below T, over every contiguous partition of the layers into its stages:
+// each stage runs all n samples of the pipeline, its group g n_g of them (sum_g n_g = n), and a group ends
+// before T only if n_g <= its cap; so a partition admits n only when every stage's caps sum to at least n, and
+// the pipeline's n is at most the largest, over partitions, of the least stage sum (a dynamic programme over
+// stages and cut layers). A group of stage k also waits for the chains of pipeline_lower_bound: its first
+// forward follows micro-batch 0's forwards through stages 0..k-1 (chain_f), and the end of its last backward
+// is followed by its optimizer step (O) and by the gradients' backwards through those stages (chain_b), each
+// pass no shorter than least_passes; so it ends no earlier than chain_f + group_work_bound + max(0, chain_b - O),
+// with each chain at least its least value over the partitions of the layers before the stage (a dynamic
+// programme forward). Its cap is group_sample_cap at T less that. 0: no n >= 1 ends below T.
+long pipeline_sample_cap(const LowerBound& lb, const std::vector<std::vector<std::pair<int, int>>>& stages, Recompute rc,
+                         bool zero1, int layers, long max_n, double T);
 
 struct LowerBound::ReductionFloor {
   Segments segments;  // as reduction_tails has them, busy_s the least over the placements (link loads unused)

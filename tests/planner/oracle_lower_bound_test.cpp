@@ -37,6 +37,8 @@ struct Tally {
   int stages_checked = 0;  // stages of several groups whose water-filling work bound was checked
   int pipelines_checked = 0;     // pipelines whose PipelineRates bound was checked
   int pipeline_rate_raised = 0;  // of several stages, whose pipeline rate exceeds the all-workers average by 1 %
+  int size_aware_raised = 0;     // groups whose size-aware work bound exceeds the one at the best size by 1 %
+  int caps_checked = 0;          // pipelines whose sample cap was checked
 };
 
 bool whole_shares(const std::vector<std::vector<LowerBound::LayoutGroup>>& groups) {
@@ -116,6 +118,16 @@ void check_placement_free(const Cluster& c, const LowerBound& lb, const Plan& pl
         if (cuts[k + 1] == L) rate += f[L + 1];
         const double work = pl.micro_batches * g.samples * rate * (1 - 1e-9) - 4e-9 * pl.micro_batches;
         EXPECT_LE(work, simulated) << plan_to_yaml(plan, c);
+        // The size-aware work bound of its m x s samples, with the optimizer step (pipeline_sample_cap's term).
+        const long n = std::lround(pl.micro_batches * g.samples);
+        const double sized = lb.group_work_bound(g.node_group, g.tp, n, cuts[k], cuts[k + 1], plan.recompute, plan.zero1);
+        EXPECT_LE(sized, simulated) << plan_to_yaml(plan, c);
+        const std::vector<double>& best = lb.per_sample_floor(g.node_group, g.tp, plan.recompute, 64);
+        double at_best = 0;
+        for (int l = cuts[k]; l < cuts[k + 1]; ++l) at_best += best[l];
+        if (cuts[k] == 0) at_best += best[L];
+        if (cuts[k + 1] == L) at_best += best[L + 1];
+        if (sized > 1.01 * n * at_best) ++t.size_aware_raised;
         ++t.work_checked;
         speed += 1 / rate;
       }
@@ -145,6 +157,11 @@ void check_placement_free(const Cluster& c, const LowerBound& lb, const Plan& pl
       EXPECT_LE(rates.pipeline_rate(), own * (1 + 1e-12));
       EXPECT_LE(PipelineRates::work_bound(n, rates.pipeline_rate(), pl.micro_batches), simulated) << plan_to_yaml(plan, c);
       ++t.pipelines_checked;
+      // Its samples are within the cap of any T above the simulated time (every group ends by then).
+      const double above = std::nextafter(simulated, 1e300);
+      EXPECT_LE(static_cast<long>(n), pipeline_sample_cap(lb, stages, plan.recompute, plan.zero1, L, plan.global_batch(), above))
+          << plan_to_yaml(plan, c);
+      ++t.caps_checked;
       if (pl.stages.size() > 1 && rates.pipeline_rate() > 1.01 * single_worker_rate(lb, groups, plan.recompute, L, pl.micro_batch))
         ++t.pipeline_rate_raised;
     }
@@ -220,6 +237,10 @@ TEST(OracleLowerBound, NeverAboveTheSimulatedTimeOnRandomDensePlans) {
   EXPECT_GT(t.stages_checked, 100);
   EXPECT_GT(t.pipelines_checked, 1000);
   EXPECT_GT(t.pipeline_rate_raised, 100);  // the partition-free stage bound is stronger than the average
+  std::printf("[bound] dense: %d groups' size-aware work bound above the best-size one by 1 %%, %d pipeline caps checked\n",
+              t.size_aware_raised, t.caps_checked);
+  EXPECT_GT(t.size_aware_raised, 500);  // small micro-batches run well below the best per-sample rate
+  EXPECT_GT(t.caps_checked, 1000);
 }
 
 TEST(OracleLowerBound, NeverAboveTheSimulatedTimeOnRandomMoePlans) {
