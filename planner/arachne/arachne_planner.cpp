@@ -6,7 +6,6 @@
 #include <limits>
 #include <map>
 #include <mutex>
-#include <numeric>
 #include <set>
 
 #include "planner/arachne/features.h"
@@ -174,9 +173,7 @@ std::vector<CompletedPlan> arachne_priced_plans(const PlanRequest& request, long
 Template simulation_structure(const Plan& plan, const Cluster& cluster) {
   Template t = template_of(plan, cluster);
   for (PipelineTemplate& p : t.pipelines) {
-    int g = 0;
-    for (const StageTemplate& s : p.stages)
-      for (const GroupKind& k : s.kinds) g = std::gcd(g, k.groups);
+    const int g = p.groups_common_factor();
     p.replicas *= g;
     for (StageTemplate& s : p.stages)
       for (GroupKind& k : s.kinds) k.groups /= g;

@@ -186,9 +186,7 @@ void fold_moves(const Template& t, std::size_t c, MoveSink& sink) {
   const int r = cls.replicas;
   for (const int d : {r, r % 2 == 0 ? 2 : 0})
     if (d > 1) scaled(r / d, d, 1);
-  int g = 0;
-  for (const StageTemplate& s : cls.stages)
-    for (const GroupKind& k : s.kinds) g = std::gcd(g, k.groups);
+  const int g = cls.groups_common_factor();
   for (const int d : {g, g % 2 == 0 ? 2 : 0})
     if (d > 1) scaled(r * d, 1, d);
 }

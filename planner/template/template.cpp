@@ -30,6 +30,13 @@ int PipelineTemplate::gpus_per_replica() const {
   return n;
 }
 
+int PipelineTemplate::groups_common_factor() const {
+  int g = 0;
+  for (const StageTemplate& s : stages)
+    for (const GroupKind& k : s.kinds) g = std::gcd(g, k.groups);
+  return g;
+}
+
 int Template::pipeline_count() const {
   int n = 0;
   for (const PipelineTemplate& p : pipelines) n += p.replicas;

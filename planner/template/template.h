@@ -55,6 +55,7 @@ struct PipelineTemplate {
   std::vector<StageTemplate> stages;
 
   int gpus_per_replica() const;
+  int groups_common_factor() const;  // the greatest common divisor of every stage's group counts
   auto tie() const { return std::tie(stages, replicas); }
   bool operator==(const PipelineTemplate& o) const { return tie() == o.tie(); }
   bool operator<(const PipelineTemplate& o) const { return tie() < o.tie(); }
