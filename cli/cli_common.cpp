@@ -163,7 +163,8 @@ int parse_options(const std::vector<std::string>& args, const boost::program_opt
   }
   for (const auto& [name, value] : vm) {
     const auto* text = boost::any_cast<std::string>(&value.value());
-    if (text && !value.defaulted() && text->empty()) return input_error("--" + name, "empty value");
+    const bool takes_value = opts.find(name, false).semantic()->max_tokens() > 0;
+    if (takes_value && text && !value.defaulted() && text->empty()) return input_error("--" + name, "empty value");
   }
   return -1;
 }

@@ -203,12 +203,12 @@ int run_calibrate(const std::vector<std::string>& args) {
   const std::string gpu = vm["gpu"].as<std::string>();
   if (!catalog.contains(gpu)) return input_error("--gpu", "unknown GPU type '" + gpu + "'");
   const int evals = parse_small_int_flag("--evaluations", vm["evaluations"].as<std::string>(), {8, limits::kRounds.max});
+  const JointBudget budget{evals, parse_small_int_flag("--joint-evaluations", vm["joint-evaluations"].as<std::string>(), {8, limits::kRounds.max})};
   const auto runs = load_vtrain_csv(vm["data"].as<std::string>());
   std::vector<MeasuredRun> validation, multi;
   if (vm.count("validate")) validation = load_vtrain_csv(vm["validate"].as<std::string>());
   if (vm.count("multi")) multi = load_vtrain_csv(vm["multi"].as<std::string>());
   if (vm.count("cross-validate") && multi.empty()) return input_error("--cross-validate", "needs --multi");
-  const JointBudget budget{evals, parse_small_int_flag("--joint-evaluations", vm["joint-evaluations"].as<std::string>(), {8, limits::kRounds.max})};
 
   // Start from the neutral defaults (sim/hw/gpu.h), not from the catalog's previous fit, so a rerun gives
   // the same constants whatever the file held.

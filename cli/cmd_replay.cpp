@@ -160,8 +160,10 @@ std::string replay_config_yaml(const po::variables_map& vm, const ReplaySetup& r
   y << "planners: [";
   for (std::size_t i = 0; i < r.planners.size(); ++i) y << (i ? ", " : "") << r.planners[i];
   y << "]\noptions:\n  seed: " << r.settings.seed << "\n  global_batch: " << global_batch << "\n  until_s: " << o.until_s
-    << "\n  planning_time: " << (o.fixed_planning_s ? std::to_string(*o.fixed_planning_s) : std::string("measured"))
-    << "\n  checkpoint_interval_s: " << o.checkpoint_interval_s
+    << "\n  planning_time: ";
+  if (o.fixed_planning_s) y << *o.fixed_planning_s;
+  else y << "measured (wall clock: not reproducible)";
+  y << "\n  checkpoint_interval_s: " << o.checkpoint_interval_s
     << "\n  storage_bandwidth: " << units::format_bandwidth(o.storage_bandwidth) << "\n  restart_s: " << o.restart_s
     << "\n  coalesce_s: " << o.coalesce_s << "\n  switch: " << (o.switch_rule == SwitchRule::Always ? "always" : "break-even")
     << "\n  budget_evaluations: " << r.settings.budget_evaluations << "\n  budget_wall_s: " << r.settings.budget_wall_s
