@@ -121,6 +121,16 @@ void check_cluster_size(const Cluster& c, const std::string& where) {
                                 std::to_string(limits::kMaxClusterGpus) + " GPUs per cluster");
 }
 
+// A count of a spec item within `range`; the error's where is the spec itself.
+int spec_count(const std::string& spec, const std::string& item, const std::string& what, const std::string& text,
+               limits::IntRange range) {
+  try {
+    return read_int(text, range, spec);
+  } catch (const InputError& e) {
+    throw InputError(spec, "'" + item + "': " + what + ": " + e.reason());
+  }
+}
+
 bool all_digits(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char ch) { return std::isdigit(ch); });
 }
@@ -290,8 +300,8 @@ Cluster parse_cluster_spec(const std::string& spec, const GpuCatalog& catalog) {
     const std::string gpus_text = x == std::string::npos ? "" : trim(counts.substr(x + 1));
     if (!all_digits(nodes_text) || !all_digits(gpus_text))
       throw InputError(spec, "'" + item + "': counts must be NODESxGPUS with whole numbers" + form);
-    const int nodes = read_int(nodes_text, limits::kNodes, spec + ": nodes");
-    const int gpus = read_int(gpus_text, limits::kGpusPerNode, spec + ": GPUs per node");
+    const int nodes = spec_count(spec, item, "nodes", nodes_text, limits::kNodes);
+    const int gpus = spec_count(spec, item, "GPUs per node", gpus_text, limits::kGpusPerNode);
     if (!catalog.contains(type)) throw InputError(spec, unknown_gpu(type, catalog));
     // The spec's GPU count wins (a node of that size); links come from the catalog's default node.
     NodeGroup g = group_from_default(type, nodes, catalog.at(type).node);
