@@ -103,7 +103,7 @@ int run_trace_generate(const std::vector<std::string>& args) {
       o.load = -1;  // unscaled: the rate is taken as given
     }
     o.mean_duration_s = parse_double_flag("--mean-duration", vm["mean-duration"].as<std::string>(),
-                                          {0.0, limits::kTraceSeconds.max, true});
+                                          {1.0, limits::kTraceSeconds.max});
     o.daily_amplitude = parse_double_flag("--daily-amplitude", vm["daily-amplitude"].as<std::string>(), limits::kFraction);
     o.spot_reclaims_per_day =
         parse_double_flag("--spot-reclaims-per-day", vm["spot-reclaims-per-day"].as<std::string>(), limits::kEventRate);

@@ -72,11 +72,15 @@ inline constexpr IntRange kSharedExperts{0, 4'096};
 inline constexpr RealRange kMoeFactor{0.0, 1000.0};
 
 // ---- Plans and batches
-// Global batch in samples: 1,536 for GPT-3 175B, 4M tokens = 1,024 samples of 4,096 for Llama 2; 2^20.
-// AMP enumerates the divisors of the batch; the bound keeps every planner's enumeration small.
-inline constexpr IntRange kGlobalBatch{1, 1'048'576};
+// Global batch in samples: 1,536 for GPT-3 175B, 1,024 samples of 4,096 tokens for Llama 2, 65,536
+// sequences in LAMB's BERT pre-training (the largest reported); 2^16. The simulator's work grows with the
+// micro-batches of an iteration and AMP enumerates the batch's divisors: the bound keeps both small.
+inline constexpr IntRange kGlobalBatch{1, 65'536};
 // Micro-batch in samples: at most the global batch.
 inline constexpr IntRange kMicroBatch = kGlobalBatch;
+// Micro-batch x stage steps of one pipeline in one iteration (the simulator's events grow with them):
+// 2^20 simulate in ~4 s and ~0.5 GB; GPT-3 175B on 1,024 GPUs (PP 16, 192 micro-batches) needs 3,072.
+inline constexpr long long kMaxPipelineSteps = 1'048'576;
 // Parallel degrees (tp, pp, dp, ep, virtual stages, pipeline and stage indices): at most every GPU.
 inline constexpr IntRange kDegree{1, kMaxClusterGpus};
 
@@ -113,6 +117,8 @@ inline constexpr IntRange kSearchWidth{1, 100'000};
 // Event rates of the synthetic trace generator (tenant arrivals per hour, spot reclaims per day): a week
 // at the bound is ~2e7 events.
 inline constexpr RealRange kEventRate{0.0, 1e5};
+// Candidate tenant arrivals and spot reclaims the trace generator draws: 1e7 takes ~10 s and ~1 GB.
+inline constexpr double kMaxGeneratedEvents = 1e7;
 // Learning rate of the policy's optimiser (Adam): 1e-3 typical; above 1 diverges.
 inline constexpr RealRange kLearningRate{0.0, 1.0, true};
 // Wall-clock caps (seconds): up to a week.

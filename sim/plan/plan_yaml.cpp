@@ -602,6 +602,10 @@ void validate_plan(const Plan& plan, const Cluster& cluster, const ModelConfig& 
       fail(p.line, ppath() + ".micro_batches", "micro_batches must be at least 1, got " + std::to_string(p.micro_batches));
     const int n = static_cast<int>(p.stages.size());
     if (n == 0) fail(p.line, ppath() + ".stages", "pipeline has no stages");
+    if (static_cast<long long>(p.micro_batches) * n > limits::kMaxPipelineSteps)
+      fail(p.line, ppath() + ".micro_batches",
+           std::to_string(p.micro_batches) + " micro-batches x " + std::to_string(n) + " stages exceed the supported " +
+               std::to_string(limits::kMaxPipelineSteps) + " steps per pipeline (use larger micro-batches)");
     int pp = n;
     if (interleaved) {
       if (n % plan.interleave != 0)
