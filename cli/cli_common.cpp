@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 
 #include <boost/program_options/parsers.hpp>
+#include <boost/program_options/positional_options.hpp>
 #include "planner/registry.h"
 #include "sim/io/atomic_file.h"
 #include "sim/io/input_error.h"
@@ -154,8 +155,9 @@ int parse_options(const std::vector<std::string>& args, const boost::program_opt
                   boost::program_options::variables_map& vm, const std::string& subcommand) {
   namespace po = boost::program_options;
   try {
-    po::store(po::command_line_parser(args).options(opts).style(po::command_line_style::default_style &
-                                                                 ~po::command_line_style::allow_guessing).run(),
+    // No abbreviations; no positional words (an empty positional description makes them an error).
+    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    po::store(po::command_line_parser(args).options(opts).positional(po::positional_options_description()).style(style).run(),
               vm);
     po::notify(vm);
   } catch (const po::error& e) {
