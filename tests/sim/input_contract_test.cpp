@@ -349,6 +349,16 @@ void drive_flags(const std::vector<std::pair<std::string, std::string>>& base, c
     EXPECT_TRUE(d.entries().empty()) << "--" << flag << " left a file";
   }
   EXPECT_GT(driven, 0);
+  // A stray word is no silent no-op either.
+  std::vector<std::string> words = command;
+  std::string name = "arachne";
+  for (const std::string& w : command) name += " " + w;
+  for (const auto& [f, v] : base) {
+    words.push_back("--" + f);
+    words.push_back(v);
+  }
+  words.push_back("stray");
+  expect_bad_input(d.run(words), name, "unexpected argument");
 }
 
 TEST(MalformedFlags, Simulate) {
