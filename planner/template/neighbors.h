@@ -46,6 +46,9 @@ struct LocalSearchOptions {
   // search climbs further for the same order of planning time.
   long extend_below = 0;
   int max_rounds = 0;
+  // Also beyond `rounds` (up to `max_rounds`): while the round before lowered the best price by at least
+  // this fraction (0: never) - a hill climb that stops where it stops gaining.
+  double extend_while_gain = 0;
 };
 
 struct PricedTemplate {
