@@ -83,10 +83,12 @@ inline constexpr long kArachneExtendBelow = 300;
 inline constexpr int kArachneMaxRounds = 6;
 // On every cluster the local search also goes on past `--refine` rounds, up to kArachneMaxRounds, while the
 // round before lowered the best estimated price by at least this fraction (LocalSearchOptions::
-// extend_while_gain): rounds are spent where they still pay. On results/paper's 21 planner cells (README,
-// "Local search until it stops gaining") it lifted 10 cells of 128-1,024 GPUs by 0.1-20 % (the 256-GPU
-// llama2-7b loss to Metis became a win) for 2-15x the planning time there; clusters of <= 64 GPUs were unchanged.
+// extend_while_gain): rounds are spent where they still pay (measured: README, "Local search until it stops
+// gaining").
 inline constexpr double kArachneExtendWhileGain = 0.005;
+// ... pricing at most this many times the templates of the `--refine` rounds (LocalSearchOptions::
+// extend_max_factor): the climb at most triples the planning work.
+inline constexpr double kArachneExtendMaxFactor = 3;
 
 // Device-group templates proposed by the default source: rule 3 of the heuristic generator folded at up to
 // this many replica counts (each halves the one before, so three cover replica counts a factor of 4 apart).

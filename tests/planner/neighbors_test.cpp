@@ -226,6 +226,38 @@ TEST(TemplateLocalSearch, ExtendsPastItsRoundsWhileARoundGains) {
   EXPECT_EQ(best(halving, 0), parse_template("1x[A100-80:tp2x1]"));
 }
 
+// The rounds that go on for their gain price at most extend_max_factor times the templates of the required
+// rounds: at factor 1 the search stops where its rounds end, at 1.5 it prices no more than that and climbs
+// less far than without a cap.
+TEST(TemplateLocalSearch, CapsTheRoundsThatGoOnForTheirGain) {
+  const Cluster c = spec("A100-80:2x8");
+  const ModelConfig m = load_model("gpt3-1.3b");
+  const Template start = parse_template("1x[A100-80:tp1x1]");
+  long calls = 0;
+  const TemplatePricer counted = [&](const Template& t) {
+    ++calls;
+    return price_by_tp_width(t);
+  };
+  const auto search = [&](int rounds, double factor) {
+    calls = 0;
+    return local_search({start}, c, m, counted,
+                        {.rounds = rounds, .width = 1, .max_rounds = 6, .extend_while_gain = 0.005, .extend_max_factor = factor})
+        .front()
+        .t;
+  };
+  EXPECT_EQ(search(1, 0), parse_template("1x[A100-80:tp8x1]"));
+  const long uncapped = calls;
+  search(1, 100);
+  EXPECT_EQ(calls, uncapped);  // a cap that does not bind changes nothing
+  EXPECT_EQ(search(1, 1), parse_template("1x[A100-80:tp2x1]"));
+  const long required = calls;
+  EXPECT_EQ(search(1, 1), search(1, 0.5));
+  search(1, 1.5);
+  EXPECT_LE(calls, static_cast<long>(1.5 * static_cast<double>(required)));
+  EXPECT_GT(calls, required);
+  EXPECT_LT(calls, uncapped);
+}
+
 TEST(TemplateLocalSearch, RespectsThePricingCapAndSkipsUnpriceableTemplates) {
   const Cluster c = spec("A100-80:2x8");
   const ModelConfig m = load_model("gpt3-1.3b");
