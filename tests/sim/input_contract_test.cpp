@@ -283,7 +283,7 @@ TEST(ReliabilityInputs, StaleTemporaryOfAKilledRunIsRemovedByTheNextWrite) {
 TEST(ReliabilityInputs, ReplayResultsHoldTheSeedAndTheConfiguration) {
   const Workdir d;
   const CliRun r = d.run({"replay", "--trace", trace("native_small.csv"), "--model", "gpt3-1.3b", "--planner", "megatron",
-                       "--seed", "7", "--planning-time", "5", "--out", "r.h5"});
+                       "--seed", "7", "--planning-time", "5", "--budget", "20", "--out", "r.h5"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   if (std::system("/usr/bin/python3 -c 'import h5py' > /dev/null 2>&1") != 0) GTEST_SKIP() << "no h5py for /usr/bin/python3";
   const std::string py =
