@@ -473,8 +473,14 @@ TEST(CliLearned, GenDataTrainAndPlanEndToEnd) {
 
   ASSERT_EQ(dir.run(train + "--imitation-epochs 3 --out straight").exit_code, 0);
   ASSERT_EQ(dir.run(train + "--imitation-epochs 1 --out resumed").exit_code, 0);
+  // A run killed with kill -9 leaves temporaries of the files it was writing; the next run removes them.
+  const std::string dead = std::to_string(test::pid_of_no_live_process());
+  for (const char* target : {"checkpoint-2.pt", "journal.json", "policy.weights", "training.h5"})
+    std::ofstream(dir.work("resumed/." + std::string(target) + ".tmp-" + dead)) << "partial";
   const RunResult resumed = dir.run(train + "--imitation-epochs 3 --out resumed --resume");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  for (const auto& entry : fs::directory_iterator(dir.work("resumed")))
+    EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos) << entry.path();
   EXPECT_EQ(slurp(dir.work("straight/policy.weights")), slurp(dir.work("resumed/policy.weights")));
   expect_one_error_line(dir.run(train + "--imitation-epochs 3 --out resumed --resume --learning-rate 0.01"));
 
