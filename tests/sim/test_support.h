@@ -1,6 +1,8 @@
 // Helpers shared by tests: where the public data and the bundled configs are.
 #pragma once
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -25,6 +27,15 @@ inline std::string data_dir() {
 inline bool in_ci() {
   const char* ci = std::getenv("CI");
   return ci && *ci && std::string(ci) != "false" && std::string(ci) != "0";
+}
+
+// The id of a process that has exited and been reaped: no live process has it (until the kernel reuses it,
+// which takes a full cycle of the pid space). Leftover temporaries named with it look like a killed writer's.
+inline pid_t pid_of_no_live_process() {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  return pid;
 }
 
 inline std::string configs() { return std::string(ARACHNE_SOURCE_DIR) + "/configs"; }
