@@ -8,6 +8,7 @@
                                  tables (wall times); the replay tables' planning is charged and compared
   same_results.py A.json B.json  byte for byte the same but inside the values of wall-time keys
   same_results.py A B            any other file: byte for byte the same
+  same_results.py A B A2 B2 ...  several pairs in one run
 The wall times are the fields DESIGN.md exempts from "same inputs + seed => identical results".
 """
 import re
@@ -16,9 +17,9 @@ import sys
 import h5py
 import numpy as np
 
-# Fields that measure the machine's wall time: planning (plan, replay, experiment, evaluate, gen-data), the
+# Fields that measure the machine's wall time: planning (plan, replay, experiment; evaluate's planning_s), the
 # simulator's own run time (simulate) and the training epochs' time (train).
-WALL_TIME_NAMES = {"planning_time_s", "sim_wall_s", "wall_s"}
+WALL_TIME_NAMES = {"planning_time_s", "planning_s", "sim_wall_s", "wall_s"}
 
 
 def same_values(a, b):
@@ -116,16 +117,22 @@ def byte_differences(path_a, path_b):
 
 
 def summary_without_wall_times(path):
-    """The lines of summary.md, the cells of the planning-time columns ("planning s", "planning s: median /
-    max") blanked, except in the replay tables (with a "replans" column), whose planning is charged."""
-    lines, drop = [], []
+    """The lines of a summary.md, the cells of the planning-time columns blanked: "planning s" and
+    "planning s: median / max" (experiment), except in the replay tables (with a "replans" column), whose
+    planning is charged; and the per-cluster-size columns ("<= 64 GPUs") of a table under a heading that
+    says "wall seconds" (evaluate)."""
+    lines, drop, wall_section = [], [], False
     for line in open(path, encoding="utf-8").read().splitlines():
         cells = line.split("|")
         heads = [c.strip() for c in cells]
+        if line.startswith("#"):
+            wall_section = "wall seconds" in line
         if not line.startswith("|"):
             drop = []
         elif not drop and any(h.startswith("planning s") for h in heads) and "replans" not in heads:
             drop = [i for i, h in enumerate(heads) if h.startswith("planning s")]
+        elif not drop and wall_section:
+            drop = [i for i, h in enumerate(heads) if h.endswith("GPUs")]
         elif drop:
             for i in drop:
                 if i < len(cells) and not set(cells[i].strip()) <= set("-:"):
@@ -148,20 +155,30 @@ def text_differences(la, lb):
     return diffs
 
 
-def main():
-    a, b = sys.argv[1], sys.argv[2]
+def differences(a, b):
     if a.endswith(".md"):
-        diffs = text_differences(summary_without_wall_times(a), summary_without_wall_times(b))
-    elif a.endswith(".json"):
+        return text_differences(summary_without_wall_times(a), summary_without_wall_times(b))
+    if a.endswith(".json"):
         ja, jb = json_without_wall_times(a), json_without_wall_times(b)
-        diffs = [] if ja == jb else text_differences(ja.splitlines(), jb.splitlines()) or ["bytes differ"]
-    elif a.endswith(".h5"):
-        diffs = h5_differences(a, b) or byte_differences(a, b)
-    else:
-        diffs = [] if open(a, "rb").read() == open(b, "rb").read() else ["bytes differ"]
-    for d in diffs:
-        print(f"{a} vs {b}: {d}", file=sys.stderr)
-    sys.exit(1 if diffs else 0)
+        return [] if ja == jb else text_differences(ja.splitlines(), jb.splitlines()) or ["bytes differ"]
+    if a.endswith(".h5"):
+        try:
+            return h5_differences(a, b) or byte_differences(a, b)
+        except OSError as e:  # not an HDF5 file, or a truncated one
+            return [f"unreadable: {e}"]
+    return [] if open(a, "rb").read() == open(b, "rb").read() else ["bytes differ"]
+
+
+def main():
+    args = sys.argv[1:]
+    if len(args) < 2 or len(args) % 2:
+        sys.exit("usage: same_results.py A B [A2 B2 ...]")
+    failed = False
+    for a, b in zip(args[0::2], args[1::2]):
+        for d in differences(a, b):
+            print(f"{a} vs {b}: {d}", file=sys.stderr)
+            failed = True
+    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":
