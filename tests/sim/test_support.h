@@ -27,6 +27,14 @@ inline bool in_ci() {
   return ci && *ci && std::string(ci) != "false" && std::string(ci) != "0";
 }
 
+// ARACHNE_TEST_REDUCED=1 (set by `scripts/test.sh --sanitize`, where the code runs many times slower): the
+// tests labelled `heavy` (tests/heavy_tests.cmake) run on reduced sizes. Each says what it reduces and what
+// it still checks; none is skipped.
+inline bool reduced_sizes() {
+  const char* v = std::getenv("ARACHNE_TEST_REDUCED");
+  return v && *v && std::string(v) != "0";
+}
+
 inline std::string configs() { return std::string(ARACHNE_SOURCE_DIR) + "/configs"; }
 
 // A small dense GPT-style model (8 layers, hidden 1024, 16 heads: many divisors for TP/PP) that simulates
