@@ -3,7 +3,7 @@
 # Usage: scripts/setup.sh [build-dir [cmake -D options...]]    (default: build)
 #   The options configure a separate tree, e.g. `scripts/setup.sh build-sanitize -DARACHNE_SANITIZE=ON`
 #   (what `scripts/test.sh --sanitize` does). With -DARACHNE_FUZZ=ON (scripts/fuzz.sh) it also installs
-#   clang-14 and libFuzzer, which nothing else needs, and builds with clang.
+#   clang-14 and libFuzzer, which nothing else needs, and configures the tree for clang without building.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$root/build}"
@@ -35,8 +35,5 @@ if [ ! -f "$build/build.ninja" ] || [ ${#cmake_options[@]} -gt 0 ]; then
   [ "$fuzz" -eq 1 ] && compilers=(-DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14)
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${compilers[@]}" "${cmake_options[@]}" >&2
 fi
-if [ "$fuzz" -eq 1 ]; then
-  cmake --build "$build" -j "$jobs" --target fuzz_targets >&2
-else
-  cmake --build "$build" -j "$jobs" >&2
-fi
+# The fuzz tree is only configured here: scripts/fuzz.sh builds the targets it runs.
+[ "$fuzz" -eq 1 ] || cmake --build "$build" -j "$jobs" >&2

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (fuzz/*_fuzz.cpp: one per input parser, each calling the loader the CLI
+# calls, with ASan and UBSan) in build-fuzz/ with clang-14, and runs each for SECONDS (default 60) under
+# nice. Prints, per target, the executions and the findings: a crash or sanitizer report, an exception that
+# the CLI would report as `error: internal`, an input taking over 1 s (timeout), or over 2 GiB (oom).
+# Findings are saved in build-fuzz/findings/<target>/; reproduce one with build-fuzz/fuzz/<target> FILE.
+# Usage: scripts/fuzz.sh [SECONDS] [TARGET...]
+# Seeds come from configs/, traces/ and the tests' fixtures, copied at each run into build-fuzz/seeds/; the
+# corpus grown by earlier runs (build-fuzz/corpus/) is kept. Exit status 1 when anything was found.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${ARACHNE_FUZZ_BUILD_DIR:-$root/build-fuzz}"
+seconds="${1:-60}"
+shift || true
+[[ "$seconds" =~ ^[1-9][0-9]*$ ]] || { echo "usage: scripts/fuzz.sh [SECONDS] [TARGET...]" >&2; exit 2; }
+
+"$root/scripts/setup.sh" "$build" -DARACHNE_FUZZ=ON -DARACHNE_WITH_TORCH=OFF -DARACHNE_BUILD_TESTS=OFF \
+  -DARACHNE_BUILD_BENCH=OFF -DARACHNE_WITH_MPI=OFF
+
+# Each target's seeds and dictionary.
+declare -A dict=([cluster_yaml_fuzz]=cluster [cluster_spec_fuzz]=cluster_spec [model_yaml_fuzz]=model
+                 [plan_yaml_fuzz]=plan [native_trace_fuzz]=trace_csv [alibaba_pods_fuzz]=trace_csv
+                 [alibaba_nodes_fuzz]=trace_csv [sailor_csv_fuzz]=trace_csv [skypilot_trace_fuzz]=trace_json
+                 [sailor_json_fuzz]=trace_json [experiment_fuzz]=experiment)
+seed_files() {
+  case "$1" in
+    cluster_yaml_fuzz) ls "$root"/configs/clusters/*.yaml ;;
+    model_yaml_fuzz) ls "$root"/configs/models/*.yaml "$root"/tests/data/*.yaml ;;
+    plan_yaml_fuzz) ls "$root"/configs/plans/*.yaml ;;
+    native_trace_fuzz) ls "$root"/traces/*.csv ;;
+    alibaba_pods_fuzz) ls "$root"/traces/alibaba-fixture/openb_pod_list_default.csv ;;
+    alibaba_nodes_fuzz) ls "$root"/traces/alibaba-fixture/openb_node_list_gpu_node.csv ;;
+    sailor_csv_fuzz) ls "$root"/traces/sailor_fixture.csv ;;
+    skypilot_trace_fuzz) ls "$root"/traces/skypilot_fixture_*.json ;;
+    sailor_json_fuzz) ls "$root"/traces/sailor_fixture.json ;;
+    # paper.yaml is left out: it loads the public Alibaba and SkyPilot traces (seconds per input).
+    experiment_fuzz) ls "$root"/configs/experiments/*.yaml | grep -v '/paper\.yaml$' ;;
+  esac
+}
+make_seeds() {
+  local t="$1" dir="$build/seeds/$1"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  if [ "$t" = cluster_spec_fuzz ]; then
+    # Every spec string the configs, the tests and the README use, one seed each.
+    grep -rhoE '[A-Z][A-Za-z0-9-]*:[0-9]+x[0-9]+(,[A-Z][A-Za-z0-9-]*:[0-9]+x[0-9]+)*' \
+      "$root/configs" "$root/tests" "$root/README.md" | sort -u | head -200 |
+      while IFS= read -r s; do printf '%s' "$s" >"$dir/$(printf '%s' "$s" | md5sum | cut -c1-16)"; done
+  else
+    seed_files "$t" | while IFS= read -r f; do cp "$f" "$dir/"; done
+  fi
+  if [ "$t" = experiment_fuzz ]; then
+    # The experiment file that tests/mpi/mpi_test.sh writes.
+    sed -n "/^cat >\"\$work\/tiny.yaml\" <<'YAML'$/,/^YAML$/p" "$root/tests/mpi/mpi_test.sh" | sed '1d;$d' >"$dir/mpi_tiny.yaml"
+  fi
+}
+
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+  for f in "$root"/fuzz/*_fuzz.cpp; do targets+=("$(basename "$f" .cpp)"); done
+fi
+cmake --build "$build" -j "${ARACHNE_JOBS:-2}" --target "${targets[@]}" >&2
+# Inputs are written to a file per execution: on tmpfs where there is one.
+[ -w /dev/shm ] && export TMPDIR=/dev/shm
+found=0
+printf '%-22s %12s %8s %8s %6s  %s\n' target executions crashes timeouts ooms findings >"$build/fuzz-summary.txt"
+for t in "${targets[@]}"; do
+  [ -x "$build/fuzz/$t" ] || { echo "fuzz: no target $t" >&2; exit 2; }
+  make_seeds "$t"
+  rm -rf "$build/findings/$t"
+  mkdir -p "$build/corpus/$t" "$build/findings/$t"
+  log="$build/findings/$t.log"
+  echo "fuzz: $t for ${seconds} s" >&2
+  # -fork=1 with -ignore_*: the run goes on after a finding (each saved under findings/), so that one bug
+  # does not hide the next.
+  (cd "$build" && nice -n 10 "$build/fuzz/$t" -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 \
+     -max_total_time="$seconds" -timeout=1 -rss_limit_mb=2048 -dict="$root/fuzz/${dict[$t]}.dict" \
+     -artifact_prefix="$build/findings/$t/" -print_final_stats=1 \
+     "$build/corpus/$t" "$build/seeds/$t") >"$log" 2>&1 || true
+  # The last fork-mode status line: "#EXECS: cov: .. ft: .. corp: .. exec/s: .. oom/timeout/crash: O/T/C ..."
+  status=$(grep -E '^#[0-9]+: cov:' "$log" | tail -1 || true)
+  execs=$(sed -E 's/^#([0-9]+):.*/\1/' <<<"$status")
+  otc=$(sed -nE 's/.*oom\/timeout\/crash: ([0-9]+)\/([0-9]+)\/([0-9]+).*/\1 \2 \3/p' <<<"$status")
+  read -r ooms timeouts crashes <<<"${otc:-? ? ?}"
+  files=$(ls "$build/findings/$t" 2>/dev/null | wc -l)
+  [ "$files" -gt 0 ] && found=1
+  printf '%-22s %12s %8s %8s %6s  %s\n' "$t" "${execs:-?}" "$crashes" "$timeouts" "$ooms" "$files" >>"$build/fuzz-summary.txt"
+done
+cat "$build/fuzz-summary.txt"
+if [ "$found" -eq 1 ]; then
+  echo "fuzz: findings saved in $build/findings/<target>/ (logs: $build/findings/<target>.log)" >&2
+  exit 1
+fi
