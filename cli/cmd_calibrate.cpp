@@ -189,6 +189,7 @@ int run_calibrate(const std::vector<std::string>& args) {
     std::cout << kCalibrateHelp << "\n" << opts;
     return kExitOk;
   }
+  if (vm.count("write")) check_output_path("--write", vm["write"].as<std::string>());
   if (vm.count("published")) {
     if (vm.count("data")) return input_error("--published", "give either --data or --published, not both");
     if (vm.count("simulated-time-only") && vm.count("write"))
@@ -201,14 +202,13 @@ int run_calibrate(const std::vector<std::string>& args) {
   const GpuCatalog catalog = GpuCatalog::load_default();
   const std::string gpu = vm["gpu"].as<std::string>();
   if (!catalog.contains(gpu)) return input_error("--gpu", "unknown GPU type '" + gpu + "'");
-  const int evals = static_cast<int>(parse_int_flag("--evaluations", vm["evaluations"].as<std::string>(), 8));
+  const int evals = parse_small_int_flag("--evaluations", vm["evaluations"].as<std::string>(), {8, limits::kRounds.max});
+  const JointBudget budget{evals, parse_small_int_flag("--joint-evaluations", vm["joint-evaluations"].as<std::string>(), {8, limits::kRounds.max})};
   const auto runs = load_vtrain_csv(vm["data"].as<std::string>());
   std::vector<MeasuredRun> validation, multi;
   if (vm.count("validate")) validation = load_vtrain_csv(vm["validate"].as<std::string>());
   if (vm.count("multi")) multi = load_vtrain_csv(vm["multi"].as<std::string>());
   if (vm.count("cross-validate") && multi.empty()) return input_error("--cross-validate", "needs --multi");
-  const JointBudget budget{evals, static_cast<int>(parse_int_flag("--joint-evaluations",
-                                                                  vm["joint-evaluations"].as<std::string>(), 8))};
 
   // Start from the neutral defaults (sim/hw/gpu.h), not from the catalog's previous fit, so a rerun gives
   // the same constants whatever the file held.

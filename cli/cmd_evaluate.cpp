@@ -59,31 +59,6 @@ Example:
   arachne evaluate --out results/evaluation --configs 6 --max-gpus 64 --budget-wall 30
 )";
 
-std::vector<std::string> split_list(const std::string& flag, const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream ss(text);
-  std::string w;
-  while (std::getline(ss, w, ',')) {
-    if (w.empty()) throw InputError(flag, "empty name in '" + text + "'");
-    if (std::find(out.begin(), out.end(), w) != out.end()) throw InputError(flag, "'" + w + "' is listed twice");
-    out.push_back(w);
-  }
-  if (out.empty()) throw InputError(flag, "expected a comma-separated list");
-  return out;
-}
-
-std::vector<std::string> parse_planners(const std::string& text) {
-  const std::vector<std::string> names = split_list("--planners", text);
-  for (const std::string& n : names) {
-    try {
-      planner::make_planner(n);
-    } catch (const InputError& e) {
-      throw InputError("--planners", e.reason());
-    }
-  }
-  return names;
-}
-
 std::vector<TemplateSource> parse_ablations(const std::string& text) {
   if (text == "none") return {};
   std::vector<TemplateSource> out;
@@ -94,18 +69,6 @@ std::vector<TemplateSource> parse_ablations(const std::string& text) {
     out.push_back(s);
   }
   return out;
-}
-
-// The output directory: an existing directory, or a new one in an existing directory.
-void check_output_dir(const std::string& dir) {
-  if (dir.empty()) throw InputError("--out", "empty directory name");
-  const fs::path p(dir);
-  if (fs::exists(p)) {
-    if (!fs::is_directory(p)) throw InputError("--out", dir + " exists and is not a directory");
-    return;
-  }
-  const fs::path parent = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  if (!fs::is_directory(parent)) throw InputError("--out", "the directory " + parent.string() + " does not exist");
 }
 
 // Every option a cell depends on (not --threads, --configs or --out).
@@ -149,25 +112,24 @@ EvaluateOptions parse(const po::variables_map& vm) {
     if (!vm.count(f)) throw InputError(std::string("--") + f, "required (see 'arachne evaluate --help')");
   EvaluateOptions o;
   o.out_dir = str("out");
-  check_output_dir(o.out_dir);
-  o.configs = parse_int_flag("--configs", str("configs"), 1);
+  check_output_dir("--out", o.out_dir);
+  o.configs = parse_int_flag("--configs", str("configs"), limits::kCount);
   o.seed = parse_seed_flag("--seed", str("seed"));
   o.split = planner::parse_split(str("split"), "--split");
-  o.threads = static_cast<int>(parse_int_flag("--threads", str("threads"), 1));
-  o.sampler.min_gpus = static_cast<int>(parse_int_flag("--min-gpus", str("min-gpus"), 1));
-  o.sampler.max_gpus = static_cast<int>(parse_int_flag("--max-gpus", str("max-gpus"), 1));
+  o.threads = parse_small_int_flag("--threads", str("threads"), limits::kThreads);
+  o.sampler.min_gpus = parse_small_int_flag("--min-gpus", str("min-gpus"), {1, limits::kMaxClusterGpus});
+  o.sampler.max_gpus = parse_small_int_flag("--max-gpus", str("max-gpus"), {1, limits::kMaxClusterGpus});
   if (o.sampler.max_gpus < o.sampler.min_gpus) throw InputError("--max-gpus", "smaller than --min-gpus");
-  o.planners = parse_planners(str("planners"));
+  o.planners = parse_planner_names("--planners", str("planners"), false);
   o.ablations = parse_ablations(str("ablations"));
-  o.oracle_max_gpus = static_cast<int>(parse_int_flag("--oracle-max-gpus", str("oracle-max-gpus"), 0));
-  o.request.arachne_beam = static_cast<int>(parse_int_flag("--beam", str("beam"), 1));
-  o.request.arachne_simulate = static_cast<int>(parse_int_flag("--simulate-top", str("simulate-top"), 1));
-  o.request.arachne_refine = static_cast<int>(parse_int_flag("--refine", str("refine"), 0));
-  o.request.arachne_exhaustive_cap = parse_int_flag("--exhaustive-cap", str("exhaustive-cap"), 1);
-  o.request.budget_evaluations = parse_int_flag("--budget", str("budget"), 1);
+  o.oracle_max_gpus = parse_small_int_flag("--oracle-max-gpus", str("oracle-max-gpus"), {0, limits::kMaxClusterGpus});
+  o.request.arachne_beam = parse_small_int_flag("--beam", str("beam"), limits::kSearchWidth);
+  o.request.arachne_simulate = parse_small_int_flag("--simulate-top", str("simulate-top"), limits::kSearchWidth);
+  o.request.arachne_refine = parse_small_int_flag("--refine", str("refine"), limits::kRounds);
+  o.request.arachne_exhaustive_cap = parse_int_flag("--exhaustive-cap", str("exhaustive-cap"), limits::kCount);
+  o.request.budget_evaluations = parse_int_flag("--budget", str("budget"), limits::kCount);
   if (vm.count("budget-wall")) {
-    o.request.budget_wall_s = parse_double_flag("--budget-wall", str("budget-wall"));
-    if (!(o.request.budget_wall_s > 0)) throw InputError("--budget-wall", "expected a positive number of seconds");
+    o.request.budget_wall_s = parse_double_flag("--budget-wall", str("budget-wall"), limits::kWallSeconds);
   }
   if (vm.count("policy")) o.request.arachne_policy = str("policy");
   o.request.seed = o.seed;
@@ -196,7 +158,7 @@ int run_evaluate(const std::vector<std::string>& args, const std::string& comman
       ("oracle-max-gpus", po::value<std::string>()->value_name("G")->default_value("4"), "run the oracle only up to this size")
       ("beam", po::value<std::string>()->value_name("K")->default_value("8"), "arachne: templates proposed (K)")
       ("simulate-top", po::value<std::string>()->value_name("N")->default_value("3"), "arachne: best-priced plans simulated")
-      ("refine", po::value<std::string>()->value_name("R")->default_value(std::to_string(planner::PlanRequest{}.arachne_refine)), "arachne: rounds of local moves from the best-priced templates (on <= 64 GPUs up to 6 while < 300 templates were tried)")
+      ("refine", po::value<std::string>()->value_name("R")->default_value(std::to_string(planner::PlanRequest{}.arachne_refine)), "arachne: rounds of local moves from the best-priced templates (then up to 6 in all while the round before gained >= 0.5 %, or on <= 64 GPUs while < 300 templates were tried)")
       ("exhaustive-cap", po::value<std::string>()->value_name("N")->default_value("2000"),
        "ablation exhaustive: most templates enumerated (a cut is recorded as search_complete = false)")
       ("budget", po::value<std::string>()->value_name("N")->default_value("2000"), "simulator evaluations per planner")

@@ -54,20 +54,6 @@ Example:
   arachne experiment configs/experiments/demo.yaml --out results/demo/experiment
 )";
 
-// The output directory: an existing writable directory, or a new one in an existing directory.
-void check_output_dir(const std::string& dir) {
-  if (dir.empty()) throw InputError("--out", "empty directory name");
-  const fs::path p(dir);
-  if (fs::exists(p)) {
-    if (!fs::is_directory(p)) throw InputError("--out", dir + " exists and is not a directory");
-    if (access(dir.c_str(), W_OK) != 0) throw InputError("--out", "the directory " + dir + " is not writable");
-    return;
-  }
-  const fs::path parent = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  if (!fs::is_directory(parent)) throw InputError("--out", "the directory " + parent.string() + " does not exist");
-  if (access(parent.c_str(), W_OK) != 0) throw InputError("--out", "the directory " + parent.string() + " is not writable");
-}
-
 void print_cell(const planner::CellResult& r) {
   char outcome[96];
   if (r.comparison) {
@@ -119,7 +105,7 @@ int run_experiment(const std::vector<std::string>& args, const std::string& comm
     catalog = GpuCatalog::load_default();
     x = planner::load_experiment(file, *catalog);
     out = vm.count("out") ? vm["out"].as<std::string>() : "results/" + x->name;
-    if (!vm["list"].as<bool>()) check_output_dir(out);
+    if (!vm["list"].as<bool>()) check_output_dir("--out", out);
   } catch (const InputError&) {
     bad_input = std::current_exception();
   }

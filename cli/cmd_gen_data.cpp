@@ -105,20 +105,20 @@ int run_gen_data(const std::vector<std::string>& args, const std::string& comman
     if (!vm.count("configs")) throw InputError("--configs", "required (how many configurations)");
     g.out = vm["out"].as<std::string>();
     check_output_path("--out", g.out);
-    g.configs = parse_int_flag("--configs", vm["configs"].as<std::string>(), 1);
+    g.configs = parse_int_flag("--configs", vm["configs"].as<std::string>(), limits::kCount);
     g.seed = parse_seed_flag("--seed", vm["seed"].as<std::string>());
     g.split = planner::parse_split(vm["split"].as<std::string>(), "--split");
-    g.threads = vm.count("threads") ? static_cast<int>(parse_int_flag("--threads", vm["threads"].as<std::string>(), 1))
+    g.threads = vm.count("threads") ? parse_small_int_flag("--threads", vm["threads"].as<std::string>(), limits::kThreads)
                                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    g.sampler.min_gpus = static_cast<int>(parse_int_flag("--min-gpus", vm["min-gpus"].as<std::string>(), 1));
-    g.sampler.max_gpus = static_cast<int>(parse_int_flag("--max-gpus", vm["max-gpus"].as<std::string>(), 1));
+    g.sampler.min_gpus = parse_small_int_flag("--min-gpus", vm["min-gpus"].as<std::string>(), {1, limits::kMaxClusterGpus});
+    g.sampler.max_gpus = parse_small_int_flag("--max-gpus", vm["max-gpus"].as<std::string>(), {1, limits::kMaxClusterGpus});
     if (g.sampler.max_gpus < g.sampler.min_gpus) throw InputError("--max-gpus", "smaller than --min-gpus");
-    l.enumeration.max_templates = parse_int_flag("--max-templates", vm["max-templates"].as<std::string>(), 1);
-    l.sampled = static_cast<int>(parse_int_flag("--sampled-templates", vm["sampled-templates"].as<std::string>(), 0));
-    l.simulate_top = static_cast<int>(parse_int_flag("--simulate-top", vm["simulate-top"].as<std::string>(), 1));
-    l.labels = static_cast<int>(parse_int_flag("--labels", vm["labels"].as<std::string>(), 1));
-    l.refine_rounds = static_cast<int>(parse_int_flag("--refine-rounds", vm["refine-rounds"].as<std::string>(), 0));
-    l.oracle_max_gpus = static_cast<int>(parse_int_flag("--oracle-max-gpus", vm["oracle-max-gpus"].as<std::string>(), 0));
+    l.enumeration.max_templates = parse_int_flag("--max-templates", vm["max-templates"].as<std::string>(), limits::kCount);
+    l.sampled = parse_small_int_flag("--sampled-templates", vm["sampled-templates"].as<std::string>(), {0, limits::kSearchWidth.max});
+    l.simulate_top = parse_small_int_flag("--simulate-top", vm["simulate-top"].as<std::string>(), limits::kSearchWidth);
+    l.labels = parse_small_int_flag("--labels", vm["labels"].as<std::string>(), limits::kSearchWidth);
+    l.refine_rounds = parse_small_int_flag("--refine-rounds", vm["refine-rounds"].as<std::string>(), limits::kRounds);
+    l.oracle_max_gpus = parse_small_int_flag("--oracle-max-gpus", vm["oracle-max-gpus"].as<std::string>(), {0, limits::kMaxClusterGpus});
     g.options_text = planner::sampler_text(g.sampler, g.split, g.seed) + l.text();
     catalog = GpuCatalog::load_default();
   } catch (const InputError&) {

@@ -140,7 +140,7 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
       ("flashflex-refine", po::bool_switch(), "FlashFlex: add our hill-climbing refinement (row flashflex+refine)")
       ("beam", po::value<std::string>()->value_name("K")->default_value("8"), "arachne: templates decoded by beam search")
       ("simulate-top", po::value<std::string>()->value_name("N")->default_value("3"), "arachne: best-priced plans simulated")
-      ("refine", po::value<std::string>()->value_name("R")->default_value(std::to_string(planner::PlanRequest{}.arachne_refine)), "arachne: rounds of local moves from the best-priced templates (on <= 64 GPUs up to 6 while < 300 templates were tried)")
+      ("refine", po::value<std::string>()->value_name("R")->default_value(std::to_string(planner::PlanRequest{}.arachne_refine)), "arachne: rounds of local moves from the best-priced templates (then up to 6 in all while the round before gained >= 0.5 %, or on <= 64 GPUs while < 300 templates were tried)")
       ("policy", po::value<std::string>()->value_name("FILE"), "arachne: policy weights (default: the shipped configs/policy/arachne.weights)")
       ("arachne-templates", po::value<std::string>()->value_name("SOURCE")->default_value(planner::template_source_name(planner::PlanRequest{}.arachne_templates)),
        "arachne: template source, policy+heuristic | policy | random | heuristic | exhaustive (other than the default: ablations, row arachne[SOURCE])")
@@ -161,21 +161,15 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
   const auto str = [&vm](const char* k) { return vm[k].as<std::string>(); };
 
   planner::PlanRequest req;
-  req.budget_evaluations = parse_int_flag("--budget", str("budget"), 1);
-  if (vm.count("budget-wall")) {
-    char* end = nullptr;
-    const std::string t = str("budget-wall");
-    req.budget_wall_s = std::strtod(t.c_str(), &end);
-    if (t.empty() || *end != '\0' || !(req.budget_wall_s > 0))
-      throw InputError("--budget-wall", "expected a positive number of seconds, got '" + t + "'");
-  }
+  req.budget_evaluations = parse_int_flag("--budget", str("budget"), limits::kCount);
+  if (vm.count("budget-wall")) req.budget_wall_s = parse_double_flag("--budget-wall", str("budget-wall"), limits::kWallSeconds);
   req.flashflex_refine = vm["flashflex-refine"].as<bool>();
-  req.arachne_beam = static_cast<int>(parse_int_flag("--beam", str("beam"), 1));
-  req.arachne_simulate = static_cast<int>(parse_int_flag("--simulate-top", str("simulate-top"), 1));
-  req.arachne_refine = static_cast<int>(parse_int_flag("--refine", str("refine"), 0));
+  req.arachne_beam = parse_small_int_flag("--beam", str("beam"), limits::kSearchWidth);
+  req.arachne_simulate = parse_small_int_flag("--simulate-top", str("simulate-top"), limits::kSearchWidth);
+  req.arachne_refine = parse_small_int_flag("--refine", str("refine"), limits::kRounds);
   if (vm.count("policy")) req.arachne_policy = str("policy");
   req.arachne_templates = planner::parse_template_source(str("arachne-templates"), "--arachne-templates");
-  req.arachne_exhaustive_cap = parse_int_flag("--exhaustive-cap", str("exhaustive-cap"), 1);
+  req.arachne_exhaustive_cap = parse_int_flag("--exhaustive-cap", str("exhaustive-cap"), limits::kCount);
   const std::string cm = str("cost-model");
   if (cm == "own") req.cost_model = planner::CostModel::Own;
   else if (cm == "simulator") req.cost_model = planner::CostModel::Simulator;
@@ -188,17 +182,7 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
     check_output_path("--out", out_path);
   }
 
-  std::vector<std::string> names;
-  if (str("planner") == "all") {
-    names = planner::registered_planner_names();
-  } else {
-    std::stringstream ss(str("planner"));
-    std::string n;
-    while (std::getline(ss, n, ',')) {
-      if (n.empty()) throw InputError("--planner", "empty planner name in '" + str("planner") + "'");
-      if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
-    }
-  }
+  const std::vector<std::string> names = parse_planner_names("--planner", str("planner"), true);
   std::vector<std::unique_ptr<planner::Planner>> planners;
   for (const auto& n : names) planners.push_back(planner::make_planner(n));  // unknown name: exit 2
   if (std::find(names.begin(), names.end(), "arachne") != names.end()) planner::load_policy(req.arachne_policy);
@@ -206,7 +190,7 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
   const GpuCatalog catalog = GpuCatalog::load_default();
   const Cluster cluster = load_cluster(str("cluster"), catalog);
   const ModelConfig model = load_model(str("model"));
-  const long global = vm.count("global-batch") ? parse_int_flag("--global-batch", str("global-batch"), 1) : model.global_batch;
+  const long global = vm.count("global-batch") ? parse_int_flag("--global-batch", str("global-batch"), limits::kGlobalBatch) : model.global_batch;
   if (global < 1) throw InputError("--global-batch", model.name + " has no global_batch; give --global-batch N");
   const Topology topo(cluster);
   req.cluster = &cluster;

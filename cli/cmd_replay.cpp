@@ -17,6 +17,7 @@
 #include "sim/io/atomic_file.h"
 #include "sim/io/hdf5_writer.h"
 #include "sim/io/input_error.h"
+#include "sim/io/numbers.h"
 #include "sim/io/replay_h5.h"
 #include "sim/io/units.h"
 #include "sim/trace/replay.h"
@@ -34,6 +35,11 @@ on the GPUs available; planning time, reconfiguration (checkpoint load + restart
 work lost when GPUs in use disappear, and waiting when nothing fits are charged as DESIGN.md states.
 Each plan is measured in the simulator. A job whose GPUs all remain takes a better new plan once keeping its plan has
 cost as many tokens as the switch (--switch break-even, the default) or at once (--switch always).
+
+Reproducibility: with the default --planning-time measured, the wall-clock time each planner takes is
+charged as downtime, so tokens trained, lost work and downtime differ slightly between two runs of the same
+command. --planning-time SECONDS charges a fixed time per replan instead: then the same inputs and --seed
+give the same results (the reproducible mode; tests use it).
 
 Usage:
   arachne replay --trace FILE [--trace-format F] [--cluster FILE] --model M --planner NAME[,NAME...]
@@ -61,25 +67,24 @@ stats prints the nodes, changes, change rate, GPU-hours per type and the share o
 
 Options)";
 
-double parse_seconds_flag(const std::string& flag, const std::string& text) {
-  try {
-    size_t used = 0;
-    const double v = std::stod(text, &used);
-    if (used == text.size() && v >= 0) return v;
-  } catch (const std::exception&) {
-  }
-  throw InputError(flag, "expected a number of seconds >= 0, got '" + text + "'");
+double seconds_flag(const po::variables_map& vm, const char* name) {
+  return parse_double_flag(std::string("--") + name, vm[name].as<std::string>(), limits::kTraceSeconds);
 }
 
-LoadedTrace load_from(const po::variables_map& vm, const GpuCatalog& catalog) {
+TraceLoadOptions trace_options(const po::variables_map& vm) {
   TraceLoadOptions o;
   if (vm.count("trace-format")) o.format = vm["trace-format"].as<std::string>();
   o.seed = parse_seed_flag("--seed", vm["seed"].as<std::string>());
-  if (vm.count("nodes")) o.nodes = static_cast<int>(parse_int_flag("--nodes", vm["nodes"].as<std::string>(), 1));
-  if (vm.count("load-scale")) o.load_scale = parse_seconds_flag("--load-scale", vm["load-scale"].as<std::string>());
-  if (vm.count("window-start")) o.window_start_s = parse_seconds_flag("--window-start", vm["window-start"].as<std::string>());
-  if (vm.count("window-end")) o.window_end_s = parse_seconds_flag("--window-end", vm["window-end"].as<std::string>());
-  return load_trace(vm["trace"].as<std::string>(), o, catalog);
+  if (vm.count("nodes")) o.nodes = parse_small_int_flag("--nodes", vm["nodes"].as<std::string>(), limits::kNodes);
+  if (vm.count("load-scale"))
+    o.load_scale = parse_double_flag("--load-scale", vm["load-scale"].as<std::string>(), limits::kLoadScale);
+  if (vm.count("window-start")) o.window_start_s = seconds_flag(vm, "window-start");
+  if (vm.count("window-end")) o.window_end_s = seconds_flag(vm, "window-end");
+  return o;
+}
+
+LoadedTrace load_from(const po::variables_map& vm, const GpuCatalog& catalog) {
+  return load_trace(vm["trace"].as<std::string>(), trace_options(vm), catalog);
 }
 
 void add_trace_options(po::options_description& o) {
@@ -90,6 +95,80 @@ void add_trace_options(po::options_description& o) {
       ("window-start", po::value<std::string>()->value_name("S"), "alibaba: start of the time window replayed (seconds)")
       ("window-end", po::value<std::string>()->value_name("S"), "alibaba: end of the time window (seconds; default: the end)")
       ("seed", po::value<std::string>()->value_name("N")->default_value("0"), "seed of every random choice");
+}
+
+// Everything a replay depends on, checked before the first planner runs.
+struct ReplaySetup {
+  ReplayOptions options;
+  std::vector<std::string> planners;
+  std::optional<long> global_batch;  // default: the model's
+  planner::ReplanSettings settings;
+  std::string out_path;  // "" when no --out
+  std::string png_path;  // next to out_path
+};
+
+ReplaySetup replay_setup(const po::variables_map& vm) {
+  ReplaySetup r;
+  ReplayOptions& ro = r.options;
+  if (vm.count("until")) ro.until_s = seconds_flag(vm, "until");
+  const std::string pt = vm["planning-time"].as<std::string>();
+  if (pt != "measured") ro.fixed_planning_s = seconds_flag(vm, "planning-time");
+  ro.checkpoint_interval_s = seconds_flag(vm, "checkpoint-interval");
+  check_checkpoint_interval(ro.checkpoint_interval_s, "--checkpoint-interval");
+  ro.restart_s = seconds_flag(vm, "restart");
+  ro.coalesce_s = seconds_flag(vm, "coalesce");
+  const std::string rule = vm["switch"].as<std::string>();
+  if (rule == "always") ro.switch_rule = SwitchRule::Always;
+  else if (rule != "break-even") throw InputError("--switch", "unknown rule '" + rule + "' (known: break-even, always)");
+  try {
+    ro.storage_bandwidth = units::parse_bandwidth(vm["storage-bandwidth"].as<std::string>());
+  } catch (const std::invalid_argument& e) {
+    throw InputError("--storage-bandwidth", e.what());
+  }
+  check_real(ro.storage_bandwidth, limits::kBandwidth, "--storage-bandwidth");
+  if (vm.count("global-batch"))
+    r.global_batch = parse_int_flag("--global-batch", vm["global-batch"].as<std::string>(), limits::kGlobalBatch);
+  r.settings.budget_evaluations = parse_int_flag("--budget", vm["budget"].as<std::string>(), limits::kCount);
+  if (vm.count("budget-wall"))
+    r.settings.budget_wall_s = parse_double_flag("--budget-wall", vm["budget-wall"].as<std::string>(), limits::kWallSeconds);
+  r.settings.seed = parse_seed_flag("--seed", vm["seed"].as<std::string>());
+  r.settings.warm_start = !vm["no-warm-start"].as<bool>();
+  r.planners = parse_planner_names("--planner", vm["planner"].as<std::string>(), false);
+  if (vm.count("out")) {
+    r.out_path = vm["out"].as<std::string>();
+    r.png_path = r.out_path;
+    if (r.png_path.size() > 3 && r.png_path.compare(r.png_path.size() - 3, 3, ".h5") == 0) r.png_path.resize(r.png_path.size() - 3);
+    r.png_path += ".png";
+    check_output_path("--out", r.out_path);
+    check_output_path("--out", r.png_path);
+  }
+  return r;
+}
+
+// The full input configuration of a replay (DESIGN.md "Results"): trace and how it was read, model, link
+// template, planners and every option, so that the file alone says how to rerun it.
+std::string replay_config_yaml(const po::variables_map& vm, const ReplaySetup& r, const ModelConfig& model, long global_batch,
+                               const Cluster* link_template) {
+  const TraceLoadOptions t = trace_options(vm);
+  const ReplayOptions& o = r.options;
+  std::ostringstream y;
+  y << "trace:\n  path: " << vm["trace"].as<std::string>() << "\n  format: " << (t.format.empty() ? "detected" : t.format)
+    << "\n  nodes: " << t.nodes << "\n  load_scale: " << t.load_scale << "\n  window_start_s: " << t.window_start_s
+    << "\n  window_end_s: " << t.window_end_s << "\n";
+  y << "model:\n" << indented(model.to_yaml());
+  if (link_template) y << "cluster:\n" << indented(link_template->to_yaml());
+  y << "planners: [";
+  for (std::size_t i = 0; i < r.planners.size(); ++i) y << (i ? ", " : "") << r.planners[i];
+  y << "]\noptions:\n  seed: " << r.settings.seed << "\n  global_batch: " << global_batch << "\n  until_s: " << o.until_s
+    << "\n  planning_time: ";
+  if (o.fixed_planning_s) y << *o.fixed_planning_s;
+  else y << "measured (wall clock: not reproducible)";
+  y << "\n  checkpoint_interval_s: " << o.checkpoint_interval_s
+    << "\n  storage_bandwidth: " << units::format_bandwidth(o.storage_bandwidth) << "\n  restart_s: " << o.restart_s
+    << "\n  coalesce_s: " << o.coalesce_s << "\n  switch: " << (o.switch_rule == SwitchRule::Always ? "always" : "break-even")
+    << "\n  budget_evaluations: " << r.settings.budget_evaluations << "\n  budget_wall_s: " << r.settings.budget_wall_s
+    << "\n  warm_start: " << (r.settings.warm_start ? "true" : "false") << "\n";
+  return y.str();
 }
 
 }  // namespace
@@ -120,6 +199,7 @@ int run_trace(const std::vector<std::string>& args) {
   const GpuCatalog catalog = GpuCatalog::load_default();
   if (sub == "convert") {
     if (!vm.count("out")) return input_error("--out", "required (the native CSV to write)");
+    check_output_path("--out", vm["out"].as<std::string>());
     const LoadedTrace t = load_from(vm, catalog);
     write_text_atomically(vm["out"].as<std::string>(), to_native_csv(t.trace));
     return kExitOk;
@@ -156,7 +236,7 @@ int run_replay(const std::vector<std::string>& args, const std::string& command_
       ("planner", po::value<std::string>()->value_name("NAMES"), "planner(s), comma-separated")
       ("global-batch", po::value<std::string>()->value_name("N"), "global batch (default: the model's)")
       ("until", po::value<std::string>()->value_name("S"), "end of the replay in seconds (default: the trace's end)")
-      ("planning-time", po::value<std::string>()->value_name("T")->default_value("measured"), "measured | SECONDS charged per replan")
+      ("planning-time", po::value<std::string>()->value_name("T")->default_value("measured"), "measured (wall clock; not reproducible) | SECONDS charged per replan (reproducible)")
       ("checkpoint-interval", po::value<std::string>()->value_name("S")->default_value("1800"), "seconds of training between checkpoints (0: none)")
       ("storage-bandwidth", po::value<std::string>()->value_name("BW")->default_value("2 GB/s"), "checkpoint save/load bandwidth")
       ("restart", po::value<std::string>()->value_name("S")->default_value("60"), "process restart on reconfiguration, seconds")
@@ -175,42 +255,18 @@ int run_replay(const std::vector<std::string>& args, const std::string& command_
   }
   for (const char* f : {"trace", "model", "planner"})
     if (!vm.count(f)) return input_error(std::string("--") + f, "required");
+  ReplaySetup setup = replay_setup(vm);
   const GpuCatalog catalog = GpuCatalog::load_default();
   const ModelConfig model = load_model(vm["model"].as<std::string>());
   std::optional<Cluster> tmpl;
   if (vm.count("cluster")) tmpl = load_cluster(vm["cluster"].as<std::string>(), catalog);
-  ReplayOptions ro;
+  ReplayOptions& ro = setup.options;
   ro.link_template = tmpl ? &*tmpl : nullptr;
-  if (vm.count("until")) ro.until_s = parse_seconds_flag("--until", vm["until"].as<std::string>());
-  const std::string pt = vm["planning-time"].as<std::string>();
-  if (pt != "measured") ro.fixed_planning_s = parse_seconds_flag("--planning-time", pt);
-  ro.checkpoint_interval_s = parse_seconds_flag("--checkpoint-interval", vm["checkpoint-interval"].as<std::string>());
-  ro.restart_s = parse_seconds_flag("--restart", vm["restart"].as<std::string>());
-  ro.coalesce_s = parse_seconds_flag("--coalesce", vm["coalesce"].as<std::string>());
-  const std::string rule = vm["switch"].as<std::string>();
-  if (rule == "always") ro.switch_rule = SwitchRule::Always;
-  else if (rule != "break-even") return input_error("--switch", "unknown rule '" + rule + "' (known: break-even, always)");
-  try {
-    ro.storage_bandwidth = units::parse_bandwidth(vm["storage-bandwidth"].as<std::string>());
-  } catch (const std::invalid_argument& e) {
-    return input_error("--storage-bandwidth", e.what());
-  }
-  const long gb = vm.count("global-batch") ? parse_int_flag("--global-batch", vm["global-batch"].as<std::string>(), 1)
-                                           : model.global_batch;
-  const long budget = parse_int_flag("--budget", vm["budget"].as<std::string>(), 1);
-  const double budget_wall = vm.count("budget-wall") ? parse_seconds_flag("--budget-wall", vm["budget-wall"].as<std::string>()) : 0;
-  const bool warm_start = !vm["no-warm-start"].as<bool>();
-  std::vector<std::string> names;
-  {
-    std::stringstream ss(vm["planner"].as<std::string>());
-    std::string n;
-    while (std::getline(ss, n, ',')) names.push_back(n);
-  }
+  const long gb = setup.global_batch.value_or(model.global_batch);
   std::vector<std::unique_ptr<planner::Planner>> planners;
-  for (const auto& n : names) planners.push_back(planner::make_planner(n));  // unknown name: exit 2
-  std::string out_path;
-  if (vm.count("out")) out_path = vm["out"].as<std::string>();
+  for (const auto& n : setup.planners) planners.push_back(planner::make_planner(n));
   const LoadedTrace trace = load_from(vm, catalog);
+  const std::string& out_path = setup.out_path;
 
   nlohmann::json results = nlohmann::json::array();
   std::vector<std::pair<std::string, ReplayResult>> all;
@@ -219,11 +275,7 @@ int run_replay(const std::vector<std::string>& args, const std::string& command_
                  trace.trace.nodes.size(), (ro.until_s >= 0 ? ro.until_s : trace.trace.end_s) / 3600);
     const bool tty = isatty(fileno(stderr)) != 0;
     long planned = 0;
-    planner::ReplanSettings settings;
-    settings.budget_evaluations = budget;
-    settings.budget_wall_s = budget_wall;
-    settings.seed = parse_seed_flag("--seed", vm["seed"].as<std::string>());
-    settings.warm_start = warm_start;
+    const planner::ReplanSettings& settings = setup.settings;
     // Progress on a terminal: distinct snapshots planned so far (repeated snapshots come from the cache).
     const ReplanCallback cb = planner::replan_callback(*p, model, settings, [&] {
       if (tty && ++planned % 10 == 0) std::fprintf(stderr, "\rreplay: %s: %ld snapshots planned", p->name().c_str(), planned);
@@ -241,15 +293,12 @@ int run_replay(const std::vector<std::string>& args, const std::string& command_
     all.emplace_back(p->name(), std::move(r));
   }
   if (!out_path.empty()) {
-    h5::RunInfo info{ARACHNE_VERSION, command_line, 0, model.to_yaml()};
+    const h5::RunInfo info{ARACHNE_VERSION, command_line, setup.settings.seed,
+                           replay_config_yaml(vm, setup, model, gb, ro.link_template)};
     h5::write_h5_atomically(out_path, info, [&](h5::File& f) {
       for (const auto& [name, r] : all) write_replay_tables(f, "/" + name, r);
     });
-  }
-  if (!out_path.empty()) {
-    std::string png = out_path;
-    if (png.size() > 3 && png.compare(png.size() - 3, 3, ".h5") == 0) png.resize(png.size() - 3);
-    plot_replay_png(out_path, png + ".png");
+    plot_replay_png(out_path, setup.png_path);
   }
   if (vm["json"].as<bool>()) {
     std::cout << nlohmann::json{{"results", results}}.dump() << "\n";

@@ -81,16 +81,6 @@ Schedule parse_schedule(const std::string& v) {
   throw InputError("--schedule", "expected 1f1b, gpipe or interleaved, got '" + v + "'");
 }
 
-std::string indented(const std::string& text) {
-  std::string out = "  ";
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    out += text[i];
-    if (text[i] == '\n' && i + 1 < text.size()) out += "  ";
-  }
-  if (out.empty() || out.back() != '\n') out += '\n';
-  return out;
-}
-
 // The full input configuration, one YAML document with keys cluster, model, plan, options.
 std::string config_yaml(const Cluster& cluster, const ModelConfig& model, const Plan& plan, const SimOptions& opt,
                         std::optional<long> global_batch) {
@@ -206,16 +196,6 @@ void print_report(std::ostream& os, const SimResult& r, const Cluster& cluster, 
 
 }  // namespace
 
-// An output file's directory must exist; checked before any work so that bad input creates no file.
-void check_output_path(const std::string& flag, const std::string& path) {
-  if (path.empty()) throw InputError(flag, "empty file name");
-  const std::filesystem::path p(path);
-  const std::filesystem::path dir = p.parent_path().empty() ? std::filesystem::path(".") : p.parent_path();
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) throw InputError(flag, "directory '" + dir.string() + "' does not exist");
-  if (std::filesystem::is_directory(p, ec)) throw InputError(flag, "'" + path + "' is a directory");
-}
-
 int run_simulate(const std::vector<std::string>& args, const std::string& command_line) {
   po::options_description inputs("Inputs");
   inputs.add_options()
@@ -248,15 +228,7 @@ int run_simulate(const std::vector<std::string>& args, const std::string& comman
   all.add(inputs).add(shorthand).add(outputs);
 
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(po::positional_options_description()).style(po::command_line_style::default_style &
-                                                                ~po::command_line_style::allow_guessing)
-                  .run(),
-              vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return option_error(e, "simulate");
-  }
+  if (const int rc = parse_options(args, all, vm, "simulate"); rc >= 0) return rc;
   if (vm.count("help")) {
     std::cout << kSimulateHelp << "\n" << all << std::flush;
     return kExitOk;
@@ -266,8 +238,8 @@ int run_simulate(const std::vector<std::string>& args, const std::string& comman
     if (!vm.count("cluster")) throw InputError("--cluster", "is required (a cluster file or spec, e.g. A100-80:1x8)");
     if (!vm.count("model")) throw InputError("--model", "is required (a model file or bundled name, e.g. gpt3-1.3b)");
     const auto str = [&vm](const char* k) { return vm[k].as<std::string>(); };
-    const auto flag_int = [&](const char* k, long min_value) {
-      return parse_int_flag(std::string("--") + k, str(k), min_value);
+    const auto flag_int = [&](const char* k, limits::IntRange range) {
+      return parse_small_int_flag(std::string("--") + k, str(k), range);
     };
 
     SimOptions opt;
@@ -280,7 +252,7 @@ int run_simulate(const std::vector<std::string>& args, const std::string& comman
     if (vm.count("timeline")) out.timeline = str("timeline");
     opt.record_timeline = !out.timeline.empty();
     std::optional<long> global_batch;
-    if (vm.count("global-batch")) global_batch = flag_int("global-batch", 1);
+    if (vm.count("global-batch")) global_batch = flag_int("global-batch", limits::kGlobalBatch);
 
     // Plan source: a file, or the shorthand, never both.
     std::vector<std::string> shorthand_given;
@@ -295,12 +267,12 @@ int run_simulate(const std::vector<std::string>& args, const std::string& comman
       throw InputError("--plan", "no plan given: use --plan FILE or the shorthand --tp N --pp N --dp N --micro-batch N");
     Shorthand sh;
     if (!use_plan_file) {
-      if (vm.count("tp")) sh.tp = static_cast<int>(flag_int("tp", 1));
-      if (vm.count("pp")) sh.pp = static_cast<int>(flag_int("pp", 1));
-      if (vm.count("dp")) sh.dp = static_cast<int>(flag_int("dp", 1));
-      if (vm.count("ep")) sh.ep = static_cast<int>(flag_int("ep", 1));
-      if (vm.count("micro-batch")) sh.micro_batch = static_cast<int>(flag_int("micro-batch", 1));
-      if (vm.count("interleave")) sh.interleave = static_cast<int>(flag_int("interleave", 1));
+      if (vm.count("tp")) sh.tp = static_cast<int>(flag_int("tp", limits::kDegree));
+      if (vm.count("pp")) sh.pp = static_cast<int>(flag_int("pp", limits::kDegree));
+      if (vm.count("dp")) sh.dp = static_cast<int>(flag_int("dp", limits::kDegree));
+      if (vm.count("ep")) sh.ep = static_cast<int>(flag_int("ep", limits::kDegree));
+      if (vm.count("micro-batch")) sh.micro_batch = static_cast<int>(flag_int("micro-batch", limits::kMicroBatch));
+      if (vm.count("interleave")) sh.interleave = static_cast<int>(flag_int("interleave", limits::kDegree));
       if (vm.count("recompute")) sh.recompute = parse_recompute(str("recompute"));
       if (vm.count("schedule")) sh.schedule = parse_schedule(str("schedule"));
       else if (sh.interleave > 1) sh.schedule = Schedule::Interleaved;

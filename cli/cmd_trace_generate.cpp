@@ -11,6 +11,7 @@
 #include "sim/hw/gpu.h"
 #include "sim/io/atomic_file.h"
 #include "sim/io/input_error.h"
+#include "sim/io/numbers.h"
 #include "sim/trace/trace_generate.h"
 
 namespace arachne::cli {
@@ -41,6 +42,7 @@ Options)";
 
 std::vector<std::pair<std::string, int>> parse_nodes(const std::string& text) {
   std::vector<std::pair<std::string, int>> out;
+  long long total = 0;
   std::size_t pos = 0;
   while (pos <= text.size()) {
     const std::size_t comma = std::min(text.find(',', pos), text.size());
@@ -48,10 +50,12 @@ std::vector<std::pair<std::string, int>> parse_nodes(const std::string& text) {
     const std::size_t colon = item.rfind(':');
     if (item.empty() || colon == std::string::npos || colon == 0)
       throw InputError("--nodes", "'" + item + "' is not TYPE:COUNT (e.g. A100-80:16,T4:8)");
-    const long count = parse_int_flag("--nodes", item.substr(colon + 1), 1);
-    out.emplace_back(item.substr(0, colon), static_cast<int>(count));
+    const int count = parse_small_int_flag("--nodes", item.substr(colon + 1), limits::kNodes);
+    out.emplace_back(item.substr(0, colon), count);
+    total += count;
     pos = comma + 1;
   }
+  check_integer(total, limits::kNodes, "--nodes");
   return out;
 }
 
@@ -84,24 +88,27 @@ int run_trace_generate(const std::vector<std::string>& args) {
   try {
     GenerateOptions o = defaults;
     o.seed = parse_seed_flag("--seed", vm["seed"].as<std::string>());
-    o.duration_s = parse_double_flag("--duration", vm["duration"].as<std::string>());
+    const std::string out = vm["out"].as<std::string>();
+    check_output_path("--out", out);
+    o.duration_s = parse_double_flag("--duration", vm["duration"].as<std::string>(),
+                                     {0.0, limits::kTraceSeconds.max, true});
     o.node_types = parse_nodes(vm["nodes"].as<std::string>());
     if (vm.count("load") && vm.count("arrivals-per-hour"))
       return input_error("--arrivals-per-hour", "give either --load or --arrivals-per-hour, not both");
     if (vm.count("load")) {
-      o.load = parse_double_flag("--load", vm["load"].as<std::string>());
-      if (o.load < 0) return input_error("--load", "must be in [0, 1)");
+      o.load = parse_double_flag("--load", vm["load"].as<std::string>(), limits::kFraction);
     }
     if (vm.count("arrivals-per-hour")) {
-      o.tenant_arrivals_per_hour = parse_double_flag("--arrivals-per-hour", vm["arrivals-per-hour"].as<std::string>());
+      o.tenant_arrivals_per_hour = parse_double_flag("--arrivals-per-hour", vm["arrivals-per-hour"].as<std::string>(), limits::kEventRate);
       o.load = -1;  // unscaled: the rate is taken as given
     }
-    o.mean_duration_s = parse_double_flag("--mean-duration", vm["mean-duration"].as<std::string>());
-    o.daily_amplitude = parse_double_flag("--daily-amplitude", vm["daily-amplitude"].as<std::string>());
-    o.spot_reclaims_per_day = parse_double_flag("--spot-reclaims-per-day", vm["spot-reclaims-per-day"].as<std::string>());
+    o.mean_duration_s = parse_double_flag("--mean-duration", vm["mean-duration"].as<std::string>(),
+                                          {1.0, limits::kTraceSeconds.max});
+    o.daily_amplitude = parse_double_flag("--daily-amplitude", vm["daily-amplitude"].as<std::string>(), limits::kFraction);
+    o.spot_reclaims_per_day =
+        parse_double_flag("--spot-reclaims-per-day", vm["spot-reclaims-per-day"].as<std::string>(), limits::kEventRate);
     const GpuCatalog catalog = GpuCatalog::load_default();
     const AvailabilityTrace trace = generate_trace(o, catalog);
-    const std::string out = vm["out"].as<std::string>();
     write_text_atomically(out, to_native_csv(trace));
     long long gpus = 0;
     for (const auto& n : trace.nodes) gpus += n.capacity;

@@ -91,16 +91,6 @@ ScriptResult run_script(const std::string& script, const std::vector<std::string
   return r;
 }
 
-double parse_scale_flag(const std::string& flag, const std::string& text) {
-  try {
-    size_t used = 0;
-    const double v = std::stod(text, &used);
-    if (used == text.size() && v >= 0) return v;
-  } catch (const std::exception&) {
-  }
-  throw InputError(flag, "expected a number >= 0, got '" + text + "'");
-}
-
 }  // namespace
 
 int run_trace_plot(const std::vector<std::string>& args) {
@@ -124,12 +114,13 @@ int run_trace_plot(const std::vector<std::string>& args) {
   TraceLoadOptions o;
   if (vm.count("trace-format")) o.format = vm["trace-format"].as<std::string>();
   o.seed = parse_seed_flag("--seed", vm["seed"].as<std::string>());
-  if (vm.count("nodes")) o.nodes = static_cast<int>(parse_int_flag("--nodes", vm["nodes"].as<std::string>(), 1));
-  if (vm.count("load-scale")) o.load_scale = parse_scale_flag("--load-scale", vm["load-scale"].as<std::string>());
+  if (vm.count("nodes")) o.nodes = parse_small_int_flag("--nodes", vm["nodes"].as<std::string>(), limits::kNodes);
+  if (vm.count("load-scale")) o.load_scale = parse_double_flag("--load-scale", vm["load-scale"].as<std::string>(), limits::kLoadScale);
   const std::string trace_path = vm["trace"].as<std::string>();
+  const std::string out = vm["out"].as<std::string>();
+  check_output_path("--out", out);
   const LoadedTrace loaded = load_trace(trace_path, o, GpuCatalog::load_default());
 
-  const std::string out = vm["out"].as<std::string>();
   // The native CSV goes next to the output (".<name>.tmp-<pid>.csv"), removed once plotted.
   const std::string csv = temporary_path_for(out) + ".csv";
   {

@@ -65,14 +65,14 @@ int run_train(const std::vector<std::string>& args, const std::string& command_l
     o.data = vm["data"].as<std::string>();
     o.validation = vm["validation"].as<std::string>();
     o.out_dir = vm["out"].as<std::string>();
-    o.imitation_epochs = static_cast<int>(parse_int_flag("--imitation-epochs", vm["imitation-epochs"].as<std::string>(), 0));
-    o.pg_epochs = static_cast<int>(parse_int_flag("--pg-epochs", vm["pg-epochs"].as<std::string>(), 0));
-    o.batch = static_cast<int>(parse_int_flag("--batch", vm["batch"].as<std::string>(), 1));
-    o.pg_samples = static_cast<int>(parse_int_flag("--pg-samples", vm["pg-samples"].as<std::string>(), 2));
-    o.learning_rate = parse_double_flag("--learning-rate", vm["learning-rate"].as<std::string>());
-    if (!(o.learning_rate > 0)) throw InputError("--learning-rate", "must be positive");
+    check_output_dir("--out", o.out_dir);
+    o.imitation_epochs = parse_small_int_flag("--imitation-epochs", vm["imitation-epochs"].as<std::string>(), limits::kRounds);
+    o.pg_epochs = parse_small_int_flag("--pg-epochs", vm["pg-epochs"].as<std::string>(), limits::kRounds);
+    o.batch = parse_small_int_flag("--batch", vm["batch"].as<std::string>(), limits::kSearchWidth);
+    o.pg_samples = parse_small_int_flag("--pg-samples", vm["pg-samples"].as<std::string>(), {2, limits::kSearchWidth.max});
+    o.learning_rate = parse_double_flag("--learning-rate", vm["learning-rate"].as<std::string>(), limits::kLearningRate);
     o.seed = parse_seed_flag("--seed", vm["seed"].as<std::string>());
-    o.threads = static_cast<int>(parse_int_flag("--threads", vm["threads"].as<std::string>(), 1));
+    o.threads = parse_small_int_flag("--threads", vm["threads"].as<std::string>(), limits::kThreads);
     o.resume = vm["resume"].as<bool>();
     const bool tty = isatty(fileno(stderr)) != 0;
     const auto progress = [tty](const planner::EpochRecord& r) {

@@ -10,6 +10,7 @@
 #include <boost/program_options/variables_map.hpp>
 
 #include "planner/common/work_group.h"
+#include "sim/io/limits.h"
 
 namespace arachne::cli {
 
@@ -49,22 +50,34 @@ int input_error(const std::string& where, const std::string& reason);
 // The same for a Boost.Program_options error: where = the flag ("--tp"), reason in plain words.
 int option_error(const boost::program_options::error& e, const std::string& subcommand);
 
-// Parses a subcommand's flags (no abbreviations, no positional words) into `vm`. Returns -1 on success,
-// else the exit code after printing the `error: --flag: reason` line.
+// Parses a subcommand's flags (no abbreviations, no positional words, no empty values) into `vm`. Returns
+// -1 on success, else the exit code after printing the `error: --flag: reason` line.
 int parse_options(const std::vector<std::string>& args, const boost::program_options::options_description& opts,
                   boost::program_options::variables_map& vm, const std::string& subcommand);
 
-// An output file's directory must exist and the path must not be a directory; throws InputError(flag, ...).
-// Checked before any work so that bad input creates no file.
+// Output paths, checked before any work so that bad input creates no file and the work is not lost:
+// the directory must exist and take a new file (probed by creating and removing the temporary file the
+// write will use), and the path must not be a directory. Throw InputError(flag, ...).
 void check_output_path(const std::string& flag, const std::string& path);
+// An output directory: an existing writable directory, or a new one in an existing writable directory.
+void check_output_dir(const std::string& flag, const std::string& dir);
+
+// A comma-separated list: no empty item, no item twice, at least one; throws InputError(flag, ...).
+std::vector<std::string> split_list(const std::string& flag, const std::string& text);
+// Planner names (registry): a list as above of registered names, or "all" when `allow_all`.
+std::vector<std::string> parse_planner_names(const std::string& flag, const std::string& text, bool allow_all);
+
+// `text` with every line indented by two spaces (a YAML document nested under a key).
+std::string indented(const std::string& text);
 
 // argv joined with single-quote shell quoting where a word needs it.
 std::string quoted_command_line(int argc, char** argv);
 
-// Strict integer flag values: throw InputError(flag, reason) unless `text` is an integer >= min_value.
-long parse_int_flag(const std::string& flag, const std::string& text, long min_value);
+// Flag values, through the range-checked readers of sim/io/numbers.h with the supported ranges of
+// sim/io/limits.h; each throws InputError(flag, reason).
+long long parse_int_flag(const std::string& flag, const std::string& text, limits::IntRange range);
+int parse_small_int_flag(const std::string& flag, const std::string& text, limits::IntRange range);  // int-sized
+double parse_double_flag(const std::string& flag, const std::string& text, limits::RealRange range);
 unsigned long long parse_seed_flag(const std::string& flag, const std::string& text);
-// A finite decimal number; throws InputError(flag, reason) otherwise.
-double parse_double_flag(const std::string& flag, const std::string& text);
 
 }  // namespace arachne::cli

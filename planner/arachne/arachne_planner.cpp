@@ -154,7 +154,12 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
   };
   const long extend = r.cluster->total_gpus() <= kArachneExtendMaxGpus ? kArachneExtendBelow : 0;
   local_search(templates, *r.cluster, *r.model, complete,
-               {.rounds = r.arachne_refine, .width = 2, .extend_below = extend, .max_rounds = kArachneMaxRounds});
+               {.rounds = r.arachne_refine,
+                .width = 2,
+                .extend_below = extend,
+                .max_rounds = kArachneMaxRounds,
+                .extend_while_gain = kArachneExtendWhileGain,
+                .extend_max_factor = kArachneExtendMaxFactor});
   std::stable_sort(all.begin(), all.end(), [](const CompletedPlan& a, const CompletedPlan& b) { return a.priced_s < b.priced_s; });
   return all;
 }

@@ -77,10 +77,18 @@ inline constexpr double kArachneSimulateWithin = 1.10;
 // (LocalSearchOptions::extend_below), up to kArachneMaxRounds
 // rounds. Measured on 24 held-out configurations of 4-10 GPUs (README, "small clusters"): 1, 3 and 6
 // rounds give 5, 3 and 1 losses to the best baseline for 0.015, 0.025 and 0.040 s median planning time.
-// Larger clusters keep `--refine` rounds: one round at 1,024 GPUs already costs hundreds of milliseconds.
+// Larger clusters extend only while a round gains (below): one round at 1,024 GPUs costs hundreds of milliseconds.
 inline constexpr int kArachneExtendMaxGpus = 64;
 inline constexpr long kArachneExtendBelow = 300;
 inline constexpr int kArachneMaxRounds = 6;
+// On every cluster the local search also goes on past `--refine` rounds, up to kArachneMaxRounds, while the
+// round before lowered the best estimated price by at least this fraction (LocalSearchOptions::
+// extend_while_gain): rounds are spent where they still pay (measured: README, "Local search until it stops
+// gaining").
+inline constexpr double kArachneExtendWhileGain = 0.005;
+// ... pricing at most this many times the templates of the `--refine` rounds (LocalSearchOptions::
+// extend_max_factor): the climb at most triples the planning work.
+inline constexpr double kArachneExtendMaxFactor = 3;
 
 // Device-group templates proposed by the default source: rule 3 of the heuristic generator folded at up to
 // this many replica counts (each halves the one before, so three cover replica counts a factor of 4 apart).

@@ -14,6 +14,7 @@
 #include "planner/planner.h"
 #include "planner/registry.h"
 #include "sim/io/input_error.h"
+#include "sim/io/numbers.h"
 #include "sim/io/units.h"
 #include "sim/io/yaml_fields.h"
 
@@ -80,7 +81,7 @@ class Parser {
     Experiment x;
     x.file = file_;
     x.text = text;
-    if (root["version"].IsDefined() && yaml_fields::whole_number(root, "version", 1, file_, "") != 1)
+    if (root["version"].IsDefined() && yaml_fields::whole_number(root, "version", limits::kFormatVersion, file_, "") != 1)
       fail(file_, root["version"], "version", "only version 1 is known");
     x.name = root["name"].IsDefined() ? yaml_fields::require_scalar(root, "name", file_, "")
                                       : fs::path(file_).stem().string();
@@ -125,28 +126,17 @@ class Parser {
   }
 
   std::uint64_t seed_of(const YAML::Node& n, const std::string& field) {
-    const std::string& s = n.Scalar();
-    if (!n.IsScalar() || s.empty() || s.find_first_not_of("0123456789") != std::string::npos)
-      fail(file_, n, field, "expected a non-negative integer, got '" + s + "'");
-    try {
-      return std::stoull(s);
-    } catch (const std::exception&) {
-      fail(file_, n, field, "out of range");
-    }
+    if (!n.IsScalar()) fail(file_, n, field, "expected a non-negative integer");
+    return read_seed(n.Scalar(), file_where(file_, n.Mark().line, field));
   }
 
-  long positive_long(const YAML::Node& n, const std::string& field) {
-    const std::string& s = n.Scalar();
-    if (!n.IsScalar() || s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 15 ||
-        std::stol(s) < 1)
-      fail(file_, n, field, "expected a positive integer, got '" + s + "'");
-    return std::stol(s);
+  long integer(const YAML::Node& n, const std::string& field, limits::IntRange range) {
+    if (!n.IsScalar()) fail(file_, n, field, "expected an integer");
+    return read_integer(n.Scalar(), range, file_where(file_, n.Mark().line, field));
   }
 
   double seconds(const YAML::Node& parent, const std::string& key, const std::string& prefix) {
-    const double s = yaml_fields::dimensioned(parent, key, units::parse_duration, file_, prefix);
-    if (!(s >= 0)) fail(file_, parent[key], prefix + key, "must not be negative");
-    return s;
+    return yaml_fields::dimensioned(parent, key, units::parse_duration, limits::kTraceSeconds, file_, prefix);
   }
 
   ExperimentBudget budget_of(const YAML::Node& parent, ExperimentBudget b, const std::string& prefix) {
@@ -154,7 +144,7 @@ class Parser {
     if (!n.IsDefined()) return b;
     const std::string p = prefix + "budget.";
     check_keys(n, kBudgetKeys, file_, p);
-    if (n["evaluations"].IsDefined()) b.evaluations = positive_long(n["evaluations"], p + "evaluations");
+    if (n["evaluations"].IsDefined()) b.evaluations = integer(n["evaluations"], p + "evaluations", limits::kCount);
     if (n["wall"].IsDefined()) {
       b.wall_s = seconds(n, "wall", p);
       if (!(b.wall_s > 0)) fail(file_, n["wall"], p + "wall", "must be positive");
@@ -214,7 +204,7 @@ class Parser {
     }
     if (n["global_batches"].IsDefined()) {
       for (const auto& [g, node] : scalars(n, "global_batches", prefix))
-        b.global_batches.push_back(g == "default" ? 0 : positive_long(node, prefix + "global_batches"));
+        b.global_batches.push_back(g == "default" ? 0 : integer(node, prefix + "global_batches", limits::kGlobalBatch));
     } else {
       b.global_batches = {0};
     }
@@ -241,8 +231,8 @@ class Parser {
     b.seed = n["seed"].IsDefined() ? seed_of(n["seed"], prefix + "seed") : x.seed;
     b.load.seed = b.seed;
     if (n["format"].IsDefined()) b.load.format = yaml_fields::require_scalar(n, "format", file_, prefix);
-    if (n["nodes"].IsDefined()) b.load.nodes = yaml_fields::whole_number(n, "nodes", 1, file_, prefix);
-    if (n["load_scale"].IsDefined()) b.load.load_scale = yaml_fields::positive_number(n, "load_scale", file_, prefix);
+    if (n["nodes"].IsDefined()) b.load.nodes = yaml_fields::whole_number(n, "nodes", limits::kNodes, file_, prefix);
+    if (n["load_scale"].IsDefined()) b.load.load_scale = yaml_fields::plain_number(n, "load_scale", limits::kLoadScale, file_, prefix);
     if (const YAML::Node w = yaml_fields::optional_map(n, "window", file_, prefix); w.IsDefined()) {
       check_keys(w, kWindowKeys, file_, prefix + "window.");
       if (w["start"].IsDefined()) b.load.window_start_s = seconds(w, "start", prefix + "window.");
@@ -250,7 +240,7 @@ class Parser {
     }
     b.model = yaml_fields::require_scalar(n, "model", file_, prefix);
     load_model(b.model, n["model"], prefix + "model", x);
-    if (n["global_batch"].IsDefined()) b.global_batch = positive_long(n["global_batch"], prefix + "global_batch");
+    if (n["global_batch"].IsDefined()) b.global_batch = integer(n["global_batch"], prefix + "global_batch", limits::kGlobalBatch);
     b.global_batch = global_batch_of(x.models.at(b.model), b.global_batch, n["model"], prefix + "model");
     b.planners = planners(n, prefix);
     replay_options(n, prefix, b.options);
@@ -277,9 +267,10 @@ class Parser {
       o.fixed_planning_s = seconds(n, "planning_time", prefix);
     // The defaults of `arachne replay`'s flags.
     o.checkpoint_interval_s = n["checkpoint_interval"].IsDefined() ? seconds(n, "checkpoint_interval", prefix) : 1800;
+    check_checkpoint_interval(o.checkpoint_interval_s, yaml_fields::where_of(n, "checkpoint_interval", file_, prefix));
     o.restart_s = n["restart"].IsDefined() ? seconds(n, "restart", prefix) : 60;
     o.storage_bandwidth = n["storage_bandwidth"].IsDefined()
-                              ? yaml_fields::dimensioned(n, "storage_bandwidth", units::parse_bandwidth, file_, prefix)
+                              ? yaml_fields::dimensioned(n, "storage_bandwidth", units::parse_bandwidth, limits::kBandwidth, file_, prefix)
                               : 2e9;
     if (n["switch"].IsDefined()) {
       const std::string rule = yaml_fields::require_scalar(n, "switch", file_, prefix);

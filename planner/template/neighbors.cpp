@@ -402,9 +402,10 @@ std::vector<PricedTemplate> local_search(const std::vector<Template>& start, con
   };
   std::vector<Entry> priced;
   std::set<Template> tried;
-  long count = 0;
+  long count = 0, cap = std::numeric_limits<long>::max();
   auto try_template = [&](const Template& t) {
     if (opt.max_priced > 0 && count >= opt.max_priced) return;
+    if (count >= cap) return;
     Template c = canonical(t);
     if (!tried.insert(c).second) return;
     ++count;
@@ -413,10 +414,24 @@ std::vector<PricedTemplate> local_search(const std::vector<Template>& start, con
   auto best_first = [](const Entry& a, const Entry& b) {
     return a.p.priced_s != b.p.priced_s ? a.p.priced_s < b.p.priced_s : a.order < b.order;
   };
+  auto best_price = [&] {
+    double best = std::numeric_limits<double>::infinity();
+    for (const Entry& e : priced) best = std::min(best, e.p.priced_s);
+    return best;
+  };
   for (const Template& t : start) try_template(t);
+  double before_round = std::numeric_limits<double>::infinity(), after_round = best_price();
+  long required = 0;  // templates priced by the end of the required rounds
   for (int round = 0;; ++round) {
-    const bool extend = opt.rounds > 0 && round < opt.max_rounds && count < opt.extend_below;
+    const bool few = count < opt.extend_below;
+    const bool gaining = opt.extend_while_gain > 0 && after_round < before_round * (1 - opt.extend_while_gain);
+    const bool extend = opt.rounds > 0 && round < opt.max_rounds && (few || gaining);
     if (round >= opt.rounds && !extend) break;
+    if (round == opt.rounds) required = count;
+    if (round >= opt.rounds && !few && opt.extend_max_factor > 0) {
+      cap = static_cast<long>(opt.extend_max_factor * static_cast<double>(required));
+      if (count >= cap) break;
+    }
     std::stable_sort(priced.begin(), priced.end(), best_first);
     std::vector<Template> frontier;
     for (Entry& e : priced) {
@@ -428,6 +443,8 @@ std::vector<PricedTemplate> local_search(const std::vector<Template>& start, con
     if (frontier.empty()) break;
     for (const Template& f : frontier)
       for (const Template& n : template_neighbors(f, cluster, model)) try_template(n);
+    before_round = after_round;
+    after_round = best_price();
   }
   std::stable_sort(priced.begin(), priced.end(), best_first);
   std::vector<PricedTemplate> out;

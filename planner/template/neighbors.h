@@ -46,6 +46,12 @@ struct LocalSearchOptions {
   // search climbs further for the same order of planning time.
   long extend_below = 0;
   int max_rounds = 0;
+  // Also beyond `rounds` (up to `max_rounds`): while the round before lowered the best price by at least
+  // this fraction (0: never) - a hill climb that stops where it stops gaining.
+  double extend_while_gain = 0;
+  // Rounds that go on only for their gain price at most this many times the templates priced by the end of
+  // `rounds` in all (0: no cap), so that the climb at most multiplies the planning work by this factor.
+  double extend_max_factor = 0;
 };
 
 struct PricedTemplate {

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "sim/io/input_error.h"
+#include "sim/io/yaml_fields.h"
 
 namespace arachne::planner {
 
@@ -324,7 +325,7 @@ Template load_template_yaml(const std::string& path) {
   try {
     root = YAML::LoadFile(path);
   } catch (const YAML::ParserException& e) {
-    throw InputError(file_where(path, e.mark.line, ""), "YAML syntax error: " + e.msg);
+    yaml_fields::syntax_error(e, path);
   }
   if (!root.IsMap() || !root["template"]) throw InputError(path, "expected a mapping with the key 'template'");
   for (const auto& kv : root) {

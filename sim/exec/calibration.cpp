@@ -15,6 +15,7 @@
 #include "sim/exec/simulate.h"
 #include "sim/io/csv_fields.h"
 #include "sim/io/input_error.h"
+#include "sim/io/numbers.h"
 #include "sim/plan/plan_yaml.h"
 
 namespace arachne {
@@ -127,14 +128,8 @@ std::vector<MeasuredRun> load_vtrain_csv(const std::string& path) {
     auto num = [&](const std::string& name) {
       const int i = col.at(name);
       if (i >= static_cast<int>(f.size())) throw InputError(file_where(path, lineno - 1, name), "missing value");
-      try {
-        size_t used = 0;
-        const double v = std::stod(trim(f[i]), &used);
-        if (used != trim(f[i]).size() || !(v > 0)) throw std::invalid_argument("x");
-        return v;
-      } catch (const std::exception&) {
-        throw InputError(file_where(path, lineno - 1, name), "not a positive number: '" + f[i] + "'");
-      }
+      return read_real(trim(f[i]), {0.0, static_cast<double>(limits::kMeasurementCount.max), true},
+                       file_where(path, lineno - 1, name));
     };
     MeasuredRun r;
     r.line = lineno;

@@ -14,6 +14,7 @@
 #include "sim/hw/topology.h"
 #include "sim/io/csv_fields.h"
 #include "sim/io/input_error.h"
+#include "sim/io/numbers.h"
 #include "sim/io/yaml_fields.h"
 #include "sim/plan/plan_yaml.h"
 
@@ -43,11 +44,12 @@ std::vector<std::string> split_quoted(const std::string& line) {
   return cells;
 }
 
-// The leading whole number of a cell ("192 (tgt_len ...)" -> 192); 0 when the cell states none.
-long leading_number(const std::string& cell) {
+// The leading whole number of a cell ("192 (tgt_len ...)" -> 192); 0 when the cell states none. Checked
+// against `range` (InputError(where, ...)) so that no count wraps around in an int.
+long leading_number(const std::string& cell, limits::IntRange range, const std::string& where) {
   size_t i = 0;
   while (i < cell.size() && std::isdigit(static_cast<unsigned char>(cell[i]))) ++i;
-  return i == 0 ? 0 : std::stol(cell.substr(0, i));
+  return i == 0 ? 0 : read_integer(cell.substr(0, i), range, where);
 }
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
@@ -134,7 +136,7 @@ std::string precision_or_metric_exclusion(const PublishedRow& r) {
 // "vocab 131072" in a model text; 0 when absent.
 long stated_vocab(const std::string& model) {
   const auto pos = model.find("vocab ");
-  return pos == std::string::npos ? 0 : leading_number(model.substr(pos + 6));
+  return pos == std::string::npos ? 0 : leading_number(model.substr(pos + 6), limits::kVocab, "model '" + model + "': vocab");
 }
 
 // Rows of a table with one GPU type that states the whole configuration and reports model TFLOP/s per GPU
@@ -226,7 +228,9 @@ std::vector<PublishedRow> load_published_csv(const std::string& path) {
       throw InputError(file_where(path, lineno - 1, "row"), "expected " + std::to_string(header.size()) +
                                                             " cells, found " + std::to_string(f.size()));
     auto cell = [&](const char* name) { return f[col.at(name)]; };
-    auto whole = [&](const char* name) { return leading_number(cell(name)); };
+    auto whole = [&](const char* name) {
+      return leading_number(cell(name), limits::kMeasurementCount, file_where(path, lineno - 1, name));
+    };
     PublishedRow r;
     r.line = lineno;
     r.source_id = cell("source_id");
@@ -245,13 +249,7 @@ std::vector<PublishedRow> load_published_csv(const std::string& path) {
     r.tp = static_cast<int>(whole("tp"));
     r.pp = static_cast<int>(whole("pp"));
     r.dp = static_cast<int>(whole("dp"));
-    try {
-      size_t used = 0;
-      r.value = std::stod(cell("value"), &used);
-      if (used != cell("value").size() || !(r.value > 0)) throw std::invalid_argument("value");
-    } catch (const std::exception&) {
-      throw InputError(file_where(path, lineno - 1, "value"), "not a positive number: '" + cell("value") + "'");
-    }
+    r.value = read_real(cell("value"), limits::kMeasuredValue, file_where(path, lineno - 1, "value"));
     if (r.source_id.empty()) throw InputError(file_where(path, lineno - 1, "source_id"), "empty");
     rows.push_back(r);
   }

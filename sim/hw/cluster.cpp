@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "sim/io/input_error.h"
+#include "sim/io/numbers.h"
 #include "sim/io/units.h"
 #include "sim/io/yaml_fields.h"
 
@@ -65,9 +66,9 @@ NetworkConfig parse_network(const YAML::Node& n, const std::string& file) {
     if (net.topology != "leaf-spine")
       fail(file, n["topology"], p + "topology", "unknown topology '" + net.topology + "' (known: leaf-spine)");
   }
-  if (n["nodes_per_leaf"].IsDefined()) net.nodes_per_leaf = whole_number(n, "nodes_per_leaf", 1, file, p);
-  if (n["oversubscription"].IsDefined()) net.oversubscription = positive_number(n, "oversubscription", file, p);
-  if (n["latency"].IsDefined()) net.latency_s = dimensioned(n, "latency", units::parse_duration, file, p);
+  if (n["nodes_per_leaf"].IsDefined()) net.nodes_per_leaf = whole_number(n, "nodes_per_leaf", limits::kNodesPerLeaf, file, p);
+  if (n["oversubscription"].IsDefined()) net.oversubscription = plain_number(n, "oversubscription", limits::kOversubscription, file, p);
+  if (n["latency"].IsDefined()) net.latency_s = dimensioned(n, "latency", units::parse_duration, limits::kLatency, file, p);
   return net;
 }
 
@@ -78,8 +79,8 @@ NodeGroup parse_group(const YAML::Node& n, int index, const GpuCatalog& catalog,
   const std::string gpu = require_scalar(n, "gpu", file, p);
   if (!catalog.contains(gpu)) fail(file, n["gpu"], p + "gpu", unknown_gpu(gpu, catalog));
   const NodeDefaults& d = catalog.at(gpu).node;
-  NodeGroup g = group_from_default(gpu, whole_number(n, "nodes", 1, file, p), d);
-  if (n["gpus_per_node"].IsDefined()) g.gpus_per_node = whole_number(n, "gpus_per_node", 1, file, p);
+  NodeGroup g = group_from_default(gpu, whole_number(n, "nodes", limits::kNodes, file, p), d);
+  if (n["gpus_per_node"].IsDefined()) g.gpus_per_node = whole_number(n, "gpus_per_node", limits::kGpusPerNode, file, p);
 
   // intra_node / nic: optional, and each sub-field optional; what is missing comes from the default node.
   if (const YAML::Node intra = optional_map(n, "intra_node", file, p); intra.IsDefined()) {
@@ -93,8 +94,7 @@ NodeGroup parse_group(const YAML::Node& n, int index, const GpuCatalog& catalog,
       }
     }
     if (intra["bandwidth"].IsDefined()) {
-      g.intra_bw = dimensioned(intra, "bandwidth", units::parse_bandwidth, file, ip);
-      if (!(g.intra_bw > 0)) fail(file, intra["bandwidth"], ip + "bandwidth", "must be positive");
+      g.intra_bw = dimensioned(intra, "bandwidth", units::parse_bandwidth, limits::kBandwidth, file, ip);
     } else if (g.intra_kind != d.intra_kind) {
       fail(file, intra, ip + "bandwidth",
            std::string("missing field (required when the kind differs from ") + gpu + "'s default node, " +
@@ -104,13 +104,31 @@ NodeGroup parse_group(const YAML::Node& n, int index, const GpuCatalog& catalog,
   if (const YAML::Node nic = optional_map(n, "nic", file, p); nic.IsDefined()) {
     const std::string np = p + "nic.";
     check_keys(nic, {"count", "bandwidth"}, file, np);
-    if (nic["count"].IsDefined()) g.nic_count = whole_number(nic, "count", 1, file, np);
+    if (nic["count"].IsDefined()) g.nic_count = whole_number(nic, "count", limits::kNicsPerNode, file, np);
     if (nic["bandwidth"].IsDefined()) {
-      g.nic_bw = dimensioned(nic, "bandwidth", units::parse_bandwidth, file, np);
-      if (!(g.nic_bw > 0)) fail(file, nic["bandwidth"], np + "bandwidth", "must be positive");
+      g.nic_bw = dimensioned(nic, "bandwidth", units::parse_bandwidth, limits::kBandwidth, file, np);
     }
   }
   return g;
+}
+
+// The whole cluster within the supported size (sim/io/limits.h), before its nodes and topology are built.
+void check_cluster_size(const Cluster& c, const std::string& where) {
+  long long gpus = 0;
+  for (const NodeGroup& g : c.groups) gpus += static_cast<long long>(g.nodes) * g.gpus_per_node;
+  if (gpus > limits::kMaxClusterGpus)
+    throw InputError(where, std::to_string(gpus) + " GPUs exceed the supported " +
+                                std::to_string(limits::kMaxClusterGpus) + " GPUs per cluster");
+}
+
+// A count of a spec item within `range`; the error's where is the spec itself.
+int spec_count(const std::string& spec, const std::string& item, const std::string& what, const std::string& text,
+               limits::IntRange range) {
+  try {
+    return read_int(text, range, spec);
+  } catch (const InputError& e) {
+    throw InputError(spec, "'" + item + "': " + what + ": " + e.reason());
+  }
 }
 
 bool all_digits(const std::string& s) {
@@ -205,7 +223,7 @@ Cluster parse_cluster_yaml(const std::string& path, const GpuCatalog& catalog) {
   } catch (const YAML::BadFile&) {
     throw InputError(path, "cannot open cluster file");
   } catch (const YAML::ParserException& e) {
-    throw InputError(file_where(path, e.mark.line, ""), "YAML syntax error: " + e.msg);
+    yaml_fields::syntax_error(e, path);
   }
   return parse_cluster_root(root, path, catalog);
 }
@@ -215,7 +233,7 @@ Cluster parse_cluster_yaml_text(const std::string& text, const std::string& wher
   try {
     root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
-    throw InputError(file_where(where, e.mark.line, ""), "YAML syntax error: " + e.msg);
+    yaml_fields::syntax_error(e, where);
   }
   return parse_cluster_root(root, where, catalog);
 }
@@ -225,7 +243,7 @@ namespace {
 Cluster parse_cluster_root(const YAML::Node& root, const std::string& path, const GpuCatalog& catalog) {
   if (!root.IsMap()) throw InputError(path, "expected a mapping with `node_groups:`");
   check_keys(root, {"version", "name", "network", "gpus", "node_groups"}, path, "");
-  if (root["version"].IsDefined() && whole_number(root, "version", 0, path, "") != 1)
+  if (root["version"].IsDefined() && whole_number(root, "version", limits::kFormatVersion, path, "") != 1)
     fail(path, root["version"], "version", "unsupported version (this program reads version 1)");
 
   Cluster c;
@@ -253,6 +271,7 @@ Cluster parse_cluster_root(const YAML::Node& root, const std::string& path, cons
     fail(path, groups, "node_groups", "expected a non-empty list of node groups");
   int index = 0;
   for (const YAML::Node& g : groups) c.groups.push_back(parse_group(g, index++, c.catalog, path));
+  check_cluster_size(c, file_where(path, groups.Mark().line, "node_groups"));
   build_nodes(c);
   return c;
 }
@@ -261,7 +280,7 @@ Cluster parse_cluster_root(const YAML::Node& root, const std::string& path, cons
 
 Cluster parse_cluster_spec(const std::string& spec, const GpuCatalog& catalog) {
   const std::string form = " (expected TYPE:NODESxGPUS[,TYPE:NODESxGPUS...], e.g. A100-80:4x8,V100-32:8x4)";
-  if (trim(spec).empty()) throw InputError(spec, "empty cluster spec" + form);
+  if (trim(spec).empty()) throw InputError("cluster spec '" + spec + "'", "empty" + form);
   Cluster c;
   c.name = trim(spec);
   c.source = spec;
@@ -281,11 +300,8 @@ Cluster parse_cluster_spec(const std::string& spec, const GpuCatalog& catalog) {
     const std::string gpus_text = x == std::string::npos ? "" : trim(counts.substr(x + 1));
     if (!all_digits(nodes_text) || !all_digits(gpus_text))
       throw InputError(spec, "'" + item + "': counts must be NODESxGPUS with whole numbers" + form);
-    int nodes = 0;
-    int gpus = 0;
-    std::from_chars(nodes_text.data(), nodes_text.data() + nodes_text.size(), nodes);
-    std::from_chars(gpus_text.data(), gpus_text.data() + gpus_text.size(), gpus);
-    if (nodes < 1 || gpus < 1) throw InputError(spec, "'" + item + "': node and GPU counts must be at least 1");
+    const int nodes = spec_count(spec, item, "nodes", nodes_text, limits::kNodes);
+    const int gpus = spec_count(spec, item, "GPUs per node", gpus_text, limits::kGpusPerNode);
     if (!catalog.contains(type)) throw InputError(spec, unknown_gpu(type, catalog));
     // The spec's GPU count wins (a node of that size); links come from the catalog's default node.
     NodeGroup g = group_from_default(type, nodes, catalog.at(type).node);
@@ -293,11 +309,13 @@ Cluster parse_cluster_spec(const std::string& spec, const GpuCatalog& catalog) {
     c.groups.push_back(g);
     if (comma == spec.size()) break;
   }
+  check_cluster_size(c, spec);
   build_nodes(c);
   return c;
 }
 
 Cluster load_cluster(const std::string& arg, const GpuCatalog& catalog) {
+  if (trim(arg).empty()) throw InputError("cluster '" + arg + "'", "empty: expected a cluster file, a bundled cluster or a spec TYPE:NODESxGPUS[,...]");
   std::error_code ec;
   if (fs::is_regular_file(arg, ec)) return parse_cluster_yaml(arg, catalog);
   const fs::path bundled = fs::path(configs_dir()) / "clusters" / (arg + ".yaml");

@@ -21,7 +21,7 @@ using namespace yaml_fields;
 NodeDefaults parse_default_node(const YAML::Node& n, const std::string& file, const std::string& prefix) {
   check_keys(n, {"gpus_per_node", "intra_node", "nic"}, file, prefix);
   NodeDefaults d;
-  d.gpus_per_node = whole_number(n, "gpus_per_node", 1, file, prefix);
+  d.gpus_per_node = whole_number(n, "gpus_per_node", limits::kGpusPerNode, file, prefix);
   const YAML::Node intra = require_map(n, "intra_node", file, prefix);
   const std::string ip = prefix + "intra_node.";
   check_keys(intra, {"kind", "bandwidth"}, file, ip);
@@ -30,12 +30,12 @@ NodeDefaults parse_default_node(const YAML::Node& n, const std::string& file, co
   } catch (const std::invalid_argument& e) {
     fail(file, intra["kind"], ip + "kind", e.what());
   }
-  d.intra_bw = dimensioned(intra, "bandwidth", units::parse_bandwidth, file, ip);
+  d.intra_bw = dimensioned(intra, "bandwidth", units::parse_bandwidth, limits::kBandwidth, file, ip);
   const YAML::Node nic = require_map(n, "nic", file, prefix);
   const std::string np = prefix + "nic.";
   check_keys(nic, {"count", "bandwidth"}, file, np);
-  d.nics = whole_number(nic, "count", 1, file, np);
-  d.nic_bw = dimensioned(nic, "bandwidth", units::parse_bandwidth, file, np);
+  d.nics = whole_number(nic, "count", limits::kNicsPerNode, file, np);
+  d.nic_bw = dimensioned(nic, "bandwidth", units::parse_bandwidth, limits::kBandwidth, file, np);
   if (d.intra_bw <= 0) fail(file, intra["bandwidth"], ip + "bandwidth", "must be positive");
   if (d.nic_bw <= 0) fail(file, nic["bandwidth"], np + "bandwidth", "must be positive");
   return d;
@@ -46,15 +46,15 @@ ComputeConstants parse_compute(const YAML::Node& n, const std::string& file, con
                   "collective_overhead", "overlap_slowdown"},
              file, prefix);
   ComputeConstants c;
-  c.gemm_eff_max = plain_number(n, "gemm_eff_max", 1e-6, 1.0, file, prefix);
-  c.gemm_half_flops = plain_number(n, "gemm_half_flops", 0.0, 1e18, file, prefix);  // a count of FLOPs
-  c.attn_eff = plain_number(n, "attn_eff", 1e-6, 1.0, file, prefix);
-  c.mem_eff = plain_number(n, "mem_eff", 1e-6, 1.0, file, prefix);
-  c.kernel_overhead_s = dimensioned(n, "kernel_overhead", units::parse_duration, file, prefix);
-  c.link_eff = plain_number(n, "link_eff", 1e-6, 1.0, file, prefix);
-  c.collective_overhead_s = dimensioned(n, "collective_overhead", units::parse_duration, file, prefix);
+  c.gemm_eff_max = plain_number(n, "gemm_eff_max", limits::kEfficiency, file, prefix);
+  c.gemm_half_flops = plain_number(n, "gemm_half_flops", limits::kHalfEfficiencyFlops, file, prefix);  // a count of FLOPs
+  c.attn_eff = plain_number(n, "attn_eff", limits::kEfficiency, file, prefix);
+  c.mem_eff = plain_number(n, "mem_eff", limits::kEfficiency, file, prefix);
+  c.kernel_overhead_s = dimensioned(n, "kernel_overhead", units::parse_duration, limits::kLatency, file, prefix);
+  c.link_eff = plain_number(n, "link_eff", limits::kEfficiency, file, prefix);
+  c.collective_overhead_s = dimensioned(n, "collective_overhead", units::parse_duration, limits::kLatency, file, prefix);
   if (n["overlap_slowdown"].IsDefined())  // optional: the default when a GPU has no fitted value
-    c.overlap_slowdown = plain_number(n, "overlap_slowdown", 0.0, 1.0, file, prefix);
+    c.overlap_slowdown = plain_number(n, "overlap_slowdown", limits::kFraction, file, prefix);
   return c;
 }
 
@@ -114,10 +114,10 @@ GpuSpec parse_gpu_entry(const YAML::Node& entry, const std::string& file, const 
              {"name", "peak_bf16", "peak_fp16", "memory", "hbm_bandwidth", "default_node", "compute",
               "calibrated_from", "fitted_on", "notes"},
              file, p);
-  if (entry["peak_bf16"].IsDefined()) g.peak_bf16 = dimensioned(entry, "peak_bf16", units::parse_flops_rate, file, p);
-  g.peak_fp16 = dimensioned(entry, "peak_fp16", units::parse_flops_rate, file, p);
-  g.memory_bytes = dimensioned(entry, "memory", units::parse_bytes, file, p);
-  g.hbm_bw = dimensioned(entry, "hbm_bandwidth", units::parse_bandwidth, file, p);
+  if (entry["peak_bf16"].IsDefined()) g.peak_bf16 = dimensioned(entry, "peak_bf16", units::parse_flops_rate, limits::kFlopsRate, file, p);
+  g.peak_fp16 = dimensioned(entry, "peak_fp16", units::parse_flops_rate, limits::kFlopsRate, file, p);
+  g.memory_bytes = dimensioned(entry, "memory", units::parse_bytes, limits::kMemoryBytes, file, p);
+  g.hbm_bw = dimensioned(entry, "hbm_bandwidth", units::parse_bandwidth, limits::kBandwidth, file, p);
   if (g.peak_fp16 <= 0) fail(file, entry["peak_fp16"], p + "peak_fp16", "must be positive");
   if (g.memory_bytes <= 0) fail(file, entry["memory"], p + "memory", "must be positive");
   if (g.hbm_bw <= 0) fail(file, entry["hbm_bandwidth"], p + "hbm_bandwidth", "must be positive");
@@ -187,11 +187,11 @@ GpuCatalog GpuCatalog::load(const std::string& path) {
   } catch (const YAML::BadFile&) {
     throw InputError(path, "cannot open GPU catalog");
   } catch (const YAML::ParserException& e) {
-    throw InputError(file_where(path, e.mark.line, ""), "YAML syntax error: " + e.msg);
+    yaml_fields::syntax_error(e, path);
   }
   if (!root.IsMap()) throw InputError(path, "expected a mapping with `version: 1` and `gpus:`");
   check_keys(root, {"version", "gpus"}, path, "");
-  if (root["version"].IsDefined() && whole_number(root, "version", 0, path, "") != 1)
+  if (root["version"].IsDefined() && whole_number(root, "version", limits::kFormatVersion, path, "") != 1)
     fail(path, root["version"], "version", "unsupported version (this program reads version 1)");
   const YAML::Node gpus = root["gpus"];
   if (!gpus.IsDefined()) fail(path, root, "gpus", "missing field");

@@ -1,7 +1,9 @@
 #include "sim/io/atomic_file.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -17,7 +19,28 @@ std::string temporary_path_for(const std::string& path) {
   return (p.parent_path() / name).string();
 }
 
-AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), tmp_(temporary_path_for(path_)) {}
+void remove_stale_temporaries(const std::string& path) {
+  const std::filesystem::path p(path);
+  const std::string prefix = "." + p.filename().string() + ".tmp-";
+  const std::filesystem::path dir = p.parent_path().empty() ? std::filesystem::path(".") : p.parent_path();
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string rest = name.substr(prefix.size());
+    const std::size_t digits = std::min(rest.find_first_not_of("0123456789"), rest.size());
+    if (digits == 0 || digits > 9 || (digits < rest.size() && rest[digits] != '.')) continue;  // pids have <= 7 digits
+    const long pid = std::stol(rest.substr(0, digits));
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to judge
+    std::error_code remove_ec;
+    std::filesystem::remove(entry.path(), remove_ec);
+  }
+}
+
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), tmp_(temporary_path_for(path_)) {
+  remove_stale_temporaries(path_);
+}
 
 AtomicFile::~AtomicFile() {
   if (!committed_) {

@@ -11,6 +11,12 @@ namespace arachne {
 // the final rename is atomic).
 std::string temporary_path_for(const std::string& path);
 
+// Removes the temporary files of `path` left by writers that died before they could (kill -9, power
+// loss): ".<file name>.tmp-<pid>" and ".<file name>.tmp-<pid>.<suffix>" whose <pid> is no live process.
+// Files of live processes (another run writing the same target) are left alone. Best effort, silent.
+// Every AtomicFile does this when it starts, so leftovers last only until the next write of the target.
+void remove_stale_temporaries(const std::string& path);
+
 // A file being written. The writer writes to tmp_path(); commit() renames it onto path(). Destroying an
 // uncommitted AtomicFile removes the temporary file (also during stack unwinding).
 class AtomicFile {

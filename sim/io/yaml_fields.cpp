@@ -1,11 +1,20 @@
 #include "sim/io/yaml_fields.h"
 
+#include <yaml-cpp/depthguard.h>
+
 #include <algorithm>
 #include <stdexcept>
 
 #include "sim/io/input_error.h"
+#include "sim/io/numbers.h"
 
 namespace arachne::yaml_fields {
+
+void syntax_error(const YAML::ParserException& e, const std::string& file) {
+  if (dynamic_cast<const YAML::DeepRecursion*>(&e))
+    throw InputError(file_where(file, e.mark.line, ""), "YAML nested too deeply");
+  throw InputError(file_where(file, e.mark.line, ""), "YAML syntax error: " + e.msg);
+}
 
 void fail(const std::string& file, const YAML::Node& at, const std::string& field, const std::string& why) {
   throw InputError(file_where(file, at.IsDefined() ? at.Mark().line : -1, field), why);
@@ -49,56 +58,32 @@ std::string require_scalar(const YAML::Node& parent, const std::string& key, con
   return n.Scalar();
 }
 
+std::string where_of(const YAML::Node& parent, const std::string& key, const std::string& file,
+                     const std::string& prefix) {
+  const YAML::Node n = parent[key];
+  return file_where(file, n.IsDefined() ? n.Mark().line : parent.Mark().line, prefix + key);
+}
+
 double dimensioned(const YAML::Node& parent, const std::string& key, double (*parse)(const std::string&),
-                   const std::string& file, const std::string& prefix) {
+                   limits::RealRange range, const std::string& file, const std::string& prefix) {
   const std::string text = require_scalar(parent, key, file, prefix);
+  double v = 0;
   try {
-    return parse(text);
+    v = parse(text);
   } catch (const std::invalid_argument& e) {
     fail(file, parent[key], prefix + key, e.what());
   }
+  return check_real(v, range, where_of(parent, key, file, prefix));
 }
 
-namespace {
-double number(const YAML::Node& parent, const std::string& key, const std::string& file, const std::string& prefix) {
-  require_scalar(parent, key, file, prefix);
-  const YAML::Node n = parent[key];
-  try {
-    return n.as<double>();
-  } catch (const YAML::Exception&) {
-    fail(file, n, prefix + key, "expected a number, got '" + n.Scalar() + "'");
-  }
-}
-}  // namespace
-
-double plain_number(const YAML::Node& parent, const std::string& key, double lo, double hi,
+double plain_number(const YAML::Node& parent, const std::string& key, limits::RealRange range,
                     const std::string& file, const std::string& prefix) {
-  const double v = number(parent, key, file, prefix);
-  if (!(v >= lo && v <= hi))
-    fail(file, parent[key], prefix + key,
-         "value " + parent[key].Scalar() + " out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
-  return v;
+  return read_real(require_scalar(parent, key, file, prefix), range, where_of(parent, key, file, prefix));
 }
 
-double positive_number(const YAML::Node& parent, const std::string& key, const std::string& file,
-                       const std::string& prefix) {
-  const double v = number(parent, key, file, prefix);
-  if (!(v > 0)) fail(file, parent[key], prefix + key, "must be positive");
-  return v;
-}
-
-int whole_number(const YAML::Node& parent, const std::string& key, int lo, const std::string& file,
+int whole_number(const YAML::Node& parent, const std::string& key, limits::IntRange range, const std::string& file,
                  const std::string& prefix) {
-  require_scalar(parent, key, file, prefix);
-  const YAML::Node n = parent[key];
-  int v = 0;
-  try {
-    v = n.as<int>();
-  } catch (const YAML::Exception&) {
-    fail(file, n, prefix + key, "expected a whole number, got '" + n.Scalar() + "'");
-  }
-  if (v < lo) fail(file, n, prefix + key, "must be at least " + std::to_string(lo));
-  return v;
+  return read_int(require_scalar(parent, key, file, prefix), range, where_of(parent, key, file, prefix));
 }
 
 }  // namespace arachne::yaml_fields

@@ -6,8 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "sim/io/limits.h"
+
 namespace arachne::yaml_fields {
 
+// A yaml-cpp parse failure as InputError("file:line", "YAML syntax error: ..."); nesting beyond yaml-cpp's
+// depth guard is said so in words (yaml-cpp reports it as "bad file").
+[[noreturn]] void syntax_error(const YAML::ParserException& e, const std::string& file);
 [[noreturn]] void fail(const std::string& file, const YAML::Node& at, const std::string& field,
                        const std::string& why);
 std::string join(const std::vector<std::string>& items);  // "a, b, c"
@@ -20,14 +25,17 @@ YAML::Node optional_map(const YAML::Node& parent, const std::string& key, const 
                         const std::string& prefix);
 std::string require_scalar(const YAML::Node& parent, const std::string& key, const std::string& file,
                            const std::string& prefix);
-// A value with a unit, parsed by `parse` (sim/io/units.h); its std::invalid_argument becomes the reason.
+// A value with a unit, parsed by `parse` (sim/io/units.h; its std::invalid_argument becomes the reason),
+// within `range` (in the base unit: bytes/s, bytes, seconds, FLOP/s).
 double dimensioned(const YAML::Node& parent, const std::string& key, double (*parse)(const std::string&),
-                   const std::string& file, const std::string& prefix);
-double plain_number(const YAML::Node& parent, const std::string& key, double lo, double hi,
+                   limits::RealRange range, const std::string& file, const std::string& prefix);
+// A plain number or integer within `range` (sim/io/numbers.h: no hex, no inf/nan, no truncation).
+double plain_number(const YAML::Node& parent, const std::string& key, limits::RealRange range,
                     const std::string& file, const std::string& prefix);
-double positive_number(const YAML::Node& parent, const std::string& key, const std::string& file,
-                       const std::string& prefix);
-int whole_number(const YAML::Node& parent, const std::string& key, int lo, const std::string& file,
+int whole_number(const YAML::Node& parent, const std::string& key, limits::IntRange range, const std::string& file,
                  const std::string& prefix);
+// The `file:line: field` of parent[key] (of parent when the key is missing).
+std::string where_of(const YAML::Node& parent, const std::string& key, const std::string& file,
+                     const std::string& prefix);
 
 }  // namespace arachne::yaml_fields

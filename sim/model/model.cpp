@@ -13,6 +13,8 @@
 
 #include "sim/hw/gpu.h"
 #include "sim/io/input_error.h"
+#include "sim/io/yaml_fields.h"
+#include "sim/io/numbers.h"
 #include "sim/model/layer_costs.h"
 
 namespace arachne {
@@ -98,40 +100,22 @@ class MapReader {
 
   bool has(const std::string& key) const { return static_cast<bool>(node_[key]); }
 
-  long integer(const std::string& key, long min_value) const {
+  // Integer fields are int in ModelConfig: every range of limits.h lies within int.
+  int integer(const std::string& key, limits::IntRange range) const {
     const YAML::Node v = value(key);
-    long x = 0;
-    try {
-      if (!v.IsScalar()) throw YAML::BadConversion(v.Mark());
-      x = v.as<long>();
-    } catch (const YAML::BadConversion&) {
-      throw InputError(where(v, key), "expected an integer, got '" + text(v) + "'");
-    }
-    if (x < min_value) throw InputError(where(v, key), "must be >= " + std::to_string(min_value) + ", got " +
-                                                           std::to_string(x));
-    return x;
+    if (!v.IsScalar()) throw InputError(where(v, key), "expected an integer, got " + text(v));
+    return read_int(v.Scalar(), range, where(v, key));
   }
 
-  long integer_or(const std::string& key, long min_value, long fallback) const {
-    return has(key) ? integer(key, min_value) : fallback;
+  int integer_or(const std::string& key, limits::IntRange range, int fallback) const {
+    return has(key) ? integer(key, range) : fallback;
   }
 
-  double real_or(const std::string& key, double min_value, bool strict, double fallback) const {
+  double real_or(const std::string& key, limits::RealRange range, double fallback) const {
     if (!has(key)) return fallback;
     const YAML::Node v = value(key);
-    double x = 0;
-    try {
-      if (!v.IsScalar()) throw YAML::BadConversion(v.Mark());
-      x = v.as<double>();
-    } catch (const YAML::BadConversion&) {
-      throw InputError(where(v, key), "expected a number, got '" + text(v) + "'");
-    }
-    if (strict ? !(x > min_value) : !(x >= min_value)) {
-      std::ostringstream os;
-      os << "must be " << (strict ? "> " : ">= ") << min_value << ", got " << x;
-      throw InputError(where(v, key), os.str());
-    }
-    return x;
+    if (!v.IsScalar()) throw InputError(where(v, key), "expected a number, got " + text(v));
+    return read_real(v.Scalar(), range, where(v, key));
   }
 
   std::string string(const std::string& key) const {
@@ -175,21 +159,21 @@ MoeConfig parse_moe(const std::string& file, const YAML::Node& node, const Model
                     {"experts", "top_k", "every", "first_dense", "expert_ffn_hidden", "shared_experts",
                      "capacity_factor", "routing_skew"});
   MoeConfig c;
-  c.experts = static_cast<int>(r.integer("experts", 1));
-  c.top_k = static_cast<int>(r.integer_or("top_k", 1, 1));
+  c.experts = r.integer("experts", limits::kExperts);
+  c.top_k = r.integer_or("top_k", limits::kExperts, 1);
   if (c.top_k > c.experts)
     throw InputError(r.where(r.value("top_k"), "top_k"),
                      "top_k " + std::to_string(c.top_k) + " exceeds experts " + std::to_string(c.experts));
-  c.every = static_cast<int>(r.integer_or("every", 1, 1));
-  c.first_dense = static_cast<int>(r.integer_or("first_dense", 0, 0));
+  c.every = r.integer_or("every", limits::kLayers, 1);
+  c.first_dense = r.integer_or("first_dense", {0, limits::kLayers.max}, 0);
   if (c.first_dense >= m.layers)
     throw InputError(r.where(r.value("first_dense"), "first_dense"),
                      "first_dense " + std::to_string(c.first_dense) + " leaves no MoE layer among " +
                          std::to_string(m.layers) + " layers");
-  c.expert_ffn_hidden = r.integer_or("expert_ffn_hidden", 1, m.ffn_hidden);  // default: the dense FFN width
-  c.shared_experts = static_cast<int>(r.integer_or("shared_experts", 0, 0));
-  c.capacity_factor = r.real_or("capacity_factor", 0.0, true, 1.0);
-  c.routing_skew = r.real_or("routing_skew", 0.0, false, 0.0);
+  c.expert_ffn_hidden = r.integer_or("expert_ffn_hidden", limits::kFfnHidden, static_cast<int>(m.ffn_hidden));  // default: the dense FFN width
+  c.shared_experts = r.integer_or("shared_experts", limits::kSharedExperts, 0);
+  c.capacity_factor = r.real_or("capacity_factor", {0.0, limits::kMoeFactor.max, true}, 1.0);
+  c.routing_skew = r.real_or("routing_skew", limits::kMoeFactor, 0.0);
   return c;
 }
 
@@ -215,7 +199,7 @@ ModelConfig parse_model_yaml(const std::string& path) {
   try {
     root = YAML::LoadFile(path);
   } catch (const YAML::ParserException& e) {
-    throw InputError(file_where(path, e.mark.line, ""), "YAML syntax error: " + e.msg);
+    yaml_fields::syntax_error(e, path);
   }
   if (!root || root.IsNull()) throw InputError(path, "empty model file");
 
@@ -223,23 +207,23 @@ ModelConfig parse_model_yaml(const std::string& path) {
                     {"version", "name", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "ffn_kind",
                      "attention", "seq_len", "vocab", "dtype", "global_batch", "moe"});
   if (r.has("version")) {
-    const long v = r.integer("version", 1);
+    const long v = r.integer("version", limits::kFormatVersion);
     if (v != 1) throw InputError(r.where(r.value("version"), "version"), "unsupported version " + std::to_string(v));
   }
   ModelConfig m;
   m.source = path;
   m.name = r.string("name");
-  m.layers = static_cast<int>(r.integer("layers", 1));
-  m.hidden = r.integer("hidden", 1);
-  m.heads = static_cast<int>(r.integer("heads", 1));
+  m.layers = r.integer("layers", limits::kLayers);
+  m.hidden = r.integer("hidden", limits::kHidden);
+  m.heads = r.integer("heads", limits::kHeads);
   if (m.hidden % m.heads != 0)
     throw InputError(r.where(r.value("heads"), "heads"), "heads " + std::to_string(m.heads) +
                                                              " does not divide hidden " + std::to_string(m.hidden));
-  m.kv_heads = static_cast<int>(r.integer_or("kv_heads", 1, m.heads));
+  m.kv_heads = r.integer_or("kv_heads", limits::kHeads, m.heads);
   if (m.heads % m.kv_heads != 0)
     throw InputError(r.where(r.value("kv_heads"), "kv_heads"),
                      "kv_heads " + std::to_string(m.kv_heads) + " does not divide heads " + std::to_string(m.heads));
-  m.ffn_hidden = r.integer_or("ffn_hidden", 1, 4 * m.hidden);
+  m.ffn_hidden = r.integer_or("ffn_hidden", limits::kFfnHidden, static_cast<int>(4 * m.hidden));
   const std::string kind = r.string_or("ffn_kind", "gelu");
   if (kind == "gelu") {
     m.ffn_kind = FfnKind::Gelu;
@@ -253,12 +237,12 @@ ModelConfig parse_model_yaml(const std::string& path) {
   if (!parsed)
     throw InputError(r.where(r.value("attention"), "attention"), "unknown attention '" + attention + "' (flash|unfused)");
   m.attention = *parsed;
-  m.seq_len = r.integer("seq_len", 1);
-  m.vocab = r.integer("vocab", 1);
+  m.seq_len = r.integer("seq_len", limits::kSeqLen);
+  m.vocab = r.integer("vocab", limits::kVocab);
   m.dtype = r.string_or("dtype", "bf16");
   if (m.dtype != "bf16" && m.dtype != "fp16")
     throw InputError(r.where(r.value("dtype"), "dtype"), "unknown dtype '" + m.dtype + "' (bf16|fp16)");
-  m.global_batch = r.integer("global_batch", 1);
+  m.global_batch = r.integer("global_batch", limits::kGlobalBatch);
   if (r.has("moe")) m.moe = parse_moe(path, r.value("moe"), m);
   return m;
 }

@@ -17,6 +17,8 @@
 #include <stdexcept>
 
 #include "sim/io/input_error.h"
+#include "sim/io/yaml_fields.h"
+#include "sim/io/numbers.h"
 
 namespace arachne {
 namespace {
@@ -162,27 +164,13 @@ struct Reader {
     return v;
   }
 
-  long get_long(const YAML::Node& n, const std::string& field) const {
+  int get_int(const YAML::Node& n, const std::string& field, limits::IntRange range) const {
     if (!n.IsScalar()) fail(n, field, "expected an integer");
-    const std::string& s = n.Scalar();
-    long v = 0;
-    const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || ptr != s.data() + s.size()) fail(n, field, "expected an integer, got '" + s + "'");
-    return v;
+    return read_int(n.Scalar(), range, file_where(source, n.Mark().line, field));
   }
-  int get_int(const YAML::Node& n, const std::string& field) const {
-    const long v = get_long(n, field);
-    if (v < -2147483647L || v > 2147483647L) fail(n, field, "integer " + n.Scalar() + " is out of range");
-    return static_cast<int>(v);
-  }
-  double get_double(const YAML::Node& n, const std::string& field) const {
+  double get_double(const YAML::Node& n, const std::string& field, limits::RealRange range) const {
     if (!n.IsScalar()) fail(n, field, "expected a number");
-    const std::string& s = n.Scalar();
-    char* end = nullptr;
-    const double v = std::strtod(s.c_str(), &end);
-    if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v))
-      fail(n, field, "expected a number, got '" + s + "'");
-    return v;
+    return read_real(n.Scalar(), range, file_where(source, n.Mark().line, field));
   }
   bool get_bool(const YAML::Node& n, const std::string& field) const {
     if (!n.IsScalar()) fail(n, field, "expected true or false");
@@ -216,9 +204,9 @@ TpGroup read_group(const Reader& r, const YAML::Node& n, const std::string& path
   } catch (const std::invalid_argument& e) {
     r.fail(gpus, path + ".gpus", e.what());
   }
-  g.tp = n["tp"] ? r.get_int(n["tp"], path + ".tp") : static_cast<int>(g.gpus.size());
+  g.tp = n["tp"] ? r.get_int(n["tp"], path + ".tp", limits::kDegree) : static_cast<int>(g.gpus.size());
   share_given = static_cast<bool>(n["share"]);
-  if (share_given) g.share = r.get_double(n["share"], path + ".share");
+  if (share_given) g.share = r.get_double(n["share"], path + ".share", limits::kFraction);
   return g;
 }
 
@@ -230,8 +218,8 @@ Stage read_stage(const Reader& r, const YAML::Node& n, const std::string& path, 
   const YAML::Node layers = r.required(n, path, "layers");
   if (!layers.IsSequence() || layers.size() != 2)
     r.fail(layers, path + ".layers", "expected a half-open layer range [begin, end]");
-  s.layer_begin = r.get_int(layers[0], path + ".layers");
-  s.layer_end = r.get_int(layers[1], path + ".layers");
+  s.layer_begin = r.get_int(layers[0], path + ".layers", {0, limits::kLayers.max});
+  s.layer_end = r.get_int(layers[1], path + ".layers", {0, limits::kLayers.max});
 
   const YAML::Node groups = r.get_sequence(r.required(n, path, "groups"), path + ".groups", "TP groups");
   std::vector<bool> given;
@@ -247,7 +235,7 @@ Stage read_stage(const Reader& r, const YAML::Node& n, const std::string& path, 
   for (size_t k = 0; k < s.groups.size(); ++k)
     if (!given[k]) s.groups[k].share = (1.0 - given_sum) / static_cast<double>(omitted);
 
-  if (n["ep"]) s.ep = r.get_int(n["ep"], path + ".ep");
+  if (n["ep"]) s.ep = r.get_int(n["ep"], path + ".ep", limits::kDegree);
   if (n["ep_scope"]) {
     try {
       s.ep_scope = parse_ep_scope(r.get_string(n["ep_scope"], path + ".ep_scope"));
@@ -258,7 +246,7 @@ Stage read_stage(const Reader& r, const YAML::Node& n, const std::string& path, 
   if (n["experts"]) {
     const YAML::Node ex = r.get_sequence(n["experts"], path + ".experts", "expert counts");
     for (size_t k = 0; k < ex.size(); ++k)
-      s.experts.push_back(r.get_int(ex[k], path + ".experts[" + std::to_string(k) + "]"));
+      s.experts.push_back(r.get_int(ex[k], path + ".experts[" + std::to_string(k) + "]", {0, limits::kExperts.max}));
   }
   return s;
 }
@@ -268,8 +256,8 @@ Pipeline read_pipeline(const Reader& r, const YAML::Node& n, const std::string& 
   r.check_keys(n, path, {"micro_batch", "micro_batches", "stages"});
   Pipeline p;
   p.line = n.Mark().line;
-  p.micro_batch = r.get_int(r.required(n, path, "micro_batch"), path + ".micro_batch");
-  p.micro_batches = r.get_int(r.required(n, path, "micro_batches"), path + ".micro_batches");
+  p.micro_batch = r.get_int(r.required(n, path, "micro_batch"), path + ".micro_batch", limits::kMicroBatch);
+  p.micro_batches = r.get_int(r.required(n, path, "micro_batches"), path + ".micro_batches", limits::kGlobalBatch);
   const YAML::Node stages = r.get_sequence(r.required(n, path, "stages"), path + ".stages", "stages");
   for (size_t j = 0; j < stages.size(); ++j)
     p.stages.push_back(read_stage(r, stages[j], path + ".stages[" + std::to_string(j) + "]", cluster));
@@ -283,7 +271,7 @@ Plan read_plan(const Reader& r, const YAML::Node& root, const Cluster& cluster) 
                           "overlap_grad_reduce", "pipelines"});
   Plan plan;
   if (root["version"]) {
-    const int v = r.get_int(root["version"], "version");
+    const int v = r.get_int(root["version"], "version", limits::kFormatVersion);
     if (v != 1) r.fail(root["version"], "version", "unsupported plan version " + std::to_string(v) + " (this program reads version 1)");
   }
   if (const YAML::Node n = root["schedule"]) {
@@ -296,7 +284,7 @@ Plan read_plan(const Reader& r, const YAML::Node& root, const Cluster& cluster) 
   }
   if (const YAML::Node n = root["interleave"]) {
     plan.interleave_line = n.Mark().line;
-    plan.interleave = r.get_int(n, "interleave");
+    plan.interleave = r.get_int(n, "interleave", limits::kDegree);
   }
   if (const YAML::Node n = root["recompute"]) {
     try {
@@ -432,7 +420,7 @@ Plan parse_plan_yaml_text(const std::string& text, const std::string& source_nam
   try {
     root = YAML::Load(text);
   } catch (const YAML::ParserException& e) {
-    throw InputError(file_where(source_name, e.mark.line, ""), "YAML syntax error: " + e.msg);
+    yaml_fields::syntax_error(e, source_name);
   }
   try {
     return read_plan(r, root, cluster);
@@ -614,6 +602,10 @@ void validate_plan(const Plan& plan, const Cluster& cluster, const ModelConfig& 
       fail(p.line, ppath() + ".micro_batches", "micro_batches must be at least 1, got " + std::to_string(p.micro_batches));
     const int n = static_cast<int>(p.stages.size());
     if (n == 0) fail(p.line, ppath() + ".stages", "pipeline has no stages");
+    if (static_cast<long long>(p.micro_batches) * n > limits::kMaxPipelineSteps)
+      fail(p.line, ppath() + ".micro_batches",
+           std::to_string(p.micro_batches) + " micro-batches x " + std::to_string(n) + " stages exceed the supported " +
+               std::to_string(limits::kMaxPipelineSteps) + " steps per pipeline (use larger micro-batches)");
     int pp = n;
     if (interleaved) {
       if (n % plan.interleave != 0)

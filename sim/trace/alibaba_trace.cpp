@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "sim/io/input_error.h"
+#include "sim/io/numbers.h"
 
 #ifndef ARACHNE_SOURCE_DIR
 #define ARACHNE_SOURCE_DIR "."
@@ -100,25 +101,12 @@ std::string where(const Csv& csv, int line, int col) {
 }
 
 double number_cell(const Csv& csv, int line, const std::vector<std::string>& cells, int col) {
-  const std::string& s = cells[col];
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (s.empty() || used != s.size() || !std::isfinite(v))
-    throw InputError(where(csv, line, col), "expected a number, got '" + s + "'");
-  if (v < 0) throw InputError(where(csv, line, col), "must be >= 0, got '" + s + "'");
-  return v;
+  return read_real(cells[col], limits::kTraceCell, where(csv, line, col));
 }
 
+// GPU counts and milli-GPUs (whole numbers, possibly written "2.0").
 int int_cell(const Csv& csv, int line, const std::vector<std::string>& cells, int col) {
-  const double v = number_cell(csv, line, cells, col);
-  if (v != std::floor(v) || v > 1e9)
-    throw InputError(where(csv, line, col), "expected a whole number, got '" + cells[col] + "'");
-  return static_cast<int>(v);
+  return static_cast<int>(read_whole(cells[col], limits::kTraceGpus, where(csv, line, col)));
 }
 
 struct NodeRow {

@@ -12,6 +12,7 @@
 
 #include "sim/io/csv_fields.h"
 #include "sim/io/input_error.h"
+#include "sim/io/numbers.h"
 
 namespace arachne {
 
@@ -20,25 +21,6 @@ namespace {
 using csv::trim;
 
 std::vector<std::string> split_commas(const std::string& line) { return csv::split_row(line); }
-
-// Whole-string number parse; nullopt-like via bool.
-bool parse_double(const std::string& s, double& v) {
-  if (s.empty()) return false;
-  const char* b = s.data();
-  const char* e = b + s.size();
-  if (*b == '+') ++b;
-  const auto r = std::from_chars(b, e, v);
-  return r.ec == std::errc() && r.ptr == e && std::isfinite(v);
-}
-
-bool parse_int(const std::string& s, long long& v) {
-  if (s.empty()) return false;
-  const char* b = s.data();
-  const char* e = b + s.size();
-  if (*b == '+') ++b;
-  const auto r = std::from_chars(b, e, v);
-  return r.ec == std::errc() && r.ptr == e;
-}
 
 std::string join(const std::vector<std::string>& xs) {
   std::string out;
@@ -98,9 +80,7 @@ AvailabilityTrace load_native_trace(const std::string& path, const std::vector<s
     if (cells.size() != 4)
       throw InputError(where(line_no, "columns"),
                        "expected 4 columns (time_s,node,gpu_type,gpus), got " + std::to_string(cells.size()));
-    double t = 0;
-    if (!parse_double(cells[0], t)) throw InputError(where(line_no, "time_s"), "not a number: '" + cells[0] + "'");
-    if (t < 0) throw InputError(where(line_no, "time_s"), "negative time " + cells[0]);
+    const double t = read_real(cells[0], limits::kTraceSeconds, where(line_no, "time_s"));
     if (!trace.events.empty() && t < last_time)
       throw InputError(where(line_no, "time_s"),
                        "rows not sorted by time (" + cells[0] + " after " + format_time(last_time) + ")");
@@ -112,13 +92,12 @@ AvailabilityTrace load_native_trace(const std::string& path, const std::vector<s
         std::find(known_gpu_types.begin(), known_gpu_types.end(), type) == known_gpu_types.end())
       throw InputError(where(line_no, "gpu_type"),
                        "unknown GPU type '" + type + "' (known: " + join(known_gpu_types) + ")");
-    long long g = 0;
-    if (!parse_int(cells[3], g)) throw InputError(where(line_no, "gpus"), "not an integer: '" + cells[3] + "'");
-    if (g < 0) throw InputError(where(line_no, "gpus"), "negative GPU count " + cells[3]);
-    if (g > 1'000'000) throw InputError(where(line_no, "gpus"), "implausible GPU count " + cells[3]);
+    const int g = read_int(cells[3], {0, limits::kGpusPerNode.max}, where(line_no, "gpus"));
 
     auto it = index.find(name);
     if (it == index.end()) {
+      if (static_cast<long long>(trace.nodes.size()) >= limits::kNodes.max)
+        throw InputError(where(line_no, "node"), "more than the supported " + std::to_string(limits::kNodes.max) + " nodes");
       it = index.emplace(name, static_cast<int>(trace.nodes.size())).first;
       trace.nodes.push_back(TraceNode{name, type, 0});
     }
@@ -126,8 +105,8 @@ AvailabilityTrace load_native_trace(const std::string& path, const std::vector<s
     if (node.gpu_type != type)
       throw InputError(where(line_no, "gpu_type"),
                        "node '" + name + "' changes GPU type from '" + node.gpu_type + "' to '" + type + "'");
-    node.capacity = std::max(node.capacity, static_cast<int>(g));
-    trace.events.push_back(TraceEvent{t, it->second, static_cast<int>(g)});
+    node.capacity = std::max(node.capacity, g);
+    trace.events.push_back(TraceEvent{t, it->second, g});
     last_time = t;
   }
   if (!have_header) throw InputError(file_where(path, 0, "header"), "empty trace file (expected header 'time_s,node,gpu_type,gpus')");

@@ -6,6 +6,9 @@
 
 #include "sim/exec/simulate.h"
 #include "sim/hw/topology.h"
+#include "sim/io/input_error.h"
+#include "sim/io/limits.h"
+#include "sim/io/numbers.h"
 
 namespace arachne {
 namespace {
@@ -239,6 +242,13 @@ ReplayResult replay(const AvailabilityTrace& trace, const GpuCatalog& catalog, c
   }
   tot.effective_tokens_per_s = end > 0 ? tot.tokens_trained / end : 0;
   return out;
+}
+
+void check_checkpoint_interval(double seconds, const std::string& where) {
+  const limits::RealRange periodic{limits::kMinCheckpointIntervalS, limits::kTraceSeconds.max};
+  if (seconds == 0 || (seconds >= periodic.min && seconds <= periodic.max)) return;
+  throw InputError(where, "expected 0 (no checkpoints) or seconds in " + range_text(periodic) + ", got " +
+                              std::to_string(seconds));
 }
 
 }  // namespace arachne

@@ -58,6 +58,10 @@ struct ReplayOptions {
   SwitchRule switch_rule = SwitchRule::BreakEven;
 };
 
+// The checkpoint interval is 0 (none) or within [limits::kMinCheckpointIntervalS, kTraceSeconds.max];
+// throws InputError(where, ...) otherwise.
+void check_checkpoint_interval(double seconds, const std::string& where);
+
 struct ReplayInterval {
   double start_s = 0, end_s = 0;
   std::map<std::string, int> gpus_per_type;  // available

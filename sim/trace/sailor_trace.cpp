@@ -11,6 +11,8 @@
 
 #include "sim/io/csv_fields.h"
 #include "sim/io/input_error.h"
+#include "sim/io/json_file.h"
+#include "sim/io/numbers.h"
 
 namespace arachne {
 
@@ -20,23 +22,6 @@ namespace {
 constexpr const char* kCellTrim = " \t\r\n\"";
 std::string trim_cell(const std::string& s) { return csv::trim(s, kCellTrim); }
 std::vector<std::string> split_row(const std::string& line) { return csv::split_row(line, kCellTrim); }
-
-bool to_double(const std::string& s, double& v) {
-  if (s.empty()) return false;
-  const char* b = s.data();
-  const char* e = b + s.size();
-  if (*b == '+') ++b;
-  const auto r = std::from_chars(b, e, v);
-  return r.ec == std::errc() && r.ptr == e && std::isfinite(v);
-}
-
-// A GPU count: a non-negative integer, possibly written as "32.0" (pandas output).
-bool to_count(const std::string& s, long long& v) {
-  double d = 0;
-  if (!to_double(s, d) || d < 0 || d > 1e9 || d != std::floor(d)) return false;
-  v = static_cast<long long>(d);
-  return true;
-}
 
 }  // namespace
 
@@ -102,19 +87,16 @@ AvailabilityTrace load_sailor_csv(const std::string& path, const std::map<std::s
     if (cells.size() != header.size())
       throw InputError(where(line_no, "columns"), "expected " + std::to_string(header.size()) + " columns, got " +
                                                       std::to_string(cells.size()));
-    double ts = 0;
-    if (!to_double(cells[ts_col], ts))
-      throw InputError(where(line_no, "Timestamp"), "not a number: '" + cells[ts_col] + "'");
+    // Unix timestamps: any finite number; the trace's span is checked below.
+    const double ts = read_real(cells[ts_col], {-1e12, 1e12}, where(line_no, "Timestamp"));
     if (times.empty()) t0 = ts;
-    const double t = ts - t0;
+    const double t = check_real(ts - t0, limits::kTraceSeconds, where(line_no, "Timestamp"));
     if (!times.empty() && t < times.back())
       throw InputError(where(line_no, "Timestamp"), "rows not sorted by time");
     times.push_back(t);
     for (std::size_t s = 0; s < series.size(); ++s) {
-      long long v = 0;
-      if (!to_count(cells[cols[s]], v))
-        throw InputError(where(line_no, header[cols[s]]), "not a non-negative integer: '" + cells[cols[s]] + "'");
-      series[s].gpus.push_back(v);
+      // A GPU count, possibly written as "32.0" (pandas output).
+      series[s].gpus.push_back(read_whole(cells[cols[s]], limits::kTraceGpus, where(line_no, header[cols[s]])));
     }
   }
   if (times.empty()) throw InputError(where(header_line, ""), "trace has no rows");
@@ -122,15 +104,8 @@ AvailabilityTrace load_sailor_csv(const std::string& path, const std::map<std::s
 }
 
 AvailabilityTrace load_sailor_json(const std::string& path, const std::string& gpu_type, int gpus_per_node) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path, "cannot open Sailor JSON trace");
   if (gpus_per_node <= 0) throw InputError(path, "GPUs per node must be > 0");
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(path, std::string("not valid JSON: ") + e.what());
-  }
+  const nlohmann::json doc = read_json_file(path, "Sailor JSON trace");
   if (!doc.is_array() || doc.empty()) throw InputError(path, "expected a non-empty array of {\"Time\", \"GPUs\"}");
   std::vector<double> times;
   GpuCountSeries series{gpu_type + "/", gpu_type, gpus_per_node, {}};
@@ -140,11 +115,10 @@ AvailabilityTrace load_sailor_json(const std::string& path, const std::string& g
     if (!e.is_object()) throw InputError(at, "expected an object {\"Time\", \"GPUs\"}");
     if (!e.contains("Time") || !e["Time"].is_number()) throw InputError(at + ".Time", "missing or not a number");
     if (!e.contains("GPUs") || !e["GPUs"].is_number()) throw InputError(at + ".GPUs", "missing or not a number");
-    const double t = e["Time"].get<double>();
-    if (!std::isfinite(t) || t < 0) throw InputError(at + ".Time", "must be a non-negative number");
+    const double t = check_real(e["Time"].get<double>(), limits::kTraceSeconds, at + ".Time");
     if (!times.empty() && t < times.back()) throw InputError(at + ".Time", "entries not sorted by time");
-    const double n = e["GPUs"].get<double>();
-    if (n < 0 || n != std::floor(n) || n > 1e9) throw InputError(at + ".GPUs", "must be a non-negative integer");
+    const double n = check_real(e["GPUs"].get<double>(), {0.0, static_cast<double>(limits::kTraceGpus.max)}, at + ".GPUs");
+    if (n != std::floor(n)) throw InputError(at + ".GPUs", "must be a whole number of GPUs");
     times.push_back(t);
     series.gpus.push_back(static_cast<long long>(n));
   }

@@ -2,6 +2,7 @@
 #include "sim/trace/skypilot_trace.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,8 @@
 #include <vector>
 
 #include "sim/io/input_error.h"
+#include "sim/io/json_file.h"
+#include "sim/io/numbers.h"
 
 namespace arachne {
 
@@ -35,24 +38,17 @@ SkypilotFileName parse_skypilot_file_name(const std::string& path) {
   static const std::regex re(R"(_([A-Za-z][A-Za-z0-9]*)_([0-9]+)$)");
   std::smatch m;
   if (!std::regex_search(stem, m, re)) return {};
-  const int n = std::stoi(m[2].str());
+  const int n = read_int(m[2].str(), limits::kGpusPerNode, path + ": GPUs per instance in the file name");
   return SkypilotFileName{m[1].str(), n};
 }
 
 AvailabilityTrace load_skypilot_trace(const std::string& path, const SkypilotOptions& opt) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path, "cannot open SkyPilot trace file");
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(path, std::string("not valid JSON: ") + e.what());
-  }
+  const nlohmann::json doc = read_json_file(path, "SkyPilot trace file");
   if (!doc.is_object() || !doc.contains("metadata") || !doc["metadata"].is_object() ||
       !doc["metadata"].contains("gap_seconds") || !doc["metadata"]["gap_seconds"].is_number())
     throw InputError(path + ": metadata.gap_seconds", "missing or not a number");
-  const double gap = doc["metadata"]["gap_seconds"].get<double>();
-  if (!(gap > 0)) throw InputError(path + ": metadata.gap_seconds", "must be > 0");
+  const double gap = check_real(doc["metadata"]["gap_seconds"].get<double>(), {0.0, limits::kTraceSeconds.max, true},
+                                path + ": metadata.gap_seconds");
   if (!doc.contains("data") || !doc["data"].is_array() || doc["data"].empty())
     throw InputError(path + ": data", "missing, not an array, or empty");
 
@@ -71,13 +67,13 @@ AvailabilityTrace load_skypilot_trace(const std::string& path, const SkypilotOpt
     const auto& v = data[i];
     const std::string where = path + ": data[" + std::to_string(i) + "]";
     if (!v.is_number()) throw InputError(where, "not a number");
-    const double x = v.get<double>();
-    if (x < 0 || x != static_cast<double>(static_cast<long long>(x)) || x > 1e6)
-      throw InputError(where, "instance count must be a non-negative integer, got " + v.dump());
+    const double x = check_real(v.get<double>(), {0.0, static_cast<double>(limits::kTraceGpus.max / per_instance)}, where);
+    if (x != std::floor(x)) throw InputError(where, "instance count must be a whole number, got " + v.dump());
     times.push_back(static_cast<double>(i) * gap);
     series.gpus.push_back(static_cast<long long>(x) * per_instance);  // instances × GPUs per instance
   }
-  return trace_from_gpu_counts(path, times, {series}, static_cast<double>(data.size()) * gap);
+  const double end_s = check_real(static_cast<double>(data.size()) * gap, limits::kTraceSeconds, path + ": data");
+  return trace_from_gpu_counts(path, times, {series}, end_s);
 }
 
 }  // namespace arachne

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "sim/io/input_error.h"
+#include "sim/io/limits.h"
 
 namespace arachne {
 namespace {
@@ -83,6 +84,16 @@ void validate(const GenerateOptions& o, const GpuCatalog& catalog) {
     throw InputError("mean_reclaim_s", "must be > 0 seconds");
 }
 
+// The generator draws every candidate arrival and reclaim: bounded before it starts (sim/io/limits.h).
+void check_event_count(const GenerateOptions& o, double arrivals_per_s_max) {
+  const double expected = arrivals_per_s_max * o.duration_s + o.spot_reclaims_per_day * o.duration_s / 86400.0;
+  if (expected > limits::kMaxGeneratedEvents)
+    throw InputError("--duration", "about " + std::to_string(static_cast<long long>(expected)) +
+                                       " tenant arrivals and reclaims expected, more than the supported " +
+                                       std::to_string(static_cast<long long>(limits::kMaxGeneratedEvents)) +
+                                       " (shorten --duration or lower the rates)");
+}
+
 }  // namespace
 
 const std::vector<std::pair<int, double>>& tenant_size_distribution() {
@@ -129,6 +140,7 @@ AvailabilityTrace generate_trace(const GenerateOptions& o, const GpuCatalog& cat
 
   const double rate = generator_arrival_rate(o, total_gpus);        // mean arrivals per second
   const double rate_max = rate * (1 + o.daily_amplitude);           // thinning envelope
+  check_event_count(o, rate_max);
   const double reclaim_rate = o.spot_reclaims_per_day / kDay;
   // Start in steady state: tenants are simulated from -warmup; the state at 0 is the trace's first row.
   const double warmup = 5 * o.mean_duration_s;

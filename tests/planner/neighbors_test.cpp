@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "planner/template/tokens.h"
@@ -201,6 +202,60 @@ TEST(TemplateLocalSearch, ExtendsPastItsRoundsWhileFewTemplatesWereTried) {
   EXPECT_EQ(best(1000, 2), parse_template("1x[A100-80:tp4x1]"));
   EXPECT_EQ(best(1, 6), parse_template("1x[A100-80:tp2x1]"));
   EXPECT_EQ(local_search({start}, c, m, by_tp, {.rounds = 0, .width = 1, .extend_below = 1000, .max_rounds = 6}).front().t, start);
+}
+
+// Past its rounds the search also goes on while the round before gained at least extend_while_gain, up to
+// max_rounds: halving the price per TP doubling climbs to TP 8; where doubling TP past 2 gains only 0.2 %, the
+// search takes the one round that shows it and stops at TP 4; without the option it stops after its round.
+TEST(TemplateLocalSearch, ExtendsPastItsRoundsWhileARoundGains) {
+  const Cluster c = spec("A100-80:2x8");
+  const ModelConfig m = load_model("gpt3-1.3b");
+  const Template start = parse_template("1x[A100-80:tp1x1]");
+  const TemplatePricer halving = price_by_tp_width;
+  const TemplatePricer flattening = [](const Template& t) -> std::optional<double> {
+    const std::optional<double> halved = price_by_tp_width(t);
+    if (!halved || *halved >= 0.5) return halved;
+    return 0.5 * (1 - 0.002 * std::log2(0.5 / *halved));  // TP 4: 0.2 % below TP 2, TP 8: 0.4 %
+  };
+  const auto best = [&](const TemplatePricer& price, double gain) {
+    return local_search({start}, c, m, price, {.rounds = 1, .width = 1, .max_rounds = 6, .extend_while_gain = gain}).front().t;
+  };
+  EXPECT_EQ(best(halving, 0.005), parse_template("1x[A100-80:tp8x1]"));
+  EXPECT_EQ(best(flattening, 0.005), parse_template("1x[A100-80:tp4x1]"));
+  EXPECT_EQ(best(flattening, 0.001), parse_template("1x[A100-80:tp8x1]"));
+  EXPECT_EQ(best(halving, 0), parse_template("1x[A100-80:tp2x1]"));
+}
+
+// The rounds that go on for their gain price at most extend_max_factor times the templates of the required
+// rounds: at factor 1 the search stops where its rounds end, at 1.5 it prices no more than that and climbs
+// less far than without a cap.
+TEST(TemplateLocalSearch, CapsTheRoundsThatGoOnForTheirGain) {
+  const Cluster c = spec("A100-80:2x8");
+  const ModelConfig m = load_model("gpt3-1.3b");
+  const Template start = parse_template("1x[A100-80:tp1x1]");
+  long calls = 0;
+  const TemplatePricer counted = [&](const Template& t) {
+    ++calls;
+    return price_by_tp_width(t);
+  };
+  const auto search = [&](int rounds, double factor) {
+    calls = 0;
+    return local_search({start}, c, m, counted,
+                        {.rounds = rounds, .width = 1, .max_rounds = 6, .extend_while_gain = 0.005, .extend_max_factor = factor})
+        .front()
+        .t;
+  };
+  EXPECT_EQ(search(1, 0), parse_template("1x[A100-80:tp8x1]"));
+  const long uncapped = calls;
+  search(1, 100);
+  EXPECT_EQ(calls, uncapped);  // a cap that does not bind changes nothing
+  EXPECT_EQ(search(1, 1), parse_template("1x[A100-80:tp2x1]"));
+  const long required = calls;
+  EXPECT_EQ(search(1, 1), search(1, 0.5));
+  search(1, 1.5);
+  EXPECT_LE(calls, static_cast<long>(1.5 * static_cast<double>(required)));
+  EXPECT_GT(calls, required);
+  EXPECT_LT(calls, uncapped);
 }
 
 TEST(TemplateLocalSearch, RespectsThePricingCapAndSkipsUnpriceableTemplates) {

@@ -181,7 +181,8 @@ TEST(PlanValidation, GlobalBatchMismatch) {
 
 TEST(PlanValidation, MicroBatchAtLeastOne) {
   const std::string t = replace(kValid, "micro_batch: 4", "micro_batch: 0", 1);
-  expect_error(t, "micro_batch: 0", "pipelines[1].micro_batch", "micro_batch must be at least 1, got 0");
+  // Refused where it is read, against the supported range (sim/io/limits.h).
+  expect_error(t, "micro_batch: 0", "pipelines[1].micro_batch", "0 is outside the supported range [1, 65536]");
 }
 
 TEST(PlanValidation, TpDiffersFromGroupSize) {

@@ -18,11 +18,16 @@
 namespace arachne::planner {
 namespace {
 
+// The divisors of n in increasing order, in O(sqrt(n)) (n is a GPU count or a global batch).
 std::vector<int> divisors(long n) {
-  std::vector<int> d;
-  for (long i = 1; i <= n; ++i)
-    if (n % i == 0) d.push_back(static_cast<int>(i));
-  return d;
+  std::vector<int> small, large;
+  for (long i = 1; i * i <= n; ++i) {
+    if (n % i != 0) continue;
+    small.push_back(static_cast<int>(i));
+    if (i != n / i) large.push_back(static_cast<int>(n / i));
+  }
+  small.insert(small.end(), large.rbegin(), large.rend());
+  return small;
 }
 
 bool divides(int d, int n) { return n <= 0 || n % d == 0; }
