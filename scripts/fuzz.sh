@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (fuzz/*_fuzz.cpp: one per input parser, each calling the loader the CLI
 # calls, with ASan and UBSan) in build-fuzz/ with clang-14, and runs each for SECONDS (default 60) under
-# nice. Prints, per target, the executions and the findings: a crash or sanitizer report, an exception that
-# the CLI would report as `error: internal`, an input taking over 1 s (timeout), or over 2 GiB (oom).
+# nice. Prints, per target, the executions and the findings (input files) with their kinds: a crash or
+# sanitizer report, an exception that the CLI would report as `error: internal` or an empty `where`
+# (FINDING), an input taking over 1 s (timeout) or over 2 GiB (out-of-memory).
 # Findings are saved in build-fuzz/findings/<target>/; reproduce one with build-fuzz/fuzz/<target> FILE.
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]
 # Seeds come from configs/, traces/ and the tests' fixtures, copied at each run into build-fuzz/seeds/; the
@@ -63,28 +64,41 @@ cmake --build "$build" -j "${ARACHNE_JOBS:-2}" --target "${targets[@]}" >&2
 # Inputs are written to a file per execution: on tmpfs where there is one.
 [ -w /dev/shm ] && export TMPDIR=/dev/shm
 found=0
-printf '%-22s %12s %8s %8s %6s  %s\n' target executions crashes timeouts ooms findings >"$build/fuzz-summary.txt"
+printf '%-22s %12s %9s  %s\n' target executions findings kinds >"$build/fuzz-summary.txt"
 for t in "${targets[@]}"; do
   [ -x "$build/fuzz/$t" ] || { echo "fuzz: no target $t" >&2; exit 2; }
   make_seeds "$t"
-  rm -rf "$build/findings/$t"
+  rm -rf "$build/findings/$t" "$build/findings/$t.log"
   mkdir -p "$build/corpus/$t" "$build/findings/$t"
   log="$build/findings/$t.log"
   echo "fuzz: $t for ${seconds} s" >&2
-  # -fork=1 with -ignore_*: the run goes on after a finding (each saved under findings/), so that one bug
-  # does not hide the next.
-  (cd "$build" && nice -n 10 "$build/fuzz/$t" -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 \
-     -max_total_time="$seconds" -timeout=1 -rss_limit_mb=2048 -dict="$root/fuzz/${dict[$t]}.dict" \
-     -artifact_prefix="$build/findings/$t/" -print_final_stats=1 \
-     "$build/corpus/$t" "$build/seeds/$t") >"$log" 2>&1 || true
-  # The last fork-mode status line: "#EXECS: cov: .. ft: .. corp: .. exec/s: .. oom/timeout/crash: O/T/C ..."
-  status=$(grep -E '^#[0-9]+: cov:' "$log" | tail -1 || true)
-  execs=$(sed -E 's/^#([0-9]+):.*/\1/' <<<"$status")
-  otc=$(sed -nE 's/.*oom\/timeout\/crash: ([0-9]+)\/([0-9]+)\/([0-9]+).*/\1 \2 \3/p' <<<"$status")
-  read -r ooms timeouts crashes <<<"${otc:-? ? ?}"
-  files=$(ls "$build/findings/$t" 2>/dev/null | wc -l)
+  # libFuzzer stops at a finding (saved under findings/): the run starts again, with the corpus grown so
+  # far, until SECONDS are used (at most 50 starts, and none after a start that found only an input found
+# before, e.g. the empty input that libFuzzer runs first), so that one bug does not hide the next.
+  start=$(date +%s)
+  execs=0
+  for _ in $(seq 50); do
+    left=$(( seconds - ($(date +%s) - start) ))
+    [ "$left" -gt 0 ] || break
+    (cd "$build" && nice -n 10 "$build/fuzz/$t" -max_total_time="$left" -timeout=1 -rss_limit_mb=2048 \
+       -dict="$root/fuzz/${dict[$t]}.dict" -artifact_prefix="$build/findings/$t/" -print_final_stats=1 \
+       "$build/corpus/$t" "$build/seeds/$t") >"$log.run" 2>&1 || true
+    cat "$log.run" >>"$log"
+    n=$(sed -nE 's/^stat::number_of_executed_units: ([0-9]+)$/\1/p' "$log.run" | tail -1)
+    execs=$(( execs + ${n:-0} ))
+    # A start that found only an input already saved (the same bytes): libFuzzer would find it again.
+    now_files=$(find "$build/findings/$t" -type f | wc -l)
+    [ "$now_files" -gt "${last_files:-0}" ] || [ "$(( $(date +%s) - start ))" -ge "$seconds" ] || break
+    last_files=$now_files
+  done
+  last_files=0
+  rm -f "$log.run"
+  files=$(find "$build/findings/$t" -type f | wc -l)
   [ "$files" -gt 0 ] && found=1
-  printf '%-22s %12s %8s %8s %6s  %s\n' "$t" "${execs:-?}" "$crashes" "$timeouts" "$ooms" "$files" >>"$build/fuzz-summary.txt"
+  # Kinds: the harness's FINDING lines and the sanitizers' and libFuzzer's SUMMARY lines, without addresses.
+  kinds=$(grep -hE '^(FINDING: |SUMMARY: )' "$log" | sed -E 's/0x[0-9a-f]+//g; s/ \(pc .*//' | cut -c1-90 |
+          sort | uniq -c | sort -rn | awk '{$1 = $1 "x"; print}' | paste -sd';' - || true)
+  printf '%-22s %12s %9s  %s\n' "$t" "$execs" "$files" "${kinds:--}" >>"$build/fuzz-summary.txt"
 done
 cat "$build/fuzz-summary.txt"
 if [ "$found" -eq 1 ]; then
