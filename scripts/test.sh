@@ -4,7 +4,7 @@
 #   --sanitize  builds a separate tree (build-sanitize/, or $ARACHNE_BUILD_DIR) with AddressSanitizer and
 #               UndefinedBehaviorSanitizer (CMake option ARACHNE_SANITIZE) and runs the whole suite in it:
 #               any memory error, leak or undefined behaviour fails the test that hit it. The tests
-#               labelled `heavy` run on reduced sizes there (ARACHNE_TEST_REDUCED=1; see tests/README.md).
+#               labelled `heavy` (tests/heavy_tests.cmake) run on reduced sizes there (ARACHNE_TEST_REDUCED=1).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 sanitize=0
@@ -23,6 +23,8 @@ if [ "$sanitize" -eq 1 ]; then
   export LSAN_OPTIONS="${LSAN_OPTIONS:-suppressions=$root/tests/sanitize/lsan.supp:print_suppressions=0}"
   export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
   export ARACHNE_TEST_REDUCED=1
+  # Wall-clock budgets in tests are stretched by this factor: sanitized code ran 20-50 times slower here.
+  export ARACHNE_TEST_SLOWDOWN=30
 else
   build="${ARACHNE_BUILD_DIR:-$root/build}"
   "$root/scripts/setup.sh" "$build"

@@ -5,4 +5,5 @@
 # before the script tests are added: those (mpi.*, reliability.*) get the label in CMakeLists.txt. A name
 # that no longer exists is ignored by ctest.
 set_tests_properties(Calibration.SingleNodeTwoFoldOutOfSampleMape CliLearned.GenDataTrainAndPlanEndToEnd
+  OracleLowerBound.NeverAboveTheSimulatedTimeOnRandomDensePlans
   PROPERTIES LABELS heavy)

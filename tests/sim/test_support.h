@@ -35,6 +35,14 @@ inline bool reduced_sizes() {
   return v && *v && std::string(v) != "0";
 }
 
+// A wall-clock budget of `seconds` for a test whose result needs the search to get that far: multiplied by
+// ARACHNE_TEST_SLOWDOWN (set by `scripts/test.sh --sanitize` to the sanitized code's slowdown), 1 otherwise.
+inline double wall_seconds(double seconds) {
+  const char* v = std::getenv("ARACHNE_TEST_SLOWDOWN");
+  const double k = v && *v ? std::atof(v) : 1.0;
+  return seconds * (k >= 1 ? k : 1.0);
+}
+
 inline std::string configs() { return std::string(ARACHNE_SOURCE_DIR) + "/configs"; }
 
 // A small dense GPT-style model (8 layers, hidden 1024, 16 heads: many divisors for TP/PP) that simulates
