@@ -12,6 +12,7 @@
 
 #include <boost/program_options/parsers.hpp>
 #include <boost/program_options/positional_options.hpp>
+#include "planner/arachne/arachne_planner.h"
 #include "planner/registry.h"
 #include "sim/io/atomic_file.h"
 #include "sim/io/input_error.h"
@@ -149,6 +150,12 @@ std::vector<std::string> parse_planner_names(const std::string& flag, const std:
     if (std::find(known.begin(), known.end(), n) == known.end())
       throw InputError(flag, "unknown planner '" + n + "' (known: " + join_names(known) + (allow_all ? ", or all)" : ")"));
   return names;
+}
+
+bool load_policy_if_used(const std::vector<std::string>& planners, const std::string& policy_path) {
+  const bool used = std::find(planners.begin(), planners.end(), "arachne") != planners.end();
+  if (used) planner::load_policy(policy_path);
+  return used;
 }
 
 int parse_options(const std::vector<std::string>& args, const boost::program_options::options_description& opts,

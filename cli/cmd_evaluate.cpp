@@ -133,8 +133,7 @@ EvaluateOptions parse(const po::variables_map& vm) {
   }
   if (vm.count("policy")) o.request.arachne_policy = str("policy");
   o.request.seed = o.seed;
-  const bool uses_policy = std::find(o.planners.begin(), o.planners.end(), "arachne") != o.planners.end();
-  if (uses_policy) planner::load_policy(o.request.arachne_policy);  // a missing or malformed file fails here
+  const bool uses_policy = load_policy_if_used(o.planners, o.request.arachne_policy);
   o.options_text = options_text(o, uses_policy);
   return o;
 }

@@ -185,7 +185,7 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
   const std::vector<std::string> names = parse_planner_names("--planner", str("planner"), true);
   std::vector<std::unique_ptr<planner::Planner>> planners;
   for (const auto& n : names) planners.push_back(planner::make_planner(n));  // unknown name: exit 2
-  if (std::find(names.begin(), names.end(), "arachne") != names.end()) planner::load_policy(req.arachne_policy);
+  load_policy_if_used(names, req.arachne_policy);
 
   const GpuCatalog catalog = GpuCatalog::load_default();
   const Cluster cluster = load_cluster(str("cluster"), catalog);

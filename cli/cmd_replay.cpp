@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -11,6 +12,9 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/trace_options.h"
+#include "planner/arachne/arachne_planner.h"
+#include "planner/arachne/policy_weights.h"
 #include "planner/planner.h"
 #include "planner/replay_planner.h"
 #include "sim/hw/topology.h"
@@ -45,7 +49,7 @@ Usage:
   arachne replay --trace FILE [--trace-format F] [--cluster FILE] --model M --planner NAME[,NAME...]
                  [--until S] [--planning-time measured|SECONDS] [--checkpoint-interval S]
                  [--storage-bandwidth "2 GB/s"] [--restart S] [--coalesce S] [--global-batch N]
-                 [--budget N] [--budget-wall S] [--no-warm-start] [--switch break-even|always]
+                 [--budget N] [--budget-wall S] [--no-warm-start] [--switch break-even|always] [--policy FILE]
                  [--nodes N] [--load-scale X] [--out F.h5] [--json] [--seed N]
 
 Example:
@@ -69,32 +73,6 @@ Options)";
 
 double seconds_flag(const po::variables_map& vm, const char* name) {
   return parse_double_flag(std::string("--") + name, vm[name].as<std::string>(), limits::kTraceSeconds);
-}
-
-TraceLoadOptions trace_options(const po::variables_map& vm) {
-  TraceLoadOptions o;
-  if (vm.count("trace-format")) o.format = vm["trace-format"].as<std::string>();
-  o.seed = parse_seed_flag("--seed", vm["seed"].as<std::string>());
-  if (vm.count("nodes")) o.nodes = parse_small_int_flag("--nodes", vm["nodes"].as<std::string>(), limits::kNodes);
-  if (vm.count("load-scale"))
-    o.load_scale = parse_double_flag("--load-scale", vm["load-scale"].as<std::string>(), limits::kLoadScale);
-  if (vm.count("window-start")) o.window_start_s = seconds_flag(vm, "window-start");
-  if (vm.count("window-end")) o.window_end_s = seconds_flag(vm, "window-end");
-  return o;
-}
-
-LoadedTrace load_from(const po::variables_map& vm, const GpuCatalog& catalog) {
-  return load_trace(vm["trace"].as<std::string>(), trace_options(vm), catalog);
-}
-
-void add_trace_options(po::options_description& o) {
-  o.add_options()("trace", po::value<std::string>()->value_name("FILE"), "availability trace")
-      ("trace-format", po::value<std::string>()->value_name("F"), "native | alibaba-gpu-v2023 | skypilot | sailor-csv | sailor-json (default: detected)")
-      ("nodes", po::value<std::string>()->value_name("N"), "alibaba: seeded node subset keeping the type mix")
-      ("load-scale", po::value<std::string>()->value_name("X"), "alibaba: multiply the other tenants' load")
-      ("window-start", po::value<std::string>()->value_name("S"), "alibaba: start of the time window replayed (seconds)")
-      ("window-end", po::value<std::string>()->value_name("S"), "alibaba: end of the time window (seconds; default: the end)")
-      ("seed", po::value<std::string>()->value_name("N")->default_value("0"), "seed of every random choice");
 }
 
 // Everything a replay depends on, checked before the first planner runs.
@@ -134,6 +112,8 @@ ReplaySetup replay_setup(const po::variables_map& vm) {
   r.settings.seed = parse_seed_flag("--seed", vm["seed"].as<std::string>());
   r.settings.warm_start = !vm["no-warm-start"].as<bool>();
   r.planners = parse_planner_names("--planner", vm["planner"].as<std::string>(), false);
+  if (vm.count("policy")) r.settings.arachne_policy = vm["policy"].as<std::string>();
+  load_policy_if_used(r.planners, r.settings.arachne_policy);
   if (vm.count("out")) {
     r.out_path = vm["out"].as<std::string>();
     r.png_path = r.out_path;
@@ -149,7 +129,7 @@ ReplaySetup replay_setup(const po::variables_map& vm) {
 // template, planners and every option, so that the file alone says how to rerun it.
 std::string replay_config_yaml(const po::variables_map& vm, const ReplaySetup& r, const ModelConfig& model, long global_batch,
                                const Cluster* link_template) {
-  const TraceLoadOptions t = trace_options(vm);
+  const TraceLoadOptions t = trace_load_options(vm);
   const ReplayOptions& o = r.options;
   std::ostringstream y;
   y << "trace:\n  path: " << vm["trace"].as<std::string>() << "\n  format: " << (t.format.empty() ? "detected" : t.format)
@@ -168,6 +148,11 @@ std::string replay_config_yaml(const po::variables_map& vm, const ReplaySetup& r
     << "\n  coalesce_s: " << o.coalesce_s << "\n  switch: " << (o.switch_rule == SwitchRule::Always ? "always" : "break-even")
     << "\n  budget_evaluations: " << r.settings.budget_evaluations << "\n  budget_wall_s: " << r.settings.budget_wall_s
     << "\n  warm_start: " << (r.settings.warm_start ? "true" : "false") << "\n";
+  if (std::find(r.planners.begin(), r.planners.end(), "arachne") != r.planners.end()) {
+    const std::string& given = r.settings.arachne_policy;
+    const std::string policy = given.empty() ? planner::default_policy_path() : given;
+    y << "  arachne_policy: " << policy << " (fnv1a " << planner::file_fingerprint(policy) << ")\n";
+  }
   return y.str();
 }
 
@@ -200,12 +185,12 @@ int run_trace(const std::vector<std::string>& args) {
   if (sub == "convert") {
     if (!vm.count("out")) return input_error("--out", "required (the native CSV to write)");
     check_output_path("--out", vm["out"].as<std::string>());
-    const LoadedTrace t = load_from(vm, catalog);
+    const LoadedTrace t = load_trace_from(vm, catalog);
     write_text_atomically(vm["out"].as<std::string>(), to_native_csv(t.trace));
     return kExitOk;
   }
   if (sub == "stats") {
-    const LoadedTrace t = load_from(vm, catalog);
+    const LoadedTrace t = load_trace_from(vm, catalog);
     const TraceStats s = trace_stats(t.trace);
     nlohmann::json j = {{"format", t.format},         {"duration_s", s.duration_s}, {"nodes", s.nodes},
                         {"changes", s.changes},       {"changes_per_hour", s.changes_per_hour},
@@ -244,6 +229,7 @@ int run_replay(const std::vector<std::string>& args, const std::string& command_
       ("budget", po::value<std::string>()->value_name("N")->default_value("2000"), "planner evaluations per replan")
       ("budget-wall", po::value<std::string>()->value_name("S"), "wall-clock cap per replan, seconds (default: none)")
       ("switch", po::value<std::string>()->value_name("RULE")->default_value("break-even"), "break-even | always: when a running job takes a new plan")
+      ("policy", po::value<std::string>()->value_name("FILE"), "arachne: policy weights (default: the shipped configs/policy/arachne.weights)")
       ("no-warm-start", po::bool_switch(), "do not give the planner the plan the job runs (arachne: no warm-start template)")
       ("out", po::value<std::string>()->value_name("F.h5"), "intervals and totals per planner as HDF5, and F.png (throughput and cumulative tokens)")
       ("json", po::bool_switch(), "one JSON object on stdout");
@@ -265,7 +251,7 @@ int run_replay(const std::vector<std::string>& args, const std::string& command_
   const long gb = setup.global_batch.value_or(model.global_batch);
   std::vector<std::unique_ptr<planner::Planner>> planners;
   for (const auto& n : setup.planners) planners.push_back(planner::make_planner(n));
-  const LoadedTrace trace = load_from(vm, catalog);
+  const LoadedTrace trace = load_trace_from(vm, catalog);
   const std::string& out_path = setup.out_path;
 
   nlohmann::json results = nlohmann::json::array();

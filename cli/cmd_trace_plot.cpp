@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/trace_options.h"
 #include "sim/hw/gpu.h"
 #include "sim/io/atomic_file.h"
 #include "sim/io/input_error.h"
@@ -40,7 +41,8 @@ GPU type offers over time (hours), with the total, using scripts/plot_trace.py (
 with matplotlib). The PNG is written atomically.
 
 Usage:
-  arachne trace plot --trace FILE [--trace-format F] [--nodes N] [--load-scale X] [--seed N] --out FILE.png
+  arachne trace plot --trace FILE [--trace-format F] [--nodes N] [--load-scale X] [--window-start S]
+                     [--window-end S] [--seed N] --out FILE.png
 
 Options)";
 
@@ -98,13 +100,9 @@ ScriptResult run_script(const std::string& script, const std::vector<std::string
 int run_trace_plot(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
   po::options_description opts("");
-  opts.add_options()("help", "this help")
-      ("trace", po::value<std::string>()->value_name("FILE"), "availability trace")
-      ("trace-format", po::value<std::string>()->value_name("F"), "native | alibaba-gpu-v2023 | skypilot | sailor-csv | sailor-json (default: detected)")
-      ("nodes", po::value<std::string>()->value_name("N"), "alibaba: seeded node subset keeping the type mix")
-      ("load-scale", po::value<std::string>()->value_name("X"), "alibaba: multiply the other tenants' load")
-      ("seed", po::value<std::string>()->value_name("N")->default_value("0"), "seed of every random choice")
-      ("out", po::value<std::string>()->value_name("FILE.png"), "the PNG to write");
+  opts.add_options()("help", "this help");
+  add_trace_options(opts);
+  opts.add_options()("out", po::value<std::string>()->value_name("FILE.png"), "the PNG to write");
   po::variables_map vm;
   if (const int rc = parse_options(args, opts, vm, "trace plot"); rc >= 0) return rc;
   if (vm.count("help")) {
@@ -113,15 +111,11 @@ int run_trace_plot(const std::vector<std::string>& args) {
   }
   if (!vm.count("trace")) return input_error("--trace", "required (an availability trace file)");
   if (!vm.count("out")) return input_error("--out", "required (the PNG to write)");
-  TraceLoadOptions o;
-  if (vm.count("trace-format")) o.format = vm["trace-format"].as<std::string>();
-  o.seed = parse_seed_flag("--seed", vm["seed"].as<std::string>());
-  if (vm.count("nodes")) o.nodes = parse_small_int_flag("--nodes", vm["nodes"].as<std::string>(), limits::kNodes);
-  if (vm.count("load-scale")) o.load_scale = parse_double_flag("--load-scale", vm["load-scale"].as<std::string>(), limits::kLoadScale);
+  const TraceLoadOptions options = trace_load_options(vm);
   const std::string trace_path = vm["trace"].as<std::string>();
   const std::string out = vm["out"].as<std::string>();
   check_output_path("--out", out);
-  const LoadedTrace loaded = load_trace(trace_path, o, GpuCatalog::load_default());
+  const LoadedTrace loaded = load_trace(trace_path, options, GpuCatalog::load_default());
 
   // The native CSV goes next to the output (".<name>.tmp-<pid>.csv"), removed once plotted.
   const std::string csv = temporary_path_for(out) + ".csv";

@@ -67,6 +67,11 @@ std::vector<std::string> split_list(const std::string& flag, const std::string& 
 // Planner names (registry): a list as above of registered names, or "all" when `allow_all`.
 std::vector<std::string> parse_planner_names(const std::string& flag, const std::string& text, bool allow_all);
 
+// Reads and checks the learned planner's policy (a weights file; empty: the shipped one) now, before any
+// work, when `planners` name arachne: a missing or malformed file is bad input (InputError naming the
+// file). Returns whether they do.
+bool load_policy_if_used(const std::vector<std::string>& planners, const std::string& policy_path);
+
 // `text` with every line indented by two spaces (a YAML document nested under a key).
 std::string indented(const std::string& text);
 

@@ -81,12 +81,13 @@ class LearnedPolicy {
   double imitation_step(const TrainingBatch& batch);
   double imitation_loss(const TrainingBatch& batch);  // no step
   double policy_gradient_step(const TrainingBatch& batch);
+  // Writes a checkpoint to `path` as it is (no temporary; wrap it in write_file_atomically for that).
   void save(const std::string& path);
 
   PolicyShape shape() const;
   // The current parameters, for PolicyNet (plain-C++ decoding) or write_policy_weights().
   PolicyWeights weights() const;
-  void export_weights(const std::string& path) const { write_policy_weights(path, weights()); }
+  void export_weights(const std::string& path) const { write_policy_weights(path, weights()); }  // atomic
 
  private:
   struct Release {

@@ -17,6 +17,7 @@ ReplanCallback replan_callback(Planner& planner, const ModelConfig& model, const
     req.budget_evaluations = settings.budget_evaluations;
     req.budget_wall_s = settings.budget_wall_s;
     req.seed = settings.seed;
+    req.arachne_policy = settings.arachne_policy;
     if (settings.warm_start) {  // the plan the job runs: a warm start for planners that use it
       req.previous_plan = last.plan;
       req.previous_cluster = last.cluster;

@@ -14,6 +14,7 @@ struct ReplanSettings {
   double budget_wall_s = 0;  // 0: none
   std::uint64_t seed = 0;
   bool warm_start = true;
+  std::string arachne_policy;  // the learned planner's weights file (empty: the shipped one)
 };
 
 // `planner` and `model` must outlive the callback. on_plan (optional) is called before each planner call

@@ -15,9 +15,16 @@ def text(v):
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
+def temporary_path(path, suffix=""):
+    """The temporary name of `path` while it is written: ".<name>.tmp-<pid><suffix>" beside it, the naming of
+    temporary_path_for (sim/io/atomic_file.h), whose stale-temporary cleanup removes what a killed run left."""
+    return os.path.join(os.path.dirname(os.path.abspath(path)),
+                        "." + os.path.basename(path) + ".tmp-" + str(os.getpid()) + suffix)
+
+
 def save_png_atomically(fig, out, dpi=120):
     """Writes `fig` to `out`; raises OSError on failure (no file is left behind)."""
-    tmp = os.path.join(os.path.dirname(os.path.abspath(out)), "." + os.path.basename(out) + ".tmp.png")
+    tmp = temporary_path(out, ".png")  # matplotlib takes the format from the extension
     try:
         fig.savefig(tmp, dpi=dpi)
         os.replace(tmp, out)
@@ -39,10 +46,14 @@ def save_png_or_report(fig, out, dpi=120):
 
 def write_atomically(path, content):
     """Writes the text `content` to `path` under a temporary name, renamed when complete."""
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(content)
-    os.replace(tmp, path)
+    tmp = temporary_path(path)
+    try:
+        with open(tmp, "w") as f:
+            f.write(content)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 def csv_text(rows):

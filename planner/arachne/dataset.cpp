@@ -1,10 +1,14 @@
 #include "planner/arachne/dataset.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <string_view>
+
+#include "sim/io/numbers.h"
 
 namespace arachne::planner {
 namespace {
@@ -23,14 +27,14 @@ std::string tokens_text(const std::vector<int>& tokens) {
   return s;
 }
 
-std::vector<int> tokens_of(const std::string& text) {
+// The token ids of tokens_text's form (single spaces between decimal ids), each a valid id of the file's
+// vocabulary (`ids`); throws InputError(where, ...) otherwise.
+std::vector<int> tokens_of(const std::string& text, limits::IntRange ids, const std::string& where) {
   std::vector<int> out;
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    std::size_t used = 0;
-    out.push_back(std::stoi(text.substr(pos), &used));
-    pos += used;
-    while (pos < text.size() && text[pos] == ' ') ++pos;
+  for (std::size_t pos = 0; pos < text.size();) {
+    const std::size_t space = std::min(text.find(' ', pos), text.size());
+    out.push_back(read_int(std::string_view(text).substr(pos, space - pos), ids, where));
+    pos = space + 1;
   }
   return out;
 }
@@ -178,6 +182,7 @@ std::vector<ConfigRecord> read_dataset_h5(const std::string& path, DatasetSchema
   const h5::TableData globals = h5::read_table(path, "/globals");
   const h5::TableData labels = h5::read_table(path, "/labels");
   const h5::TableData cands = h5::read_table(path, "/candidates");
+  const limits::IntRange token_ids{0, static_cast<long long>(vocab.rows) - 1};
   if (schema != nullptr) {
     *schema = {};
     for (std::size_t r = 0; r < vocab.rows; ++r) schema->vocabulary.push_back(cell<std::string>(vocab, vocab.column("token"), r));
@@ -212,7 +217,8 @@ std::vector<ConfigRecord> read_dataset_h5(const std::string& path, DatasetSchema
       for (std::size_t c = 1; c < globals.columns.size(); ++c) rec.global_features.push_back(cell<double>(globals, static_cast<int>(c), g));
     for (std::size_t l : rows_of(label_rows, id))
       rec.labels.push_back({cell<std::string>(labels, labels.column("template"), l),
-                            tokens_of(cell<std::string>(labels, labels.column("tokens"), l)),
+                            tokens_of(cell<std::string>(labels, labels.column("tokens"), l), token_ids,
+                                      path + ": /labels[" + std::to_string(l) + "]: tokens"),
                             cell<double>(labels, labels.column("simulated_s"), l),
                             cell<double>(labels, labels.column("estimated_s"), l)});
     for (std::size_t c : rows_of(cand_rows, id))

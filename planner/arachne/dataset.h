@@ -71,7 +71,8 @@ ConfigRecord record_from_json(const std::string& text);  // throws std::runtime_
 void write_dataset_h5(const std::string& path, const DatasetSchema& schema, const std::vector<ConfigRecord>& records,
                       const h5::RunInfo& info);
 // Reads a dataset written by write_dataset_h5 (the schema: /vocabulary, and the /groups and /globals
-// columns after `config` and `slot`). Throws std::runtime_error.
+// columns after `config` and `slot`). Throws std::runtime_error; InputError naming the file and the row for
+// a token list that is not ids of the vocabulary.
 std::vector<ConfigRecord> read_dataset_h5(const std::string& path, DatasetSchema* schema = nullptr);
 
 }  // namespace arachne::planner

@@ -64,6 +64,8 @@ std::vector<Example> load_examples(const std::string& path, const GpuCatalog& ca
   std::vector<ConfigRecord> records;
   try {
     records = read_dataset_h5(path, &schema);
+  } catch (const InputError&) {
+    throw;  // names the file and the place in it already
   } catch (const std::runtime_error& e) {
     throw InputError(path, std::string("not a gen-data dataset: ") + e.what());
   }
@@ -280,7 +282,7 @@ void write_journal(const TrainerOptions& opt, const std::vector<EpochRecord>& ep
   write_text_atomically(journal_path(opt.out_dir), j.dump(1) + "\n");
 }
 
-// The epoch's checkpoint (atomic: the module writes a temporary file, renamed when complete), then the
+// The epoch's checkpoint (atomic: written to a temporary file, renamed when complete), then the
 // journal that names it, then the previous checkpoint is removed.
 void save_epoch(LearnedPolicy& policy, const TrainerOptions& opt, const std::vector<EpochRecord>& epochs) {
   const int epoch = epochs.back().epoch;
@@ -378,7 +380,7 @@ std::vector<EpochRecord> run_training(const TrainerOptions& opt, const ArachneLe
     save_epoch(policy, opt, epochs);
     if (progress) progress(r);
   }
-  write_file_atomically(weights_path(opt.out_dir), [&](const std::string& tmp) { policy.export_weights(tmp); });
+  policy.export_weights(weights_path(opt.out_dir));  // atomic: write_policy_weights
   write_curves(opt, epochs, program_version, command_line);
   return epochs;
 }

@@ -90,7 +90,8 @@ ReplayResult run_replay_cell(const Experiment& x, const ExperimentCell& cell, co
   ReplayOptions ro = block.options;
   ro.link_template = x.link_clusters[b] ? &*x.link_clusters[b] : nullptr;
   const std::unique_ptr<Planner> p = make_planner(cell.planner);
-  const ReplanCallback cb = replan_callback(*p, model, {block.budget.evaluations, block.budget.wall_s, cell.seed, block.warm_start});
+  const ReplanSettings settings{block.budget.evaluations, block.budget.wall_s, cell.seed, block.warm_start, ""};  // "": the shipped policy
+  const ReplanCallback cb = replan_callback(*p, model, settings);
   return replay(x.traces[b].trace, catalog, model, cell.global_batch, cb, ro);
 }
 

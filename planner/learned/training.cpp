@@ -1,10 +1,7 @@
 // Training steps and checkpoints of the policy network; see training.h.
 #include "planner/learned/training.h"
 
-#include <cstdio>
-#include <filesystem>
 #include <stdexcept>
-#include <unistd.h>
 
 namespace arachne::learned {
 
@@ -91,17 +88,7 @@ void PolicyTrainer::save(const std::string& path) {
   archive.write("shape", shape_tensor(net_->shape()));
   archive.write("options", torch::tensor({options_.learning_rate, options_.grad_clip}, torch::kDouble));
   archive.write("counters", torch::tensor({static_cast<int64_t>(options_.seed), int64_t{options_.threads}, steps_}, torch::kLong));
-  const std::filesystem::path final_path(path);
-  const std::filesystem::path tmp = final_path.parent_path() /
-                                    ("." + final_path.filename().string() + ".tmp-" + std::to_string(::getpid()));
-  try {
-    archive.save_to(tmp.string());
-    std::filesystem::rename(tmp, final_path);
-  } catch (...) {
-    std::error_code ec;
-    std::filesystem::remove(tmp, ec);
-    throw;
-  }
+  archive.save_to(path);
 }
 
 std::unique_ptr<PolicyTrainer> PolicyTrainer::load(const std::string& path, int threads) {

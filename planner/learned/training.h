@@ -40,7 +40,8 @@ class PolicyTrainer {
   // loss before the step.
   double policy_gradient_step(const PolicyBatch& batch, const torch::Tensor& rewards, const torch::Tensor& request);
 
-  // Writes a torch::save archive (temporary name, then rename).
+  // Writes a torch::save archive to `path` as it is: callers that need the file to appear whole write it
+  // to a temporary (write_file_atomically, sim/io/atomic_file.h, the one place that names temporaries).
   void save(const std::string& path);
 
   PolicyNet& net() { return net_; }

@@ -9,6 +9,8 @@
 #include <limits>
 #include <sstream>
 
+#include "sim/io/input_error.h"
+
 namespace arachne::planner {
 namespace {
 
@@ -111,6 +113,22 @@ TEST(Dataset, SameRecordsGiveByteIdenticalFiles) {
   write_dataset_h5((dir / "a.h5").string(), schema(), records(), {"v", "c", 1, "y"});
   write_dataset_h5((dir / "b.h5").string(), schema(), records(), {"v", "c", 1, "y"});
   EXPECT_EQ(bytes(dir / "a.h5"), bytes(dir / "b.h5"));
+  fs::remove_all(dir);
+}
+
+TEST(Dataset, TokenIdsOutsideTheVocabularyAreBadInputNamingTheRow) {
+  const fs::path dir = temp_dir();
+  const std::string path = (dir / "d.h5").string();
+  std::vector<ConfigRecord> bad = records();
+  bad[0].labels[1].tokens = {0, 3, 1};  // the schema's vocabulary has ids 0..2
+  write_dataset_h5(path, schema(), bad, {"v", "c", 1, "y"});
+  try {
+    read_dataset_h5(path);
+    ADD_FAILURE() << "token id 3 of a 3-token vocabulary was read";
+  } catch (const InputError& e) {
+    EXPECT_EQ(e.where(), path + ": /labels[1]: tokens");
+    EXPECT_NE(e.reason().find("3"), std::string::npos) << e.reason();
+  }
   fs::remove_all(dir);
 }
 

@@ -1,13 +1,16 @@
 // The `arachne` binary end to end (ARACHNE_BINARY, set by CMake): exit codes, the one-line error format,
 // no output file on bad input, `simulate --json` keys and identities, timeline and out-of-memory reports.
 #include <gtest/gtest.h>
+#include <sys/inotify.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -81,6 +84,24 @@ void expect_one_error_line(const RunResult& r) {
   EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
   ASSERT_FALSE(r.err.empty());
   EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "more than one line: " << r.err;
+}
+
+// The names created in or renamed into `dir` (not its subdirectories) while `action` runs, from inotify.
+std::vector<std::string> names_created_in(const std::string& dir, const std::function<void()>& action) {
+  const int fd = ::inotify_init1(IN_NONBLOCK);
+  EXPECT_GE(fd, 0);
+  EXPECT_GE(::inotify_add_watch(fd, dir.c_str(), IN_CREATE | IN_MOVED_TO), 0);
+  action();
+  std::vector<std::string> names;
+  alignas(inotify_event) char buf[1 << 16];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;)
+    for (const char* p = buf; p < buf + n;) {
+      const auto* e = reinterpret_cast<const inotify_event*>(p);
+      if (e->len > 0) names.emplace_back(e->name);
+      p += sizeof(inotify_event) + e->len;
+    }
+  ::close(fd);
+  return names;
 }
 
 const char* kSmall = "simulate --cluster A100-80:1x8 --model gpt3-1.3b --tp 2 --pp 2 --dp 2 --micro-batch 4 --global-batch 64";
@@ -475,10 +496,29 @@ TEST(CliLearned, GenDataTrainAndPlanEndToEnd) {
   EXPECT_GT(e[10]["val_quality"].get<double>(), e[0]["val_quality"].get<double>());
   EXPECT_TRUE(fs::exists(dir.work("long/training.png")));
 
-  ASSERT_EQ(dir.run(train + "--imitation-epochs 3 --out straight").exit_code, 0);
+  // Every temporary the run writes is ".<final name>.tmp-<pid>[.<suffix>]", the form the next run's cleanup of
+  // a killed run's leftovers recognises (a temporary of a temporary, "..<name>.tmp-<pid>.tmp-<pid>", is not).
+  fs::create_directories(dir.work("straight"));
+  const std::vector<std::string> created = names_created_in(dir.work("straight"), [&] {
+    ASSERT_EQ(dir.run(train + "--imitation-epochs 3 --out straight").exit_code, 0);
+  });
+  static const std::regex temporary(R"(\.[^.].*\.tmp-[0-9]+(\..+)?)");
+  int temporaries = 0;
+  for (const std::string& name : created)
+    if (name[0] == '.') {
+      ++temporaries;
+      EXPECT_TRUE(std::regex_match(name, temporary)) << name;
+    }
+  EXPECT_GE(temporaries, 4) << "checkpoints, journal, weights and curves are each written to a temporary first";
   ASSERT_EQ(dir.run(train + "--imitation-epochs 1 --out resumed").exit_code, 0);
+  // A run killed with kill -9 leaves temporaries of the files it was writing; the next run removes them.
+  const std::string dead = std::to_string(test::pid_of_no_live_process());
+  for (const char* target : {"checkpoint-2.pt", "journal.json", "policy.weights", "training.h5"})
+    std::ofstream(dir.work("resumed/." + std::string(target) + ".tmp-" + dead)) << "partial";
   const RunResult resumed = dir.run(train + "--imitation-epochs 3 --out resumed --resume");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+  for (const auto& entry : fs::directory_iterator(dir.work("resumed")))
+    EXPECT_EQ(entry.path().filename().string().find(".tmp-"), std::string::npos) << entry.path();
   EXPECT_EQ(slurp(dir.work("straight/policy.weights")), slurp(dir.work("resumed/policy.weights")));
   expect_one_error_line(dir.run(train + "--imitation-epochs 3 --out resumed --resume --learning-rate 0.01"));
 

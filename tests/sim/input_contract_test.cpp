@@ -266,9 +266,7 @@ TEST(ReliabilityInputs, JsonTraceSyntaxErrorsNameFileAndLine) {
 TEST(ReliabilityInputs, StaleTemporaryOfAKilledRunIsRemovedByTheNextWrite) {
   // A writer killed with kill -9 leaves ".NAME.tmp-PID"; a PID that is no live process marks it stale.
   const Workdir d;
-  pid_t dead = ::fork();
-  if (dead == 0) ::_exit(0);
-  ::waitpid(dead, nullptr, 0);
+  const pid_t dead = test::pid_of_no_live_process();
   const std::string stale = ".t.csv.tmp-" + std::to_string(dead);
   const std::string alive = ".t.csv.tmp-" + std::to_string(::getpid());  // a live writer's file stays
   std::ofstream(d.work(stale)) << "partial";
@@ -282,8 +280,9 @@ TEST(ReliabilityInputs, StaleTemporaryOfAKilledRunIsRemovedByTheNextWrite) {
 
 TEST(ReliabilityInputs, ReplayResultsHoldTheSeedAndTheConfiguration) {
   const Workdir d;
-  const CliRun r = d.run({"replay", "--trace", trace("native_small.csv"), "--model", "gpt3-1.3b", "--planner", "megatron",
-                       "--seed", "7", "--planning-time", "5", "--budget", "20", "--out", "r.h5"});
+  const std::string policy = std::string(ARACHNE_SOURCE_DIR) + "/configs/policy/arachne.weights";
+  const CliRun r = d.run({"replay", "--trace", trace("native_small.csv"), "--model", "gpt3-1.3b", "--planner", "megatron,arachne",
+                       "--seed", "7", "--planning-time", "5", "--budget", "20", "--policy", policy, "--out", "r.h5"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   if (std::system("/usr/bin/python3 -c 'import h5py' > /dev/null 2>&1") != 0) GTEST_SKIP() << "no h5py for /usr/bin/python3";
   const std::string py =
@@ -294,9 +293,25 @@ TEST(ReliabilityInputs, ReplayResultsHoldTheSeedAndTheConfiguration) {
   std::ifstream in(d.work("attrs.txt"));
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(text.rfind("7\n", 0), 0u) << text;
-  for (const char* key : {"trace:", "native_small.csv", "model:", "planners: [megatron]", "planning_time: 5",
-                          "checkpoint_interval_s:", "seed: 7"})
+  const std::vector<std::string> keys = {"trace:", "native_small.csv", "model:", "planners: [megatron, arachne]",
+                                         "planning_time: 5", "checkpoint_interval_s:", "seed: 7",
+                                         "arachne_policy: " + policy + " (fnv1a "};
+  for (const std::string& key : keys)
     EXPECT_NE(text.find(key), std::string::npos) << key << " missing in:\n" << text;
+}
+
+TEST(ReliabilityInputs, ReplayReadsThePolicyWeightsBeforeTheFirstPlannerRuns) {
+  // arachne listed after megatron: a missing or malformed weights file fails before megatron's replay (whose
+  // progress line would make the error output two lines).
+  const Workdir d;
+  std::ofstream(d.work("garbage.weights")) << "not policy weights";
+  for (const std::string policy : {"missing.weights", "garbage.weights"}) {
+    SCOPED_TRACE(policy);
+    expect_bad_input(d.run({"replay", "--trace", trace("native_small.csv"), "--model", "gpt3-1.3b", "--planner",
+                            "megatron,arachne", "--planning-time", "5", "--policy", policy, "--out", "r.h5"}),
+                     policy);
+    EXPECT_FALSE(fs::exists(d.work("r.h5")));
+  }
 }
 
 // ---- Part 2: every value-taking flag of every command, malformed

@@ -1,6 +1,8 @@
 // Helpers shared by tests: where the public data and the bundled configs are.
 #pragma once
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -41,6 +43,15 @@ inline double wall_seconds(double seconds) {
   const char* v = std::getenv("ARACHNE_TEST_SLOWDOWN");
   const double k = v && *v ? std::atof(v) : 1.0;
   return seconds * (k >= 1 ? k : 1.0);
+}
+
+// The id of a process that has exited and been reaped: no live process has it (until the kernel reuses it,
+// which takes a full cycle of the pid space). Leftover temporaries named with it look like a killed writer's.
+inline pid_t pid_of_no_live_process() {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  return pid;
 }
 
 inline std::string configs() { return std::string(ARACHNE_SOURCE_DIR) + "/configs"; }
