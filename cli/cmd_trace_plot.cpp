@@ -62,8 +62,10 @@ std::string last_line(const std::string& path) {
 }
 
 // Runs /usr/bin/python3 <source>/scripts/<script> args... without a shell (no quoting issues), its stderr
-// captured in a temporary file next to `scratch`.
-ScriptResult run_script(const std::string& script, const std::vector<std::string>& args, const std::string& scratch) {
+// captured in a temporary file beside `output` (the first file the script writes), after removing the
+// temporary files that killed runs left beside it (no AtomicFile of ours writes that path to do it).
+ScriptResult run_script(const std::string& script, const std::vector<std::string>& args, const std::string& output) {
+  remove_stale_temporaries(output);
   ScriptResult r;
   const std::string path = std::string(ARACHNE_SOURCE_DIR) + "/scripts/" + script;
   std::vector<std::string> words = {kPython, path};
@@ -71,7 +73,7 @@ ScriptResult run_script(const std::string& script, const std::vector<std::string
   std::vector<char*> argv;
   for (auto& w : words) argv.push_back(w.data());
   argv.push_back(nullptr);
-  const std::string err_path = scratch + ".stderr";
+  const std::string err_path = temporary_path_for(output) + ".stderr";
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -130,7 +132,7 @@ int run_trace_plot(const std::vector<std::string>& args) {
   }
   const std::string title = "GPUs available: " + std::filesystem::path(trace_path).filename().string() + " (" +
                             loaded.format + ")";
-  const ScriptResult r = run_script("plot_trace.py", {out, csv, title}, csv);
+  const ScriptResult r = run_script("plot_trace.py", {out, csv, title}, out);
   std::error_code ec;
   std::filesystem::remove(csv, ec);
   if (r.status != 0) {
@@ -142,7 +144,7 @@ int run_trace_plot(const std::vector<std::string>& args) {
 }
 
 int plot_training_png(const std::string& h5_path, const std::string& png_path) {
-  const ScriptResult r = run_script("plot_training.py", {png_path, h5_path}, temporary_path_for(png_path));
+  const ScriptResult r = run_script("plot_training.py", {png_path, h5_path}, png_path);
   if (r.status != 0) std::fprintf(stderr, "error: --out: %s\n", r.last_error.c_str());
   return r.status == 0 ? 0 : (r.status > 0 ? r.status : kExitInternal);
 }
@@ -150,20 +152,20 @@ int plot_training_png(const std::string& h5_path, const std::string& png_path) {
 int plot_evaluation_png(const std::string& h5_path, const std::string& out_dir) {
   const std::string ratio = (std::filesystem::path(out_dir) / "ratio.png").string();
   const std::string time = (std::filesystem::path(out_dir) / "planning_time.png").string();
-  const ScriptResult r = run_script("plot_evaluation.py", {ratio, time, h5_path}, temporary_path_for(ratio));
+  const ScriptResult r = run_script("plot_evaluation.py", {ratio, time, h5_path}, ratio);
   if (r.status != 0) std::fprintf(stderr, "error: --out: %s\n", r.last_error.c_str());
   return r.status == 0 ? 0 : (r.status > 0 ? r.status : kExitInternal);
 }
 
 int plot_experiment_png(const std::string& h5_path, const std::string& out_dir) {
   const std::string first = (std::filesystem::path(out_dir) / "throughput.png").string();
-  const ScriptResult r = run_script("plot_experiment.py", {out_dir, h5_path}, temporary_path_for(first));
+  const ScriptResult r = run_script("plot_experiment.py", {out_dir, h5_path}, first);
   if (r.status != 0) std::fprintf(stderr, "error: --out: %s\n", r.last_error.c_str());
   return r.status == 0 ? 0 : (r.status > 0 ? r.status : kExitInternal);
 }
 
 int plot_replay_png(const std::string& h5_path, const std::string& png_path) {
-  const ScriptResult r = run_script("plot_replay.py", {png_path, h5_path}, temporary_path_for(png_path));
+  const ScriptResult r = run_script("plot_replay.py", {png_path, h5_path}, png_path);
   if (r.status != 0) std::fprintf(stderr, "error: --out: %s\n", r.last_error.c_str());
   return r.status == 0 ? 0 : (r.status > 0 ? r.status : kExitInternal);
 }

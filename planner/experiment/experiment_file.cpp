@@ -159,7 +159,8 @@ class Parser {
         if (parent["planners"].size() != 1) fail(file_, node, prefix + "planners", "'all' must stand alone");
         return registered_planner_names();
       }
-      at_line(file_, node, prefix + "planners", [&] { return make_planner(name); });  // unknown name
+      // (Bindings captured by name: clang before 16 cannot capture a structured binding.)
+      at_line(file_, node, prefix + "planners", [&name = name] { return make_planner(name); });  // unknown name
       out.push_back(name);
     }
     return out;
@@ -194,7 +195,7 @@ class Parser {
     ComparisonBlock b;
     for (const auto& [c, node] : scalars(n, "clusters", prefix)) {
       if (!x.clusters.count(c))
-        x.clusters.emplace(c, at_line(file_, node, prefix + "clusters", [&] { return load_cluster(resolve_path(c, file_), catalog_); }));
+        x.clusters.emplace(c, at_line(file_, node, prefix + "clusters", [&, &c = c] { return load_cluster(resolve_path(c, file_), catalog_); }));
       b.clusters.push_back(c);
     }
     for (const auto& [m, node] : scalars(n, "models", prefix)) {

@@ -205,7 +205,7 @@ void idle_moves(const Template& t, std::size_t c, MoveSink& sink) {
     for (std::size_t j = 0; j < cls.stages.size(); ++j)
       for (const GroupKind& k : cls.stages[j].kinds)
         if (k.gpu_type == type) holders.push_back(j);
-    auto with_more = [&](int per_stage, bool first_only) {
+    auto with_more = [&, &type = type](int per_stage, bool first_only) {  // clang < 16 cannot capture a binding
       Template n = t;
       for (const std::size_t j : holders) {
         StageTemplate& s = n.pipelines[c].stages[j];

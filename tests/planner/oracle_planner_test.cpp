@@ -93,7 +93,7 @@ void check_not_worse(const std::string& spec, long budget) {
   const ModelConfig m = tiny_model();
   OraclePlanner oracle;
   PlanRequest req = request_for(c, t, m, budget);
-  req.budget_wall_s = 3;  // the complete search of 8 GPUs takes longer; megatron's grid is simulated first
+  req.budget_wall_s = test::wall_seconds(3);  // the complete search of 8 GPUs takes longer; megatron's grid is simulated first
   const PlanResult r = oracle.plan(req);
   ASSERT_TRUE(r.plan) << spec << ": " << r.reason;
   std::printf("[oracle] %s: %ld structures, %ld candidates priced, %ld simulations, %.3f s, complete=%d\n", spec.c_str(),
@@ -284,7 +284,7 @@ TEST(OraclePlanner, MoeModelGetsValidExpertParallelPlan) {
   moe.expert_ffn_hidden = 2048;
   m.moe = moe;
   PlanRequest req = request_for(c, t, m, 400);
-  req.budget_wall_s = 3;  // phase 1 (the Megatron grid with EP) is simulated first
+  req.budget_wall_s = test::wall_seconds(3);  // phase 1 (the Megatron grid with EP) is simulated first
   const PlanResult r = OraclePlanner().plan(req);
   ASSERT_TRUE(r.plan) << r.reason;
   EXPECT_NO_THROW(validate_plan(*r.plan, c, m, m.global_batch, "test"));

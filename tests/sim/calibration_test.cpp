@@ -20,28 +20,35 @@ namespace {
 
 double mean(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / v.size(); }
 
+// Reduced sizes (test::reduced_sizes(), the sanitized build): every fourth run and 40 evaluations per fit
+// instead of 250; the 12 % bar needs the full fit, so it checks only that each fit lowers the held-out
+// MAPE of the neutral starting constants.
 TEST(Calibration, SingleNodeTwoFoldOutOfSampleMape) {
   ARACHNE_REQUIRE_DATA(data);
   const auto runs = load_vtrain_csv(data + "/measured/vtrain_a100_single_node.csv");
   ASSERT_EQ(runs.size(), 1440u);
+  const bool reduced = test::reduced_sizes();
+  const size_t stride = reduced ? 4 : 1;
+  const int evaluations = reduced ? 40 : 250;
   std::vector<MeasuredRun> fold[2];
-  for (size_t i = 0; i < runs.size(); ++i) fold[i % 2].push_back(runs[i]);
+  for (size_t i = 0; i < runs.size(); i += stride) fold[(i / stride) % 2].push_back(runs[i]);
   // Start from the neutral defaults, not the catalog's fitted constants, so nothing is learned from the
   // held-out half.
   GpuSpec start = GpuCatalog::load_default().at("A100-80");
   start.compute = ComputeConstants{};
   double held_out[2];
   for (int k = 0; k < 2; ++k) {
-    const CalibrationFit fit = fit_compute_constants(fold[k], start, 250);
+    const CalibrationFit fit = fit_compute_constants(fold[k], start, evaluations);
     GpuSpec g = start;
     g.compute = fit.constants;
     held_out[k] = calibration_mape(fold[1 - k], g);
     std::printf("[calibration] fold %d: fitted on %zu runs (MAPE %.2f %%), held-out MAPE %.2f %% on %zu runs\n",
                 k, fold[k].size(), 100 * fit.mape, 100 * held_out[k], fold[1 - k].size());
+    if (reduced) EXPECT_LT(held_out[k], calibration_mape(fold[1 - k], start)) << "fold " << k;
   }
   const double mape = (held_out[0] + held_out[1]) / 2;
-  std::printf("[calibration] single-node two-fold MAPE: %.2f %%\n", 100 * mape);
-  EXPECT_LE(mape, 0.12);
+  std::printf("[calibration] single-node two-fold MAPE: %.2f %%%s\n", 100 * mape, reduced ? " (reduced sizes)" : "");
+  if (!reduced) EXPECT_LE(mape, 0.12);
 }
 
 TEST(Calibration, MultiNodeOutOfSampleMapeWithCatalogConstants) {

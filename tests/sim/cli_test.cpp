@@ -444,7 +444,11 @@ TEST(CliBinary, PlanWithSimulatorCostModelPredictsTheSimulatedTime) {
   const RunResult r = dir.run("plan --cluster A100-80:1x4,V100-32:1x4 --model gpt3-1.3b --global-batch 32 "
                               "--planner metis,sailor --cost-model simulator --budget 50 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const auto& m : nlohmann::json::parse(r.out)["results"]) {
+  // The parsed document is kept in a variable: a range-for over a member of a temporary would iterate
+  // freed memory (the temporary dies before the loop body runs).
+  const nlohmann::json results = nlohmann::json::parse(r.out)["results"];
+  ASSERT_EQ(results.size(), 2u) << r.out;
+  for (const auto& m : results) {
     ASSERT_FALSE(m["plan"].is_null()) << m["planner"];
     EXPECT_DOUBLE_EQ(m["predicted_iteration_time_s"].get<double>(), m["simulated_iteration_time_s"].get<double>()) << m["planner"];
   }

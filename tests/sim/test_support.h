@@ -29,6 +29,22 @@ inline bool in_ci() {
   return ci && *ci && std::string(ci) != "false" && std::string(ci) != "0";
 }
 
+// ARACHNE_TEST_REDUCED=1 (set by `scripts/test.sh --sanitize`, where the code runs many times slower): the
+// tests labelled `heavy` (tests/heavy_tests.cmake) run on reduced sizes. Each says what it reduces and what
+// it still checks; none is skipped.
+inline bool reduced_sizes() {
+  const char* v = std::getenv("ARACHNE_TEST_REDUCED");
+  return v && *v && std::string(v) != "0";
+}
+
+// A wall-clock budget of `seconds` for a test whose result needs the search to get that far: multiplied by
+// ARACHNE_TEST_SLOWDOWN (set by `scripts/test.sh --sanitize` to the sanitized code's slowdown), 1 otherwise.
+inline double wall_seconds(double seconds) {
+  const char* v = std::getenv("ARACHNE_TEST_SLOWDOWN");
+  const double k = v && *v ? std::atof(v) : 1.0;
+  return seconds * (k >= 1 ? k : 1.0);
+}
+
 // The id of a process that has exited and been reaped: no live process has it (until the kernel reuses it,
 // which takes a full cycle of the pid space). Leftover temporaries named with it look like a killed writer's.
 inline pid_t pid_of_no_live_process() {

@@ -2,17 +2,24 @@
 """Exits 0 when two result files hold the same results, else prints every difference and exits 1.
 
   same_results.py A.h5 B.h5      every group, dataset and attribute equal (NaN equal to NaN), except the
-                                 wall-time columns (planning_time_s) of compound tables; and the two files
+                                 wall-time columns and attributes (WALL_TIME_NAMES); and the two files
                                  byte for byte the same but inside the values of those columns
   same_results.py A.md B.md      the same summary.md, except the planning-time columns of the comparison
                                  tables (wall times); the replay tables' planning is charged and compared
+  same_results.py A.json B.json  byte for byte the same but inside the values of wall-time keys
+  same_results.py A B            any other file: byte for byte the same
+  same_results.py A B A2 B2 ...  several pairs in one run
+The wall times are the fields DESIGN.md exempts from "same inputs + seed => identical results".
 """
+import re
 import sys
 
 import h5py
 import numpy as np
 
-WALL_TIME_COLUMNS = {"planning_time_s"}
+# Fields that measure the machine's wall time: planning (plan, replay, experiment; evaluate's planning_s), the
+# simulator's own run time (simulate) and the training epochs' time (train).
+WALL_TIME_NAMES = {"planning_time_s", "planning_s", "sim_wall_s", "wall_s"}
 
 
 def same_values(a, b):
@@ -29,6 +36,8 @@ def h5_differences(path_a, path_b):
                 out.append(f"{name}: attributes {sorted(a.attrs)} vs {sorted(b.attrs)}")
                 return
             for k in a.attrs:
+                if k in WALL_TIME_NAMES:
+                    continue
                 if not same_values(np.asarray(a.attrs[k]), np.asarray(b.attrs[k])):
                     out.append(f"{name}: attribute {k}: {a.attrs[k]!r} vs {b.attrs[k]!r}")
 
@@ -50,7 +59,7 @@ def h5_differences(path_a, path_b):
                 out.append(f"{name}: columns {x.dtype.names} {x.shape} vs {y.dtype.names} {y.shape}")
                 return
             for col in x.dtype.names:
-                if col not in WALL_TIME_COLUMNS and not same_values(x[col], y[col]):
+                if col not in WALL_TIME_NAMES and not same_values(x[col], y[col]):
                     out.append(f"{name}: column {col} differs")
 
         walk("/", fa, fb)
@@ -65,7 +74,7 @@ def stored_offsets(ctype):
     offsets, at = [], 0
     for i in range(ctype.get_nmembers()):
         member = ctype.get_member_type(i)
-        if ctype.get_member_name(i).decode() in WALL_TIME_COLUMNS:
+        if ctype.get_member_name(i).decode() in WALL_TIME_NAMES:
             offsets.append(at)
         variable = isinstance(member, h5py.h5t.TypeStringID) and member.is_variable_str()
         at += 16 if variable else member.get_size()
@@ -108,16 +117,22 @@ def byte_differences(path_a, path_b):
 
 
 def summary_without_wall_times(path):
-    """The lines of summary.md, the cells of the planning-time columns ("planning s", "planning s: median /
-    max") blanked, except in the replay tables (with a "replans" column), whose planning is charged."""
-    lines, drop = [], []
+    """The lines of a summary.md, the cells of the planning-time columns blanked: "planning s" and
+    "planning s: median / max" (experiment), except in the replay tables (with a "replans" column), whose
+    planning is charged; and the per-cluster-size columns ("<= 64 GPUs") of a table under a heading that
+    says "wall seconds" (evaluate)."""
+    lines, drop, wall_section = [], [], False
     for line in open(path, encoding="utf-8").read().splitlines():
         cells = line.split("|")
         heads = [c.strip() for c in cells]
+        if line.startswith("#"):
+            wall_section = "wall seconds" in line
         if not line.startswith("|"):
             drop = []
         elif not drop and any(h.startswith("planning s") for h in heads) and "replans" not in heads:
             drop = [i for i, h in enumerate(heads) if h.startswith("planning s")]
+        elif not drop and wall_section:
+            drop = [i for i, h in enumerate(heads) if h.endswith("GPUs")]
         elif drop:
             for i in drop:
                 if i < len(cells) and not set(cells[i].strip()) <= set("-:"):
@@ -126,18 +141,44 @@ def summary_without_wall_times(path):
     return lines
 
 
-def main():
-    a, b = sys.argv[1], sys.argv[2]
+def json_without_wall_times(path):
+    """The JSON text with the value of every wall-time key (a number or null) replaced by "wall"."""
+    keys = "|".join(sorted(WALL_TIME_NAMES))
+    text = open(path, "rb").read().decode("utf-8")
+    return re.sub(r'("(?:%s)"\s*:\s*)(-?[0-9.eE+-]+|null)' % keys, r'\1"wall"', text)
+
+
+def text_differences(la, lb):
+    diffs = [f"line {i + 1}: {x!r} vs {y!r}" for i, (x, y) in enumerate(zip(la, lb)) if x != y]
+    if len(la) != len(lb):
+        diffs.append(f"{len(la)} vs {len(lb)} lines")
+    return diffs
+
+
+def differences(a, b):
     if a.endswith(".md"):
-        la, lb = summary_without_wall_times(a), summary_without_wall_times(b)
-        diffs = [f"line {i + 1}: {x!r} vs {y!r}" for i, (x, y) in enumerate(zip(la, lb)) if x != y]
-        if len(la) != len(lb):
-            diffs.append(f"{len(la)} vs {len(lb)} lines")
-    else:
-        diffs = h5_differences(a, b) or byte_differences(a, b)
-    for d in diffs:
-        print(f"{a} vs {b}: {d}", file=sys.stderr)
-    sys.exit(1 if diffs else 0)
+        return text_differences(summary_without_wall_times(a), summary_without_wall_times(b))
+    if a.endswith(".json"):
+        ja, jb = json_without_wall_times(a), json_without_wall_times(b)
+        return [] if ja == jb else text_differences(ja.splitlines(), jb.splitlines()) or ["bytes differ"]
+    if a.endswith(".h5"):
+        try:
+            return h5_differences(a, b) or byte_differences(a, b)
+        except OSError as e:  # not an HDF5 file, or a truncated one
+            return [f"unreadable: {e}"]
+    return [] if open(a, "rb").read() == open(b, "rb").read() else ["bytes differ"]
+
+
+def main():
+    args = sys.argv[1:]
+    if len(args) < 2 or len(args) % 2:
+        sys.exit("usage: same_results.py A B [A2 B2 ...]")
+    failed = False
+    for a, b in zip(args[0::2], args[1::2]):
+        for d in differences(a, b):
+            print(f"{a} vs {b}: {d}", file=sys.stderr)
+            failed = True
+    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":
