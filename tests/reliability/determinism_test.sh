@@ -10,14 +10,7 @@
 # is wall time), trace generate and convert, gen-data, train (when the learned module is built),
 # evaluate and experiment on tiny inputs.
 # Usage: tests/reliability/determinism_test.sh ARACHNE_BINARY
-set -euo pipefail
-arachne="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
-same="$here/../tools/same_results.py"
-work="$(mktemp -d "${TMPDIR:-/tmp}/arachne_determinism.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/../tools/script_setup.sh" determinism "$1"
 
 # Inputs shared by both runs: the 8-layer test model, a 4-layer MoE model with Zipf routing skew 1.2
 # (gpt-moe-1.3b-64e's shape), a tiny experiment file.

@@ -11,14 +11,7 @@
 # times need only be whole). A run that ends before its kill is run again with half the delay (up to 5
 # times: the load of a shared machine makes run times vary); a command never killed mid-run fails the test.
 # Usage: tests/reliability/kill_test.sh ARACHNE_BINARY
-set -euo pipefail
-arachne="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
-same="$here/../tools/same_results.py"
-work="$(mktemp -d "${TMPDIR:-/tmp}/arachne_kill.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "${BASH_SOURCE[0]}")/../tools/script_setup.sh" kill "$1"
 now() { date +%s.%N; }
 
 mkdir -p "$work/in"
