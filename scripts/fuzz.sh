@@ -140,7 +140,7 @@ fuzz_target() {
     last_files=$now_files
   done
   rm -f "$log.run"
-  printf '%-22s %12s %8s %9s  %s\n' "$t" "$execs" "$(stat_max slowest_unit_time_sec "$log")" \
+  printf '%-36s %12s %8s %9s  %s\n' "$t" "$execs" "$(stat_max slowest_unit_time_sec "$log")" \
     "$(find "$build/findings/$t" -type f | wc -l)" "$(kinds_of "$log")" >"$build/findings/$t.summary"
 }
 
@@ -152,7 +152,7 @@ replay_in_asan() {
   (cd "$asan_build" && nice -n 10 "$asan_build/fuzz/$t" -runs=0 -timeout=10 -rss_limit_mb=2048 \
      -artifact_prefix="$asan_build/findings/$t/" -print_final_stats=1 "$build/corpus/$t" "$build/seeds/$t") \
     >"$log" 2>&1 || true
-  printf '%-22s %12s %8s %9s  %s\n' "$t (asan replay)" "$(stat_sum number_of_executed_units "$log")" \
+  printf '%-36s %12s %8s %9s  %s\n' "$t (asan replay)" "$(stat_sum number_of_executed_units "$log")" \
     "$(stat_max slowest_unit_time_sec "$log")" "$(find "$asan_build/findings/$t" -type f | wc -l)" \
     "$(kinds_of "$log")" >"$asan_build/findings/$t.replay.summary"
 }
@@ -164,7 +164,7 @@ for t in "${targets[@]}"; do
 done
 wait
 summary="$build/fuzz-summary.txt"
-printf '%-22s %12s %8s %9s  %s\n' target executions slowest findings kinds >"$summary"
+printf '%-36s %12s %8s %9s  %s\n' target executions slowest findings kinds >"$summary"
 for t in "${targets[@]}"; do cat "$build/findings/$t.summary" >>"$summary"; done
 if [ "$fast" -eq 1 ]; then
   for t in "${targets[@]}"; do
