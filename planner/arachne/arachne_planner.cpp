@@ -164,13 +164,27 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
   return all;
 }
 
+// priced_candidates of the proposed templates; while none completes within memory (and the budget lasts),
+// the same with a beam kArachneWidenFactor times as wide, up to kArachneWidestBeam.
+std::vector<CompletedPlan> widening_candidates(const PlanRequest& request, long global, const PlanTimer& timer, long* priced,
+                                               bool* enumerated, bool* cut) {
+  std::vector<CompletedPlan> candidates = priced_candidates(proposed_templates(request, global, enumerated), request, global, timer, priced, cut);
+  if (request.arachne_templates == TemplateSource::Exhaustive) return candidates;
+  PlanRequest wider = request;
+  while (candidates.empty() && !*cut && wider.arachne_beam < kArachneWidestBeam) {
+    wider.arachne_beam = std::min(kArachneWidestBeam, wider.arachne_beam * kArachneWidenFactor);
+    candidates = priced_candidates(proposed_templates(wider, global, enumerated), wider, global, timer, priced, cut);
+  }
+  return candidates;
+}
+
 }  // namespace
 
 std::vector<CompletedPlan> arachne_priced_plans(const PlanRequest& request, long global_batch, long* priced) {
   const PlanTimer timer;
   long count = 0;
-  bool cut = false;
-  std::vector<CompletedPlan> out = priced_candidates(proposed_templates(request, global_batch), request, global_batch, timer, &count, &cut);
+  bool enumerated = true, cut = false;
+  std::vector<CompletedPlan> out = widening_candidates(request, global_batch, timer, &count, &enumerated, &cut);
   if (priced != nullptr) *priced = count;
   return out;
 }
@@ -194,8 +208,7 @@ PlanResult ArachnePlanner::plan(const PlanRequest& request) {
   if (auto early = refused_request(request, name(), timer, &global)) return *early;
   PlanResult result;
   bool enumerated = true, cut = false;
-  const std::vector<Template> templates = proposed_templates(request, global, &enumerated);
-  const std::vector<CompletedPlan> candidates = priced_candidates(templates, request, global, timer, &result.own_model_evaluations, &cut);
+  const std::vector<CompletedPlan> candidates = widening_candidates(request, global, timer, &result.own_model_evaluations, &enumerated, &cut);
   Evaluator eval(request);
   double best = std::numeric_limits<double>::infinity();
   std::set<Template> structures;  // of the plans simulated

@@ -15,7 +15,10 @@
 //      (planner/template/neighbors.h);
 //   3. completion of every template by rule and a small candidate set, each candidate priced by the fast
 //      estimator (planner/template/completion.h, estimator.h); a wall-clock budget stops it (the templates
-//      completed so far are kept);
+//      completed so far are kept); when no template of the source completes within memory, steps 2-3 run
+//      again with a beam kArachneWidenFactor times as wide, up to kArachneWidestBeam (every source but
+//      `exhaustive`, whose space is fixed): where the first templates all run out of memory, more of them
+//      are tried before the planner gives up;
 //   4. the `simulate` best-priced plans simulated (each counted against the request's budget), but only
 //      those priced within kArachneSimulateWithin of the best once one simulated plan fits, and one plan per
 //      structure (simulation_structure: another completion of a template simulated already, or its fold,
@@ -93,6 +96,10 @@ inline constexpr double kArachneExtendMaxFactor = 3;
 // Device-group templates proposed by the default source: rule 3 of the heuristic generator folded at up to
 // this many replica counts (each halves the one before, so three cover replica counts a factor of 4 apart).
 inline constexpr int kArachneDeviceGroupTemplates = 3;
+
+// When no proposed template completes within memory, the beam widens by this factor, up to this width.
+inline constexpr int kArachneWidenFactor = 4;
+inline constexpr int kArachneWidestBeam = 128;
 
 class ArachnePlanner : public Planner {
  public:

@@ -85,6 +85,45 @@ TEST(ArachnePlanner, ReturnsAValidPlanWithinItsSimulationBudget) {
   EXPECT_NEAR(res.predicted_iteration_time_s, sim.iteration_time_s, 0.1 * sim.iteration_time_s);
 }
 
+// Where none of the proposed templates completes within memory, the planner widens its beam (x4, up to
+// kArachneWidestBeam) instead of giving up: on the 8-GPU tiny-hetero cluster the MoE model fits none of one
+// random template (checked here by completing it, as the planner does), and the planner still returns the
+// plan that a beam of 16 returns directly (1 -> 4 -> 16, the same seeded random walks).
+TEST(ArachnePlanner, WidensItsBeamWhenNoProposedTemplateFits) {
+  const Cluster cluster = load_cluster("tiny-hetero", GpuCatalog::load_default());
+  const Topology topo(cluster);
+  const ModelConfig model = load_model("gpt-moe-1.3b-64e");
+  PlanRequest r;
+  r.cluster = &cluster;
+  r.topo = &topo;
+  r.model = &model;
+  r.global_batch = model.global_batch;
+  r.arachne_templates = TemplateSource::Random;
+  r.arachne_beam = 1;
+  const Estimator est(cluster, topo, model);
+  CompletionCache cache(cluster, model);
+  const PlanPricer price = [&](const Plan& p) -> std::optional<double> {
+    const Estimate e = est.estimate(p);
+    return e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
+  };
+  const std::vector<Template> first = proposed_templates(r, r.global_batch);
+  ASSERT_FALSE(first.empty());
+  for (const Template& t : first)
+    ASSERT_TRUE(complete_template(t, {&cluster, &topo, &model, r.global_batch, &cache}, price).empty()) << to_text(t);
+
+  ArachnePlanner p;
+  const PlanResult narrow = p.plan(r);
+  ASSERT_TRUE(narrow.plan) << narrow.reason;
+  EXPECT_NO_THROW(validate_plan(*narrow.plan, cluster, model, r.global_batch, "arachne plan"));
+  const SimResult sim = simulate_iteration(cluster, topo, model, *narrow.plan, SimOptions{});
+  EXPECT_FALSE(sim.oom);
+  r.arachne_beam = 16;
+  const PlanResult wide = p.plan(r);
+  ASSERT_TRUE(wide.plan) << wide.reason;
+  EXPECT_EQ(sim.iteration_time_s, simulate_iteration(cluster, topo, model, *wide.plan, SimOptions{}).iteration_time_s);
+  EXPECT_GE(narrow.own_model_evaluations, wide.own_model_evaluations);
+}
+
 // The final simulations: the best-priced plans in price order, as many as --simulate-top allows, but none
 // priced more than kArachneSimulateWithin above the best once one simulated plan fits; the returned plan is
 // the fastest of them, its prediction its price.
