@@ -256,7 +256,10 @@ const LowerBound::LeastPasses& LowerBound::least_passes(int node_group, int tp, 
   if (it != least_passes_.end()) return it->second;
   const int L = model_.layers;
   LeastPasses p{std::vector<double>(L + 2, kInf), std::vector<double>(L + 2, kInf)};
-  for (int s = 1; s <= max_samples; ++s) {
+  int first = 1;  // the least over 1..max_samples - 1, when known, is the least over those sizes
+  auto prev = least_passes_.find(std::make_tuple(node_group, tp, static_cast<int>(rc), max_samples - 1));
+  if (max_samples > 1 && prev != least_passes_.end()) p = prev->second, first = max_samples;
+  for (int s = first; s <= max_samples; ++s) {
     const Table& t = table(node_group, tp, s, rc);
     for (int l = 0; l < L; ++l) {
       double f = t.fwd[l + 1] - t.fwd[l], b = t.bwd[l + 1] - t.bwd[l];
