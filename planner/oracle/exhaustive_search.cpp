@@ -47,6 +47,11 @@ constexpr long kMaxClassPlacements = 50000;
 constexpr size_t kMaxClassCache = 20000;
 constexpr size_t kMaxLiftedLayouts = 4096;
 constexpr long kMaxLiftedOptions = 1000000;
+// Micro-batch sizes whose count the structure-level caps couple to them (micro_batch_caps): up to this over
+// the layers squared (each size costs dynamic programmes over the stages and the L^2 / 2 layer ranges: the
+// 8-layer model 144, all of G = 32; gpt3-1.3b's 24 layers 16). Larger sizes keep the decoupled caps - a cost
+// limit: the bound stays admissible, only weaker for them.
+constexpr long kCoupledSizeBudget = 9216;
 const Recompute kRecompute[3] = {Recompute::None, Recompute::Selective, Recompute::Full};
 
 // A stage: tp and the number of TP groups of each node group (types may mix; groups listed by node group).
@@ -351,7 +356,8 @@ class Search {
     return it->second.second;
   }
   // For each micro-batch size b, the most micro-batches a pipeline of shape ps can take below the incumbent
-  // (micro_batch_caps, lower_bound.h), within its sample cap. Cached until the incumbent changes.
+  // (micro_batch_caps, lower_bound.h), within its sample cap. Cached until the incumbent changes; the
+  // incumbent only improves, so the caps at an earlier one bound the new ones.
   const std::vector<long>& micro_caps(int ps, int rc, bool zero1) {
     const double T = inc_.bound();
     auto [it, fresh] = micro_caps_.try_emplace(std::make_tuple(ps, rc, zero1 ? 1 : 0), kInf, std::vector<long>());
@@ -361,7 +367,11 @@ class Search {
       stages.emplace_back();
       for (const int ng : stage_shapes_[ss].group_ng) stages.back().emplace_back(ng, stage_shapes_[ss].tp);
     }
-    it->second = {T, micro_batch_caps(lb_, stages, kRecompute[rc], zero1, L_, sample_cap(ps, rc, zero1), T)};
+    const std::vector<long>* earlier = fresh || !std::isfinite(it->second.first) ? nullptr : &it->second.second;
+    std::vector<long> caps =
+        micro_batch_caps(lb_, stages, kRecompute[rc], zero1, L_, sample_cap(ps, rc, zero1), T, earlier,
+                         std::max(1L, kCoupledSizeBudget / (static_cast<long>(L_) * L_)));
+    it->second = {T, std::move(caps)};
     return it->second.second;
   }
   // The sample counts n <= most a pipeline of shape ps can take (n = m b with m <= micro_caps[b]), as runs

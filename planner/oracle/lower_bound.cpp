@@ -358,89 +358,126 @@ long pipeline_sample_cap(const LowerBound& lb, const std::vector<std::vector<std
 }
 
 std::vector<long> micro_batch_caps(const LowerBound& lb, const std::vector<std::vector<std::pair<int, int>>>& stages,
-                                   Recompute rc, bool zero1, int layers, long max_n, double T) {
+                                   Recompute rc, bool zero1, int layers, long max_n, double T,
+                                   const std::vector<long>* within, long coupled_up_to) {
   const int S = static_cast<int>(stages.size()), L = layers;
   std::vector<long> caps(static_cast<size_t>(std::max(0L, max_n)) + 1, 0);
   if (max_n < 1) return caps;
-  if (!std::isfinite(T)) {
-    for (long b = 1; b <= max_n; ++b) caps[b] = max_n / b;
-    return caps;
-  }
-  // Per stage: its groups counted by (node group, tp).
-  std::vector<std::map<std::pair<int, int>, int>> count(S);
+  auto limit = [&](long b) {  // the most micro-batches of b samples worth trying
+    const long most = max_n / b;
+    return within ? std::min(most, b < static_cast<long>(within->size()) ? (*within)[b] : 0L) : most;
+  };
+  for (long b = std::max(1L, std::isfinite(T) ? coupled_up_to + 1 : 1); b <= max_n; ++b) caps[b] = limit(b);
+  if (!std::isfinite(T)) return caps;
+  // Stages of the same groups (counted by node group and tp) share their shares R: one row per kind.
+  std::vector<std::map<std::pair<int, int>, int>> kinds;
+  std::vector<int> kind_of(S), kind_groups;
   long most_groups = 1;
   for (int j = 0; j < S; ++j) {
-    for (const auto& g : stages[j]) ++count[j][g];
+    std::map<std::pair<int, int>, int> count;
+    for (const auto& g : stages[j]) ++count[g];
+    const auto at = std::find(kinds.begin(), kinds.end(), count);
+    kind_of[j] = static_cast<int>(at - kinds.begin());
+    if (at == kinds.end()) kinds.push_back(std::move(count)), kind_groups.push_back(static_cast<int>(stages[j].size()));
     most_groups = std::max(most_groups, static_cast<long>(stages[j].size()));
   }
+  const int K = static_cast<int>(kinds.size());
   // The least optimizer step of a stage-0 group holding layers [0, f) (none with ZeRO-1).
   std::vector<double> step0(L + 1, 0.0);
   if (!zero1)
     for (int f = 1; f <= L; ++f) {
       double least = kInf;
-      for (const auto& [g, c] : count[0]) least = std::min(least, lb.group_times(g.first, g.second, 1, 0, f, rc, false).optimizer_s);
+      for (const auto& [g, c] : kinds[kind_of[0]]) least = std::min(least, lb.group_times(g.first, g.second, 1, 0, f, rc, false).optimizer_s);
       step0[f] = least;
     }
-  // Prefix sums over layers (then the embedding's and the head's) of a per-layer vector.
-  auto prefix = [&](const std::vector<double>& v) {
-    std::vector<double> pre(L + 3, 0.0);
-    for (int l = 0; l < L; ++l) pre[l + 1] = pre[l] + v[l];
-    pre[L + 1] = v[L];
-    pre[L + 2] = v[L + 1];
-    return pre;
-  };
+  const size_t cells = static_cast<size_t>((L + 1) * (L + 1));
+  auto cell = [&](int e, int f) { return static_cast<size_t>(e * (L + 1) + f); };
+  // Every b admitted has sum_j R_j < T at m = 1 (the last stage's term), and R_j >= b x rate_j with the floors
+  // over every size up to max_n (no larger than over 1..b - k_j + 1): b x the least sum of stage rates over
+  // the partitions stays below T.
+  double least_rates = kInf;
+  {
+    const PipelineRates rates(lb, stages, rc, L, static_cast<int>(max_n));
+    std::vector<double> sum(static_cast<size_t>((S + 1) * (L + 1)), kInf);
+    sum[0] = 0;
+    for (int j = 0; j < S; ++j)
+      for (int e = 0; e < L; ++e) {
+        const double before = sum[static_cast<size_t>(j * (L + 1) + e)];
+        if (!std::isfinite(before)) continue;
+        for (int f = e + 1; f <= L; ++f) {
+          double& next = sum[static_cast<size_t>((j + 1) * (L + 1) + f)];
+          next = std::min(next, before + rates.rate(j, e, f));
+        }
+      }
+    least_rates = sum[static_cast<size_t>(S * (L + 1) + L)];
+  }
+  std::vector<std::vector<double>> R(K, std::vector<double>(cells, kInf));  // [kind][e x (L + 1) + f]
+  std::vector<double> chain(static_cast<size_t>((S + 1) * (L + 1)));
+  // Per type of a kind: prefix sums over layers (then the embedding's and the head's) of its least passes and
+  // of its per-sample floors.
+  std::vector<double> pass(static_cast<size_t>(L + 3)), floor(static_cast<size_t>(L + 3));
   auto range = [&](const std::vector<double>& pre, int e, int f) {
     return pre[f] - pre[e] + (e == 0 ? pre[L + 1] : 0.0) + (f == L ? pre[L + 2] : 0.0);
   };
-  const size_t cells = static_cast<size_t>((L + 1) * (L + 1));
-  std::vector<std::vector<double>> R(S, std::vector<double>(cells, kInf));  // [stage][e x (L + 1) + f]
-  std::vector<double> chain(static_cast<size_t>((S + 1) * (L + 1)));
-  for (long b = most_groups; b <= max_n; ++b) {
-    // R_j over layers [e, f): per group type, its least pass and per-sample floor over sizes 1..b - k_j + 1.
-    for (int j = 0; j < S; ++j) {
-      const int size_cap = static_cast<int>(b) - static_cast<int>(stages[j].size()) + 1;
-      std::vector<std::tuple<std::vector<double>, std::vector<double>, int>> types;  // (pass prefix, floor prefix, count)
-      for (const auto& [g, c] : count[j]) {
+  std::vector<double> least_pass(cells), speed(cells);
+  for (long b = most_groups; b <= std::min(max_n, coupled_up_to); ++b) {
+    if (static_cast<double>(b) * least_rates * (1 - kRelativeSlack) -
+            (4.0 * static_cast<double>(S + max_n) + 2.0) * kRoundingPerDuration >= T)
+      break;
+    const long m_max = limit(b);
+    if (m_max < 1) continue;
+    // R over layers [e, f) for each kind: its types' least pass and per-sample floor over sizes 1..b - k + 1.
+    for (int k = 0; k < K; ++k) {
+      const int size_cap = static_cast<int>(b) - kind_groups[k] + 1;
+      std::fill(least_pass.begin(), least_pass.end(), kInf);
+      std::fill(speed.begin(), speed.end(), 0.0);
+      for (const auto& [g, c] : kinds[k]) {
         const LowerBound::LeastPasses& p = lb.least_passes(g.first, g.second, rc, size_cap);
-        std::vector<double> pass(L + 2);
-        for (int l = 0; l < L + 2; ++l) pass[l] = p.forward[l] + p.backward[l];
-        types.emplace_back(prefix(pass), prefix(lb.per_sample_floor(g.first, g.second, rc, size_cap)), c);
+        const std::vector<double>& f = lb.per_sample_floor(g.first, g.second, rc, size_cap);
+        pass[0] = floor[0] = 0;
+        for (int l = 0; l < L; ++l) pass[l + 1] = pass[l] + p.forward[l] + p.backward[l], floor[l + 1] = floor[l] + f[l];
+        pass[L + 1] = p.forward[L] + p.backward[L], pass[L + 2] = p.forward[L + 1] + p.backward[L + 1];
+        floor[L + 1] = f[L], floor[L + 2] = f[L + 1];
+        for (int e = 0; e < L; ++e)
+          for (int h = e + 1; h <= L; ++h) {
+            least_pass[cell(e, h)] = std::min(least_pass[cell(e, h)], range(pass, e, h));
+            const double per_sample = range(floor, e, h);
+            speed[cell(e, h)] += per_sample > 0 ? c / per_sample : kInf;
+          }
       }
       for (int e = 0; e < L; ++e)
-        for (int f = e + 1; f <= L; ++f) {
-          double least_pass = kInf, speed = 0;
-          for (const auto& [pass, floor, c] : types) {
-            least_pass = std::min(least_pass, range(pass, e, f));
-            const double per_sample = range(floor, e, f);
-            speed += per_sample > 0 ? c / per_sample : kInf;
-          }
-          R[j][static_cast<size_t>(e * (L + 1) + f)] = std::max(least_pass, static_cast<double>(b) / speed);
-        }
+        for (int h = e + 1; h <= L; ++h)
+          R[k][cell(e, h)] = std::max(least_pass[cell(e, h)], static_cast<double>(b) / speed[cell(e, h)]);
     }
     // Whether m micro-batches admit a partition with every stage's term below T. A path holds 2k + 2m tasks
     // of two rounded durations each and a step; the slack is taken at the largest m, so admission only
     // shrinks as m grows.
-    const long m_max = max_n / b;
-    const double slack = (4.0 * static_cast<double>(S + m_max) + 2.0) * kRoundingPerDuration;
+    const double slack = (4.0 * static_cast<double>(S + max_n / b) + 2.0) * kRoundingPerDuration;
     auto admits = [&](long m) {
       std::fill(chain.begin(), chain.end(), kInf);
       chain[0] = 0;
-      for (int j = 0; j < S; ++j)
-        for (int e = 0; e < L; ++e) {
+      for (int j = 0; j < S; ++j) {
+        const std::vector<double>& r_j = R[kind_of[j]];
+        for (int e = j; e < L; ++e) {
           const double before = chain[static_cast<size_t>(j * (L + 1) + e)];
           if (!std::isfinite(before)) continue;
           for (int f = e + 1; f <= L - (S - 1 - j); ++f) {
-            const double r = R[j][static_cast<size_t>(e * (L + 1) + f)];
+            const double r = r_j[cell(e, f)];
             const double prefix_j = before + (j == 0 ? step0[f] : 0.0);
             if ((prefix_j + static_cast<double>(m) * r) * (1 - kRelativeSlack) - slack >= T) continue;
             double& next = chain[static_cast<size_t>((j + 1) * (L + 1) + f)];
             next = std::min(next, prefix_j + r);
           }
         }
+      }
       return std::isfinite(chain[static_cast<size_t>(S * (L + 1) + L)]);
     };
     if (!admits(1)) continue;
-    long lo = 1, hi = m_max + 1;  // admits(lo); !admits(hi) or hi past m_max
+    if (m_max == 1 || admits(m_max)) {  // at a slightly smaller T than `within`'s, often still all of them
+      caps[b] = m_max;
+      continue;
+    }
+    long lo = 1, hi = m_max;  // admits(lo), !admits(hi)
     while (hi - lo > 1) {
       const long mid = lo + (hi - lo) / 2;
       (admits(mid) ? lo : hi) = mid;

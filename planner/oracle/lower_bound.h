@@ -51,6 +51,7 @@
 // degree, the optimizer state is left out, which only lowers the requirement).
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <unordered_map>
 #include <optional>
@@ -295,9 +296,13 @@ long pipeline_sample_cap(const LowerBound& lb, const std::vector<std::vector<std
 // a function of b and m together: a large b makes every stage's share of micro-batch 0 long on the chain,
 // a small b prices every sample at small micro-batch sizes. m is found by bisection over a dynamic
 // programme over stages and cut layers (the least chain to each cut among partitions that keep every
-// stage so far below T).
+// stage so far below T). `within` (optional): caps known to hold (e.g. at a larger T); none is exceeded.
+// Sizes above coupled_up_to are not bounded (M[b] = max_n / b, or within's): the cost is one dynamic
+// programme per size and bisection step.
 std::vector<long> micro_batch_caps(const LowerBound& lb, const std::vector<std::vector<std::pair<int, int>>>& stages,
-                                   Recompute rc, bool zero1, int layers, long max_n, double T);
+                                   Recompute rc, bool zero1, int layers, long max_n, double T,
+                                   const std::vector<long>* within = nullptr,
+                                   long coupled_up_to = std::numeric_limits<long>::max());
 
 struct LowerBound::ReductionFloor {
   Segments segments;  // as reduction_tails has them, busy_s the least over the placements (link loads unused)
