@@ -367,7 +367,8 @@ std::vector<long> micro_batch_caps(const LowerBound& lb, const std::vector<std::
     const long most = max_n / b;
     return within ? std::min(most, b < static_cast<long>(within->size()) ? (*within)[b] : 0L) : most;
   };
-  for (long b = std::max(1L, std::isfinite(T) ? coupled_up_to + 1 : 1); b <= max_n; ++b) caps[b] = limit(b);
+  const long coupled = std::isfinite(T) ? std::min(max_n, std::max(0L, coupled_up_to)) : 0;
+  for (long b = coupled + 1; b <= max_n; ++b) caps[b] = limit(b);
   if (!std::isfinite(T)) return caps;
   // Stages of the same groups (counted by node group and tp) share their shares R: one row per kind.
   std::vector<std::map<std::pair<int, int>, int>> kinds;
@@ -420,7 +421,7 @@ std::vector<long> micro_batch_caps(const LowerBound& lb, const std::vector<std::
     return pre[f] - pre[e] + (e == 0 ? pre[L + 1] : 0.0) + (f == L ? pre[L + 2] : 0.0);
   };
   std::vector<double> least_pass(cells), speed(cells);
-  for (long b = most_groups; b <= std::min(max_n, coupled_up_to); ++b) {
+  for (long b = most_groups; b <= coupled; ++b) {
     if (static_cast<double>(b) * least_rates * (1 - kRelativeSlack) -
             (4.0 * static_cast<double>(S + max_n) + 2.0) * kRoundingPerDuration >= T)
       break;
