@@ -47,6 +47,11 @@ constexpr long kMaxClassPlacements = 50000;
 constexpr size_t kMaxClassCache = 20000;
 constexpr size_t kMaxLiftedLayouts = 4096;
 constexpr long kMaxLiftedOptions = 1000000;
+// Micro-batch sizes whose count the structure-level caps couple to them (micro_batch_caps): up to this over
+// the layers squared (each size costs dynamic programmes over the stages and the L^2 / 2 layer ranges: the
+// 8-layer model 144, all of G = 32; gpt3-1.3b's 24 layers 16). Larger sizes keep the decoupled caps - a cost
+// limit: the bound stays admissible, only weaker for them.
+constexpr long kCoupledSizeBudget = 9216;
 const Recompute kRecompute[3] = {Recompute::None, Recompute::Selective, Recompute::Full};
 
 // A stage: tp and the number of TP groups of each node group (types may mix; groups listed by node group).
@@ -350,6 +355,72 @@ class Search {
     it->second = {T, pipeline_sample_cap(lb_, stages, kRecompute[rc], zero1, L_, G_, T)};
     return it->second.second;
   }
+  // For each micro-batch size b, the most micro-batches a pipeline of shape ps can take below the incumbent
+  // (micro_batch_caps, lower_bound.h), within its sample cap. Cached until the incumbent changes; the
+  // incumbent only improves, so the caps at an earlier one bound the new ones.
+  const std::vector<long>& micro_caps(int ps, int rc, bool zero1) {
+    const double T = inc_.bound();
+    auto [it, fresh] = micro_caps_.try_emplace(std::make_tuple(ps, rc, zero1 ? 1 : 0), kInf, std::vector<long>());
+    if (!fresh && it->second.first == T) return it->second.second;
+    std::vector<std::vector<std::pair<int, int>>> stages;
+    for (const int ss : pipe_shapes_[ps].stages) {
+      stages.emplace_back();
+      for (const int ng : stage_shapes_[ss].group_ng) stages.back().emplace_back(ng, stage_shapes_[ss].tp);
+    }
+    const std::vector<long>* earlier = fresh || !std::isfinite(it->second.first) ? nullptr : &it->second.second;
+    std::vector<long> caps =
+        micro_batch_caps(lb_, stages, kRecompute[rc], zero1, L_, sample_cap(ps, rc, zero1), T, earlier,
+                         std::max(1L, kCoupledSizeBudget / (static_cast<long>(L_) * L_)));
+    it->second = {T, std::move(caps)};
+    return it->second.second;
+  }
+  // The sample counts n <= most a pipeline of shape ps can take (n = m b with m <= micro_caps[b]), as runs
+  // [first, last] of consecutive counts.
+  std::vector<std::pair<long, long>> admitted_samples(int ps, int rc, bool zero1, long most) {
+    const std::vector<long>& caps = micro_caps(ps, rc, zero1);
+    most = std::min(most, static_cast<long>(caps.size()) - 1);
+    std::vector<char> ok(static_cast<size_t>(std::max(0L, most)) + 1, 0);
+    for (long b = 1; b <= most; ++b)
+      for (long m = 1; m <= caps[b] && m * b <= most; ++m) ok[m * b] = 1;
+    std::vector<std::pair<long, long>> runs;
+    for (long n = 1; n <= most; ++n)
+      if (ok[n]) {
+        if (!runs.empty() && runs.back().second == n - 1) runs.back().second = n;
+        else runs.emplace_back(n, n);
+      }
+    return runs;
+  }
+  // Whether the global batch is a sum of one count from each pipeline's runs (a subset-sum over bit sets).
+  bool batch_reachable(const std::vector<std::vector<std::pair<long, long>>>& runs) const {
+    const size_t words = static_cast<size_t>(G_) / 64 + 1;
+    using Bits = std::vector<std::uint64_t>;
+    auto shift_or = [&](Bits& dst, const Bits& src, long by) {  // dst |= src << by, bits beyond G dropped
+      const size_t w = static_cast<size_t>(by) / 64, r = static_cast<size_t>(by) % 64;
+      for (size_t i = words; i-- > w;) {
+        std::uint64_t v = src[i - w] << r;
+        if (r && i > w) v |= src[i - w - 1] >> (64 - r);
+        dst[i] |= v;
+      }
+    };
+    Bits reach(words, 0);
+    reach[0] = 1;
+    for (const auto& pipeline : runs) {
+      Bits next(words, 0);
+      for (const auto& [first, last] : pipeline) {
+        Bits y(words, 0);
+        shift_or(y, reach, first);
+        for (long span = 1; span <= last - first;) {  // y covers shifts first..first + span - 1
+          const long step = std::min(span, last - first + 1 - span);
+          Bits z = y;
+          shift_or(y, z, step);
+          span += step;
+        }
+        for (size_t i = 0; i < words; ++i) next[i] |= y[i];
+      }
+      reach = std::move(next);
+    }
+    return (reach[static_cast<size_t>(G_) / 64] >> (G_ % 64)) & 1;
+  }
   // The work bound of a pipeline of shape ps per sample it takes: the larger of the two above.
   double pipeline_rate(int ps, int rc) { return std::max(sample_rate(ps, rc), stage_rates(ps, rc).pipeline_rate()); }
   static double work_bound(double n, double rate, int m) { return PipelineRates::work_bound(n, rate, m); }
@@ -358,7 +429,8 @@ class Search {
   // what the others cannot take. False when no split of the global batch fits these ranges: the plan's time
   // is at least max_i n_i x rate_i (pipeline_rate, at most n_i micro-batches), and a split with every
   // pipeline below the incumbent has n_i <= hi_i, so it exists only when sum_i hi_i >= G (the min over splits
-  // of the max of the pipelines' bounds, for bounds that grow with the samples).
+  // of the max of the pipelines' bounds, for bounds that grow with the samples); and n_i = m_i b_i with
+  // m_i <= micro_caps[b_i], so it exists only when such counts, one per pipeline, sum to G.
   bool sample_ranges(const std::vector<int>& pipes, int rc, bool zero1, std::map<int, std::pair<long, long>>* range) {
     const int P = static_cast<int>(pipes.size());
     const double T = inc_.bound();
@@ -382,6 +454,17 @@ class Search {
       hi[i] = h;
     }
     if (total_hi < G_) return false;
+    // Each pipeline's micro-batch size and count together: only counts n = m b with m <= micro_caps[b] are
+    // admitted, and one from each pipeline must sum to the global batch.
+    std::vector<std::vector<std::pair<long, long>>> runs(P);
+    total_hi = 0;
+    for (int i = 0; i < P; ++i) {
+      runs[i] = admitted_samples(pipes[i], rc, zero1, hi[i]);
+      if (runs[i].empty()) return false;
+      hi[i] = runs[i].back().second;
+      total_hi += hi[i];
+    }
+    if (total_hi < G_ || !batch_reachable(runs)) return false;
     for (int i = 0; i < P; ++i) {
       const long lo = std::max(1L, G_ - (total_hi - hi[i]));
       if (lo > hi[i]) return false;
@@ -524,9 +607,13 @@ class Search {
     const PipelineRates& rates = stage_rates(ps, rc);
     PipeOption cur;
     cur.cuts.assign(1, 0);
+    // At most micro_caps[b] micro-batches of b samples (the options are generated under the incumbent the
+    // caps were computed for, and n_hi is within them).
+    const std::vector<long> caps = micro_caps(ps, rc, zero1);
     for (int b = 1; b <= n_hi && !stop_; ++b) {
       cur.b = b;
-      const int m_lo = static_cast<int>((n_lo + b - 1) / b), m_hi = static_cast<int>(n_hi / b);
+      const long most = b < static_cast<long>(caps.size()) ? caps[b] : 0;
+      const int m_lo = static_cast<int>((n_lo + b - 1) / b), m_hi = static_cast<int>(std::min(n_hi / b, most));
       if (m_lo > m_hi) continue;
       std::function<void(int)> rec = [&](int k) {
         tick();
@@ -1150,6 +1237,7 @@ class Search {
   std::map<std::tuple<int, int, int, int, int, int>, int> memory_caps_;
   std::map<std::pair<int, int>, double> rate_;
   std::map<std::tuple<int, int, int>, std::pair<double, long>> sample_caps_;  // (incumbent, cap)
+  std::map<std::tuple<int, int, int>, std::pair<double, std::vector<long>>> micro_caps_;  // (incumbent, caps)
   std::map<std::pair<int, int>, PipelineRates> stage_rates_;
   std::map<std::tuple<int, int, int>, std::vector<double>> floor_prefix_;
   std::map<std::tuple<int, int, int, long, long, long>, OptionSet> option_cache_;  // last: floor_tag_ or 0

@@ -256,7 +256,10 @@ const LowerBound::LeastPasses& LowerBound::least_passes(int node_group, int tp, 
   if (it != least_passes_.end()) return it->second;
   const int L = model_.layers;
   LeastPasses p{std::vector<double>(L + 2, kInf), std::vector<double>(L + 2, kInf)};
-  for (int s = 1; s <= max_samples; ++s) {
+  int first = 1;  // the least over 1..max_samples - 1, when known, is the least over those sizes
+  auto prev = least_passes_.find(std::make_tuple(node_group, tp, static_cast<int>(rc), max_samples - 1));
+  if (max_samples > 1 && prev != least_passes_.end()) p = prev->second, first = max_samples;
+  for (int s = first; s <= max_samples; ++s) {
     const Table& t = table(node_group, tp, s, rc);
     for (int l = 0; l < L; ++l) {
       double f = t.fwd[l + 1] - t.fwd[l], b = t.bwd[l + 1] - t.bwd[l];
@@ -352,6 +355,137 @@ long pipeline_sample_cap(const LowerBound& lb, const std::vector<std::vector<std
       }
     }
   return std::max(0L, best[0][0]);
+}
+
+std::vector<long> micro_batch_caps(const LowerBound& lb, const std::vector<std::vector<std::pair<int, int>>>& stages,
+                                   Recompute rc, bool zero1, int layers, long max_n, double T,
+                                   const std::vector<long>* within, long coupled_up_to) {
+  const int S = static_cast<int>(stages.size()), L = layers;
+  std::vector<long> caps(static_cast<size_t>(std::max(0L, max_n)) + 1, 0);
+  if (max_n < 1) return caps;
+  auto limit = [&](long b) {  // the most micro-batches of b samples worth trying
+    const long most = max_n / b;
+    return within ? std::min(most, b < static_cast<long>(within->size()) ? (*within)[b] : 0L) : most;
+  };
+  const long coupled = std::isfinite(T) ? std::min(max_n, std::max(0L, coupled_up_to)) : 0;
+  for (long b = coupled + 1; b <= max_n; ++b) caps[b] = limit(b);
+  if (!std::isfinite(T)) return caps;
+  // Stages of the same groups (counted by node group and tp) share their shares R: one row per kind.
+  std::vector<std::map<std::pair<int, int>, int>> kinds;
+  std::vector<int> kind_of(S), kind_groups;
+  long most_groups = 1;
+  for (int j = 0; j < S; ++j) {
+    std::map<std::pair<int, int>, int> count;
+    for (const auto& g : stages[j]) ++count[g];
+    const auto at = std::find(kinds.begin(), kinds.end(), count);
+    kind_of[j] = static_cast<int>(at - kinds.begin());
+    if (at == kinds.end()) kinds.push_back(std::move(count)), kind_groups.push_back(static_cast<int>(stages[j].size()));
+    most_groups = std::max(most_groups, static_cast<long>(stages[j].size()));
+  }
+  const int K = static_cast<int>(kinds.size());
+  // The least optimizer step of a stage-0 group holding layers [0, f) (none with ZeRO-1).
+  std::vector<double> step0(L + 1, 0.0);
+  if (!zero1)
+    for (int f = 1; f <= L; ++f) {
+      double least = kInf;
+      for (const auto& [g, c] : kinds[kind_of[0]]) least = std::min(least, lb.group_times(g.first, g.second, 1, 0, f, rc, false).optimizer_s);
+      step0[f] = least;
+    }
+  const size_t cells = static_cast<size_t>((L + 1) * (L + 1));
+  auto cell = [&](int e, int f) { return static_cast<size_t>(e * (L + 1) + f); };
+  // Every b admitted has sum_j R_j < T at m = 1 (the last stage's term), and R_j >= b x rate_j with the floors
+  // over every size up to max_n (no larger than over 1..b - k_j + 1): b x the least sum of stage rates over
+  // the partitions stays below T.
+  double least_rates = kInf;
+  {
+    const PipelineRates rates(lb, stages, rc, L, static_cast<int>(max_n));
+    std::vector<double> sum(static_cast<size_t>((S + 1) * (L + 1)), kInf);
+    sum[0] = 0;
+    for (int j = 0; j < S; ++j)
+      for (int e = 0; e < L; ++e) {
+        const double before = sum[static_cast<size_t>(j * (L + 1) + e)];
+        if (!std::isfinite(before)) continue;
+        for (int f = e + 1; f <= L; ++f) {
+          double& next = sum[static_cast<size_t>((j + 1) * (L + 1) + f)];
+          next = std::min(next, before + rates.rate(j, e, f));
+        }
+      }
+    least_rates = sum[static_cast<size_t>(S * (L + 1) + L)];
+  }
+  std::vector<std::vector<double>> R(K, std::vector<double>(cells, kInf));  // [kind][e x (L + 1) + f]
+  std::vector<double> chain(static_cast<size_t>((S + 1) * (L + 1)));
+  // Per type of a kind: prefix sums over layers (then the embedding's and the head's) of its least passes and
+  // of its per-sample floors.
+  std::vector<double> pass(static_cast<size_t>(L + 3)), floor(static_cast<size_t>(L + 3));
+  auto range = [&](const std::vector<double>& pre, int e, int f) {
+    return pre[f] - pre[e] + (e == 0 ? pre[L + 1] : 0.0) + (f == L ? pre[L + 2] : 0.0);
+  };
+  std::vector<double> least_pass(cells), speed(cells);
+  for (long b = most_groups; b <= coupled; ++b) {
+    if (static_cast<double>(b) * least_rates * (1 - kRelativeSlack) -
+            (4.0 * static_cast<double>(S + max_n) + 2.0) * kRoundingPerDuration >= T)
+      break;
+    const long m_max = limit(b);
+    if (m_max < 1) continue;
+    // R over layers [e, f) for each kind: its types' least pass and per-sample floor over sizes 1..b - k + 1.
+    for (int k = 0; k < K; ++k) {
+      const int size_cap = static_cast<int>(b) - kind_groups[k] + 1;
+      std::fill(least_pass.begin(), least_pass.end(), kInf);
+      std::fill(speed.begin(), speed.end(), 0.0);
+      for (const auto& [g, c] : kinds[k]) {
+        const LowerBound::LeastPasses& p = lb.least_passes(g.first, g.second, rc, size_cap);
+        const std::vector<double>& f = lb.per_sample_floor(g.first, g.second, rc, size_cap);
+        pass[0] = floor[0] = 0;
+        for (int l = 0; l < L; ++l) pass[l + 1] = pass[l] + p.forward[l] + p.backward[l], floor[l + 1] = floor[l] + f[l];
+        pass[L + 1] = p.forward[L] + p.backward[L], pass[L + 2] = p.forward[L + 1] + p.backward[L + 1];
+        floor[L + 1] = f[L], floor[L + 2] = f[L + 1];
+        for (int e = 0; e < L; ++e)
+          for (int h = e + 1; h <= L; ++h) {
+            least_pass[cell(e, h)] = std::min(least_pass[cell(e, h)], range(pass, e, h));
+            const double per_sample = range(floor, e, h);
+            speed[cell(e, h)] += per_sample > 0 ? c / per_sample : kInf;
+          }
+      }
+      for (int e = 0; e < L; ++e)
+        for (int h = e + 1; h <= L; ++h)
+          R[k][cell(e, h)] = std::max(least_pass[cell(e, h)], static_cast<double>(b) / speed[cell(e, h)]);
+    }
+    // Whether m micro-batches admit a partition with every stage's term below T. A path holds 2k + 2m tasks
+    // of two rounded durations each and a step; the slack is taken at the largest m, so admission only
+    // shrinks as m grows.
+    const double slack = (4.0 * static_cast<double>(S + max_n / b) + 2.0) * kRoundingPerDuration;
+    auto admits = [&](long m) {
+      std::fill(chain.begin(), chain.end(), kInf);
+      chain[0] = 0;
+      for (int j = 0; j < S; ++j) {
+        const std::vector<double>& r_j = R[kind_of[j]];
+        for (int e = j; e < L; ++e) {
+          const double before = chain[static_cast<size_t>(j * (L + 1) + e)];
+          if (!std::isfinite(before)) continue;
+          for (int f = e + 1; f <= L - (S - 1 - j); ++f) {
+            const double r = r_j[cell(e, f)];
+            const double prefix_j = before + (j == 0 ? step0[f] : 0.0);
+            if ((prefix_j + static_cast<double>(m) * r) * (1 - kRelativeSlack) - slack >= T) continue;
+            double& next = chain[static_cast<size_t>((j + 1) * (L + 1) + f)];
+            next = std::min(next, prefix_j + r);
+          }
+        }
+      }
+      return std::isfinite(chain[static_cast<size_t>(S * (L + 1) + L)]);
+    };
+    if (!admits(1)) continue;
+    if (m_max == 1 || admits(m_max)) {  // at a slightly smaller T than `within`'s, often still all of them
+      caps[b] = m_max;
+      continue;
+    }
+    long lo = 1, hi = m_max;  // admits(lo), !admits(hi)
+    while (hi - lo > 1) {
+      const long mid = lo + (hi - lo) / 2;
+      (admits(mid) ? lo : hi) = mid;
+    }
+    caps[b] = lo;
+  }
+  return caps;
 }
 
 PipelineRates::PipelineRates(const LowerBound& lb, const std::vector<std::vector<std::pair<int, int>>>& stages,

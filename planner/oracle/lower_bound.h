@@ -51,6 +51,7 @@
 // degree, the optimizer state is left out, which only lowers the requirement).
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <unordered_map>
 #include <optional>
@@ -276,6 +277,32 @@ class PipelineRates {
 // programme forward). Its cap is group_sample_cap at T less that. 0: no n >= 1 ends below T.
 long pipeline_sample_cap(const LowerBound& lb, const std::vector<std::vector<std::pair<int, int>>>& stages, Recompute rc,
                          bool zero1, int layers, long max_n, double T);
+
+// The most micro-batches (index b: of b sequences each) a pipeline whose stage j has TP groups stages[j] can
+// take while its end stays below T, over every contiguous partition of the layers into its stages: M[b] is
+// the largest m with m b <= max_n admitted (0: none; M[0] unused). A micro-batch of b sequences is split over
+// stage j's k_j groups in integers s_g >= 1 (sum b, so s_g <= b - k_j + 1), the same split for every
+// micro-batch. Sample position x in [0, b) lies in one group of each stage, and those groups overlap: the
+// group of stage k holding x waits for micro-batch 0's forwards through the groups of stages 0..k-1 holding
+// x (a forward waits for every overlapping group's activations), runs its m forwards and m backwards, and
+// the gradients of its last backward pass back through those groups to the stage-0 one, which then steps
+// its optimizer (none with ZeRO-1). So the pipeline ends no earlier than, for every x and k,
+//   sum_{j<k} P_j(x) + m P_k(x) + O_0(x),   P_j(x): forward + backward time of stage j's group holding x,
+// hence no earlier than its average over x. A stage's average (1/b) sum_g s_g P_g(s_g) is at least its
+// least pass time and, since P_g(s) >= s c_g (c_g: the group's per-sample floor over micro-batches of
+// 1..b - k_j + 1 sequences), at least min over splits of (1/b) sum_g s_g^2 c_g = b / sum_g (1 / c_g): R_j
+// (b times the stage's water-filling rate, at micro-batch sizes a split of b allows). The end is at least
+//   max_k (sum_{j<k} R_j + m R_k) + min_g O_{0,g},
+// a function of b and m together: a large b makes every stage's share of micro-batch 0 long on the chain,
+// a small b prices every sample at small micro-batch sizes. m is found by bisection over a dynamic
+// programme over stages and cut layers (the least chain to each cut among partitions that keep every
+// stage so far below T). `within` (optional): caps known to hold (e.g. at a larger T); none is exceeded.
+// Sizes above coupled_up_to are not bounded (M[b] = max_n / b, or within's): the cost is one dynamic
+// programme per size and bisection step.
+std::vector<long> micro_batch_caps(const LowerBound& lb, const std::vector<std::vector<std::pair<int, int>>>& stages,
+                                   Recompute rc, bool zero1, int layers, long max_n, double T,
+                                   const std::vector<long>* within = nullptr,
+                                   long coupled_up_to = std::numeric_limits<long>::max());
 
 struct LowerBound::ReductionFloor {
   Segments segments;  // as reduction_tails has them, busy_s the least over the placements (link loads unused)
