@@ -37,8 +37,9 @@ const std::vector<std::string> kBudgetKeys = {"evaluations", "wall"};
 const std::vector<std::string> kWindowKeys = {"start", "end"};
 
 std::string read_file(const std::string& path) {
+  std::error_code ec;
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "cannot read the experiment file");
+  if (!fs::is_regular_file(path, ec) || !in) throw InputError(path, "cannot read the experiment file");
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
@@ -49,9 +50,10 @@ std::string read_file(const std::string& path) {
 // A text that names no file there is passed on as written (a bundled name or a cluster spec).
 std::string resolve_path(const std::string& text, const std::string& experiment_file) {
   const fs::path p(text);
-  if (p.is_absolute() || fs::exists(p)) return text;
+  std::error_code ec;  // a text too long for a file name names no file
+  if (p.is_absolute() || fs::exists(p, ec)) return text;
   for (const fs::path& base : {fs::path(experiment_file).parent_path(), fs::path(ARACHNE_SOURCE_DIR)})
-    if (!base.empty() && fs::exists(base / p)) return (base / p).string();
+    if (!base.empty() && fs::exists(base / p, ec)) return (base / p).string();
   return text;
 }
 

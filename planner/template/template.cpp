@@ -319,14 +319,7 @@ Template parse_template(const std::string& text, const std::string& where) { ret
 std::string template_yaml(const Template& t) { return "template: \"" + to_text(t) + "\"\n"; }
 
 Template load_template_yaml(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw InputError(path, "cannot open template file");
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::ParserException& e) {
-    yaml_fields::syntax_error(e, path);
-  }
+  const YAML::Node root = yaml_fields::load_file(path, "template file");
   if (!root.IsMap() || !root["template"]) throw InputError(path, "expected a mapping with the key 'template'");
   for (const auto& kv : root) {
     const std::string key = kv.first.as<std::string>();

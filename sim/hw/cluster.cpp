@@ -217,15 +217,7 @@ Cluster parse_cluster_root(const YAML::Node& root, const std::string& path, cons
 }  // namespace
 
 Cluster parse_cluster_yaml(const std::string& path, const GpuCatalog& catalog) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    throw InputError(path, "cannot open cluster file");
-  } catch (const YAML::ParserException& e) {
-    yaml_fields::syntax_error(e, path);
-  }
-  return parse_cluster_root(root, path, catalog);
+  return parse_cluster_root(yaml_fields::load_file(path, "cluster file"), path, catalog);
 }
 
 Cluster parse_cluster_yaml_text(const std::string& text, const std::string& where, const GpuCatalog& catalog) {

@@ -181,14 +181,7 @@ void emit_gpu_entry(YAML::Emitter& out, const GpuSpec& g) {
 }
 
 GpuCatalog GpuCatalog::load(const std::string& path) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    throw InputError(path, "cannot open GPU catalog");
-  } catch (const YAML::ParserException& e) {
-    yaml_fields::syntax_error(e, path);
-  }
+  const YAML::Node root = yaml_fields::load_file(path, "GPU catalog");
   if (!root.IsMap()) throw InputError(path, "expected a mapping with `version: 1` and `gpus:`");
   check_keys(root, {"version", "gpus"}, path, "");
   if (root["version"].IsDefined() && whole_number(root, "version", limits::kFormatVersion, path, "") != 1)

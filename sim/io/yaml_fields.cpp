@@ -3,7 +3,10 @@
 #include <yaml-cpp/depthguard.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <ios>
 #include <stdexcept>
+#include <system_error>
 
 #include "sim/io/input_error.h"
 #include "sim/io/numbers.h"
@@ -14,6 +17,20 @@ void syntax_error(const YAML::ParserException& e, const std::string& file) {
   if (dynamic_cast<const YAML::DeepRecursion*>(&e))
     throw InputError(file_where(file, e.mark.line, ""), "YAML nested too deeply");
   throw InputError(file_where(file, e.mark.line, ""), "YAML syntax error: " + e.msg);
+}
+
+YAML::Node load_file(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) throw InputError(path, "cannot open " + what);
+  try {
+    return YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    throw InputError(path, "cannot open " + what);
+  } catch (const YAML::ParserException& e) {
+    syntax_error(e, path);
+  } catch (const std::ios_base::failure& e) {
+    throw InputError(path, "cannot read " + what + ": " + e.what());
+  }
 }
 
 void fail(const std::string& file, const YAML::Node& at, const std::string& field, const std::string& why) {

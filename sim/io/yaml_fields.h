@@ -13,6 +13,10 @@ namespace arachne::yaml_fields {
 // A yaml-cpp parse failure as InputError("file:line", "YAML syntax error: ..."); nesting beyond yaml-cpp's
 // depth guard is said so in words (yaml-cpp reports it as "bad file").
 [[noreturn]] void syntax_error(const YAML::ParserException& e, const std::string& file);
+// The YAML document of a file: InputError(path, "cannot open <what>") when the path names no regular file
+// (a directory, a name too long for the file system, none at all) or cannot be read, syntax errors as
+// syntax_error has them.
+YAML::Node load_file(const std::string& path, const std::string& what);
 [[noreturn]] void fail(const std::string& file, const YAML::Node& at, const std::string& field,
                        const std::string& why);
 std::string join(const std::vector<std::string>& items);  // "a, b, c"

@@ -191,16 +191,7 @@ std::vector<std::string> bundled_models() {
 }  // namespace
 
 ModelConfig parse_model_yaml(const std::string& path) {
-  {
-    std::ifstream probe(path);
-    if (!probe) throw InputError(path, "cannot open model file");
-  }
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::ParserException& e) {
-    yaml_fields::syntax_error(e, path);
-  }
+  const YAML::Node root = yaml_fields::load_file(path, "model file");
   if (!root || root.IsNull()) throw InputError(path, "empty model file");
 
   const MapReader r(path, root, "",
@@ -251,9 +242,10 @@ ModelConfig load_model(const std::string& name_or_path) {
   namespace fs = std::filesystem;
   const bool looks_like_path = name_or_path.find('/') != std::string::npos ||
                                name_or_path.ends_with(".yaml") || name_or_path.ends_with(".yml");
-  if (looks_like_path || fs::is_regular_file(name_or_path)) return parse_model_yaml(name_or_path);
+  std::error_code ec;  // a name too long for the file system names no file
+  if (looks_like_path || fs::is_regular_file(name_or_path, ec)) return parse_model_yaml(name_or_path);
   const fs::path bundled = fs::path(configs_dir()) / "models" / (name_or_path + ".yaml");
-  if (fs::is_regular_file(bundled)) return parse_model_yaml(bundled.string());
+  if (fs::is_regular_file(bundled, ec)) return parse_model_yaml(bundled.string());
   std::string list;
   for (const auto& n : bundled_models()) list += (list.empty() ? "" : ", ") + n;
   throw InputError(name_or_path, "unknown model '" + name_or_path + "' (bundled: " + list + ")");

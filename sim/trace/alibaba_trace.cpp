@@ -16,6 +16,7 @@
 
 #include "sim/io/input_error.h"
 #include "sim/io/numbers.h"
+#include "sim/io/yaml_fields.h"
 
 #ifndef ARACHNE_SOURCE_DIR
 #define ARACHNE_SOURCE_DIR "."
@@ -204,14 +205,7 @@ std::vector<int> stratified_subset(const std::vector<NodeRow>& nodes, int n, std
 std::string default_alibaba_gpu_map_path() { return std::string(ARACHNE_SOURCE_DIR) + "/traces/alibaba_gpu_map.yaml"; }
 
 std::map<std::string, std::string> load_alibaba_gpu_map(const std::string& path) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    throw InputError(path, "cannot open file");
-  } catch (const YAML::Exception& e) {
-    throw InputError(file_where(path, e.mark.line, ""), e.msg);
-  }
+  const YAML::Node root = yaml_fields::load_file(path, "GPU map");
   const YAML::Node models = root["models"];
   if (!models || !models.IsMap()) throw InputError(file_where(path, root.Mark().line, "models"), "expected a map model: gpu_type");
   std::map<std::string, std::string> map;
@@ -238,7 +232,8 @@ AlibabaLoad load_alibaba_trace(const std::string& pod_list_path, const AlibabaOp
   // ---- nodes
   const std::string node_path =
       (std::filesystem::path(pod_list_path).parent_path() / "openb_node_list_gpu_node.csv").string();
-  if (!std::filesystem::exists(node_path)) throw InputError(node_path, "node list not found beside the pod list");
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(node_path, ec)) throw InputError(node_path, "node list not found beside the pod list");
   const Csv ncsv = read_csv(node_path);
   const int c_sn = ncsv.column("sn"), c_ncpu = ncsv.column("cpu_milli"), c_nmem = ncsv.column("memory_mib"),
             c_gpu = ncsv.column("gpu"), c_model = ncsv.column("model");

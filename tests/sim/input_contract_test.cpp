@@ -263,6 +263,31 @@ TEST(ReliabilityInputs, JsonTraceSyntaxErrorsNameFileAndLine) {
   expect_bad_input(d.run({"trace", "stats", "--trace", "bad.json", "--trace-format", "sailor-json"}), "bad.json:3:");
 }
 
+// A file argument that names a directory, or a name longer than the file system allows (std::filesystem
+// throws on it where a shorter missing name is just absent), is bad input naming it - for every loader:
+// cluster, model, plan, trace, experiment file, and the names inside an experiment file (found by the
+// experiment file's fuzz target).
+TEST(ReliabilityInputs, DirectoriesAndOverlongNamesAreBadInputNamingThem) {
+  const Workdir d;
+  fs::create_directories(d.work("dir.yaml"));
+  const std::string dir = "dir.yaml", overlong(300, 'a');
+  for (const std::string& name : {dir, overlong}) {
+    expect_bad_input(d.run(simulate_with(name, "gpt3-1.3b")), name);
+    expect_bad_input(d.run(simulate_with("A100-80:1x8", name)), name);
+    expect_bad_input(d.run({"simulate", "--cluster", "A100-80:1x8", "--model", "gpt3-1.3b", "--plan", name}), name);
+    expect_bad_input(d.run({"plan", "--cluster", "A100-80:1x8", "--model", name, "--planner", "megatron"}), name);
+    expect_bad_input(d.run({"trace", "stats", "--trace", name, "--trace-format", "native"}), name);
+    expect_bad_input(d.run({"experiment", name, "--list"}), name);
+    for (const char* field : {"clusters", "models"}) {
+      std::ofstream(d.work("x.yaml")) << "comparisons:\n  - clusters: [" << (field == std::string("clusters") ? name : "A100-80:1x8")
+                                      << "]\n    models: [" << (field == std::string("models") ? name : "gpt3-1.3b")
+                                      << "]\n    planners: [megatron]\n";
+      expect_bad_input(d.run({"experiment", "x.yaml", "--list"}), "x.yaml:");
+    }
+  }
+  EXPECT_EQ(d.entries().size(), 2u);  // dir.yaml and x.yaml: no output file
+}
+
 TEST(ReliabilityInputs, StaleTemporaryOfAKilledRunIsRemovedByTheNextWrite) {
   // A writer killed with kill -9 leaves ".NAME.tmp-PID"; a PID that is no live process marks it stale.
   const Workdir d;
