@@ -104,7 +104,7 @@ stat_sum() { sed -nE "s/^stat::$1: *([0-9]+)\$/\1/p" "$2" | awk '{ s += $1 } END
 stat_max() { sed -nE "s/^stat::$1: *([0-9]+)\$/\1/p" "$2" | awk '$1 > m { m = $1 } END { print m + 0 }'; }
 # Kinds: the harness's FINDING lines and the sanitizers' and libFuzzer's SUMMARY lines, without addresses.
 kinds_of() {
-  grep -hE '^(FINDING: |SUMMARY: )' "$@" | sed -E 's/0x[0-9a-f]+//g; s/ \(pc .*//' | cut -c1-90 |
+  grep -ahE '^(FINDING: |SUMMARY: )' "$@" | sed -E 's/0x[0-9a-f]+//g; s/ \(pc .*//' | cut -c1-90 |
     sort | uniq -c | sort -rn | awk '{$1 = $1 "x"; print}' | paste -sd';' - || true
 }
 
