@@ -50,6 +50,16 @@ class RandomPolicyFile {
   fs::path path_;
 };
 
+// A request for the arachne planner with the default settings (the shipped policy).
+PlanRequest request_for(const Cluster& cluster, const Topology& topo, const ModelConfig& model, long global_batch) {
+  PlanRequest r;
+  r.cluster = &cluster;
+  r.topo = &topo;
+  r.model = &model;
+  r.global_batch = global_batch;
+  return r;
+}
+
 struct Snapshot {
   Cluster cluster;
   Topology topo;
@@ -57,11 +67,7 @@ struct Snapshot {
   explicit Snapshot(const std::string& spec)
       : cluster(load_cluster(spec, GpuCatalog::load_default())), topo(cluster), model(load_model("gpt3-1.3b")) {}
   PlanRequest request(const std::string& policy) const {
-    PlanRequest r;
-    r.cluster = &cluster;
-    r.topo = &topo;
-    r.model = &model;
-    r.global_batch = 128;
+    PlanRequest r = request_for(cluster, topo, model, 128);
     r.arachne_policy = policy;
     return r;
   }
@@ -93,11 +99,7 @@ TEST(ArachnePlanner, WidensItsBeamWhenNoProposedTemplateFits) {
   const Cluster cluster = load_cluster("tiny-hetero", GpuCatalog::load_default());
   const Topology topo(cluster);
   const ModelConfig model = load_model("gpt-moe-1.3b-64e");
-  PlanRequest r;
-  r.cluster = &cluster;
-  r.topo = &topo;
-  r.model = &model;
-  r.global_batch = model.global_batch;
+  PlanRequest r = request_for(cluster, topo, model, model.global_batch);
   r.arachne_templates = TemplateSource::Random;
   r.arachne_beam = 1;
   const Estimator est(cluster, topo, model);
@@ -133,11 +135,7 @@ TEST(ArachnePlanner, SimulatesOnlyPlansPricedCloseToTheBest) {
     const Cluster cluster = load_cluster(spec, catalog);
     const Topology topo(cluster);
     const ModelConfig model = load_model("gpt3-1.3b");
-    PlanRequest r;
-    r.cluster = &cluster;
-    r.topo = &topo;
-    r.model = &model;
-    r.global_batch = model.global_batch;
+    const PlanRequest r = request_for(cluster, topo, model, model.global_batch);
     const std::vector<CompletedPlan> plans = arachne_priced_plans(r, r.global_batch);
     ASSERT_FALSE(plans.empty()) << spec;
     std::optional<double> fastest;
@@ -195,11 +193,7 @@ TEST(ArachnePlanner, MatchesTheBaselinesWhereItsTemplatesReachTheirStructure) {
     const Cluster cluster = load_cluster(cell.cluster, GpuCatalog::load_default());
     const Topology topo(cluster);
     const ModelConfig model = load_model(cell.model);
-    PlanRequest r;
-    r.cluster = &cluster;
-    r.topo = &topo;
-    r.model = &model;
-    r.global_batch = cell.batch;
+    const PlanRequest r = request_for(cluster, topo, model, cell.batch);
     auto simulated = [&](Planner& planner) {
       const PlanResult res = planner.plan(r);
       if (!res.plan) return std::numeric_limits<double>::infinity();
@@ -223,11 +217,7 @@ TEST(ArachnePlanner, UsesSeveralGpuTypesWhereNoTypeAloneCanBeatThePlan) {
   const Cluster cluster = load_cluster("A100-80:2x8,A100-40:2x8,V100-32:4x8,T4:8x4", GpuCatalog::load_default());
   const Topology topo(cluster);
   const ModelConfig model = load_model("gpt3-6.7b");
-  PlanRequest r;
-  r.cluster = &cluster;
-  r.topo = &topo;
-  r.model = &model;
-  r.global_batch = 256;
+  const PlanRequest r = request_for(cluster, topo, model, 256);
   const PlanResult res = ArachnePlanner().plan(r);
   ASSERT_TRUE(res.plan) << res.reason;
   const SimResult sim = simulate_iteration(cluster, topo, model, *res.plan, SimOptions{});

@@ -173,6 +173,23 @@ void check_placement_free(const Cluster& c, const LowerBound& lb, const Plan& pl
   }
 }
 
+// Draw i of a random plan with a global batch of 1..40 - even draws from this file's generator, odd ones from
+// tests/planner/random_plans.h - and its model at that batch; false when the draw is not a valid plan (e.g.
+// tp that does not divide the heads).
+bool draw_valid_plan(const Cluster& c, const ModelConfig& base, int i, std::mt19937_64& rng, Plan* plan, ModelConfig* m) {
+  const long global = std::uniform_int_distribution<long>(1, 40)(rng);
+  if (i % 2 == 0) *plan = test::draw_random_plan(c, base, global, rng);
+  else if (!test::random_plan(c, base, global, rng, plan)) return false;
+  *m = base;
+  m->global_batch = plan->global_batch();
+  try {
+    validate_plan(*plan, c, *m, m->global_batch, "random");
+  } catch (const std::exception&) {
+    return false;
+  }
+  return true;
+}
+
 // Draws plans until `want` of them fit in memory (or 100 x want draws), checking each.
 void check_admissible(const std::string& spec, const ModelConfig& base, int want, std::uint64_t seed, Tally& t) {
   const Cluster c = parse_cluster_spec(spec, GpuCatalog::load_default());
@@ -181,17 +198,8 @@ void check_admissible(const std::string& spec, const ModelConfig& base, int want
   const int before = t.simulated;
   for (int i = 0; i < 100 * want && t.simulated - before < want; ++i) {
     Plan plan;
-    const long global = std::uniform_int_distribution<long>(1, 40)(rng);
-    // Half the draws from this file's generator, half from tests/planner/random_plans.h.
-    if (i % 2 == 0) plan = test::draw_random_plan(c, base, global, rng);
-    else if (!test::random_plan(c, base, global, rng, &plan)) continue;
-    ModelConfig m = base;
-    m.global_batch = plan.global_batch();
-    try {
-      validate_plan(plan, c, m, m.global_batch, "random");
-    } catch (const std::exception&) {
-      continue;  // e.g. tp that does not divide the heads: not a valid plan
-    }
+    ModelConfig m;
+    if (!draw_valid_plan(c, base, i, rng, &plan, &m)) continue;
     // With the topology the bound includes the gradient reduction's tail; without it, not.
     const LowerBound lb(c, m, &topo);
     const std::optional<double> bound = lb.plan_bound(plan);
@@ -302,16 +310,8 @@ void check_coupled_caps(const std::string& spec, const ModelConfig& base, int wa
   const int before = t.plans;
   for (int i = 0; i < 100 * want && t.plans - before < want; ++i) {
     Plan plan;
-    const long global = std::uniform_int_distribution<long>(1, 40)(rng);
-    if (i % 2 == 0) plan = test::draw_random_plan(c, base, global, rng);
-    else if (!test::random_plan(c, base, global, rng, &plan)) continue;
-    ModelConfig m = base;
-    m.global_batch = plan.global_batch();
-    try {
-      validate_plan(plan, c, m, m.global_batch, "random");
-    } catch (const std::exception&) {
-      continue;
-    }
+    ModelConfig m;
+    if (!draw_valid_plan(c, base, i, rng, &plan, &m)) continue;
     const SimResult r = simulate_iteration(c, topo, m, plan, opt);
     if (r.oom) continue;
     ++t.plans;
