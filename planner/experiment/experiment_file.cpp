@@ -38,8 +38,9 @@ const std::vector<std::string> kWindowKeys = {"start", "end"};
 
 std::string read_file(const std::string& path) {
   std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) throw InputError(path, "cannot read the experiment file");
   std::ifstream in(path, std::ios::binary);
-  if (!fs::is_regular_file(path, ec) || !in) throw InputError(path, "cannot read the experiment file");
+  if (!in) throw InputError(path, "cannot read the experiment file");
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();

@@ -28,6 +28,8 @@ YAML::Node load_file(const std::string& path, const std::string& what) {
     throw InputError(path, "cannot open " + what);
   } catch (const YAML::ParserException& e) {
     syntax_error(e, path);
+  } catch (const YAML::Exception& e) {  // any other yaml-cpp error, at its mark
+    throw InputError(file_where(path, e.mark.line, ""), e.msg);
   } catch (const std::ios_base::failure& e) {
     throw InputError(path, "cannot read " + what + ": " + e.what());
   }
