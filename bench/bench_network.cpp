@@ -6,6 +6,7 @@
 #include <functional>
 #include <numeric>
 #include <random>
+#include <string>
 
 #include "sim/net/collectives.h"
 
@@ -132,6 +133,28 @@ void BM_IterationMix(benchmark::State& state) {
   report(state, flows, reallocs, recomputed);
 }
 BENCHMARK(BM_IterationMix)->Arg(100)->Unit(benchmark::kMillisecond);
+
+// Building the topology of the largest clusters the CLI accepts (65,536 GPUs): in nodes of 1 GPU (the most
+// nodes), of 2 GPUs next to 8-GPU nodes (the fuzzer's slowest specs), and of 8 GPUs; then the flow network
+// every simulation builds on it. Arg: GPUs per node of the bulk of the cluster.
+void BM_LargestTopology(benchmark::State& state) {
+  const GpuCatalog catalog = GpuCatalog::load_default();
+  const int per_node = static_cast<int>(state.range(0));
+  const std::string spec = per_node == 2 ? "H100:34x8,A100-80:32632x2"
+                                         : "A100-80:" + std::to_string(65536 / per_node) + "x" + std::to_string(per_node);
+  const Cluster c = parse_cluster_spec(spec, catalog);
+  std::size_t links = 0;
+  for (auto _ : state) {
+    const Topology topo(c);
+    Engine engine;
+    const FlowNetwork net(engine, topo.links());
+    links = topo.links().size();
+    benchmark::DoNotOptimize(&net);
+  }
+  state.counters["links"] = static_cast<double>(links);
+  state.counters["gpus"] = static_cast<double>(c.total_gpus());
+}
+BENCHMARK(BM_LargestTopology)->Arg(1)->Arg(2)->Arg(8)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace arachne

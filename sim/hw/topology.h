@@ -24,7 +24,7 @@ constexpr int links_per_crossing(LinkClass c) { return c == LinkClass::Nic ? 4 :
 struct Link {
   double capacity = 0;  // bytes/s (nominal bandwidth x the GPU type's calibrated link_eff)
   LinkClass cls = LinkClass::Nic;
-  std::string name;     // "n0:3>n0.fabric", "n0.fabric>n0:3", "n0:3>n0.nic1", "n0.nic2>leaf0", "leaf0>spine", ...
+  int from = -1, to = -1;  // vertices of the topology's graph (-1 outside a Topology)
 };
 
 class Topology {
@@ -35,6 +35,9 @@ class Topology {
   Topology& operator=(Topology&&) noexcept;
 
   const std::vector<Link>& links() const { return links_; }
+  // "n0:3>n0.fabric", "n0.fabric>n0:3", "n0:3>n0.nic1", "n0.nic2>leaf0", "leaf0>spine", ... Built on demand:
+  // names are for messages and tests, and a cluster has up to ~400,000 links.
+  std::string link_name(LinkId l) const;
   int num_gpus() const { return num_gpus_; }
   // Directed links from GPU src to GPU dst (empty when src == dst). Cached; deterministic; thread-safe.
   // Same node: [gpu>fabric, fabric>gpu]. Other node: [gpu>nic, nic>leaf, (leaf>spine, spine>leaf when the
@@ -45,8 +48,12 @@ class Topology {
   double latency_s(GpuId src, GpuId dst) const;
   bool same_node(GpuId a, GpuId b) const;
   int num_vertices() const;
+  // A shortest path src -> dst found by breadth-first search in the graph, taking out-edges in the order
+  // the links were added: what route() must equal. Slow (it searches the whole graph); for tests.
+  std::vector<LinkId> searched_route(GpuId src, GpuId dst) const;
 
  private:
+  void build_graph();  // the graph of links_ (Impl::graph)
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::vector<Link> links_;

@@ -144,8 +144,14 @@ struct FlowNetwork::State {
     std::uint32_t slot;
   };
 
-  State(Engine& e, const std::vector<Link>& l, Recompute m) : engine(e), links(l), mode(m) {
-    const std::size_t n = links.size();
+  State(Engine& e, const std::vector<Link>& l, Recompute m) : engine(e), mode(m) {
+    const std::size_t n = l.size();
+    capacity.reserve(n);
+    link_class.reserve(n);
+    for (const Link& link : l) {
+      capacity.push_back(link.capacity);
+      link_class.push_back(link.cls);
+    }
     link_flows.resize(n);
     link_mark.assign(n, 0);
     link_weight.assign(n, 0);
@@ -159,7 +165,8 @@ struct FlowNetwork::State {
   }
 
   Engine& engine;
-  const std::vector<Link> links;
+  std::vector<double> capacity;        // per link, bytes/s
+  std::vector<LinkClass> link_class;   // per link
   const Recompute mode;
 
   std::vector<Flow> flows;  // by slot
@@ -238,9 +245,9 @@ struct FlowNetwork::State {
     for (std::size_t m = 0; m < k && sh.bundles; ++m) {
       one.clear();
       for (const LinkId l : route(m)) one.push_back(Hop{l, 1});
-      normalise(one, static_cast<LinkId>(links.size()));
+      normalise(one, static_cast<LinkId>(capacity.size()));
       double b = std::numeric_limits<double>::infinity();
-      for (const Hop& h : one) b = std::min(b, links[h.link].capacity / static_cast<double>(h.mult));
+      for (const Hop& h : one) b = std::min(b, capacity[h.link] / static_cast<double>(h.mult));
       sh.bundles = !one.empty() && (m == 0 || b == sh.bound);
       sh.bound = b;
       sh.member_hops.insert(sh.member_hops.end(), one.begin(), one.end());
@@ -249,7 +256,7 @@ struct FlowNetwork::State {
     if (!sh.bundles) return;
     // The sum of the members' hops, and the links every member crosses (a member crosses a link at most
     // once after normalising, so: crossed by k members).
-    if (hop_of_link.size() != links.size()) hop_of_link.assign(links.size(), -1);
+    if (hop_of_link.size() != capacity.size()) hop_of_link.assign(capacity.size(), -1);
     crossing_scratch.clear();
     for (const Hop& h : sh.member_hops) {
       int& at = hop_of_link[static_cast<std::size_t>(h.link)];
@@ -269,7 +276,7 @@ struct FlowNetwork::State {
     std::sort(sh.hops.begin(), sh.hops.end(), [](const Hop& a, const Hop& b) { return a.link < b.link; });
     for (const Hop& h : sh.hops) {
       const std::int64_t copies = link_copies.empty() ? 1 : link_copies[static_cast<std::size_t>(h.link)];
-      sh.class_mult[static_cast<int>(links[h.link].cls)] += h.mult * copies;
+      sh.class_mult[static_cast<int>(link_class[h.link])] += h.mult * copies;
       links_used[static_cast<std::size_t>(h.link)] = true;
     }
   }
@@ -436,7 +443,7 @@ struct FlowNetwork::State {
   // a link whose demand equals its capacity (a flow's own bottleneck) in the filling.
   bool is_slack(LinkId l) {
     if (slack_stale[l]) {
-      slack[l] = links[l].capacity > demand(l) * (1 + 1e-9) ? 1 : 0;
+      slack[l] = capacity[l] > demand(l) * (1 + 1e-9) ? 1 : 0;
       slack_stale[l] = 0;
     }
     return slack[l] != 0;
@@ -555,7 +562,7 @@ struct FlowNetwork::State {
     for (const LinkId l : comp_links) {
       const auto& lf = link_flows[l];
       if (lf.empty() || is_slack(l)) continue;
-      cap_left[l] = links[l].capacity;
+      cap_left[l] = capacity[l];
       weight[l] = link_weight[l];
       freed[l] = 0;
       const double share = cap_left[l] / static_cast<double>(weight[l]);
@@ -778,7 +785,7 @@ struct FlowNetwork::State {
   bool covered_at(const Flow& f, double s) {
     if (f.members == 1) return crosses_share(f.hops.data(), f.hops.data() + f.hops.size(), s);
     for (const LinkId l : f.common_links)
-      if (links[l].capacity / static_cast<double>(link_weight[l]) == s && !slack_now(l)) return true;
+      if (capacity[l] / static_cast<double>(link_weight[l]) == s && !slack_now(l)) return true;
     std::uint32_t begin = 0;
     for (const std::uint32_t end : f.member_end) {
       if (!crosses_share(f.member_hops.data() + begin, f.member_hops.data() + end, s)) return false;
@@ -789,7 +796,7 @@ struct FlowNetwork::State {
 
   bool crosses_share(const Hop* begin, const Hop* end, double s) {
     for (const Hop* h = begin; h != end; ++h) {
-      if (links[h->link].capacity / static_cast<double>(link_weight[h->link]) == s && !slack_now(h->link)) return true;
+      if (capacity[h->link] / static_cast<double>(link_weight[h->link]) == s && !slack_now(h->link)) return true;
     }
     return false;
   }
@@ -797,7 +804,7 @@ struct FlowNetwork::State {
   // is_slack() without recording the result (the old status must survive until the changes are applied).
   bool slack_now(LinkId l) {
     if (!slack_stale[l]) return slack[l] != 0;
-    return links[l].capacity > demand(l) * (1 + 1e-9);
+    return capacity[l] > demand(l) * (1 + 1e-9);
   }
 
   void schedule_next() {
@@ -882,9 +889,10 @@ struct FlowNetwork::State {
 FlowNetwork::FlowNetwork(Engine& engine, const std::vector<Link>& links, Recompute mode)
     : links_used_(links.size(), false), st_(std::make_unique<State>(engine, links, mode)) {
   // A NaN or non-positive capacity would stall progressive filling forever: refuse it up front.
-  for (const Link& l : links)
-    if (!(l.capacity > 0) || !std::isfinite(l.capacity))
-      throw std::invalid_argument("link " + l.name + " has no positive finite capacity");
+  for (std::size_t l = 0; l < links.size(); ++l)
+    if (!(links[l].capacity > 0) || !std::isfinite(links[l].capacity))
+      throw std::invalid_argument("link " + std::to_string(l) + " (" + to_string(links[l].cls) +
+                                  ") has no positive finite capacity");
 }
 FlowNetwork::~FlowNetwork() = default;
 
@@ -893,7 +901,7 @@ void FlowNetwork::set_link_copies(std::vector<int> copies) {
   for (auto& [key, sh] : st_->shapes) {  // their byte weights count copies
     sh.class_mult = {};
     for (const Hop& h : sh.hops)
-      sh.class_mult[static_cast<int>(st_->links[h.link].cls)] += h.mult * (link_copies_.empty() ? 1 : link_copies_[h.link]);
+      sh.class_mult[static_cast<int>(st_->link_class[h.link])] += h.mult * (link_copies_.empty() ? 1 : link_copies_[h.link]);
   }
 }
 FlowNetwork::FlowNetwork(FlowNetwork&&) noexcept = default;
@@ -912,7 +920,7 @@ FlowId FlowNetwork::start_hops(std::vector<Hop>& hops, double bytes, TimeNs late
   ++flows_started_;
   if (latency < 0) latency = 0;
 
-  normalise(hops, static_cast<LinkId>(st.links.size()));
+  normalise(hops, static_cast<LinkId>(st.capacity.size()));
   count_bytes(hops, bytes);
 
   const TimeNs at = st.engine.now() + latency;
@@ -928,7 +936,7 @@ FlowId FlowNetwork::start_hops(std::vector<Hop>& hops, double bytes, TimeNs late
   f.hops.assign(hops.begin(), hops.end());  // into the slot's storage, reused from flow to flow
   f.bytes = bytes;
   f.bound = std::numeric_limits<double>::infinity();
-  for (const Hop& h : f.hops) f.bound = std::min(f.bound, st.links[h.link].capacity / static_cast<double>(h.mult));
+  for (const Hop& h : f.hops) f.bound = std::min(f.bound, st.capacity[h.link] / static_cast<double>(h.mult));
   f.bound = std::max(f.bound, rate_bound);
   f.remaining = bytes;
   f.rate = 0;
@@ -947,7 +955,7 @@ void FlowNetwork::count_bytes(const std::vector<Hop>& hops, double bytes) {
   for (const Hop& h : hops) {
     links_used_[h.link] = true;
     const std::int64_t copies = link_copies_.empty() ? 1 : link_copies_[h.link];
-    weight[static_cast<int>(st_->links[h.link].cls)] += h.mult * copies;
+    weight[static_cast<int>(st_->link_class[h.link])] += h.mult * copies;
   }
   if (!(bytes > 0)) return;
   const auto units = static_cast<__int128>(std::nearbyint(bytes * kBytesPerUnit));

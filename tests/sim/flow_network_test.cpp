@@ -24,7 +24,7 @@ constexpr TimeNs kRoundNs = 2;
 
 std::vector<Link> make_links(const std::vector<double>& caps, LinkClass cls = LinkClass::Nic) {
   std::vector<Link> links;
-  for (std::size_t i = 0; i < caps.size(); ++i) links.push_back(Link{caps[i], cls, "L" + std::to_string(i)});
+  for (std::size_t i = 0; i < caps.size(); ++i) links.push_back(Link{caps[i], cls});
   return links;
 }
 
@@ -178,8 +178,8 @@ TEST(FlowNetworkTest, ZeroBytesOrNoHopsCompleteAfterLatency) {
 TEST(FlowNetworkTest, CountsBytesByLinkClassAtStart) {
   // bytes x multiplicity per hop, by the hop's link class, as soon as the flow starts.
   Engine e;
-  std::vector<Link> links = {Link{100 * kGB, LinkClass::NvLink, "nv"}, Link{25 * kGB, LinkClass::Nic, "nic"},
-                             Link{400 * kGB, LinkClass::Spine, "spine"}};
+  std::vector<Link> links = {Link{100 * kGB, LinkClass::NvLink}, Link{25 * kGB, LinkClass::Nic},
+                             Link{400 * kGB, LinkClass::Spine}};
   FlowNetwork net(e, links);
   net.start({Hop{0, 2}, Hop{1, 1}, Hop{2, 1}}, 1000, 5, nullptr);
   const auto& b = net.bytes_by_class();
@@ -244,13 +244,13 @@ Scenario random_scenario(unsigned seed, int nlinks, int nflows) {
   Scenario s;
   for (int l = 0; l < nlinks; ++l) {
     // capacities with awkward ratios so that rounding paths are exercised
-    s.links.push_back(Link{(1.0 + static_cast<double>(rng() % 1000) / 7.0) * kGB, LinkClass::Nic, ""});
+    s.links.push_back(Link{(1.0 + static_cast<double>(rng() % 1000) / 7.0) * kGB, LinkClass::Nic});
   }
   // two "spine" links shared across groups: with several flows on them they may or may not be able to
   // saturate, so they switch between slack and binding as flows come and go
   const int spine = nlinks;
-  s.links.push_back(Link{250 * kGB, LinkClass::Spine, "spine0"});
-  s.links.push_back(Link{1200 * kGB, LinkClass::Spine, "spine1"});
+  s.links.push_back(Link{250 * kGB, LinkClass::Spine});
+  s.links.push_back(Link{1200 * kGB, LinkClass::Spine});
   for (int i = 0; i < nflows; ++i) {
     RandomFlow f;
     const int hops = 1 + static_cast<int>(rng() % 4);

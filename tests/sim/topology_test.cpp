@@ -31,9 +31,9 @@ Cluster cluster_from_yaml(const std::string& text, const std::string& tag) {
   return c;
 }
 
-std::pair<std::string, std::string> ends(const Link& l) {
-  const auto gt = l.name.find('>');
-  return {l.name.substr(0, gt), l.name.substr(gt + 1)};
+std::pair<std::string, std::string> ends(const std::string& link_name) {
+  const auto gt = link_name.find('>');
+  return {link_name.substr(0, gt), link_name.substr(gt + 1)};
 }
 
 double eff(const std::string& gpu) { return catalog().at(gpu).compute.link_eff; }
@@ -56,8 +56,8 @@ TEST(Topology, IntraNodeRouteIsTwoNvLinkHopsThroughTheFabric) {
     EXPECT_EQ(t.links()[l].cls, LinkClass::NvLink);
     EXPECT_DOUBLE_EQ(t.links()[l].capacity, 300e9 * eff("A100-80"));  // NVLink3 300 GB/s x link_eff
   }
-  EXPECT_EQ(t.links()[r[0]].name, "n0:0>n0.fabric");
-  EXPECT_EQ(t.links()[r[1]].name, "n0.fabric>n0:5");
+  EXPECT_EQ(t.link_name(r[0]), "n0:0>n0.fabric");
+  EXPECT_EQ(t.link_name(r[1]), "n0.fabric>n0:5");
   EXPECT_TRUE(t.route(3, 3).empty());
   EXPECT_TRUE(t.same_node(0, 7));
   EXPECT_FALSE(t.same_node(7, 8));
@@ -70,7 +70,7 @@ TEST(Topology, InterNodeRoutePassesBothNicsAndOneLeaf) {
   ASSERT_EQ(r.size(), 4u);
   const char* names[] = {"n0:2>n0.nic2", "n0.nic2>leaf0", "leaf0>n1.nic6", "n1.nic6>n1:6"};
   for (std::size_t i = 0; i < r.size(); ++i) {
-    EXPECT_EQ(t.links()[r[i]].name, names[i]);
+    EXPECT_EQ(t.link_name(r[i]), names[i]);
     EXPECT_EQ(t.links()[r[i]].cls, LinkClass::Nic);
     EXPECT_DOUBLE_EQ(t.links()[r[i]].capacity, 25e9 * eff("A100-80"));  // HDR 200 Gbit/s x link_eff
   }
@@ -81,8 +81,8 @@ TEST(Topology, CrossLeafRouteGoesThroughTheSpine) {
   const Topology t(c);
   const auto& r = t.route(1, 9);
   ASSERT_EQ(r.size(), 6u);
-  EXPECT_EQ(t.links()[r[2]].name, "leaf0>spine");
-  EXPECT_EQ(t.links()[r[3]].name, "spine>leaf1");
+  EXPECT_EQ(t.link_name(r[2]), "leaf0>spine");
+  EXPECT_EQ(t.link_name(r[3]), "spine>leaf1");
   EXPECT_EQ(t.links()[r[2]].cls, LinkClass::Spine);
   EXPECT_EQ(t.links()[r[3]].cls, LinkClass::Spine);
   // Non-oversubscribed: a leaf's uplink carries all of its node's NICs at once (8 x 25 GB/s x link_eff).
@@ -107,6 +107,31 @@ TEST(Topology, OversubscriptionTwoHalvesTheUplink) {
   EXPECT_EQ(spine_links, 4);  // up and down for each of 2 leaves
 }
 
+TEST(Topology, NicsNoGpuUsesHaveNoLinksButCountInTheLeafUplink) {
+  // 2 GPUs per node and 8 NICs: GPU l uses NIC l*8/2, so NICs 0 and 4 carry traffic and six stay idle.
+  // nodes_per_leaf 1 puts the nodes under different leaves; each uplink still provisions all 8 NICs.
+  const Cluster c = cluster_from_yaml(R"(network: {nodes_per_leaf: 1, oversubscription: 1}
+node_groups:
+  - {gpu: A100-80, nodes: 2, gpus_per_node: 2, nic: {count: 8, bandwidth: "200 Gbit/s"}}
+)",
+                                      "");
+  const Topology t(c);
+  EXPECT_EQ(t.num_vertices(), 4 + 2 * (1 + 2) + 2 + 1);  // GPUs, per node fabric + 2 used NICs, leaves, spine
+  EXPECT_EQ(t.link_name(t.route(1, 2)[0]), "n0:1>n0.nic4");
+  EXPECT_EQ(t.link_name(t.route(0, 2)[1]), "n0.nic0>leaf0");
+  int nic_leaf_links = 0;
+  for (std::size_t l = 0; l < t.links().size(); ++l) {
+    const std::string name = t.link_name(static_cast<LinkId>(l));
+    if (name.find(">leaf") != std::string::npos && name.find(".nic") != std::string::npos) ++nic_leaf_links;
+  }
+  EXPECT_EQ(nic_leaf_links, 4);  // only the used NICs: 2 per node
+  const auto& cross = t.route(0, 2);
+  ASSERT_EQ(cross.size(), 6u);
+  EXPECT_EQ(t.link_name(cross[2]), "leaf0>spine");
+  // 8 NICs x 200 Gbit/s x link_eff, not the 2 reachable ones.
+  EXPECT_DOUBLE_EQ(t.links()[cross[2]].capacity, 8 * 25e9 * eff("A100-80"));
+}
+
 TEST(Topology, OneNicPcieNodeSharesItsNicLinkAmongAllGpus) {
   const Cluster c = parse_cluster_yaml(test::configs() + "/clusters/hetero-a100-v100.yaml", catalog());
   const Topology t(c);
@@ -118,17 +143,17 @@ TEST(Topology, OneNicPcieNodeSharesItsNicLinkAmongAllGpus) {
     const auto& r = t.route(first + l, remote);
     ASSERT_EQ(r.size(), 4u);
     up_links.insert(r[1]);  // nic>leaf
-    EXPECT_EQ(t.links()[r[1]].name, "n8.nic0>leaf0");
+    EXPECT_EQ(t.link_name(r[1]), "n8.nic0>leaf0");
     EXPECT_DOUBLE_EQ(t.links()[r[1]].capacity, 12.5e9 * eff("V100-32"));
     // And the reverse direction arrives through the same leaf>nic link.
-    EXPECT_EQ(t.links()[t.route(remote, first + l)[2]].name, "leaf0>n8.nic0");
+    EXPECT_EQ(t.link_name(t.route(remote, first + l)[2]), "leaf0>n8.nic0");
   }
   EXPECT_EQ(up_links.size(), 1u) << "all four GPUs share one NIC link";
   const auto& intra = t.route(first, first + 3);
   ASSERT_EQ(intra.size(), 2u);
   EXPECT_EQ(t.links()[intra[0]].cls, LinkClass::Pcie);
   EXPECT_DOUBLE_EQ(t.links()[intra[0]].capacity, 16e9 * eff("V100-32"));
-  EXPECT_EQ(t.links()[intra[0]].name, "n8:0>n8.fabric") << "same-node traffic never detours through the NIC";
+  EXPECT_EQ(t.link_name(intra[0]), "n8:0>n8.fabric") << "same-node traffic never detours through the NIC";
 }
 
 TEST(Topology, GpusSpreadOverNicsInOrder) {
@@ -138,11 +163,11 @@ TEST(Topology, GpusSpreadOverNicsInOrder) {
   const Topology t(c);
   for (int l = 0; l < 8; ++l) {
     const auto& r = t.route(l, 8);
-    EXPECT_EQ(t.links()[r[0]].name, "n0:" + std::to_string(l) + ">n0.nic" + std::to_string(l / 2));
+    EXPECT_EQ(t.link_name(r[0]), "n0:" + std::to_string(l) + ">n0.nic" + std::to_string(l / 2));
   }
 }
 
-TEST(Topology, EveryRouteHasTheDocumentedStructure) {
+TEST(Topology, EveryRouteHasTheDocumentedStructureAndIsTheGraphsShortestPath) {
   // Mixed node sizes and kinds, 2 nodes per leaf so that some pairs cross the spine.
   const Cluster c = cluster_from_yaml(R"(network: {nodes_per_leaf: 2}
 node_groups:
@@ -166,10 +191,12 @@ node_groups:
       ASSERT_EQ(r.size(), expect) << c.gpu_label(s) << " -> " << c.gpu_label(d);
       if (r.empty()) continue;
       // A connected path from src to dst.
-      EXPECT_EQ(ends(t.links()[r.front()]).first, c.gpu_label(s));
-      EXPECT_EQ(ends(t.links()[r.back()]).second, c.gpu_label(d));
+      EXPECT_EQ(ends(t.link_name(r.front())).first, c.gpu_label(s));
+      EXPECT_EQ(ends(t.link_name(r.back())).second, c.gpu_label(d));
       for (std::size_t i = 0; i + 1 < r.size(); ++i)
-        EXPECT_EQ(ends(t.links()[r[i]]).second, ends(t.links()[r[i + 1]]).first);
+        EXPECT_EQ(t.links()[r[i]].to, t.links()[r[i + 1]].from);
+      // The graph's own breadth-first search finds the same path (GPUs sharing a NIC: the fabric's).
+      EXPECT_EQ(r, t.searched_route(s, d)) << c.gpu_label(s) << " -> " << c.gpu_label(d);
       const LinkKind kind = c.group_of_node(ns).intra_kind;
       const LinkClass intra = kind == LinkKind::Pcie ? LinkClass::Pcie : LinkClass::NvLink;  // xGMI is NVLink class
       for (std::size_t i = 0; i < r.size(); ++i) {
