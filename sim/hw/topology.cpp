@@ -1,8 +1,9 @@
 // The cluster's topology as a Boost.Graph, and the route of every GPU pair in it.
 //
 // Vertices: every GPU (vertex id = GpuId), then per node its intra-node fabric (NVSwitch / PCIe switch)
-// and the NICs its GPUs use, then one leaf switch per `nodes_per_leaf` nodes (in listing order), then one aggregated
-// spine (only with more than one leaf). Every edge is one directed Link; LinkId = the order links are added.
+// and the NICs its GPUs use, then one leaf switch per `nodes_per_leaf` nodes (in listing order), then one
+// aggregated spine (only with more than one leaf). Every edge is one directed Link; LinkId = the order
+// links are added.
 // The graph is a compressed sparse row graph, built once from the list of links: a cluster of 65,536 GPUs
 // has ~400,000 links, and per-edge allocations (adjacency_list) cost more than the whole simulation.
 // Routes: same node  gpu>fabric, fabric>gpu
@@ -141,7 +142,7 @@ Topology::Topology(const Cluster& cluster) : impl_(std::make_unique<Impl>()), nu
     return static_cast<int>(static_cast<long long>(local) * cluster.groups[node.group].nic_count / node.gpus);
   };
 
-  // Sized up front: the largest clusters have over a million links.
+  // Sized up front (at most: a lone node without NIC has fewer): the largest clusters have ~400,000 links.
   std::size_t num_links = num_leaves > 1 ? 2 * static_cast<std::size_t>(num_leaves) : 0;
   std::size_t num_vertices = static_cast<std::size_t>(num_gpus_) + num_leaves + (num_leaves > 1 ? 1 : 0);
   for (const Node& node : cluster.nodes) {
