@@ -929,13 +929,18 @@ struct Estimator::Impl {
     for (Worker& w : ws) w.reduced = w.backward_done;
     for (int b : order)
       for (const Holder& h : bks[b].holders) ws[h.worker].reduced = std::max(ws[h.worker].reduced, bks[b].end);
-    for (Bucket& bk : bks) {
-      if (!bk.tied_embedding) continue;
+    // The tied-embedding all-reduces (one per pipeline, on communicators of their own) as a family too: the
+    // pipelines' first and last stages often share NICs, and their links carry all of them.
+    std::vector<int> tied;
+    for (size_t b = 0; b < bks.size(); ++b)
+      if (bks[b].tied_embedding) tied.push_back(static_cast<int>(b));
+    run_family(ws, bks, tied, CollectiveKind::AllReduce, grad_bytes, [&](const Bucket& bk) {
       double start = 0;
       for (const Holder& h : bk.holders) start = std::max(start, ws[h.worker].reduced);
-      bk.end = start + bucket_s(ws, bk, CollectiveKind::AllReduce, grad_bytes);
-      for (const Holder& h : bk.holders) ws[h.worker].reduced = std::max(ws[h.worker].reduced, bk.end);
-    }
+      return start;
+    });
+    for (int b : tied)
+      for (const Holder& h : bks[b].holders) ws[h.worker].reduced = std::max(ws[h.worker].reduced, bks[b].end);
     for (Worker& w : ws) w.finished = w.reduced + w.optimizer_s;
     if (!plan.zero1) return;
     // ZeRO-1: each bucket's all-gather once all its holders stepped (GradSync::on_optimizer_done). The
@@ -970,6 +975,8 @@ struct Estimator::Impl {
       free_at[bk.communicator] = bk.end;
     }
     shared_links(bks, order, kind, bytes_per_param);
+    for (const auto& [b, end] : sharing_ends) bks[b].end = std::max(bks[b].end, end);
+    sharing_ends.clear();
     for (int l : used_links) {
       LinkUse& u = link_use[l];
       bks[u.last].end = std::max(bks[u.last].end, u.first + u.busy);
@@ -992,11 +999,14 @@ struct Estimator::Impl {
     int last = -1, last_position = 0;           // the last bucket and its position in `order`
     std::vector<std::pair<int, double>> terms;  // per sum: its slot in link_busy, coef.dp x seconds per byte
     std::vector<int> class_slot;                // per per-byte class of its shape: the slot of its own links
+    double bytes = 0;                           // its buckets' buffers, summed
   };
   mutable std::vector<Communicator> communicators;  // scratch of shared_links, by holder set
   mutable std::vector<int> active_communicators, link_loaders, link_slot, slot_owner;  // per link / per slot
   mutable std::vector<double> link_busy;
   mutable std::vector<char> slot_shared;
+  mutable std::vector<std::vector<std::pair<int, double>>> shared_loads;  // per shared slot: (communicator, seconds)
+  mutable std::vector<std::pair<int, double>> sharing_ends;  // (bucket, earliest end) found by processor_sharing
 
   void shared_links(const std::vector<Bucket>& bks, const std::vector<int>& order, CollectiveKind kind,
                     double bytes_per_param) const {
@@ -1036,10 +1046,12 @@ struct Estimator::Impl {
       }
     }
     link_busy.assign(slot_owner.size(), 0.0);
+    for (const int id : active_communicators) communicators[id].bytes = 0;
     for (const int b : order) {
       const Bucket& bk = bks[b];
       if (bk.holders.size() < 2) continue;
       const double bytes = bk.full_params / bk.lcm_tp * bytes_per_param;
+      communicators[bk.holder_set].bytes += bytes;
       for (const auto& [slot, k] : communicators[bk.holder_set].terms) link_busy[slot] += k * bytes;
     }
     // Each link's first start and last bucket over the communicators that load it.
@@ -1061,12 +1073,46 @@ struct Estimator::Impl {
           u.last_end = c.last_end, u.last = c.last, slot_owner[slot] = id;
       }
     }
+    processor_sharing();
     for (const int id : active_communicators) {
       Communicator& c = communicators[id];
       c.active = false;
       for (const auto& link : c.shape->busy_links) link_loaders[link.first] = 0, link_slot[link.first] = -1;
     }
     active_communicators.clear(), slot_owner.clear(), slot_shared.clear();
+  }
+
+  // Every communicator of a shared link, not only the last: max-min fair sharing of one link among flows
+  // that start together is processor sharing, under which a load of w seconds (alone) ends after the sum
+  // over the link's loads w' of min(w, w') (each of the k flows still running gets 1/k of the link; Kleinrock,
+  // "Queueing Systems" vol. 2, ch. 4). A communicator's last bucket ends no earlier than its first start
+  // plus that sum over the communicators still running then (their standalone end later than its start).
+  // This delays the optimizer steps, and the ZeRO-1 all-gathers after them, of every communicator of a link
+  // several load at once (e.g. one NIC serving GPUs of different pipelines), where shared_links' bound moves
+  // only the one that ends last.
+  void processor_sharing() const {
+    shared_loads.resize(slot_owner.size());
+    for (auto& loads : shared_loads) loads.clear();
+    for (const int id : active_communicators) {
+      const Communicator& c = communicators[id];
+      for (const auto& [l, per_byte] : c.shape->busy_links)
+        if (link_loaders[l] > 1) shared_loads[link_slot[l]].push_back({id, coef.dp * per_byte * c.bytes});
+    }
+    for (const auto& loads : shared_loads) {
+      if (loads.size() < 2) continue;
+      for (const auto& [id, w] : loads) {
+        const Communicator& c = communicators[id];
+        double shared = 0;
+        for (const auto& [other, w_other] : loads) {
+          const Communicator& o = communicators[other];
+          if (o.last_end <= c.first) continue;
+          // the part of its load still to carry at c's start, its buckets spread evenly over their span
+          const double left = o.first >= c.first ? w_other : w_other * (o.last_end - c.first) / (o.last_end - o.first);
+          shared += std::min(w, left);
+        }
+        sharing_ends.push_back({c.last, c.first + shared});
+      }
+    }
   }
 
   // ---------------------------------------------------------------- memory

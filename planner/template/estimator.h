@@ -19,9 +19,10 @@
 //    other transfers); the bubbles follow from the recurrence, no bubble formula is assumed;
 //  - gradient reduction: the simulator's segments and Megatron buckets (sim/exec/grad_sync.cpp), each
 //    bucket ready at its layer's point in the last backward, one at a time per communicator, timed as the
-//    simulator's collective flows (sim/net/collectives.h collective_transfers) at their bottleneck link, and
-//    no faster than the busiest link shared by several communicators can carry them all; the tied-embedding
-//    all-reduce, the optimizer step and the ZeRO-1 all-gather after it;
+//    simulator's collective flows (sim/net/collectives.h collective_transfers) at their bottleneck link,
+//    no faster than the busiest link shared by several communicators can carry them all, and each
+//    communicator of a shared link no sooner than processor sharing of that link lets it; then the
+//    tied-embedding all-reduces (timed the same way), the optimizer step and the ZeRO-1 all-gather after it;
 //  - MoE expert parallelism: per MoE layer the dispatch and combine all-to-alls (flat, sim/net/alltoall.h)
 //    at their bottleneck link and the routed experts at the expected load (multinomial routing with the
 //    capacity cut, sim/model/moe_routing.h), the slowest EP rank gating each layer;

@@ -80,6 +80,34 @@ TEST(Estimator, PipelineInOneNodeFollowsTheSimulatorsSchedule) {
   }
 }
 
+// Gradient reduction through NICs that serve several communicators at once: sailor-example-a100-v100 (4-GPU
+// nodes, one 6 GB/s NIC each) with 32 three-stage pipelines of gpt3-1.3b under ZeRO-1 - stage 0 on the A100
+// nodes (four pipelines per node), stages 1 and 2 (two groups) on the V100 nodes. Each node's NIC carries the
+// tied-embedding all-reduces of four pipelines at once, and the stage-0 reduce-scatter that precedes them.
+// The simulator shares the NIC max-min fairly among all of them; the estimator must not time each alone:
+// timed alone it was 14.6 % short here (the validation plans of ~1 % mean error rarely share a NIC). The
+// tolerance, 6 %, is the part the estimator leaves out by design: the pipeline transfers' contention with
+// the overlapped reduction, and the rings' edges sharing a link at unequal rates.
+TEST(Estimator, GradientReductionSharesItsNicsWithOtherCommunicators) {
+  const Cluster c = load_cluster("sailor-example-a100-v100", GpuCatalog::load_default());
+  const Topology t(c);
+  const ModelConfig m = load_model("gpt3-1.3b");
+  auto a100 = [](int i) { return "n" + std::to_string(i / 4) + ":" + std::to_string(i % 4); };
+  auto v100 = [](int i) { return "n" + std::to_string(8 + i / 4) + ":" + std::to_string(i % 4); };
+  std::string yaml = "version: 1\nschedule: 1f1b\nrecompute: none\nzero1: true\noverlap_grad_reduce: true\npipelines:\n";
+  for (int p = 0; p < 32; ++p)
+    yaml += "  - micro_batch: 2\n    micro_batches: 8\n    stages:\n"
+            "      - {layers: [0, 11], groups: [{gpus: \"" + a100(p) + "\", tp: 1, share: 1}]}\n"
+            "      - {layers: [11, 16], groups: [{gpus: \"" + v100(3 * p) + "\", tp: 1, share: 1}]}\n"
+            "      - {layers: [16, 24], groups: [{gpus: \"" + v100(3 * p + 1) + "\", tp: 1, share: 0.5}, {gpus: \"" +
+            v100(3 * p + 2) + "\", tp: 1, share: 0.5}]}\n";
+  const Plan p = parse_plan_yaml_text(yaml, "shared-nic plan", c);
+  const Estimate e = Estimator(c, t, m).estimate(p);
+  ASSERT_TRUE(e.fits);
+  const double sim = simulated(c, t, m, p);
+  EXPECT_NEAR(e.iteration_s / sim, 1.0, 0.06) << "estimated " << e.iteration_s << " s, simulated " << sim << " s";
+}
+
 // Memory: the estimator calls stage_memory with build_stage_work's inputs, so its verdict and peak fraction
 // must be the simulator's on every plan, fitting or not (random plans, not filtered by memory).
 TEST(Estimator, MemoryVerdictIsTheSimulators) {
