@@ -1,6 +1,7 @@
 // Event engine and flow network throughput on a 1024-GPU leaf/spine cluster (128 nodes x 8 GPUs, 8 NICs
 // per node, 16 nodes per leaf). Reports events/s and flows/s (completed flows per wall second), and the
-// mean number of flows whose rates each reallocation recomputed (the connected component's size).
+// mean number of flows whose rates each reallocation recomputed (the connected component's size). Also the
+// time to build the topology and flow network of the largest supported clusters (BM_LargestTopology).
 #include <benchmark/benchmark.h>
 
 #include <functional>
