@@ -1086,7 +1086,9 @@ struct Estimator::Impl {
   // that start together is processor sharing, under which a load of w seconds (alone) ends after the sum
   // over the link's loads w' of min(w, w') (each of the k flows still running gets 1/k of the link; Kleinrock,
   // "Queueing Systems" vol. 2, ch. 4). A communicator's last bucket ends no earlier than its first start
-  // plus that sum over the communicators still running then (their standalone end later than its start).
+  // plus that sum over the communicators still running then (their standalone end later than its start),
+  // each counting only the part of its load left at that start (its buckets taken as spread evenly over
+  // their span: counting whole loads doubled the error on the validation plans).
   // This delays the optimizer steps, and the ZeRO-1 all-gathers after them, of every communicator of a link
   // several load at once (e.g. one NIC serving GPUs of different pipelines), where shared_links' bound moves
   // only the one that ends last.
