@@ -494,106 +494,157 @@ struct Estimator::Impl {
     return static_cast<int>(c.ep_peers.size()) - 1;
   }
 
+  // One EP group's routed load for one chunk: each peer's tokens, their sum, the expected kept tokens per
+  // expert and per EP rank, and the experts per rank.
+  struct EpLoad {
+    std::vector<long> owned;
+    long tokens = 0;
+    double kept = 0;
+    std::vector<int> rank_experts;
+    std::vector<long> rank_kept;
+  };
+  EpLoad ep_load(const Plan& plan, const std::vector<Worker>& ws, const Worker& w, const Chunk& c, int chunk) const {
+    EpLoad e;
+    for (int peer : c.ep_peers) {
+      e.owned.push_back(std::lround(ws[peer].chunks[chunk].samples * static_cast<double>(model.seq_len)));
+      e.tokens += e.owned.back();
+    }
+    auto kit = kept_per_expert.find(e.tokens);
+    if (kit == kept_per_expert.end()) kit = kept_per_expert.emplace(e.tokens, expected_kept_per_expert(*model.moe, e.tokens)).first;
+    e.kept = kit->second;
+    e.rank_experts = plan.pipelines[w.pipeline].stages[c.vstage].experts;
+    if (e.rank_experts.empty()) e.rank_experts.assign(c.ep, model.moe->experts / c.ep);
+    for (int r = 0; r < c.ep; ++r) e.rank_kept.push_back(std::lround(e.kept * e.rank_experts[r]));
+    return e;
+  }
+
+  // Routed experts (iteration.cpp expert_time_s): every rank runs its experts on its own GPUs - the peer
+  // worker that holds it, sharded over that worker's TP group, or over ep_etp GPUs when the ranks are sets of
+  // the stage's GPUs - and the all-to-all that follows waits for the slowest, forward and backward.
+  std::pair<double, double> expert_time(const Plan& plan, const std::vector<Worker>& ws, const Chunk& c, const EpLoad& e) const {
+    double expert_f = 0, expert_b = 0;
+    const bool full = plan.recompute == Recompute::Full;
+    for (int r = 0; r < c.ep; ++r) {
+      const Worker& holder = ws[c.ep_peers[c.ep_members ? rank_holder(ws, c, r) : r]];
+      const int shards = c.ep_members ? c.ep_etp : holder.tg->tp;
+      const auto key = std::make_tuple(holder.gpu, shards, e.rank_experts[r], std::lround(e.kept), full);
+      auto it = experts_s.find(key);
+      if (it == experts_s.end()) {
+        const std::vector<OpCost> ops = expert_forward_ops(model, std::vector<long>(e.rank_experts[r], std::lround(e.kept)), shards);
+        const double f = ops_time_s(ops, *holder.gpu, model.dtype);
+        it = experts_s.emplace(key, std::make_pair(f, ops_time_s(backward_of(ops), *holder.gpu, model.dtype) + (full ? f : 0.0))).first;
+      }
+      expert_f = std::max(expert_f, it->second.first);
+      expert_b = std::max(expert_b, it->second.second);
+    }
+    return {expert_f, expert_b};
+  }
+
+  // What decides one EP group's all-to-all (its layout, the peers' GPUs and tokens, the kept tokens per
+  // rank), appended to a cache key.
+  void add_alltoall_key(const std::vector<Worker>& ws, const Chunk& c, const EpLoad& e, std::vector<double>& key) const {
+    key.insert(key.end(), {-2, static_cast<double>(c.ep_members), static_cast<double>(c.ep_etp)});
+    for (size_t k = 0; k < c.ep_peers.size(); ++k) {
+      const TpGroup& g = *ws[c.ep_peers[k]].tg;
+      key.push_back(-1);
+      key.push_back(static_cast<double>(e.owned[k]));
+      key.insert(key.end(), g.gpus.begin(), g.gpus.end());
+    }
+    key.insert(key.end(), e.rank_kept.begin(), e.rank_kept.end());
+  }
+
+  // The flows of one EP group's all-to-all (iteration.cpp run_alltoall): each member sends every rank its
+  // share of the rank's kept tokens; `repeat` 2 when the backward's carry the recomputed forward's too.
+  void add_alltoall_flows(const std::vector<Worker>& ws, const Chunk& c, const EpLoad& e, double repeat,
+                          std::vector<Flow>& flows) const {
+    const double per_assignment = dispatch_bytes_per_assignment(model);
+    if (c.ep_members) {
+      std::vector<GpuId> members;
+      std::vector<double> own;
+      for (size_t k = 0; k < c.ep_peers.size(); ++k)
+        for (GpuId gpu : ws[c.ep_peers[k]].tg->gpus) {
+          members.push_back(gpu);
+          own.push_back(static_cast<double>(e.owned[k]) / ws[c.ep_peers[k]].tg->tp);
+        }
+      for (size_t i = 0; i < members.size(); ++i)
+        for (size_t j = 0; j < members.size(); ++j) {
+          const int r = static_cast<int>(j) / c.ep_etp;
+          const double bytes = static_cast<double>(e.rank_kept[r]) * own[i] / e.tokens * per_assignment * repeat / c.ep_etp;
+          flows.push_back({members[i], members[j], bytes, topo.latency_s(members[i], members[j])});
+        }
+      return;
+    }
+    int channels = 1 << 30;
+    for (int peer : c.ep_peers) channels = std::min(channels, ws[peer].tg->tp);
+    for (int ch = 0; ch < channels; ++ch)
+      for (size_t i = 0; i < c.ep_peers.size(); ++i)
+        for (size_t j = 0; j < c.ep_peers.size(); ++j) {
+          const Worker& a = ws[c.ep_peers[i]];
+          const Worker& b = ws[c.ep_peers[j]];
+          const GpuId src = a.tg->gpus[static_cast<size_t>(ch) * a.tg->tp / channels];
+          const GpuId dst = b.tg->gpus[static_cast<size_t>(ch) * b.tg->tp / channels];
+          const double bytes = static_cast<double>(e.rank_kept[j]) * e.owned[i] / e.tokens * per_assignment * repeat / channels;
+          flows.push_back({src, dst, bytes, topo.latency_s(src, dst)});
+        }
+  }
+
   // Adds to every expert-parallel chunk's passes what its MoE layers add (iteration.cpp run_phase): per
   // MoE layer the dispatch and the combine all-to-all and the routed experts; every all-to-all waits for
   // all EP peers, so the slowest peer's experts gate the layer. Tokens per expert: the expected kept load.
+  // Pipelines of one shape (depth, micro-batch size and count) run the same schedule, so the all-to-alls
+  // of one stage in all of them run at once: each is timed with all of them on the links (with several TP
+  // groups per stage and EP across pipelines, the groups' all-to-alls share the nodes' NICs).
   void add_expert_parallel_time(const Plan& plan, std::vector<Worker>& ws) const {
     if (!model.moe) return;
-    const double per_assignment = dispatch_bytes_per_assignment(model);
-    for (Worker& w : ws)
-      for (Chunk& c : w.chunks) {
-        if (c.ep <= 1) continue;
-        int moe_layers = 0;
-        for (int l = c.begin; l < c.end; ++l) moe_layers += model.is_moe_layer(l);
-        if (moe_layers == 0) continue;
-        const int chunk = static_cast<int>(&c - w.chunks.data());
-        std::vector<long> owned;
-        long tokens = 0;
-        for (int peer : c.ep_peers) {
-          owned.push_back(std::lround(ws[peer].chunks[chunk].samples * static_cast<double>(model.seq_len)));
-          tokens += owned.back();
-        }
-        auto kit = kept_per_expert.find(tokens);
-        if (kit == kept_per_expert.end()) kit = kept_per_expert.emplace(tokens, expected_kept_per_expert(*model.moe, tokens)).first;
-        const double kept = kit->second;
-        const Stage& st = plan.pipelines[w.pipeline].stages[c.vstage];
-        std::vector<int> rank_experts = st.experts;
-        if (rank_experts.empty()) rank_experts.assign(c.ep, model.moe->experts / c.ep);
-        // Routed experts (iteration.cpp expert_time_s): every rank runs its experts on its own GPUs - the
-        // peer worker that holds it, sharded over that worker's TP group, or over ep_etp GPUs when the ranks
-        // are sets of the stage's GPUs - and the all-to-all that follows waits for the slowest, forward and
-        // backward.
-        double expert_f = 0, expert_b = 0;
-        for (int r = 0; r < c.ep; ++r) {
-          const Worker& holder = ws[c.ep_peers[c.ep_members ? rank_holder(ws, c, r) : r]];
-          const int shards = c.ep_members ? c.ep_etp : holder.tg->tp;
-          const bool full = plan.recompute == Recompute::Full;
-          const auto key = std::make_tuple(holder.gpu, shards, rank_experts[r], std::lround(kept), full);
-          auto it = experts_s.find(key);
-          if (it == experts_s.end()) {
-            const std::vector<OpCost> ops =
-                expert_forward_ops(model, std::vector<long>(rank_experts[r], std::lround(kept)), shards);
-            const double f = ops_time_s(ops, *holder.gpu, model.dtype);
-            it = experts_s.emplace(key, std::make_pair(f, ops_time_s(backward_of(ops), *holder.gpu, model.dtype) + (full ? f : 0.0))).first;
-          }
-          expert_f = std::max(expert_f, it->second.first);
-          expert_b = std::max(expert_b, it->second.second);
-        }
-        // All-to-alls (iteration.cpp run_alltoall): each member sends every rank its share of the rank's kept
-        // tokens; under full recompute the backward's carry the recomputed forward's too.
-        std::vector<long> rank_kept(c.ep);
-        for (int r = 0; r < c.ep; ++r) rank_kept[r] = std::lround(kept * rank_experts[r]);
-        auto a2a = [&](double repeat) {
-          // Cached by what decides it: the layout, the peers' GPUs and tokens, the kept tokens per rank.
-          std::vector<double>& key = scratch_key;
-          key.assign({repeat, static_cast<double>(c.ep_members), static_cast<double>(c.ep_etp)});
-          for (size_t k = 0; k < c.ep_peers.size(); ++k) {
-            const TpGroup& g = *ws[c.ep_peers[k]].tg;
-            key.push_back(-1);
-            key.push_back(static_cast<double>(owned[k]));
-            key.insert(key.end(), g.gpus.begin(), g.gpus.end());
-          }
-          key.insert(key.end(), rank_kept.begin(), rank_kept.end());
-          auto hit = alltoalls.find(key);
-          if (hit != alltoalls.end()) return hit->second;
-          std::vector<Flow> flows;
-          if (c.ep_members) {
-            std::vector<GpuId> members;
-            std::vector<double> own;
-            for (size_t k = 0; k < c.ep_peers.size(); ++k)
-              for (GpuId gpu : ws[c.ep_peers[k]].tg->gpus) {
-                members.push_back(gpu);
-                own.push_back(static_cast<double>(owned[k]) / ws[c.ep_peers[k]].tg->tp);
-              }
-            for (size_t i = 0; i < members.size(); ++i)
-              for (size_t j = 0; j < members.size(); ++j) {
-                const int r = static_cast<int>(j) / c.ep_etp;
-                const double bytes = static_cast<double>(rank_kept[r]) * own[i] / tokens * per_assignment * repeat / c.ep_etp;
-                flows.push_back({members[i], members[j], bytes, topo.latency_s(members[i], members[j])});
-              }
-          } else {
-            int channels = 1 << 30;
-            for (int peer : c.ep_peers) channels = std::min(channels, ws[peer].tg->tp);
-            for (int ch = 0; ch < channels; ++ch)
-              for (size_t i = 0; i < c.ep_peers.size(); ++i)
-                for (size_t j = 0; j < c.ep_peers.size(); ++j) {
-                  const Worker& a = ws[c.ep_peers[i]];
-                  const Worker& b = ws[c.ep_peers[j]];
-                  const GpuId src = a.tg->gpus[static_cast<size_t>(ch) * a.tg->tp / channels];
-                  const GpuId dst = b.tg->gpus[static_cast<size_t>(ch) * b.tg->tp / channels];
-                  const double bytes = static_cast<double>(rank_kept[j]) * owned[i] / tokens * per_assignment * repeat / channels;
-                  flows.push_back({src, dst, bytes, topo.latency_s(src, dst)});
-                }
-          }
-          const double t = w.gpu->compute.collective_overhead_s + flows_time(flows);
-          alltoalls.emplace(key, t);
-          return t;
-        };
-        const double fwd_a2a = a2a(1.0);
-        const double bwd_a2a = plan.recompute == Recompute::Full ? a2a(2.0) : fwd_a2a;
-        c.forward_s += coef.ep * moe_layers * (2 * fwd_a2a + expert_f);
-        c.backward_s += coef.ep * moe_layers * (2 * bwd_a2a + expert_b);
+    // The EP groups that run at once: by (pipeline shape, virtual stage, chunk), each group once (its
+    // first peer stands for it).
+    std::map<std::tuple<int, int, long, int, int>, std::vector<std::pair<int, int>>> concurrent;
+    for (size_t wi = 0; wi < ws.size(); ++wi)
+      for (size_t ci = 0; ci < ws[wi].chunks.size(); ++ci) {
+        const Chunk& c = ws[wi].chunks[ci];
+        if (c.ep <= 1 || c.ep_peers.front() != static_cast<int>(wi)) continue;
+        const Pipeline& pl = plan.pipelines[ws[wi].pipeline];
+        concurrent[{static_cast<int>(pl.stages.size()), pl.micro_batch, pl.micro_batches, c.vstage, static_cast<int>(ci)}]
+            .push_back({static_cast<int>(wi), static_cast<int>(ci)});
       }
+    for (const auto& [shape, groups] : concurrent) {
+      const Chunk& c0 = ws[groups.front().first].chunks[groups.front().second];
+      int moe_layers = 0;
+      for (int l = c0.begin; l < c0.end; ++l) moe_layers += model.is_moe_layer(l);
+      if (moe_layers == 0) continue;
+      std::vector<EpLoad> loads;
+      for (const auto& [wi, ci] : groups) loads.push_back(ep_load(plan, ws, ws[wi], ws[wi].chunks[ci], ci));
+      // All the groups' all-to-alls at once, after the per-call overhead of the slowest GPU to start one
+      // (the last peer to arrive starts it), cached by what decides them.
+      auto a2a = [&](double repeat) {
+        std::vector<double>& key = scratch_key;
+        key.assign(1, repeat);
+        for (size_t k = 0; k < groups.size(); ++k) add_alltoall_key(ws, ws[groups[k].first].chunks[groups[k].second], loads[k], key);
+        auto hit = alltoalls.find(key);
+        if (hit != alltoalls.end()) return hit->second;
+        std::vector<Flow> flows;
+        double overhead = 0;
+        for (size_t k = 0; k < groups.size(); ++k) {
+          const Chunk& c = ws[groups[k].first].chunks[groups[k].second];
+          add_alltoall_flows(ws, c, loads[k], repeat, flows);
+          for (int peer : c.ep_peers) overhead = std::max(overhead, ws[peer].gpu->compute.collective_overhead_s);
+        }
+        const double t = overhead + flows_time(flows);
+        alltoalls.emplace(key, t);
+        return t;
+      };
+      const double fwd_a2a = a2a(1.0);
+      const double bwd_a2a = plan.recompute == Recompute::Full ? a2a(2.0) : fwd_a2a;
+      for (size_t k = 0; k < groups.size(); ++k) {
+        const Chunk& lead = ws[groups[k].first].chunks[groups[k].second];
+        const auto [expert_f, expert_b] = expert_time(plan, ws, lead, loads[k]);
+        for (int peer : lead.ep_peers) {
+          Chunk& c = ws[peer].chunks[groups[k].second];
+          c.forward_s += coef.ep * moe_layers * (2 * fwd_a2a + expert_f);
+          c.backward_s += coef.ep * moe_layers * (2 * bwd_a2a + expert_b);
+        }
+      }
+    }
   }
 
   // ---------------------------------------------------------------- pipeline transfers
