@@ -24,11 +24,13 @@
 //    communicator of a shared link no sooner than processor sharing of that link lets it; then the
 //    tied-embedding all-reduces (timed the same way), the optimizer step and the ZeRO-1 all-gather after it;
 //  - MoE expert parallelism: per MoE layer the dispatch and combine all-to-alls (flat, sim/net/alltoall.h)
-//    at their bottleneck link and the routed experts at the expected load (multinomial routing with the
+//    at their bottleneck link, together with the all-to-alls of the same stage in every pipeline of the same
+//    shape (they run at once), and the routed experts at the expected load (multinomial routing with the
 //    capacity cut, sim/model/moe_routing.h), the slowest EP rank gating each layer;
 //  - memory: stage_memory (sim/model/memory.h) with the inputs build_stage_work gives it - the same verdict.
-// It ignores: contention of a pipeline transfer or an all-to-all with any other traffic (each is timed alone
-// on its links; the fitted p2p coefficient absorbs part of it), the routing draw's variation around the
+// It ignores: contention of a pipeline transfer with any other traffic, and of an all-to-all with traffic
+// other than its stage's all-to-alls (timed on their links alone; the fitted p2p coefficient absorbs part
+// of it), the routing draw's variation around the
 // expected expert load, the coupling of pipelines through expert-parallel rendezvous, and the differences
 // between the TP groups of one stage (the stage runs at its slowest group's pace).
 #pragma once
