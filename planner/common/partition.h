@@ -53,4 +53,53 @@ std::vector<int> minmax_partition_with(int layers, int stages, const Cost& cost)
   return bounds;
 }
 
+// The same partition (the same boundaries, ties included) for a cost that never falls as a stage grows
+// to the left: cost(stage, b, e) >= cost(stage, b + 1, e), infinity included (a memory limit that admits a
+// range admits every range that ends there and starts later). The cut points are then tried from the right
+// and the search stops at the first one whose last stage alone costs more than the best so far: every cut
+// further left costs at least as much. O(stages * layers * reach) cost calls, reach the layers a stage spans
+// near the optimum, instead of O(stages * layers^2).
+template <class Cost>
+std::vector<int> minmax_partition_monotone_with(int layers, int stages, const Cost& cost) {
+  if (stages < 1 || stages > layers) return {};
+  const double inf = std::numeric_limits<double>::infinity();
+  const int width = layers + 1;
+  std::vector<double> best(static_cast<size_t>(stages + 1) * width, inf);
+  std::vector<int> cut(static_cast<size_t>(stages + 1) * width, -1);
+  best[0] = 0;
+  for (int s = 1; s <= stages; ++s) {
+    const double* prev = &best[static_cast<size_t>(s - 1) * width];
+    double* row = &best[static_cast<size_t>(s) * width];
+    int* cuts = &cut[static_cast<size_t>(s) * width];
+    const int max_end = layers - (stages - s);
+    for (int e = s; e <= max_end; ++e) {
+      // Seed the best with the previous end's cut (usually at or next to this end's), so the scan below
+      // stops early.
+      if (e > s && cuts[e - 1] >= 0 && prev[cuts[e - 1]] < inf) {
+        const double c = cost(s - 1, cuts[e - 1], e);
+        const double v = prev[cuts[e - 1]] > c ? prev[cuts[e - 1]] : c;
+        if (v < inf) row[e] = v, cuts[e] = cuts[e - 1];
+      }
+      for (int b = e - 1; b >= s - 1; --b) {
+        if (prev[b] == inf || prev[b] > row[e]) continue;  // cannot tie the best: no cost needed
+        const double c = cost(s - 1, b, e);
+        if (c > row[e] || c == inf) break;  // so does every cut further left
+        const double v = prev[b] > c ? prev[b] : c;
+        if (v <= row[e]) {  // not strict: of equal splits the leftmost cut wins, as in minmax_partition_with
+          row[e] = v;
+          cuts[e] = b;
+        }
+      }
+    }
+  }
+  if (best[static_cast<size_t>(stages) * width + layers] == inf) return {};
+  std::vector<int> bounds(stages + 1);
+  bounds[stages] = layers;
+  for (int s = stages, e = layers; s >= 1; --s) {
+    e = cut[static_cast<size_t>(s) * width + e];
+    bounds[s - 1] = e;
+  }
+  return bounds;
+}
+
 }  // namespace arachne::planner

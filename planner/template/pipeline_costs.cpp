@@ -280,7 +280,9 @@ const std::vector<int>& PipelineCosts::partition(int b, long m) {
       for (const LayerTimes::Table* t : *tables[j]) worst = std::max(worst, t->stage_s(begin, end));
       return worst;
     };
-    bounds = minmax_partition_with(layers_, depth(), cost);
+    // The cost never falls as a range grows to the left: prefix sums of layer times, the embedding at 0,
+    // and a memory limit that admits a range admits every later start (max_ends is non-decreasing).
+    bounds = minmax_partition_monotone_with(layers_, depth(), cost);
     if (bounds.empty()) too_big_.emplace_back(b, cap);
   }
   return partitions_.emplace(k, std::move(bounds)).first->second;
