@@ -642,7 +642,7 @@ std::vector<CompletedPlan> price_levels(const Template& t, const Layout& layout,
     const std::optional<BatchSplit> split = level.batch.split();
     if (!split) continue;  // nothing fits at this level
     const double analytic_s = level.batch.time(*split);
-    if (!gate.pays(memory.recompute, analytic_s)) continue;
+    if (!gate.pays(memory.recompute, analytic_s) || analytic_s >= opt.skip_analytic_above_s) continue;
     Pricer pricer(t, layout, level.costs, in, price, memory, needs_recompute(levels), opt.max_priced);
     price_candidates(level.batch, *split, static_cast<int>(t.pipelines.size()), pricer);
     std::vector<CompletedPlan> priced = pricer.take();
