@@ -39,6 +39,9 @@ on the GPUs available; planning time, reconfiguration (checkpoint load + restart
 work lost when GPUs in use disappear, and waiting when nothing fits are charged as DESIGN.md states.
 Each plan is measured in the simulator. A job whose GPUs all remain takes a better new plan once keeping its plan has
 cost as many tokens as the switch (--switch break-even, the default) or at once (--switch always).
+With --pool stable the job also plans without the nodes that left most often over the last
+--volatility-window seconds and runs the plan that trains the most once each used node's departures
+(rate x lost work) are counted: volatile GPUs are left idle when they would cost more than they add.
 
 Reproducibility: with the default --planning-time measured, the wall-clock time each planner takes is
 charged as downtime, so tokens trained, lost work and downtime differ slightly between two runs of the same
@@ -50,6 +53,7 @@ Usage:
                  [--until S] [--planning-time measured|SECONDS] [--checkpoint-interval S]
                  [--storage-bandwidth "2 GB/s"] [--restart S] [--coalesce S] [--global-batch N]
                  [--budget N] [--budget-wall S] [--no-warm-start] [--switch break-even|always] [--policy FILE]
+                 [--pool all|stable] [--volatility-window S]
                  [--nodes N] [--load-scale X] [--out F.h5] [--json] [--seed N]
 
 Example:
@@ -98,6 +102,11 @@ ReplaySetup replay_setup(const po::variables_map& vm) {
   const std::string rule = vm["switch"].as<std::string>();
   if (rule == "always") ro.switch_rule = SwitchRule::Always;
   else if (rule != "break-even") throw InputError("--switch", "unknown rule '" + rule + "' (known: break-even, always)");
+  const std::string pool = vm["pool"].as<std::string>();
+  if (pool == "stable") ro.pool_rule = PoolRule::Stable;
+  else if (pool != "all") throw InputError("--pool", "unknown rule '" + pool + "' (known: all, stable)");
+  ro.volatility_window_s = seconds_flag(vm, "volatility-window");
+  if (ro.volatility_window_s <= 0) throw InputError("--volatility-window", "expected seconds > 0, got " + vm["volatility-window"].as<std::string>());
   try {
     ro.storage_bandwidth = units::parse_bandwidth(vm["storage-bandwidth"].as<std::string>());
   } catch (const std::invalid_argument& e) {
@@ -146,6 +155,7 @@ std::string replay_config_yaml(const po::variables_map& vm, const ReplaySetup& r
   y << "\n  checkpoint_interval_s: " << o.checkpoint_interval_s
     << "\n  storage_bandwidth: " << units::format_bandwidth(o.storage_bandwidth) << "\n  restart_s: " << o.restart_s
     << "\n  coalesce_s: " << o.coalesce_s << "\n  switch: " << (o.switch_rule == SwitchRule::Always ? "always" : "break-even")
+    << "\n  pool: " << (o.pool_rule == PoolRule::Stable ? "stable" : "all") << "\n  volatility_window_s: " << o.volatility_window_s
     << "\n  budget_evaluations: " << r.settings.budget_evaluations << "\n  budget_wall_s: " << r.settings.budget_wall_s
     << "\n  warm_start: " << (r.settings.warm_start ? "true" : "false") << "\n";
   if (std::find(r.planners.begin(), r.planners.end(), "arachne") != r.planners.end()) {
@@ -229,6 +239,8 @@ int run_replay(const std::vector<std::string>& args, const std::string& command_
       ("budget", po::value<std::string>()->value_name("N")->default_value("2000"), "planner evaluations per replan")
       ("budget-wall", po::value<std::string>()->value_name("S"), "wall-clock cap per replan, seconds (default: none)")
       ("switch", po::value<std::string>()->value_name("RULE")->default_value("break-even"), "break-even | always: when a running job takes a new plan")
+      ("pool", po::value<std::string>()->value_name("RULE")->default_value("all"), "all | stable: which GPUs the job offers its planner (stable: also without the nodes that left most often; the expected-best plan runs)")
+      ("volatility-window", po::value<std::string>()->value_name("S")->default_value("21600"), "--pool stable: seconds of history behind each node's departure rate")
       ("policy", po::value<std::string>()->value_name("FILE"), "arachne: policy weights (default: the shipped configs/policy/arachne.weights)")
       ("no-warm-start", po::bool_switch(), "do not give the planner the plan the job runs (arachne: no warm-start template)")
       ("out", po::value<std::string>()->value_name("F.h5"), "intervals and totals per planner as HDF5, and F.png (throughput and cumulative tokens)")

@@ -98,13 +98,82 @@ ReplayResult replay(const AvailabilityTrace& trace, const GpuCatalog& catalog, c
   double since_ckpt_s = 0;                               // training time since the last checkpoint
   std::vector<std::pair<size_t, double>> since_ckpt_tokens;  // (interval, tokens) since the last checkpoint
 
+  // The plan of one pool of GPUs (per trace node), planned and simulated once per distinct pool.
+  auto evaluate = [&](const std::vector<int>& gpus) -> const Evaluated& {
+    auto it = cache.find(gpus);
+    if (it != cache.end()) return it->second;
+    Evaluated e;
+    std::vector<int> node_of_trace;
+    e.snapshot = snapshot_cluster(trace, gpus, catalog, opt.link_template, &node_of_trace);
+    const Cluster& snap = e.snapshot;
+    const LastPlan last = last_run ? LastPlan{&*last_run->outcome.plan, &last_run->snapshot} : LastPlan{};
+    if (snap.total_gpus() > 0) e.outcome = replan(snap, global_batch, last);
+    else e.outcome.reason = "no GPUs available";
+    e.used.assign(trace.nodes.size(), 0);
+    if (e.outcome.plan) {
+      const Topology topo(snap);
+      const SimResult r = simulate_iteration(snap, topo, model, *e.outcome.plan, SimOptions{});
+      if (!r.oom) {
+        e.tokens_per_s = r.tokens_per_s;
+        e.summary = summarize(*e.outcome.plan);
+        // Count each GPU once (interleaved stages repeat GPUs).
+        std::set<GpuId> ids;
+        for (const Pipeline& pl : e.outcome.plan->pipelines)
+          for (const Stage& s : pl.stages)
+            for (const TpGroup& g : s.groups) ids.insert(g.gpus.begin(), g.gpus.end());
+        for (GpuId id : ids) ++e.used[node_of_trace[snap.node_of(id)]];
+      }
+    }
+    ++out.totals.simulations;
+    return cache.emplace(gpus, std::move(e)).first->second;
+  };
+
+  // Departures per trace node (replan times at which it offered fewer GPUs than at the replan before) and
+  // each node's rate over the trailing window at time t.
+  std::vector<std::vector<double>> departures(trace.nodes.size());
+  std::vector<int> previous_gpus;
+  auto rate = [&](size_t node, double t) {
+    const std::vector<double>& d = departures[node];
+    const auto first = std::upper_bound(d.begin(), d.end(), t - opt.volatility_window_s);
+    return static_cast<double>(d.end() - first) / opt.volatility_window_s;
+  };
+  // The training time one departure costs a job that uses the node (replay.h PoolRule).
+  const double loss_per_departure_s =
+      (opt.checkpoint_interval_s > 0 ? opt.checkpoint_interval_s : opt.volatility_window_s) / 2 + reconfig_s;
+  auto expected_tokens_per_s = [&](const Evaluated& e, double t) {
+    if (opt.pool_rule == PoolRule::All) return e.tokens_per_s;
+    double departures_per_s = 0;
+    for (size_t i = 0; i < e.used.size(); ++i)
+      if (e.used[i] > 0) departures_per_s += rate(i, t);
+    return e.tokens_per_s * std::max(0.0, 1 - loss_per_departure_s * departures_per_s);
+  };
+  // The pools offered at time t: every available GPU, then (PoolRule::Stable) without the nodes of the k
+  // highest departure rates.
+  auto pools = [&](const std::vector<int>& gpus, double t) {
+    std::vector<std::vector<int>> out_pools{gpus};
+    if (opt.pool_rule == PoolRule::All) return out_pools;
+    std::vector<double> rates;
+    for (size_t i = 0; i < gpus.size(); ++i)
+      if (gpus[i] > 0 && rate(i, t) > 0) rates.push_back(rate(i, t));
+    std::sort(rates.begin(), rates.end(), std::greater<>());
+    rates.erase(std::unique(rates.begin(), rates.end()), rates.end());
+    for (size_t k = 0; k < rates.size() && static_cast<int>(out_pools.size()) < kMaxVolatilityPools; ++k) {
+      std::vector<int> pool = gpus;
+      for (size_t i = 0; i < gpus.size(); ++i)
+        if (rate(i, t) >= rates[k]) pool[i] = 0;
+      out_pools.push_back(std::move(pool));
+    }
+    return out_pools;
+  };
+
   // How long a running job keeps its plan before it takes `fresh`, the plan of the replan at a change
-  // that left its GPUs in place (replay.h: SwitchRule); 0: at once, infinity: not during this interval.
-  auto wait_before_switch = [&](const Evaluated& fresh) {
+  // that left its GPUs in place (replay.h: SwitchRule; throughputs as the pool rule expects them at time t);
+  // 0: at once, infinity: not during this interval.
+  auto wait_before_switch = [&](const Evaluated& fresh, double t) {
     const double never = std::numeric_limits<double>::infinity();
     if (fresh.tokens_per_s <= 0) return never;
     if (opt.switch_rule == SwitchRule::Always || (fresh.used == used && fresh.summary == current_summary)) return 0.0;
-    const double v_old = last_run->tokens_per_s, v_new = fresh.tokens_per_s;
+    const double v_old = expected_tokens_per_s(*last_run, t), v_new = expected_tokens_per_s(fresh, t);
     if (v_new <= v_old) return never;
     const double cost = (since_ckpt_s > 0 ? save_s : 0.0) + reconfig_s;
     return cost * v_new / (v_new - v_old);
@@ -138,39 +207,26 @@ ReplayResult replay(const AvailabilityTrace& trace, const GpuCatalog& catalog, c
       }
     }
 
-    // Replan on the snapshot (simulated once per distinct snapshot).
-    auto it = cache.find(gpus);
-    if (it == cache.end()) {
-      Evaluated e;
-      std::vector<int> node_of_trace;
-      e.snapshot = snapshot_cluster(trace, gpus, catalog, opt.link_template, &node_of_trace);
-      const Cluster& snap = e.snapshot;
-      const LastPlan last = last_run ? LastPlan{&*last_run->outcome.plan, &last_run->snapshot} : LastPlan{};
-      if (snap.total_gpus() > 0) e.outcome = replan(snap, global_batch, last);
-      else e.outcome.reason = "no GPUs available";
-      e.used.assign(trace.nodes.size(), 0);
-      if (e.outcome.plan) {
-        const Topology topo(snap);
-        const SimResult r = simulate_iteration(snap, topo, model, *e.outcome.plan, SimOptions{});
-        if (!r.oom) {
-          e.tokens_per_s = r.tokens_per_s;
-          e.summary = summarize(*e.outcome.plan);
-          // Count each GPU once (interleaved stages repeat GPUs).
-          std::set<GpuId> ids;
-          for (const Pipeline& pl : e.outcome.plan->pipelines)
-            for (const Stage& s : pl.stages)
-              for (const TpGroup& g : s.groups) ids.insert(g.gpus.begin(), g.gpus.end());
-          for (GpuId id : ids) ++e.used[node_of_trace[snap.node_of(id)]];
-        }
-      }
-      ++out.totals.simulations;
-      it = cache.emplace(gpus, std::move(e)).first;
+    // Replan on the snapshot, or on each pool the pool rule offers (each simulated once per distinct
+    // snapshot), and take the pool whose plan trains the most in expectation.
+    if (k > 0)
+      for (size_t i = 0; i < gpus.size(); ++i)
+        if (gpus[i] < previous_gpus[i]) departures[i].push_back(t0);
+    previous_gpus = gpus;
+    double planning_s = 0;
+    const Evaluated* chosen = nullptr;
+    double chosen_value = -1;
+    for (const std::vector<int>& pool : pools(gpus, t0)) {
+      const Evaluated& e = evaluate(pool);
+      planning_s += opt.fixed_planning_s ? *opt.fixed_planning_s : e.outcome.planning_time_s;
+      const double value = expected_tokens_per_s(e, t0);
+      if (value > chosen_value) chosen = &e, chosen_value = value;
     }
     ++out.totals.replans;
-    charge(opt.fixed_planning_s ? *opt.fixed_planning_s : it->second.outcome.planning_time_s, iv.planning_s);
-    const Evaluated& fresh = it->second;
+    charge(planning_s, iv.planning_s);
+    const Evaluated& fresh = *chosen;
     const bool keeps_running = k > 0 && running && !lost;
-    const double wait = keeps_running ? wait_before_switch(fresh) : 0.0;
+    const double wait = keeps_running ? wait_before_switch(fresh, t0) : 0.0;
     const Evaluated& e = wait > 0 ? *last_run : fresh;
 
     if (e.tokens_per_s <= 0) {  // nothing feasible: wait

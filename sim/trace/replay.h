@@ -47,6 +47,21 @@ using ReplanCallback = std::function<ReplanOutcome(const Cluster& snapshot, long
 // Under both, the job keeps its plan when the new snapshot has no feasible plan.
 enum class SwitchRule { Always, BreakEven };
 
+// Which GPUs the job offers its planner at a replan:
+//   All    - every available GPU;
+//   Stable - also the pools without the nodes that left most often lately, and it runs the plan that trains
+//            the most in expectation: v (1 - L sum_i lambda_i) over the nodes i the plan uses, v its tokens/s,
+//            lambda_i node i's departures (replans at which it offered fewer GPUs than at the one before) per
+//            second over the trailing `volatility_window_s`, L the training one departure costs (half a
+//            checkpoint interval of lost work - half the window without checkpoints - plus the checkpoint
+//            load and restart). Pools: without the nodes of the k highest rates, k = 1 ..
+//            kMaxVolatilityPools - 1. Each pool is planned (and its planning time charged) like a snapshot.
+// A plan that uses a volatile node loses, at each of its departures, the work since the last checkpoint
+// (the cost of preemptions that Bamboo, Thorpe et al. NSDI'23, and Oobleck, Jang et al. SOSP'23, avoid by
+// redundancy instead).
+enum class PoolRule { All, Stable };
+inline constexpr int kMaxVolatilityPools = 4;
+
 struct ReplayOptions {
   double until_s = -1;                      // end of the replay (-1: the trace's end)
   double coalesce_s = 0;                    // changes closer than this are merged
@@ -56,6 +71,8 @@ struct ReplayOptions {
   double restart_s = 60;                    // process restart on reconfiguration
   const Cluster* link_template = nullptr;   // node groups matched by GPU type for link properties
   SwitchRule switch_rule = SwitchRule::BreakEven;
+  PoolRule pool_rule = PoolRule::All;
+  double volatility_window_s = 6 * 3600.0;  // PoolRule::Stable's trailing window
 };
 
 // The checkpoint interval is 0 (none) or within [limits::kMinCheckpointIntervalS, kTraceSeconds.max];

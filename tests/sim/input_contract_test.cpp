@@ -178,6 +178,8 @@ TEST(ReliabilityInputs, MalformedReplaySecondsNameTheFlag) {
   expect_bad_input(d.run(with({"--checkpoint-interval", "0x10"})), "--checkpoint-interval");
   expect_bad_input(d.run(with({"--until", " 2"})), "--until");
   expect_bad_input(d.run(with({"--until", "18446744073709551615"})), "--until");
+  expect_bad_input(d.run(with({"--volatility-window", "0"})), "--volatility-window");
+  expect_bad_input(d.run(with({"--pool", "volatile"})), "--pool");
 }
 
 TEST(ReliabilityInputs, UnwritableOutIsRefusedBeforeTheWork) {

@@ -203,5 +203,43 @@ TEST(Replay, CoalescedChangesReplanOnceAndResultsAreDeterministic) {
   EXPECT_EQ(a.totals.work_lost_s, b.totals.work_lost_s);
 }
 
+// Two nodes of 8 GPUs: n0 stays, n1 leaves every 600 s for 150 s (six hours). Data parallelism over every
+// GPU offered uses n1 whenever it is there, so under PoolRule::All each of its departures loses the work
+// since the last checkpoint (saved when n1 returns); under PoolRule::Stable the job also plans on n0 alone
+// and, once n1's departures are on record, runs that plan: it trains more, loses less, and from the
+// second hour on never uses n1.
+TEST(Replay, StablePoolLeavesAVolatileNodeIdleWhenItsDeparturesCostMoreThanItAdds) {
+  const ModelConfig m = small_model();
+  std::vector<TraceEvent> ev{{0, 0, 8}, {0, 1, 8}};
+  for (double t = 450; t < 6 * 3600; t += 600) ev.push_back({t, 1, 0}), ev.push_back({t + 150, 1, 8});
+  const AvailabilityTrace trace = trace_of(ev, 6 * 3600, 2);
+  ReplayOptions o;
+  o.fixed_planning_s = 1;
+  o.checkpoint_interval_s = 1800;
+  o.volatility_window_s = 3600;
+  const ReplayResult all = replay(trace, GpuCatalog::load_default(), m, m.global_batch, data_parallel(m), o);
+  o.pool_rule = PoolRule::Stable;
+  const ReplayResult stable = replay(trace, GpuCatalog::load_default(), m, m.global_batch, data_parallel(m), o);
+  EXPECT_GT(stable.totals.tokens_trained, 1.5 * all.totals.tokens_trained);
+  EXPECT_LT(stable.totals.work_lost_s, 0.2 * all.totals.work_lost_s);
+  for (const ReplayInterval& iv : stable.intervals)
+    if (iv.start_s >= 3600) EXPECT_EQ(iv.gpus_used, 8) << "at " << iv.start_s;
+}
+
+// Without departures the stable pool rule offers the one pool and changes nothing.
+TEST(Replay, StablePoolChangesNothingWhenNoNodeLeaves) {
+  const ModelConfig m = small_model();
+  const AvailabilityTrace trace = trace_of({{0, 0, 8}, {1000, 1, 8}, {2000, 1, 8}}, 3000, 2);
+  ReplayOptions o;
+  o.fixed_planning_s = 1;
+  o.checkpoint_interval_s = 300;
+  const ReplayResult all = replay(trace, GpuCatalog::load_default(), m, m.global_batch, data_parallel(m), o);
+  o.pool_rule = PoolRule::Stable;
+  const ReplayResult stable = replay(trace, GpuCatalog::load_default(), m, m.global_batch, data_parallel(m), o);
+  EXPECT_EQ(stable.totals.tokens_trained, all.totals.tokens_trained);
+  EXPECT_EQ(stable.totals.planning_s, all.totals.planning_s);
+  EXPECT_EQ(stable.totals.replans, all.totals.replans);
+}
+
 }  // namespace
 }  // namespace arachne
