@@ -5,16 +5,18 @@
 # kill. Then scripts/plot_replay_compare.py writes DIR/summary.md, DIR/replay.csv and one cumulative-tokens
 # PNG per trace. Planning time is measured (charged as downtime on every replan) and every replan's search
 # is capped at BUDGET_WALL seconds.
-#   usage: scripts/arachne_replay_compare.sh [OUT_DIR] [BUDGET_WALL]
+#   usage: scripts/arachne_replay_compare.sh [OUT_DIR] [BUDGET_WALL] [POOL]
+# POOL: the replay's --pool rule for every planner (all, the default, or stable).
 # ARACHNE_DATA: the shared data directory (default ../shared/data). Run it under `nice -n 10`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-results/arachne-replay}
 wall=${2:-10}
+pool=${3:-all}
 data=${ARACHNE_DATA:-../shared/data}
 # arachne-cold: arachne with --no-warm-start (the plan the job runs is not given to the planner)
 planners="arachne arachne-cold megatron amp metis flashflex sailor"
-common=(--budget-wall "$wall" --checkpoint-interval 1800 --restart 60)
+common=(--budget-wall "$wall" --checkpoint-interval 1800 --restart 60 --pool "$pool")
 
 # name | model | trace arguments. On Alibaba, changes closer than 300 s are merged (--coalesce 300: a
 # merged change's snapshot is the first one's); SkyPilot's changes are 300 s apart anyway.
