@@ -103,8 +103,9 @@ ReplaySetup replay_setup(const po::variables_map& vm) {
   if (rule == "always") ro.switch_rule = SwitchRule::Always;
   else if (rule != "break-even") throw InputError("--switch", "unknown rule '" + rule + "' (known: break-even, always)");
   const std::string pool = vm["pool"].as<std::string>();
-  if (pool == "stable") ro.pool_rule = PoolRule::Stable;
-  else if (pool != "all") throw InputError("--pool", "unknown rule '" + pool + "' (known: all, stable)");
+  const std::optional<PoolRule> pool_rule = pool_rule_named(pool);
+  if (!pool_rule) throw InputError("--pool", "unknown rule '" + pool + "' (known: " + kPoolRuleNames + ")");
+  ro.pool_rule = *pool_rule;
   ro.volatility_window_s = seconds_flag(vm, "volatility-window");
   if (ro.volatility_window_s <= 0) throw InputError("--volatility-window", "expected seconds > 0, got " + vm["volatility-window"].as<std::string>());
   try {
@@ -155,7 +156,7 @@ std::string replay_config_yaml(const po::variables_map& vm, const ReplaySetup& r
   y << "\n  checkpoint_interval_s: " << o.checkpoint_interval_s
     << "\n  storage_bandwidth: " << units::format_bandwidth(o.storage_bandwidth) << "\n  restart_s: " << o.restart_s
     << "\n  coalesce_s: " << o.coalesce_s << "\n  switch: " << (o.switch_rule == SwitchRule::Always ? "always" : "break-even")
-    << "\n  pool: " << (o.pool_rule == PoolRule::Stable ? "stable" : "all") << "\n  volatility_window_s: " << o.volatility_window_s
+    << "\n  pool: " << pool_rule_name(o.pool_rule) << "\n  volatility_window_s: " << o.volatility_window_s
     << "\n  budget_evaluations: " << r.settings.budget_evaluations << "\n  budget_wall_s: " << r.settings.budget_wall_s
     << "\n  warm_start: " << (r.settings.warm_start ? "true" : "false") << "\n";
   if (std::find(r.planners.begin(), r.planners.end(), "arachne") != r.planners.end()) {

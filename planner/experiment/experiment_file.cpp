@@ -32,7 +32,7 @@ const std::vector<std::string> kReplayKeys = {"trace",        "format",        "
                                               "window",       "cluster",       "model",      "global_batch",
                                               "planners",     "until",         "coalesce",   "planning_time",
                                               "checkpoint_interval", "storage_bandwidth", "restart", "switch",
-                                              "warm_start",   "budget",        "seed"};
+                                              "pool",         "volatility_window", "warm_start", "budget", "seed"};
 const std::vector<std::string> kBudgetKeys = {"evaluations", "wall"};
 const std::vector<std::string> kWindowKeys = {"start", "end"};
 
@@ -280,6 +280,17 @@ class Parser {
       if (rule == "always") o.switch_rule = SwitchRule::Always;
       else if (rule != "break-even")
         fail(file_, n["switch"], prefix + "switch", "unknown rule '" + rule + "' (known: break-even, always)");
+    }
+    if (n["pool"].IsDefined()) {
+      const std::string rule = yaml_fields::require_scalar(n, "pool", file_, prefix);
+      const std::optional<PoolRule> r = pool_rule_named(rule);
+      if (!r) fail(file_, n["pool"], prefix + "pool", "unknown rule '" + rule + "' (known: " + kPoolRuleNames + ")");
+      o.pool_rule = *r;
+    }
+    if (n["volatility_window"].IsDefined()) {
+      o.volatility_window_s = seconds(n, "volatility_window", prefix);
+      if (o.volatility_window_s <= 0)
+        fail(file_, n["volatility_window"], prefix + "volatility_window", "expected seconds > 0");
     }
   }
 

@@ -295,6 +295,9 @@ std::string options_text(const Experiment& x, const std::vector<ExperimentCell>&
         << (r.options.fixed_planning_s ? std::to_string(*r.options.fixed_planning_s) : "measured") << " checkpoint "
         << r.options.checkpoint_interval_s << " restart " << r.options.restart_s << " storage "
         << r.options.storage_bandwidth << " switch " << (r.options.switch_rule == SwitchRule::Always ? "always" : "break-even")
+        << (r.options.pool_rule == PoolRule::All ? std::string()
+                                                  : std::string(" pool ") + pool_rule_name(r.options.pool_rule) + " window " +
+                                                        std::to_string(r.options.volatility_window_s))
         << " warm start " << r.warm_start << ", budget " << r.budget.evaluations << " evaluations, wall "
         << r.budget.wall_s << " s";
     }

@@ -77,6 +77,14 @@ Cluster snapshot_cluster(const AvailabilityTrace& trace, const std::vector<int>&
 
 double checkpoint_bytes(const ModelConfig& model) { return 14.0 * model.parameters(); }
 
+std::optional<PoolRule> pool_rule_named(const std::string& name) {
+  for (const PoolRule r : {PoolRule::All, PoolRule::Stable})
+    if (name == pool_rule_name(r)) return r;
+  return std::nullopt;
+}
+
+const char* pool_rule_name(PoolRule rule) { return rule == PoolRule::Stable ? "stable" : "all"; }
+
 ReplayResult replay(const AvailabilityTrace& trace, const GpuCatalog& catalog, const ModelConfig& model,
                     long global_batch, const ReplanCallback& replan, const ReplayOptions& opt) {
   ReplayResult out;

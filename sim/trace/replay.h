@@ -61,6 +61,10 @@ enum class SwitchRule { Always, BreakEven };
 // redundancy instead).
 enum class PoolRule { All, Stable };
 inline constexpr int kMaxVolatilityPools = 4;
+// The rules' names ("all", "stable"), for flags and files; nullopt for another name.
+std::optional<PoolRule> pool_rule_named(const std::string& name);
+const char* pool_rule_name(PoolRule rule);
+inline constexpr const char* kPoolRuleNames = "all, stable";
 
 struct ReplayOptions {
   double until_s = -1;                      // end of the replay (-1: the trace's end)

@@ -374,6 +374,10 @@ TEST(Experiment, BadFilesExitTwoWithTheLineAndWriteNothing) {
       {"wall without unit", head + "    planners: [megatron]\n    budget: {wall: 60}\n", ":5: comparisons[0].budget.wall: "},
       {"unknown replay key", "replays:\n  - trace: traces/native_small.csv\n    model: small-gpt.yaml\n    planners: [megatron]\n    windw: {start: \"0 s\"}\n",
        ":5: replays[0].windw: "},
+      {"unknown pool rule", "replays:\n  - trace: traces/native_small.csv\n    model: small-gpt.yaml\n    planners: [megatron]\n    pool: volatile\n",
+       ":5: replays[0].pool: "},
+      {"empty volatility window", "replays:\n  - trace: traces/native_small.csv\n    model: small-gpt.yaml\n    planners: [megatron]\n    pool: stable\n    volatility_window: \"0 s\"\n",
+       ":6: replays[0].volatility_window: "},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
