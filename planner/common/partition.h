@@ -13,23 +13,39 @@ namespace arachne::planner {
 // layers or every split has infinite cost.
 std::vector<int> minmax_partition(int layers, int stages, const std::function<double(int stage, int begin, int end)>& cost);
 
-// The same with the cost as any callable (inlined: for callers in a hot loop).
-template <class Cost>
-std::vector<int> minmax_partition_with(int layers, int stages, const Cost& cost) {
+namespace detail {
+// The linear-partition table both variants below fill (Skiena, The Algorithm Design Manual, §8.5):
+// best[s][e], the min over splits of layers [0, e) into s stages of the max stage cost, and cut[s][e], the
+// start of the last stage. fill(s, prev, row, cuts, max_end) fills row s for e in [s, max_end] from row
+// s - 1 (max_end leaves a layer for each later stage). Returns the boundaries, empty when none is finite.
+template <class Fill>
+std::vector<int> minmax_partition_table(int layers, int stages, const Fill& fill) {
   if (stages < 1 || stages > layers) return {};
   const double inf = std::numeric_limits<double>::infinity();
-  // best[s][e]: min over splits of layers [0, e) into s stages of the max stage cost; cut[s][e] the start
-  // of the last stage. Classic linear-partition DP (Skiena, The Algorithm Design Manual, §8.5).
   const int width = layers + 1;
   std::vector<double> best(static_cast<size_t>(stages + 1) * width, inf);
   std::vector<int> cut(static_cast<size_t>(stages + 1) * width, -1);
   best[0] = 0;
-  for (int s = 1; s <= stages; ++s) {
-    const double* prev = &best[static_cast<size_t>(s - 1) * width];
-    double* row = &best[static_cast<size_t>(s) * width];
-    int* cuts = &cut[static_cast<size_t>(s) * width];
-    const int max_end = layers - (stages - s);  // leave a layer for each later stage
-    for (int e = s; e <= max_end; ++e) {
+  for (int s = 1; s <= stages; ++s)
+    fill(s, &best[static_cast<size_t>(s - 1) * width], &best[static_cast<size_t>(s) * width],
+         &cut[static_cast<size_t>(s) * width], layers - (stages - s));
+  if (best[static_cast<size_t>(stages) * width + layers] == inf) return {};
+  std::vector<int> bounds(stages + 1);
+  bounds[stages] = layers;
+  for (int s = stages, e = layers; s >= 1; --s) {
+    e = cut[static_cast<size_t>(s) * width + e];
+    bounds[s - 1] = e;
+  }
+  return bounds;
+}
+}  // namespace detail
+
+// The same with the cost as any callable (inlined: for callers in a hot loop).
+template <class Cost>
+std::vector<int> minmax_partition_with(int layers, int stages, const Cost& cost) {
+  const double inf = std::numeric_limits<double>::infinity();
+  return detail::minmax_partition_table(layers, stages, [&](int s, const double* prev, double* row, int* cuts, int max_end) {
+    for (int e = s; e <= max_end; ++e)
       for (int b = s - 1; b < e; ++b) {
         // A split whose first s - 1 stages already cost at least the best so far cannot lower it (the
         // max only grows): its cost is not needed.
@@ -41,40 +57,21 @@ std::vector<int> minmax_partition_with(int layers, int stages, const Cost& cost)
           cuts[e] = b;
         }
       }
-    }
-  }
-  if (best[static_cast<size_t>(stages) * width + layers] == inf) return {};
-  std::vector<int> bounds(stages + 1);
-  bounds[stages] = layers;
-  for (int s = stages, e = layers; s >= 1; --s) {
-    e = cut[static_cast<size_t>(s) * width + e];
-    bounds[s - 1] = e;
-  }
-  return bounds;
+  });
 }
 
 // The same partition (the same boundaries, ties included) for a cost that never falls as a stage grows
 // to the left: cost(stage, b, e) >= cost(stage, b + 1, e), infinity included (a memory limit that admits a
-// range admits every range that ends there and starts later). The cut points are then tried from the right
-// and the search stops at the first one whose last stage alone costs more than the best so far: every cut
-// further left costs at least as much. O(stages * layers * reach) cost calls, reach the layers a stage spans
-// near the optimum, instead of O(stages * layers^2).
+// range admits every range that ends there and starts later). The cut points are then tried from the right,
+// after the previous end's cut as a first guess, and the search stops at the first one whose last stage
+// alone costs more than the best so far: every cut further left costs at least as much. O(stages * layers *
+// reach) cost calls, reach the layers a stage spans near the optimum, instead of O(stages * layers^2).
 template <class Cost>
 std::vector<int> minmax_partition_monotone_with(int layers, int stages, const Cost& cost) {
-  if (stages < 1 || stages > layers) return {};
   const double inf = std::numeric_limits<double>::infinity();
-  const int width = layers + 1;
-  std::vector<double> best(static_cast<size_t>(stages + 1) * width, inf);
-  std::vector<int> cut(static_cast<size_t>(stages + 1) * width, -1);
-  best[0] = 0;
-  for (int s = 1; s <= stages; ++s) {
-    const double* prev = &best[static_cast<size_t>(s - 1) * width];
-    double* row = &best[static_cast<size_t>(s) * width];
-    int* cuts = &cut[static_cast<size_t>(s) * width];
-    const int max_end = layers - (stages - s);
+  return detail::minmax_partition_table(layers, stages, [&](int s, const double* prev, double* row, int* cuts, int max_end) {
     for (int e = s; e <= max_end; ++e) {
-      // Seed the best with the previous end's cut (usually at or next to this end's), so the scan below
-      // stops early.
+      // The previous end's cut, usually at or next to this end's, seeds the best so the scan stops early.
       if (e > s && cuts[e - 1] >= 0 && prev[cuts[e - 1]] < inf) {
         const double c = cost(s - 1, cuts[e - 1], e);
         const double v = prev[cuts[e - 1]] > c ? prev[cuts[e - 1]] : c;
@@ -91,15 +88,7 @@ std::vector<int> minmax_partition_monotone_with(int layers, int stages, const Co
         }
       }
     }
-  }
-  if (best[static_cast<size_t>(stages) * width + layers] == inf) return {};
-  std::vector<int> bounds(stages + 1);
-  bounds[stages] = layers;
-  for (int s = stages, e = layers; s >= 1; --s) {
-    e = cut[static_cast<size_t>(s) * width + e];
-    bounds[s - 1] = e;
-  }
-  return bounds;
+  });
 }
 
 }  // namespace arachne::planner
