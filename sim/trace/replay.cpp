@@ -136,23 +136,30 @@ ReplayResult replay(const AvailabilityTrace& trace, const GpuCatalog& catalog, c
     return cache.emplace(gpus, std::move(e)).first->second;
   };
 
-  // Departures per trace node (replan times at which it offered fewer GPUs than at the replan before) and
-  // each node's rate over the trailing window at time t.
-  std::vector<std::vector<double>> departures(trace.nodes.size());
+  // Departures: the replan times at which some nodes offered fewer GPUs than at the replan before, with
+  // those nodes; per node, its own departure times.
+  std::vector<std::pair<double, std::vector<int>>> departures;
+  std::vector<std::vector<double>> node_departures(trace.nodes.size());
   std::vector<int> previous_gpus;
-  auto rate = [&](size_t node, double t) {
-    const std::vector<double>& d = departures[node];
+  auto in_window = [&](double when, double t) { return when > t - opt.volatility_window_s; };
+  // A node's departures per second over the trailing window at time t (ranks the nodes for the pools).
+  auto node_rate = [&](size_t node, double t) {
+    const std::vector<double>& d = node_departures[node];
     const auto first = std::upper_bound(d.begin(), d.end(), t - opt.volatility_window_s);
     return static_cast<double>(d.end() - first) / opt.volatility_window_s;
   };
   // The training time one departure costs a job that uses the node (replay.h PoolRule).
   const double loss_per_departure_s =
       (opt.checkpoint_interval_s > 0 ? opt.checkpoint_interval_s : opt.volatility_window_s) / 2 + reconfig_s;
+  // Departures that would have hit a plan using nodes `used`, per second over the window: each departure
+  // time once however many of its nodes the plan uses (preemptions come in waves: a wave that takes nodes
+  // the plan leaves idle usually takes some it uses too).
   auto expected_tokens_per_s = [&](const Evaluated& e, double t) {
     if (opt.pool_rule == PoolRule::All) return e.tokens_per_s;
-    double departures_per_s = 0;
-    for (size_t i = 0; i < e.used.size(); ++i)
-      if (e.used[i] > 0) departures_per_s += rate(i, t);
+    int hits = 0;
+    for (auto it = departures.rbegin(); it != departures.rend() && in_window(it->first, t); ++it)
+      hits += std::any_of(it->second.begin(), it->second.end(), [&](int i) { return e.used[i] > 0; });
+    const double departures_per_s = hits / opt.volatility_window_s;
     return e.tokens_per_s * std::max(0.0, 1 - loss_per_departure_s * departures_per_s);
   };
   // The pools offered at time t: every available GPU, then (PoolRule::Stable) without the nodes of the k
@@ -162,13 +169,13 @@ ReplayResult replay(const AvailabilityTrace& trace, const GpuCatalog& catalog, c
     if (opt.pool_rule == PoolRule::All) return out_pools;
     std::vector<double> rates;
     for (size_t i = 0; i < gpus.size(); ++i)
-      if (gpus[i] > 0 && rate(i, t) > 0) rates.push_back(rate(i, t));
+      if (gpus[i] > 0 && node_rate(i, t) > 0) rates.push_back(node_rate(i, t));
     std::sort(rates.begin(), rates.end(), std::greater<>());
     rates.erase(std::unique(rates.begin(), rates.end()), rates.end());
     for (size_t k = 0; k < rates.size() && static_cast<int>(out_pools.size()) < kMaxVolatilityPools; ++k) {
       std::vector<int> pool = gpus;
       for (size_t i = 0; i < gpus.size(); ++i)
-        if (rate(i, t) >= rates[k]) pool[i] = 0;
+        if (node_rate(i, t) >= rates[k]) pool[i] = 0;
       out_pools.push_back(std::move(pool));
     }
     return out_pools;
@@ -217,9 +224,12 @@ ReplayResult replay(const AvailabilityTrace& trace, const GpuCatalog& catalog, c
 
     // Replan on the snapshot, or on each pool the pool rule offers (each simulated once per distinct
     // snapshot), and take the pool whose plan trains the most in expectation.
-    if (k > 0)
+    if (k > 0) {
+      std::vector<int> gone;
       for (size_t i = 0; i < gpus.size(); ++i)
-        if (gpus[i] < previous_gpus[i]) departures[i].push_back(t0);
+        if (gpus[i] < previous_gpus[i]) gone.push_back(static_cast<int>(i)), node_departures[i].push_back(t0);
+      if (!gone.empty()) departures.emplace_back(t0, std::move(gone));
+    }
     previous_gpus = gpus;
     double planning_s = 0;
     const Evaluated* chosen = nullptr;

@@ -49,12 +49,14 @@ enum class SwitchRule { Always, BreakEven };
 
 // Which GPUs the job offers its planner at a replan:
 //   All    - every available GPU;
-//   Stable - also the pools without the nodes that left most often lately, and it runs the plan that trains
-//            the most in expectation: v (1 - L sum_i lambda_i) over the nodes i the plan uses, v its tokens/s,
-//            lambda_i node i's departures (replans at which it offered fewer GPUs than at the one before) per
-//            second over the trailing `volatility_window_s`, L the training one departure costs (half a
+//   Stable - also the pools without the nodes that left most often lately (a node leaves at a replan where it
+//            offers fewer GPUs than at the one before), and it runs the plan that trains the most in
+//            expectation: v (1 - L r), v its tokens/s, r the departures over the trailing
+//            `volatility_window_s` that took some node the plan uses, per second (a departure time counts once
+//            however many of the plan's nodes it took: spot preemptions come in waves, and a wave that takes
+//            the nodes a plan leaves idle takes some it uses too), L the training one departure costs (half a
 //            checkpoint interval of lost work - half the window without checkpoints - plus the checkpoint
-//            load and restart). Pools: without the nodes of the k highest rates, k = 1 ..
+//            load and restart). Pools: without the nodes of the k highest departure counts, k = 1 ..
 //            kMaxVolatilityPools - 1. Each pool is planned (and its planning time charged) like a snapshot.
 // A plan that uses a volatile node loses, at each of its departures, the work since the last checkpoint
 // (the cost of preemptions that Bamboo, Thorpe et al. NSDI'23, and Oobleck, Jang et al. SOSP'23, avoid by
