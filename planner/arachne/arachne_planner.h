@@ -14,7 +14,8 @@
 //      unfolds, widens with idle GPUs and splits into pipelines of different depths
 //      (planner/template/neighbors.h);
 //   3. completion of every template by rule and a small candidate set, each candidate priced by the fast
-//      estimator (planner/template/completion.h, estimator.h); a wall-clock budget stops it (the templates
+//      estimator (planner/template/completion.h, estimator.h), except a template whose GEMM lower bound, or a
+//      memory level whose analytic split, is no faster than the best price so far; a wall-clock budget stops it (the templates
 //      completed so far are kept); when no template of the source completes within memory, steps 2-3 run
 //      again with a beam kArachneWidenFactor times as wide, up to kArachneWidestBeam (every source but
 //      `exhaustive`, whose space is fixed): where the first templates all run out of memory, more of them
