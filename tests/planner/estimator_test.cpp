@@ -80,6 +80,14 @@ TEST(Estimator, PipelineInOneNodeFollowsTheSimulatorsSchedule) {
   }
 }
 
+// The plan fits, and its estimate is within `tolerance` (relative) of its simulated iteration time.
+void expect_estimate_near_simulation(const Cluster& c, const Topology& t, const ModelConfig& m, const Plan& p, double tolerance) {
+  const Estimate e = Estimator(c, t, m).estimate(p);
+  ASSERT_TRUE(e.fits);
+  const double sim = simulated(c, t, m, p);
+  EXPECT_NEAR(e.iteration_s / sim, 1.0, tolerance) << "estimated " << e.iteration_s << " s, simulated " << sim << " s";
+}
+
 // Gradient reduction through NICs that serve several communicators at once: sailor-example-a100-v100 (4-GPU
 // nodes, one 6 GB/s NIC each) with 32 three-stage pipelines of gpt3-1.3b under ZeRO-1 - stage 0 on the A100
 // nodes (four pipelines per node), stages 1 and 2 (two groups) on the V100 nodes. Each node's NIC carries the
@@ -101,11 +109,7 @@ TEST(Estimator, GradientReductionSharesItsNicsWithOtherCommunicators) {
             "      - {layers: [11, 16], groups: [{gpus: \"" + v100(3 * p) + "\", tp: 1, share: 1}]}\n"
             "      - {layers: [16, 24], groups: [{gpus: \"" + v100(3 * p + 1) + "\", tp: 1, share: 0.5}, {gpus: \"" +
             v100(3 * p + 2) + "\", tp: 1, share: 0.5}]}\n";
-  const Plan p = parse_plan_yaml_text(yaml, "shared-nic plan", c);
-  const Estimate e = Estimator(c, t, m).estimate(p);
-  ASSERT_TRUE(e.fits);
-  const double sim = simulated(c, t, m, p);
-  EXPECT_NEAR(e.iteration_s / sim, 1.0, 0.06) << "estimated " << e.iteration_s << " s, simulated " << sim << " s";
+  expect_estimate_near_simulation(c, t, m, parse_plan_yaml_text(yaml, "shared-nic plan", c), 0.06);
 }
 
 // Expert parallelism across pipelines with two TP groups per stage: each group's EP peers are the same
@@ -127,11 +131,7 @@ TEST(Estimator, ConcurrentAllToAllsOfOneStageShareTheirNics) {
               node + ":2-3\", tp: 2, share: 0.5}]}\n";
     }
   }
-  const Plan p = parse_plan_yaml_text(yaml, "shared-nic MoE plan", c);
-  const Estimate e = Estimator(c, t, m).estimate(p);
-  ASSERT_TRUE(e.fits);
-  const double sim = simulated(c, t, m, p);
-  EXPECT_NEAR(e.iteration_s / sim, 1.0, 0.05) << "estimated " << e.iteration_s << " s, simulated " << sim << " s";
+  expect_estimate_near_simulation(c, t, m, parse_plan_yaml_text(yaml, "shared-nic MoE plan", c), 0.05);
 }
 
 // Memory: the estimator calls stage_memory with build_stage_work's inputs, so its verdict and peak fraction
