@@ -596,22 +596,24 @@ struct Estimator::Impl {
   // groups per stage and EP across pipelines, the groups' all-to-alls share the nodes' NICs).
   void add_expert_parallel_time(const Plan& plan, std::vector<Worker>& ws) const {
     if (!model.moe) return;
-    // The EP groups that run at once: by (pipeline shape, virtual stage, chunk), each group once (its
-    // first peer stands for it).
+    auto moe_layers_of = [&](const Chunk& c) {
+      int n = 0;
+      for (int l = c.begin; l < c.end; ++l) n += model.is_moe_layer(l);
+      return n;
+    };
+    // The EP groups that run all-to-alls at once: by (pipeline shape, virtual stage, chunk), each group once
+    // (its first peer stands for it), those whose chunk holds MoE layers (pipelines of one shape may split
+    // the layers differently).
     std::map<std::tuple<int, int, long, int, int>, std::vector<std::pair<int, int>>> concurrent;
     for (size_t wi = 0; wi < ws.size(); ++wi)
       for (size_t ci = 0; ci < ws[wi].chunks.size(); ++ci) {
         const Chunk& c = ws[wi].chunks[ci];
-        if (c.ep <= 1 || c.ep_peers.front() != static_cast<int>(wi)) continue;
+        if (c.ep <= 1 || c.ep_peers.front() != static_cast<int>(wi) || moe_layers_of(c) == 0) continue;
         const Pipeline& pl = plan.pipelines[ws[wi].pipeline];
         concurrent[{static_cast<int>(pl.stages.size()), pl.micro_batch, pl.micro_batches, c.vstage, static_cast<int>(ci)}]
             .push_back({static_cast<int>(wi), static_cast<int>(ci)});
       }
     for (const auto& [shape, groups] : concurrent) {
-      const Chunk& c0 = ws[groups.front().first].chunks[groups.front().second];
-      int moe_layers = 0;
-      for (int l = c0.begin; l < c0.end; ++l) moe_layers += model.is_moe_layer(l);
-      if (moe_layers == 0) continue;
       std::vector<EpLoad> loads;
       for (const auto& [wi, ci] : groups) loads.push_back(ep_load(plan, ws, ws[wi], ws[wi].chunks[ci], ci));
       // All the groups' all-to-alls at once, after the per-call overhead of the slowest GPU to start one
@@ -637,6 +639,7 @@ struct Estimator::Impl {
       const double bwd_a2a = plan.recompute == Recompute::Full ? a2a(2.0) : fwd_a2a;
       for (size_t k = 0; k < groups.size(); ++k) {
         const Chunk& lead = ws[groups[k].first].chunks[groups[k].second];
+        const int moe_layers = moe_layers_of(lead);
         const auto [expert_f, expert_b] = expert_time(plan, ws, lead, loads[k]);
         for (int peer : lead.ep_peers) {
           Chunk& c = ws[peer].chunks[groups[k].second];
