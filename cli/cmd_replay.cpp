@@ -107,7 +107,7 @@ ReplaySetup replay_setup(const po::variables_map& vm) {
   if (!pool_rule) throw InputError("--pool", "unknown rule '" + pool + "' (known: " + kPoolRuleNames + ")");
   ro.pool_rule = *pool_rule;
   ro.volatility_window_s = seconds_flag(vm, "volatility-window");
-  if (ro.volatility_window_s <= 0) throw InputError("--volatility-window", "expected seconds > 0, got " + vm["volatility-window"].as<std::string>());
+  check_volatility_window(ro.volatility_window_s, "--volatility-window");
   try {
     ro.storage_bandwidth = units::parse_bandwidth(vm["storage-bandwidth"].as<std::string>());
   } catch (const std::invalid_argument& e) {

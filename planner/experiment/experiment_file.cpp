@@ -289,8 +289,7 @@ class Parser {
     }
     if (n["volatility_window"].IsDefined()) {
       o.volatility_window_s = seconds(n, "volatility_window", prefix);
-      if (o.volatility_window_s <= 0)
-        fail(file_, n["volatility_window"], prefix + "volatility_window", "expected seconds > 0");
+      check_volatility_window(o.volatility_window_s, yaml_fields::where_of(n, "volatility_window", file_, prefix));
     }
   }
 

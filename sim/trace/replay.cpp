@@ -167,15 +167,17 @@ ReplayResult replay(const AvailabilityTrace& trace, const GpuCatalog& catalog, c
   auto pools = [&](const std::vector<int>& gpus, double t) {
     std::vector<std::vector<int>> out_pools{gpus};
     if (opt.pool_rule == PoolRule::All) return out_pools;
-    std::vector<double> rates;
-    for (size_t i = 0; i < gpus.size(); ++i)
-      if (gpus[i] > 0 && node_rate(i, t) > 0) rates.push_back(node_rate(i, t));
+    std::vector<double> rate(gpus.size()), rates;
+    for (size_t i = 0; i < gpus.size(); ++i) {
+      rate[i] = node_rate(i, t);
+      if (gpus[i] > 0 && rate[i] > 0) rates.push_back(rate[i]);
+    }
     std::sort(rates.begin(), rates.end(), std::greater<>());
     rates.erase(std::unique(rates.begin(), rates.end()), rates.end());
     for (size_t k = 0; k < rates.size() && static_cast<int>(out_pools.size()) < kMaxVolatilityPools; ++k) {
       std::vector<int> pool = gpus;
       for (size_t i = 0; i < gpus.size(); ++i)
-        if (node_rate(i, t) >= rates[k]) pool[i] = 0;
+        if (rate[i] >= rates[k]) pool[i] = 0;
       out_pools.push_back(std::move(pool));
     }
     return out_pools;
@@ -316,6 +318,10 @@ ReplayResult replay(const AvailabilityTrace& trace, const GpuCatalog& catalog, c
   }
   tot.effective_tokens_per_s = end > 0 ? tot.tokens_trained / end : 0;
   return out;
+}
+
+void check_volatility_window(double seconds, const std::string& where) {
+  if (seconds <= 0) throw InputError(where, "expected seconds > 0, got " + std::to_string(seconds));
 }
 
 void check_checkpoint_interval(double seconds, const std::string& where) {

@@ -84,6 +84,8 @@ struct ReplayOptions {
 // The checkpoint interval is 0 (none) or within [limits::kMinCheckpointIntervalS, kTraceSeconds.max];
 // throws InputError(where, ...) otherwise.
 void check_checkpoint_interval(double seconds, const std::string& where);
+// PoolRule::Stable's window is more than 0 seconds; throws InputError(where, ...) otherwise.
+void check_volatility_window(double seconds, const std::string& where);
 
 struct ReplayInterval {
   double start_s = 0, end_s = 0;
