@@ -599,6 +599,10 @@ struct Level {
   BatchPlanner batch;
   Level(const Template& t, const Layout& layout, CompletionCache::Impl& cache, MemoryLevel m, long global)
       : memory(m), costs(class_costs(t, layout, cache.times, cache.memory, m)), batch(layout, costs, global) {}
+  // Whether memory decided a choice of this level's batch split or micro-batch sizes (always when no split fits).
+  bool memory_decided(bool split) const {
+    return !split || std::any_of(costs.begin(), costs.end(), [](const PipelineCosts& c) { return c.memory_decided(); });
+  }
 };
 
 // Admits a split at the last of `levels` only when it fits at no level of less recompute.
@@ -636,19 +640,25 @@ std::vector<CompletedPlan> price_levels(const Template& t, const Layout& layout,
   std::vector<std::unique_ptr<Level>> levels;
   std::vector<CompletedPlan> plans;
   RecomputeGate gate;
+  // Per ZeRO-1 setting: memory decided nothing at a level of less recompute, so more recompute (slower
+  // layers, a looser limit) cannot split faster and is not worked out.
+  std::array<bool, 2> memory_free{false, false};
   for (const MemoryLevel memory : memory_levels(zero1_helps(layout))) {
+    if (memory_free[memory.zero1]) continue;
     levels.push_back(std::make_unique<Level>(t, layout, cache, memory, in.global_batch));
     Level& level = *levels.back();
     const std::optional<BatchSplit> split = level.batch.split();
-    if (!split) continue;  // nothing fits at this level
-    const double analytic_s = level.batch.time(*split);
-    if (!gate.pays(memory.recompute, analytic_s) || analytic_s >= opt.skip_analytic_above_s) continue;
-    Pricer pricer(t, layout, level.costs, in, price, memory, needs_recompute(levels), opt.max_priced);
-    price_candidates(level.batch, *split, static_cast<int>(t.pipelines.size()), pricer);
-    std::vector<CompletedPlan> priced = pricer.take();
-    if (priced.empty()) continue;
-    gate.record(memory.recompute, analytic_s);
-    for (CompletedPlan& p : priced) plans.push_back(std::move(p));
+    if (split) {
+      const double analytic_s = level.batch.time(*split);
+      if (gate.pays(memory.recompute, analytic_s) && analytic_s < opt.skip_analytic_above_s) {
+        Pricer pricer(t, layout, level.costs, in, price, memory, needs_recompute(levels), opt.max_priced);
+        price_candidates(level.batch, *split, static_cast<int>(t.pipelines.size()), pricer);
+        std::vector<CompletedPlan> priced = pricer.take();
+        if (!priced.empty()) gate.record(memory.recompute, analytic_s);
+        for (CompletedPlan& p : priced) plans.push_back(std::move(p));
+      }
+    }
+    memory_free[memory.zero1] = !level.memory_decided(split.has_value());
   }
   return plans;
 }

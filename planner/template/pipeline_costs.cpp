@@ -355,8 +355,14 @@ PipelineCosts::Choice PipelineCosts::best(long n) {
     }
   std::vector<std::pair<double, int>>& order = order_;
   order.clear();
+  std::vector<int>& ruled_out = ruled_out_;  // sizes that do not fit in memory
+  ruled_out.clear();
   for (const long b : divisors) {
-    if (b < min_micro_batch_ || known_too_big(static_cast<int>(b), 1)) continue;
+    if (b < min_micro_batch_) continue;
+    if (known_too_big(static_cast<int>(b), 1)) {
+      ruled_out.push_back(static_cast<int>(b));
+      continue;
+    }
     const double m = static_cast<double>(n / b);
     order.emplace_back(work_lower_bound(static_cast<int>(b)) * (1 + (m - 1) / depth()), static_cast<int>(b));
   }
@@ -365,9 +371,62 @@ PipelineCosts::Choice PipelineCosts::best(long n) {
   for (const auto& [bound, b] : order) {
     if (bound > c.time_s || (bound == c.time_s && b > c.micro_batch)) break;
     const double t = time(n, b);
+    if (t == kInf) ruled_out.push_back(b);  // b divides n: only memory makes it infinite
     if (t < c.time_s || (t == c.time_s && b < c.micro_batch)) c = {t, b};
   }
+  if (!memory_decided_) memory_decided_ = memory_decides(n, c);
   return best_[n] = c;
+}
+
+bool PipelineCosts::memory_decides(long n, const Choice& c) {
+  if (c.micro_batch == 0) return true;
+  // A ruled-out size could win only if, without the limit, its time would be below the choice.
+  for (const int b : ruled_out_) {
+    const auto [sum, slowest] = unlimited_stages(b);
+    if (sum + static_cast<double>(n / b - 1) * slowest < c.time_s) return true;
+  }
+  return limit_shapes_partition(c.micro_batch, n / c.micro_batch);
+}
+
+std::pair<double, double> PipelineCosts::unlimited_stages(int b) {
+  if (auto it = unlimited_stages_.find(b); it != unlimited_stages_.end()) return it->second;
+  std::vector<const std::vector<const LayerTimes::Table*>*> tables(depth());
+  for (int j = 0; j < depth(); ++j) tables[j] = &group_tables(j, b);
+  auto cost = [&](int j, int begin, int end) {
+    double worst = 0;
+    for (const LayerTimes::Table* t : *tables[j]) worst = std::max(worst, t->stage_s(begin, end));
+    return worst;
+  };
+  const std::vector<int> bounds = minmax_partition_monotone_with(layers_, depth(), cost);
+  double sum = 0, slowest = 0;
+  for (int j = 0; j < depth(); ++j) {
+    const double t = cost(j, bounds[j], bounds[j + 1]);
+    sum += t;
+    slowest = std::max(slowest, t);
+  }
+  return unlimited_stages_.emplace(b, std::make_pair(sum, slowest)).first->second;
+}
+
+bool PipelineCosts::limit_shapes_partition(int b, long m) {
+  const std::vector<int>& bounds = partition(b, m);
+  if (bounds.empty()) return true;
+  double slowest = 0;
+  for_each_stage_time(b, m, [&](double x) { slowest = std::max(slowest, x); });
+  // Stage j starts at x >= j and ends at most where each later stage keeps one layer; the cheapest range
+  // the limit rules out from x is the one a layer past max_ends (times grow with the range).
+  for (int j = 0; j < depth(); ++j) {
+    const std::vector<int>& ends = max_ends(j, b, std::min<long>(depth() - j, m));
+    const int last_end = layers_ - (depth() - 1 - j);
+    const int last_start = j == 0 ? 0 : last_end - 1;
+    for (int x = j; x <= last_start; ++x) {
+      const int end = j + 1 == depth() ? layers_ : ends[x] + 1;
+      if (ends[x] >= end || end > last_end) continue;  // nothing within reach is ruled out
+      double worst = 0;
+      for (const LayerTimes::Table* t : group_tables(j, b)) worst = std::max(worst, t->stage_s(x, end));
+      if (worst < slowest) return true;
+    }
+  }
+  return false;
 }
 
 double PipelineCosts::speed(long max_b) {

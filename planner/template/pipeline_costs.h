@@ -153,6 +153,12 @@ class PipelineCosts {
   Choice best(long n);
   // Steady-state samples per second: the best b / slowest-stage time over power-of-two b up to max_b.
   double speed(long max_b);
+  // Whether the memory limit decided one of best()'s choices so far: a micro-batch size it ruled out had a
+  // lower bound below the chosen time, or a range it ruled out was faster than the chosen size's slowest
+  // stage. Where it never did, the same class with more recompute (slower layers, a looser limit) is taken
+  // to choose no faster (not a proof: the stage sums of different partitions differ; tested over random
+  // classes in completion_test).
+  bool memory_decided() const { return memory_decided_; }
 
  private:
   LayerTimes& times_;
@@ -184,6 +190,16 @@ class PipelineCosts {
   std::vector<std::vector<double>> usable_bytes_;
 
   std::map<int, double> work_;  // b -> work_lower_bound(b)
+  bool memory_decided_ = false;
+  std::vector<int> ruled_out_;  // best()'s scratch: sizes that do not fit
+  // Whether the memory limit may have decided best(n)'s choice c (memory_decided()).
+  bool memory_decides(long n, const Choice& c);
+  // Whether the memory limit shaped partition(b, m): a range it rules out is faster than the partition's
+  // slowest stage (else the unlimited min-max partition is no better).
+  bool limit_shapes_partition(int b, long m);
+  // The stage sum and slowest stage of the min-max partition for micro-batch b without the memory limit.
+  std::pair<double, double> unlimited_stages(int b);
+  std::map<int, std::pair<double, double>> unlimited_stages_;  // by b
 
   // The layer-time tables of stage `stage`'s groups at their shares of micro-batch b.
   const std::vector<const LayerTimes::Table*>& group_tables(int stage, int b);

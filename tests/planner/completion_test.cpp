@@ -1,7 +1,7 @@
 // Tests of template completion (planner/template/completion.h): valid plans on homogeneous, heterogeneous,
 // multi-type-stage and MoE templates; TP groups inside nodes and stages inside one node where one holds
 // them; the global batch split exactly, faster pipelines and groups taking more samples; recompute and
-// ZeRO-1 only when the plan does not fit without them; uneven experts in proportion to speed; determinism;
+// ZeRO-1 only when the plan does not fit without them, more recompute no faster where memory decided nothing; uneven experts in proportion to speed; determinism;
 // and the key property: completing the oracle's own structure recovers the oracle's simulated time within
 // 1 % where the oracle's search is complete.
 #include <gtest/gtest.h>
@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -362,6 +363,50 @@ TEST(Completion, BestMicroBatchIsTheBestDivisor) {
       EXPECT_EQ(got.time_s, best) << "n=" << n;
     }
   }
+}
+
+TEST(Completion, MoreRecomputeChoosesNoFasterWhereMemoryDecidedNothing) {
+  // PipelineCosts::memory_decided lets completion skip a level of more recompute: its layers are slower and
+  // only a looser memory limit could make it faster. Over random pipeline classes (1-4 stages of 1-2 groups
+  // of three GPU types, TP 1-4) and sample counts, wherever the level of less recompute (same ZeRO-1
+  // setting) reports that memory decided nothing, the level of more recompute must choose no faster.
+  const Cluster c = parse_cluster_spec("A100-80:1x8,V100-32:1x8,T4:1x4", GpuCatalog::load_default());
+  const std::vector<std::string> types{"A100-80", "V100-32", "T4"};
+  int free_cases = 0, decided_cases = 0;
+  for (const char* name : {"gpt3-1.3b", "gpt3-13b"}) {
+    const ModelConfig m = load_model(name);
+    const Profiler profiler(c, m);
+    LayerTimes times(profiler);
+    StageMemoryLines memory(profiler);
+    std::mt19937 rng(11);
+    for (int draw = 0; draw < 40; ++draw) {
+      std::vector<StageCostSpec> stages(1 + rng() % 4);
+      const int tp = 1 << (rng() % 3);
+      for (StageCostSpec& s : stages) {
+        s.tp = tp;
+        s.groups.resize(1 + rng() % 2);
+        for (GroupCostSpec& g : s.groups) g.gpu_type = types[rng() % types.size()];
+        s.zero1_dp = 2;
+      }
+      const long n = 1 + static_cast<long>(rng() % 64);
+      const std::vector<MemoryLevel> levels = memory_levels(true);
+      for (size_t lo = 0; lo < levels.size(); ++lo)
+        for (size_t hi = lo + 1; hi < levels.size(); ++hi) {
+          if (levels[hi].zero1 != levels[lo].zero1 || levels[hi].recompute <= levels[lo].recompute) continue;
+          PipelineCosts less(times, memory, stages, levels[lo]), more(times, memory, stages, levels[hi]);
+          const double t_less = less.best(n).time_s;
+          if (less.memory_decided()) {
+            ++decided_cases;
+            continue;
+          }
+          ++free_cases;
+          EXPECT_GE(more.best(n).time_s, t_less) << name << " draw " << draw << " n=" << n << " levels " << lo << "->" << hi;
+        }
+    }
+  }
+  std::printf("[memory decided] %d cases free of memory, %d decided by it\n", free_cases, decided_cases);
+  EXPECT_GT(free_cases, 50);  // both kinds occur: the check is not vacuous
+  EXPECT_GT(decided_cases, 50);
 }
 
 // Whether the template space holds the plan's structure: every stage's groups share one tp (template_of
