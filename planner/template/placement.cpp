@@ -18,8 +18,17 @@ struct Demand {
 class FreeGpus {
  public:
   explicit FreeGpus(const Cluster& c) : c_(c), free_(c.nodes.size()) {
-    for (const Node& n : c.nodes)
+    for (const Node& n : c.nodes) {
       for (int k = 0; k < n.gpus; ++k) free_[n.id].push_back(k);
+      const std::string& type = c.group_of_node(n.id).gpu;
+      auto it = std::find(types_.begin(), types_.end(), type);
+      if (it == types_.end()) {
+        types_.push_back(type);
+        nodes_of_type_.emplace_back();
+        it = types_.end() - 1;
+      }
+      nodes_of_type_[it - types_.begin()].push_back(n.id);
+    }
     per_leaf_ = std::max(1, c.network.nodes_per_leaf);
   }
 
@@ -27,26 +36,27 @@ class FreeGpus {
   // uses) where that is as good; nullopt when the free GPUs cannot hold them.
   std::optional<std::vector<std::vector<GpuId>>> take(const std::string& type, int tp, int groups,
                                                       const std::vector<int>& near) {
-    if (const int node = one_node(type, tp * groups, near); node >= 0) return fill({node}, tp, groups, near);
+    const auto it = std::find(types_.begin(), types_.end(), type);
+    if (it == types_.end()) return std::nullopt;
+    const std::vector<int>& of_type = nodes_of_type_[it - types_.begin()];  // ascending ids
+    if (const int node = one_node(of_type, tp * groups, near); node >= 0) return fill({node}, tp, groups, near);
     for (const int leaf : leaf_order(near)) {
       std::vector<int> nodes;
-      for (const Node& n : c_.nodes)
-        if (leaf_of(n.id) == leaf && is_type(n.id, type)) nodes.push_back(n.id);
+      for (const int n : of_type)
+        if (leaf_of(n) == leaf) nodes.push_back(n);
       if (capacity(nodes, tp) >= groups) return fill(nodes, tp, groups, near);
     }
-    std::vector<int> nodes;
-    for (const Node& n : c_.nodes)
-      if (is_type(n.id, type)) nodes.push_back(n.id);
-    if (capacity(nodes, tp) >= groups) return fill(nodes, tp, groups, near);
+    if (capacity(of_type, tp) >= groups) return fill(of_type, tp, groups, near);
     return std::nullopt;
   }
 
  private:
   const Cluster& c_;
   std::vector<std::vector<int>> free_;  // per node: free local GPU indices, ascending
+  std::vector<std::string> types_;      // the GPU types of the nodes, in order of first node
+  std::vector<std::vector<int>> nodes_of_type_;  // per type: its nodes, ascending
   int per_leaf_ = 1;
 
-  bool is_type(int node, const std::string& type) const { return c_.group_of_node(node).gpu == type; }
   int leaf_of(int node) const { return node / per_leaf_; }  // sim/hw/topology.cpp: one leaf per nodes_per_leaf nodes
   int free_count(int node) const { return static_cast<int>(free_[node].size()); }
   static bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
@@ -56,15 +66,16 @@ class FreeGpus {
     return groups;
   }
 
-  // The node that holds `need` GPUs: near first, whole (larger) nodes first, tightest fit, lowest id; -1 if none.
-  int one_node(const std::string& type, int need, const std::vector<int>& near) const {
+  // The node of `nodes` that holds `need` GPUs: near first, whole (larger) nodes first, tightest fit, lowest
+  // id; -1 if none.
+  int one_node(const std::vector<int>& nodes, int need, const std::vector<int>& near) const {
     int best = -1;
     std::tuple<bool, int, int, int> best_key;
-    for (const Node& n : c_.nodes) {
-      if (!is_type(n.id, type) || free_count(n.id) < need) continue;
-      const auto key = std::make_tuple(!contains(near, n.id), -n.gpus, free_count(n.id) - need, n.id);
+    for (const int n : nodes) {
+      if (free_count(n) < need) continue;
+      const auto key = std::make_tuple(!contains(near, n), -c_.nodes[n].gpus, free_count(n) - need, n);
       if (best < 0 || key < best_key) {
-        best = n.id;
+        best = n;
         best_key = key;
       }
     }
