@@ -651,7 +651,11 @@ std::vector<CompletedPlan> price_levels(const Template& t, const Layout& layout,
     if (split) {
       const double analytic_s = level.batch.time(*split);
       if (gate.pays(memory.recompute, analytic_s) && analytic_s < opt.skip_analytic_above_s) {
-        Pricer pricer(t, layout, level.costs, in, price, memory, needs_recompute(levels), opt.max_priced);
+        // Priced: a candidate analytically faster than the caller's bound that needs this level's recompute.
+        Pricer::Admit admit = [needs = needs_recompute(levels), &level, skip = opt.skip_analytic_above_s](const BatchSplit& s) {
+          return level.batch.time(s) < skip && needs(s);
+        };
+        Pricer pricer(t, layout, level.costs, in, price, memory, std::move(admit), opt.max_priced);
         price_candidates(level.batch, *split, static_cast<int>(t.pipelines.size()), pricer);
         std::vector<CompletedPlan> priced = pricer.take();
         if (!priced.empty()) gate.record(memory.recompute, analytic_s);

@@ -31,9 +31,10 @@ using PlanPricer = std::function<std::optional<double>(const Plan&)>;
 struct CompletionOptions {
   int max_candidates = 8;  // plans returned (best first)
   int max_priced = 32;     // calls of `price` per memory level tried (at most 6 levels)
-  // A memory level whose analytic batch split (stage compute from the per-layer times in 1F1B, without
-  // communication or the optimizer step) takes at least this long is not priced: a planner passes the best
-  // price it has, which such a level's plans rarely beat. Infinity: every level is priced.
+  // A candidate whose analytic batch split (stage compute from the per-layer times in 1F1B, without
+  // communication or the optimizer step) takes at least this long is not priced, nor is a memory level whose
+  // first split does: a planner passes the best price it has, which such plans rarely beat. Infinity: every
+  // candidate is priced.
   double skip_analytic_above_s = std::numeric_limits<double>::infinity();
 };
 

@@ -1147,14 +1147,16 @@ struct Estimator::Impl {
   // several load at once (e.g. one NIC serving GPUs of different pipelines), where shared_links' bound moves
   // only the one that ends last.
   void processor_sharing() const {
-    shared_loads.resize(slot_owner.size());
-    for (auto& loads : shared_loads) loads.clear();
+    const size_t slots = slot_owner.size();
+    if (shared_loads.size() < slots) shared_loads.resize(slots);  // never shrunk: the lists keep their capacity
+    for (size_t k = 0; k < slots; ++k) shared_loads[k].clear();
     for (const int id : active_communicators) {
       const Communicator& c = communicators[id];
       for (const auto& [l, per_byte] : c.shape->busy_links)
         if (link_loaders[l] > 1) shared_loads[link_slot[l]].push_back({id, coef.dp * per_byte * c.bytes});
     }
-    for (const auto& loads : shared_loads) {
+    for (size_t k = 0; k < slots; ++k) {
+      const auto& loads = shared_loads[k];
       if (loads.size() < 2) continue;
       for (const auto& [id, w] : loads) {
         const Communicator& c = communicators[id];

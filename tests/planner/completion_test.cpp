@@ -317,6 +317,40 @@ TEST(Completion, SharedCacheGivesTheSamePlansAsAFreshCompletion) {
   }
 }
 
+// skip_analytic_above_s leaves unpriced every candidate whose analytic split is no faster than the bound.
+// The analytic split leaves out communication and the optimizer step, so it should not exceed the priced
+// time: with the bound just above a template's best price, completion still finds that plan (while pricing
+// fewer), and with a bound of zero it prices nothing.
+TEST(Completion, AnalyticSkipKeepsTheBestPlanAndPricesLess) {
+  for (const char* name : {"gpt3-1.3b", "gpt3-13b"}) {
+    const Fixture f("A100-80:2x8,V100-32:2x4,T4:2x4", load_model(name));
+    const Estimator est(f.cluster, f.topo, f.model);
+    long calls = 0;
+    const PlanPricer price = [&](const Plan& p) -> std::optional<double> {
+      ++calls;
+      const Estimate e = est.estimate(p);
+      return e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
+    };
+    long all_calls = 0, skip_calls = 0;
+    int compared = 0;
+    for (const Template& t : heuristic_templates(f.cluster, f.model, 8)) {
+      calls = 0;
+      const auto all = complete_template(t, f.input(), price);
+      all_calls += calls;
+      if (all.empty()) continue;
+      calls = 0;
+      const auto skipped = complete_template(t, f.input(), price, {.skip_analytic_above_s = all.front().priced_s * (1 + 1e-9)});
+      skip_calls += calls;
+      ASSERT_FALSE(skipped.empty()) << name << " " << to_text(t);
+      EXPECT_EQ(skipped.front().priced_s, all.front().priced_s) << name << " " << to_text(t);
+      EXPECT_TRUE(complete_template(t, f.input(), price, {.skip_analytic_above_s = 0}).empty());
+      ++compared;
+    }
+    EXPECT_GE(compared, 4) << name;
+    EXPECT_LT(skip_calls, all_calls) << name;
+  }
+}
+
 TEST(Completion, RefusesACacheOfAnotherClusterOrModel) {
   const Fixture f("A100-80:1x8", test::small_gpt_model(32));
   const Fixture other("A100-80:1x8", test::small_gpt_model(32));
