@@ -102,12 +102,13 @@ std::size_t StageMemoryLines::QueryHash::operator()(const Query& q) const {
 
 StageMemoryLines::Lines& StageMemoryLines::lines(const Query& q) {
   Query key = q;
+  key.samples = 0;                        // the lines hold every micro-batch size
   if (!q.level.zero1) key.zero1_dp = 1;  // the shards count only under ZeRO-1
   auto it = lines_.find(key);
   if (it == lines_.end()) {
     const int layers = profiler_.model().layers;
     const size_t kinds = static_cast<size_t>(layers + 1) * static_cast<size_t>(moe_prefix_.back() + 1) * 4;
-    it = lines_.emplace(key, Lines{std::vector<std::pair<double, double>>(kinds, {std::nan(""), 0.0})}).first;
+    it = lines_.emplace(key, Lines{std::vector<Line>(kinds, Line{std::nan(""), 0.0, 0.0})}).first;
   }
   return it->second;
 }
@@ -122,24 +123,27 @@ double StageMemoryLines::bytes(Lines& lines, const Query& q, int begin, int end,
   const int moe = moe_prefix_[end] - moe_prefix_[begin], dense = end - begin - moe;
   const bool embedding = begin == 0, head = end == layers;
   const size_t index = ((static_cast<size_t>(dense) * (moe_prefix_.back() + 1) + moe) * 2 + embedding) * 2 + head;
-  std::pair<double, double>& line = lines.at[index];
-  if (std::isnan(line.first)) {
+  Line& line = lines.at[index];
+  if (std::isnan(line.fixed)) {
     StageMemoryInput in;
     in.layer_begin = begin;
     in.layer_end = end;
     in.has_embedding = embedding;
     in.has_head = head;
-    in.shard = {q.tp, false, static_cast<double>(q.samples)};
+    in.shard = {q.tp, false, 0.0};
     in.recompute = q.level.recompute;
     in.zero1 = q.level.zero1;
     in.dp = std::max(1, q.zero1_dp);
     in.local_experts = q.local_experts;
     in.ep = q.ep;
-    const auto [at_0, at_1] = stage_memory_idle_and_one(model, in);
-    const double idle = at_0.total();
-    line = {idle, at_1.total() - idle};
+    line.fixed = stage_memory(model, in).total();
+    in.shard.samples = 1.0;
+    const auto [idle, one] = stage_memory_idle_and_one(model, in);
+    line.per_sample = idle.total() - line.fixed;
+    line.per_sample_in_flight = one.total() - idle.total();
   }
-  return line.first + static_cast<double>(in_flight) * line.second;
+  const double samples = static_cast<double>(q.samples);
+  return line.fixed + samples * (line.per_sample + static_cast<double>(in_flight) * line.per_sample_in_flight);
 }
 
 PipelineCosts::PipelineCosts(LayerTimes& times, StageMemoryLines& memory, std::vector<StageCostSpec> stages,
@@ -376,6 +380,24 @@ PipelineCosts::Choice PipelineCosts::best(long n) {
   }
   if (!memory_decided_) memory_decided_ = memory_decides(n, c);
   return best_[n] = c;
+}
+
+double PipelineCosts::best_lower_bound(long n) {
+  if (n < 1) return kInf;
+  if (n < static_cast<long>(best_.size()) && best_[n].micro_batch >= 0) return best_[n].time_s;
+  if (n >= static_cast<long>(best_lower_bound_.size())) best_lower_bound_.resize(n + 1, std::nan(""));
+  double& out = best_lower_bound_[n];
+  if (!std::isnan(out)) return out;
+  out = kInf;
+  for (long d = 1; d * d <= n; ++d) {
+    if (n % d != 0) continue;
+    for (const long b : {d, n / d}) {
+      if (b < min_micro_batch_ || known_too_big(static_cast<int>(b), 1)) continue;
+      const double m = static_cast<double>(n / b);
+      out = std::min(out, work_lower_bound(static_cast<int>(b)) * (1 + (m - 1) / depth()));
+    }
+  }
+  return out;
 }
 
 bool PipelineCosts::memory_decides(long n, const Choice& c) {

@@ -79,10 +79,12 @@ class LayerTimes {
 
 // Per-GPU bytes of a stage's layer range (sim/model/memory.h stage_memory), for every pipeline class,
 // memory level and template of one cluster and model. Layers differ in memory only by kind (memory.cpp reads
-// the layer index through is_moe_layer) and the memory is affine in the micro-batches in flight
-// (activations = in_flight x one micro-batch's + the recompute working set), so one pair of evaluations
-// (0 and 1 in flight) per kind count and ends serves every range alike (equal up to the order of
-// floating-point sums: exactly equal for a model without MoE layers, whose layers are all alike).
+// the layer index through is_moe_layer); the memory is affine in the micro-batches in flight (activations =
+// in_flight x one micro-batch's + the recompute working set) and, with the weights, gradients, optimizer
+// state and framework overhead fixed, every other term (activations, working set, communication buffers)
+// is proportional to the samples per micro-batch. So three evaluations (0 samples; 1 sample with 0 and 1 in
+// flight) per kind count and ends serve every range and micro-batch alike (equal to stage_memory up to
+// floating-point rounding).
 class StageMemoryLines {
  public:
   explicit StageMemoryLines(const Profiler& profiler);
@@ -100,10 +102,15 @@ class StageMemoryLines {
   // Bytes of layers [begin, end) with `in_flight` micro-batches in flight.
   double bytes(const Query& q, int begin, int end, long in_flight);
 
-  // The lines of one query by the layer range's kind counts and ends, each filled when first asked for (by
-  // the query and range asking): one lookup of the query serves every range (PipelineCosts::max_ends).
+  // The lines of one query (any samples) by the layer range's kind counts and ends, each filled when first
+  // asked for: one lookup of the query serves every range (PipelineCosts::max_ends).
+  struct Line {
+    double fixed = 0;       // bytes with no samples; NaN: not filled yet
+    double per_sample = 0;  // more per sample of the micro-batch, none in flight
+    double per_sample_in_flight = 0;  // more per sample and micro-batch in flight
+  };
   struct Lines {
-    std::vector<std::pair<double, double>> at;  // (bytes at 0 in flight, per one more); NaN: not filled yet
+    std::vector<Line> at;
   };
   // The query's lines; the reference stays valid for the StageMemoryLines' lifetime.
   Lines& lines(const Query& q);
@@ -120,8 +127,8 @@ class StageMemoryLines {
   const Profiler& profiler_;
   std::vector<std::string> types_;
   std::vector<int> moe_prefix_;  // MoE layers in [0, l)
-  // By the query with zero1_dp = 1 unless ZeRO-1 (the shards count only under ZeRO-1); node-based so that
-  // references stay valid.
+  // By the query with samples = 0 and zero1_dp = 1 unless ZeRO-1 (the shards count only under ZeRO-1);
+  // node-based so that references stay valid.
   std::unordered_map<Query, Lines, QueryHash, QueryEqual> lines_;
 };
 
@@ -151,6 +158,9 @@ class PipelineCosts {
   };
   // The best micro-batch size for n samples among the divisors of n (ties: the smaller).
   Choice best(long n);
+  // A lower bound on best(n).time_s from the per-layer times alone (no partition): best()'s own bound,
+  // the work bound W(b) (1 + (n / b - 1) / depth), at its lowest over the divisors b that may fit.
+  double best_lower_bound(long n);
   // Steady-state samples per second: the best b / slowest-stage time over power-of-two b up to max_b.
   double speed(long max_b);
   // Whether the memory limit decided one of best()'s choices so far: a micro-batch size it ruled out had a
@@ -177,6 +187,7 @@ class PipelineCosts {
   std::map<std::pair<int, int>, std::vector<int>> shares_;              // (stage kind, b)
   std::map<std::pair<int, long>, std::vector<int>> partitions_;         // (b, micro-batches in flight cap)
   std::vector<Choice> best_;  // by n; micro_batch -1: not computed yet (n is at most the global batch)
+  std::vector<double> best_lower_bound_;  // by n; NaN: not computed yet
   std::vector<long> divisors_;                 // best()'s scratch
   std::vector<std::pair<double, int>> order_;  // best()'s scratch
   // Calls visit(seconds) for each stage under partition(b, m), in stage order; false when it does not fit.

@@ -376,7 +376,8 @@ TEST(Completion, ImpossibleTemplatesGiveNoPlan) {
 }
 
 TEST(Completion, BestMicroBatchIsTheBestDivisor) {
-  // PipelineCosts::best prunes divisors with a lower bound; it must choose what trying every divisor chooses.
+  // PipelineCosts::best prunes divisors with a lower bound; it must choose what trying every divisor chooses,
+  // and best_lower_bound must not exceed that choice.
   const Cluster c = parse_cluster_spec("A100-80:1x2,V100-32:1x2", GpuCatalog::load_default());
   const ModelConfig m = load_model("gpt3-1.3b");
   const Profiler profiler(c, m);
@@ -384,6 +385,7 @@ TEST(Completion, BestMicroBatchIsTheBestDivisor) {
   StageMemoryLines memory(profiler);
   for (const MemoryLevel level : memory_levels(true)) {
     PipelineCosts costs(times, memory, {{1, 1, {{"A100-80"}, {"V100-32"}}, 2}, {1, 1, {{"V100-32"}}, 2}}, level);
+    PipelineCosts fresh(times, memory, {{1, 1, {{"A100-80"}, {"V100-32"}}, 2}, {1, 1, {{"V100-32"}}, 2}}, level);
     for (long n = 1; n <= 96; ++n) {
       double best = PipelineCosts::kInf;
       int best_b = 0;
@@ -392,6 +394,7 @@ TEST(Completion, BestMicroBatchIsTheBestDivisor) {
           best = t;
           best_b = b;
         }
+      EXPECT_LE(fresh.best_lower_bound(n), best) << "n=" << n;  // a bound before any choice is made
       const PipelineCosts::Choice got = costs.best(n);
       EXPECT_EQ(got.micro_batch, best_b) << "n=" << n;
       EXPECT_EQ(got.time_s, best) << "n=" << n;
