@@ -9,6 +9,16 @@
 #include "sim/model/memory.h"
 
 namespace arachne::planner {
+namespace {
+
+// A stage's time over layers [begin, end): its slowest group's (each group a layer-time table).
+double slowest_group_s(const std::vector<const LayerTimes::Table*>& groups, int begin, int end) {
+  double worst = 0;
+  for (const LayerTimes::Table* t : groups) worst = std::max(worst, t->stage_s(begin, end));
+  return worst;
+}
+
+}  // namespace
 
 std::vector<MemoryLevel> memory_levels(bool zero1_helps) {
   std::vector<MemoryLevel> out;
@@ -278,12 +288,7 @@ const std::vector<int>& PipelineCosts::partition(int b, long m) {
       ends[j] = &max_ends(j, b, std::min<long>(depth() - j, m));
       tables[j] = &group_tables(j, b);
     }
-    auto cost = [&](int j, int begin, int end) {
-      if (end > (*ends[j])[begin]) return kInf;
-      double worst = 0;
-      for (const LayerTimes::Table* t : *tables[j]) worst = std::max(worst, t->stage_s(begin, end));
-      return worst;
-    };
+    auto cost = [&](int j, int begin, int end) { return end > (*ends[j])[begin] ? kInf : slowest_group_s(*tables[j], begin, end); };
     // The cost never falls as a range grows to the left: prefix sums of layer times, the embedding at 0,
     // and a memory limit that admits a range admits every later start (max_ends is non-decreasing).
     bounds = minmax_partition_monotone_with(layers_, depth(), cost);
@@ -302,11 +307,7 @@ template <class Visit>
 bool PipelineCosts::for_each_stage_time(int b, long m, Visit visit) {
   const std::vector<int>& bounds = partition(b, m);
   if (bounds.empty()) return false;
-  for (int j = 0; j < depth(); ++j) {
-    double worst = 0;
-    for (const LayerTimes::Table* table : group_tables(j, b)) worst = std::max(worst, table->stage_s(bounds[j], bounds[j + 1]));
-    visit(worst);
-  }
+  for (int j = 0; j < depth(); ++j) visit(slowest_group_s(group_tables(j, b), bounds[j], bounds[j + 1]));
   return true;
 }
 
@@ -414,11 +415,7 @@ std::pair<double, double> PipelineCosts::unlimited_stages(int b) {
   if (auto it = unlimited_stages_.find(b); it != unlimited_stages_.end()) return it->second;
   std::vector<const std::vector<const LayerTimes::Table*>*> tables(depth());
   for (int j = 0; j < depth(); ++j) tables[j] = &group_tables(j, b);
-  auto cost = [&](int j, int begin, int end) {
-    double worst = 0;
-    for (const LayerTimes::Table* t : *tables[j]) worst = std::max(worst, t->stage_s(begin, end));
-    return worst;
-  };
+  auto cost = [&](int j, int begin, int end) { return slowest_group_s(*tables[j], begin, end); };
   const std::vector<int> bounds = minmax_partition_monotone_with(layers_, depth(), cost);
   double sum = 0, slowest = 0;
   for (int j = 0; j < depth(); ++j) {
@@ -443,9 +440,7 @@ bool PipelineCosts::limit_shapes_partition(int b, long m) {
     for (int x = j; x <= last_start; ++x) {
       const int end = j + 1 == depth() ? layers_ : ends[x] + 1;
       if (ends[x] >= end || end > last_end) continue;  // nothing within reach is ruled out
-      double worst = 0;
-      for (const LayerTimes::Table* t : group_tables(j, b)) worst = std::max(worst, t->stage_s(x, end));
-      if (worst < slowest) return true;
+      if (slowest_group_s(group_tables(j, b), x, end) < slowest) return true;
     }
   }
   return false;
