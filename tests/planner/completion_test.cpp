@@ -522,13 +522,11 @@ void expect_recovers_oracle(const std::string& spec, const ModelConfig& model) {
 }
 
 TEST(Completion, RecoversOracleOnMixedFourGpus) { expect_recovers_oracle("A100-80:1x2,V100-32:1x2", test::small_gpt_model(32)); }
-
-// Slower cases (the oracle's complete search takes 20 s to 2 min on two cores); scripts/completion_vs_oracle.sh.
-TEST(Completion, DISABLED_RecoversOracleOnMixedFourGpusGpt13b) {
+TEST(Completion, RecoversOracleOnMixedFourGpusGpt13b) {
   expect_recovers_oracle("A100-80:1x2,V100-32:1x2", load_model("gpt3-1.3b"));
 }
-TEST(Completion, DISABLED_RecoversOracleOnOneNodeOfEight) { expect_recovers_oracle("A100-80:1x8", test::small_gpt_model(32)); }
-TEST(Completion, DISABLED_RecoversOracleOnH100AndA100Gpt13b) {
+TEST(Completion, RecoversOracleOnOneNodeOfEight) { expect_recovers_oracle("A100-80:1x8", test::small_gpt_model(32)); }
+TEST(Completion, RecoversOracleOnH100AndA100Gpt13b) {
   expect_recovers_oracle("H100:1x2,A100-80:1x2", load_model("gpt3-1.3b"));
 }
 
