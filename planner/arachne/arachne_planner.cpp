@@ -75,6 +75,15 @@ std::vector<Template> policy_templates(const PlanRequest& r, long global) {
 }
 
 // The source's templates (before the warm start and repeats are handled).
+// Every template of the restricted space when it holds at most kArachneWholeSpaceUpTo of them (clusters of a
+// few GPUs), else none.
+std::vector<Template> whole_small_space(const Cluster& cluster, const ModelConfig& model, EnumerationLimits space) {
+  space.max_templates = kArachneWholeSpaceUpTo + 1;  // one more: a walk stopped by the cap is not complete
+  Enumeration e = enumerate_templates(cluster, model, space);
+  if (!e.complete) return {};
+  return std::move(e.templates);
+}
+
 std::vector<Template> source_templates(const PlanRequest& r, long global, bool* complete) {
   const EnumerationLimits space = LabelOptions{}.enumeration;  // the restricted space of the training labels
   switch (r.arachne_templates) {
@@ -82,6 +91,7 @@ std::vector<Template> source_templates(const PlanRequest& r, long global, bool* 
       std::vector<Template> both = policy_templates(r, global);
       for (Template& t : heuristic_templates(*r.cluster, *r.model, r.arachne_beam, global)) both.push_back(std::move(t));
       for (Template& t : device_group_templates(*r.cluster, *r.model, kArachneDeviceGroupTemplates, global)) both.push_back(std::move(t));
+      for (Template& t : whole_small_space(*r.cluster, *r.model, space)) both.push_back(std::move(t));
       return both;
     }
     case TemplateSource::Policy:
