@@ -76,8 +76,9 @@ std::vector<Template> policy_templates(const PlanRequest& r, long global) {
 
 // The source's templates (before the warm start and repeats are handled).
 // Every template of the restricted space when it holds at most kArachneWholeSpaceUpTo of them (clusters of a
-// few GPUs), else none.
+// few GPUs), else none. Larger clusters are not walked: their spaces are larger.
 std::vector<Template> whole_small_space(const Cluster& cluster, const ModelConfig& model, EnumerationLimits space) {
+  if (cluster.total_gpus() > kArachneWholeSpaceMaxGpus) return {};
   space.max_templates = kArachneWholeSpaceUpTo + 1;  // one more: a walk stopped by the cap is not complete
   Enumeration e = enumerate_templates(cluster, model, space);
   if (!e.complete) return {};

@@ -105,6 +105,9 @@ inline constexpr int kArachneDeviceGroupTemplates = 3;
 // arachne over the oracle 0.997 -> 0.999 in geometric mean, minimum 0.958 -> 0.980, median planning time
 // 4.5 -> 6.6 ms (README, "Against the oracle on small clusters").
 inline constexpr long kArachneWholeSpaceUpTo = 200;
+// ... looked for only on clusters of at most this many GPUs (one 8-GPU node's space already holds more; the
+// walk to the cap would cost ~2 % of a 1,024-GPU plan).
+inline constexpr int kArachneWholeSpaceMaxGpus = 16;
 
 // When no proposed template completes within memory, the beam widens by this factor, up to this width.
 inline constexpr int kArachneWidenFactor = 4;
