@@ -74,7 +74,6 @@ std::vector<Template> policy_templates(const PlanRequest& r, long global) {
   return out;
 }
 
-// The source's templates (before the warm start and repeats are handled).
 // Every template of the restricted space when it holds at most kArachneWholeSpaceUpTo of them (clusters of a
 // few GPUs), else none. Larger clusters are not walked: their spaces are larger.
 std::vector<Template> whole_small_space(const Cluster& cluster, const ModelConfig& model, EnumerationLimits space) {
@@ -85,6 +84,7 @@ std::vector<Template> whole_small_space(const Cluster& cluster, const ModelConfi
   return std::move(e.templates);
 }
 
+// The source's templates (before the warm start and repeats are handled).
 std::vector<Template> source_templates(const PlanRequest& r, long global, bool* complete) {
   const EnumerationLimits space = LabelOptions{}.enumeration;  // the restricted space of the training labels
   switch (r.arachne_templates) {
