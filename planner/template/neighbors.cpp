@@ -50,6 +50,11 @@ class MoveSink {
     for (const int size : node_sizes_.at(type)) n += size;
     return n;
   }
+  // The most GPUs of the type in one node.
+  int widest_node(const std::string& type) const {
+    const std::vector<int>& sizes = node_sizes_.at(type);
+    return sizes.empty() ? 0 : *std::max_element(sizes.begin(), sizes.end());
+  }
   const ModelConfig& model() const { return model_; }
   const bool moe;
   std::vector<Template> take() { return std::move(out_); }
@@ -194,7 +199,8 @@ void fold_moves(const Template& t, std::size_t c, MoveSink& sink) {
 // Idle GPUs taken up: per GPU type with GPUs that no class uses, (a) spread as more TP groups over the
 // stages of the class that hold the type (each such stage the same number more; all on the first such stage
 // when that share is zero), or (b) when the class holds no stage of the type, a stage of the type appended,
-// its TP the class's narrowest width that divides the heads, as many groups as the idle GPUs hold.
+// its TP the class's narrowest width that divides the heads, as many groups as the idle GPUs hold, and one
+// put first at the widest TP that divides the heads and that one node of the type holds.
 // Counting down until the template packs into the nodes. At any count: a planning candidate, not a label.
 void idle_moves(const Template& t, std::size_t c, MoveSink& sink) {
   const std::map<std::string, int> idle = spare_gpus(t, t.pipelines.size(), sink);
@@ -234,14 +240,23 @@ void idle_moves(const Template& t, std::size_t c, MoveSink& sink) {
     for (const StageTemplate& s : cls.stages)
       if (tp_divides_heads(s.tp, sink.model()) && (tp == 0 || s.tp < tp)) tp = s.tp;
     if (tp == 0) continue;
-    const int most = free / (tp * cls.replicas);
-    for (int groups = most; groups >= std::max(1, most - 3); --groups) {
-      Template n = t;
-      StageTemplate added = cls.stages.back();
-      added.tp = tp;
-      added.kinds = {{type, groups}};
-      n.pipelines[c].stages.push_back(added);
-      if (sink.add(n, /*any_count=*/true)) break;
+    // The first stage's width (when wider than the narrowest): a slow type as few wide groups that take the
+    // embedding, as Metis places them.
+    int wide = tp;
+    for (int w = tp * 2; w <= std::min(sink.widest_node(type), free / cls.replicas); w *= 2)
+      if (tp_divides_heads(w, sink.model())) wide = w;
+    for (const int width : wide > tp ? std::vector<int>{tp, wide} : std::vector<int>{tp}) {
+      const int most = free / (width * cls.replicas);
+      for (int groups = most; groups >= std::max(1, most - 3); --groups) {
+        Template n = t;
+        StageTemplate added = cls.stages.back();
+        added.tp = width;
+        added.kinds = {{type, groups}};
+        auto& stages = n.pipelines[c].stages;
+        if (width == tp) stages.push_back(added);
+        else stages.insert(stages.begin(), added);
+        if (sink.add(n, /*any_count=*/true)) break;
+      }
     }
   }
 }

@@ -18,7 +18,10 @@
 //     pipeline) or removed (a shallower one);
 //   - a group kind of a stage: one TP group more or fewer; its GPUs moved to another type; a kind of another
 //     type (one group) added beside it;
-//   - MoE stages: EP twice or half as wide, the other scope, uneven experts on or off.
+//   - MoE stages: EP twice or half as wide, the other scope, uneven experts on or off;
+//   - GPUs that no class uses: more TP groups on the class's stages of their type, or a stage of their type
+//     appended at the class's narrowest TP, or put first at the widest TP one of their nodes holds (a slow
+//     type as one wide first stage, as in Metis's plans).
 // Only templates the cluster can run (template_problem empty) whose token form the grammar admits
 // (TokenGrammar, so that the policy could propose them and they can be labels; the fill move excepted) are kept, in
 // canonical form, each once, the start template excluded; the order is the order of the moves above over

@@ -105,13 +105,19 @@ TEST(TemplateNeighbors, FoldMovesTradeReplicasForGroupsPerStage) {
 
 // Idle GPUs: 2 free A100s are one more TP-2 group, on the first A100 stage (two stages would need 4); the 8
 // free V100s, a type the pipeline does not hold, are a stage appended at the pipeline's narrowest TP (4
-// groups of 2).
+// groups of 2), and a first stage of one TP-8 group (the widest a V100 node holds; 8 divides the 32 heads).
 TEST(TemplateNeighbors, IdleMovesPickUpFreeGpus) {
   const ModelConfig m = load_model("llama2-7b");
   const Cluster c = spec("A100-80:1x8,V100-32:1x8");
   const std::vector<Template> ns = template_neighbors(parse_template("1x[A100-80:tp2x2 | A100-80:tp2x1]"), c, m);
   EXPECT_TRUE(contains(ns, "1x[A100-80:tp2x3 | A100-80:tp2x1]"));
   EXPECT_TRUE(contains(ns, "1x[A100-80:tp2x2 | A100-80:tp2x1 | V100-32:tp2x4]"));
+  EXPECT_TRUE(contains(ns, "1x[V100-32:tp8x1 | A100-80:tp2x2 | A100-80:tp2x1]"));
+  // On nodes of 4 V100s the widest group is TP 4: two such groups in the first stage.
+  const std::vector<Template> small_nodes =
+      template_neighbors(parse_template("1x[A100-80:tp2x2 | A100-80:tp2x1]"), spec("A100-80:1x8,V100-32:2x4"), m);
+  EXPECT_TRUE(contains(small_nodes, "1x[V100-32:tp4x2 | A100-80:tp2x2 | A100-80:tp2x1]"));
+  EXPECT_FALSE(contains(small_nodes, "1x[V100-32:tp8x1 | A100-80:tp2x2 | A100-80:tp2x1]"));
   // Spread evenly when every holder can take the same number more: 4 free A100s over two TP-2 stages.
   const std::vector<Template> spread = template_neighbors(parse_template("1x[A100-80:tp2x1 | A100-80:tp2x1]"), c, m);
   EXPECT_TRUE(contains(spread, "1x[A100-80:tp2x2 | A100-80:tp2x2]"));
