@@ -267,6 +267,10 @@ const std::vector<const LayerTimes::Table*>& PipelineCosts::group_tables(int sta
   const StageCostSpec& st = stages_[stage];
   std::vector<const LayerTimes::Table*> out;
   for (size_t g = 0; g < s.size(); ++g) out.push_back(&times_.table(time_types_[stage][g], st.tp, s[g], level_.recompute));
+  // Groups of one type at one share have one table; their users take the slowest or fastest group, so each
+  // table once is the same answer.
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
   return group_tables_.emplace(k, std::move(out)).first->second;
 }
 

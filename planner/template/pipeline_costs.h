@@ -212,7 +212,8 @@ class PipelineCosts {
   std::pair<double, double> unlimited_stages(int b);
   std::map<int, std::pair<double, double>> unlimited_stages_;  // by b
 
-  // The layer-time tables of stage `stage`'s groups at their shares of micro-batch b.
+  // The distinct layer-time tables of stage `stage`'s groups at their shares of micro-batch b (in no
+  // particular order: every use takes the slowest or the fastest).
   const std::vector<const LayerTimes::Table*>& group_tables(int stage, int b);
   std::map<std::pair<int, int>, std::vector<const LayerTimes::Table*>> group_tables_;  // (stage kind, b)
   // A lower bound on the sum of the stage times of one micro-batch of b, over every partition.
