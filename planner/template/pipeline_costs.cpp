@@ -229,12 +229,17 @@ const std::vector<int>& PipelineCosts::max_ends(int stage, int b, long in_flight
   const size_t groups = s.size();
   std::vector<StageMemoryLines::Query> queries = memory_queries_[stage];
   std::vector<StageMemoryLines::Lines*> lines(groups);
+  std::vector<size_t> distinct;  // one group of each (lines, samples, usable bytes): the same answer each
   for (size_t g = 0; g < groups; ++g) {
     queries[g].samples = s[g];
     lines[g] = &memory_.lines(queries[g]);
+    const bool seen = std::any_of(distinct.begin(), distinct.end(), [&](size_t d) {
+      return lines[d] == lines[g] && queries[d].samples == s[g] && usable_bytes_[stage][d] == usable_bytes_[stage][g];
+    });
+    if (!seen) distinct.push_back(g);
   }
   auto fits = [&](int begin, int end) {
-    for (size_t g = 0; g < groups; ++g)
+    for (const size_t g : distinct)
       if (memory_.bytes(*lines[g], queries[g], begin, end, in_flight) > usable_bytes_[stage][g]) return false;
     return true;
   };
