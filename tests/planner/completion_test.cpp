@@ -402,6 +402,58 @@ TEST(Completion, BestMicroBatchIsTheBestDivisor) {
   }
 }
 
+// The min-max partition against a brute force over every cut of a three-stage pipeline whose stages hold
+// several groups of one type (PipelineCosts keeps each distinct layer table and memory line once): each
+// stage timed as its slowest group and checked in memory for every group, from the groups' own shares.
+// gpt3-2.7b on these GPUs: the V100-32 groups' memory rules out some ranges, not all.
+TEST(Completion, PartitionOfStagesOfLikeGroupsMatchesBruteForceOverEveryGroup) {
+  const Cluster c = parse_cluster_spec("A100-80:1x4,V100-32:1x4", GpuCatalog::load_default());
+  const ModelConfig m = load_model("gpt3-2.7b");
+  const Profiler profiler(c, m);
+  LayerTimes times(profiler);
+  StageMemoryLines memory(profiler);
+  const std::vector<StageCostSpec> stages = {{1, 1, {{"A100-80"}, {"A100-80"}, {"V100-32"}}, 1},
+                                             {1, 1, {{"V100-32"}, {"V100-32"}, {"V100-32"}}, 1},
+                                             {2, 1, {{"A100-80"}, {"V100-32"}}, 1}};
+  const int layers = m.layers;
+  const long micro_batches = 8;
+  int checked = 0;
+  for (const MemoryLevel level : memory_levels(true)) {
+    PipelineCosts costs(times, memory, stages, level);
+    for (int b = costs.min_micro_batch(); b <= 9; ++b) {
+      // Stage j over [begin, end): its slowest group's time, infinite when a group does not fit.
+      auto stage_s = [&](int j, int begin, int end) {
+        const std::vector<int>& share = costs.shares(j, b);
+        const long in_flight = std::min<long>(static_cast<long>(stages.size()) - j, micro_batches);
+        double worst = 0;
+        for (size_t g = 0; g < stages[j].groups.size(); ++g) {
+          const std::string& type = stages[j].groups[g].gpu_type;
+          const StageMemoryLines::Query q{memory.type_id(type), stages[j].tp, share[g], -1, 1, 1, level};
+          if (memory.bytes(q, begin, end, in_flight) > profiler.gpu_memory_bytes(type)) return PipelineCosts::kInf;
+          worst = std::max(worst, times.table(times.type_id(type), stages[j].tp, share[g], level.recompute).stage_s(begin, end));
+        }
+        return worst;
+      };
+      double best = PipelineCosts::kInf;
+      for (int x = 1; x < layers; ++x)
+        for (int y = x + 1; y < layers; ++y)
+          best = std::min(best, std::max({stage_s(0, 0, x), stage_s(1, x, y), stage_s(2, y, layers)}));
+      const std::vector<int>& bounds = costs.partition(b, micro_batches);
+      if (best == PipelineCosts::kInf) {
+        EXPECT_TRUE(bounds.empty()) << "b=" << b;
+        continue;
+      }
+      ASSERT_EQ(bounds.size(), stages.size() + 1) << "b=" << b;
+      const std::vector<double> got = costs.stage_times(b, micro_batches);
+      for (size_t j = 0; j < stages.size(); ++j)
+        EXPECT_EQ(got[j], stage_s(static_cast<int>(j), bounds[j], bounds[j + 1])) << "b=" << b << " stage " << j;
+      EXPECT_EQ(*std::max_element(got.begin(), got.end()), best) << "b=" << b;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 20);  // most sizes fit at some memory level
+}
+
 TEST(Completion, MoreRecomputeChoosesNoFasterWhereMemoryDecidedNothing) {
   // PipelineCosts::memory_decided lets completion skip a level of more recompute: its layers are slower and
   // only a looser memory limit could make it faster. Over random pipeline classes (1-4 stages of 1-2 groups
