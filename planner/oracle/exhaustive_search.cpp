@@ -632,9 +632,11 @@ class Search {
             ++stats_.pruned_by_bound;
             continue;
           }
-          // Group by group: a partial pipeline whose bound (its last stage's groups so far: every term of
-          // pipeline_lower_bound for them is already final) reaches the incumbent ends the branch; samples
-          // proven out of memory are above split_room's caps.
+          // Group by group: a partial pipeline whose bound reaches the incumbent ends the branch (its bound as a
+          // partial pipeline, PipelineBoundOptions::complete = false, is at most each term's final value: the
+          // round trip through later stages counts only the stages already complete, and the last stage's
+          // groups' terms do not depend on its other groups); samples proven out of memory are above
+          // split_room's caps.
           times.emplace_back();
           // Group g may take v samples (no more than split_room's memory cap): its own bound
           // (pipeline_lower_bound's term for it: the earlier stages' are below the incumbent, and its stage's
@@ -647,7 +649,7 @@ class Search {
             if (option_floor_ && S == 1)  // the tail does not depend on m: m_lo's serves every m
               times.back().back().tail_s = lb_.reduction_tail(*option_floor_, {ng, st.tp, static_cast<double>(v)}, begin,
                                                               e, r, times.back().back(), 0.0, m_lo, 0);
-            if (pipeline_lower_bound(times, m_lo) >= inc_.bound()) {
+            if (pipeline_lower_bound(times, m_lo, {.complete = false}) >= inc_.bound()) {
               if (count) ++stats_.pruned_by_bound;
               times.back().pop_back();
               return false;

@@ -27,23 +27,54 @@ double pass_time(const PassCost& p) { return p.compute_s + p.tp_closed_form_s; }
 
 }  // namespace
 
-double pipeline_lower_bound(const std::vector<std::vector<GroupTimes>>& stages, int m) {
-  double chain_f = 0, chain_b = 0, finish0 = kInf, best = 0;
-  for (size_t k = 0; k < stages.size(); ++k) {
+double pipeline_lower_bound(const std::vector<std::vector<GroupTimes>>& stages, int m, PipelineBoundOptions opt) {
+  const int S = static_cast<int>(stages.size());
+  // Micro-batch m-1's round trip behind stage k: its activations pass forward through some group of every
+  // later stage and its gradients back through some group of each (a forward waits for every overlapping
+  // group's activations and a backward for every overlapping group's gradients, sim/exec/stage_work.cpp;
+  // some group overlaps any sample). Only stages whose groups are all listed count: a partial pipeline's
+  // last stage may still gain a faster group.
+  const int known = !opt.round_trip ? 0 : opt.complete ? S : S - 1;
+  std::vector<double> later(S + 1, 0.0);
+  for (int k = known - 1; k >= 0; --k) {
     double min_f = kInf, min_b = kInf;
     for (const GroupTimes& g : stages[k]) {
+      min_f = std::min(min_f, g.forward_s + g.send_f_s);
+      min_b = std::min(min_b, g.backward_s + g.send_b_s);
+    }
+    later[k] = later[k + 1] + (stages[k].empty() ? 0.0 : min_f + min_b);
+  }
+  double chain_f = 0, chain_b = 0, finish0 = kInf, best = 0;
+  for (int k = 0; k < S; ++k) {
+    double min_f = kInf, min_b = kInf;
+    const double behind = k + 1 < known ? later[k + 1] : 0.0;
+    // 1F1B (sim/exec/pipeline_schedule.h, Megatron's order): between its last forward and its last backward a
+    // rank of stage k runs min(S-1-k, m-1) backwards (the cool-down), and its last backward needs micro-batch
+    // m-1's gradients, which return no earlier than `behind` after that forward's activations left. A
+    // partial pipeline takes m - 1 (the most any completion has), so its term is at most every completion's.
+    const int between = opt.complete ? std::min(S - 1 - k, m - 1) : m - 1;
+    for (const GroupTimes& g : stages[k]) {
+      // The wait for those gradients beyond the backwards it runs meanwhile (each with its exchange).
+      const double wait = std::max(0.0, behind - between * (g.backward_s + g.send_b_s));
       // After its last backward: the exchange sending its gradients (none on stage 0), its own reduction tail
-      // (the step waits for both) and step, or those gradients' chain back to a stage-0 group's end.
+      // (the step waits for both) and step, or those gradients' chain back to a stage-0 group's end. The
+      // tail is a floor on the reduction's end measured from the earliest last backward, so the wait delays
+      // the exchange, not the tail.
       const double own = std::max(g.send_b_s, g.tail_s) + g.optimizer_s;
       const double after = k == 0 ? own : std::max(own, g.send_b_s + chain_b + finish0);
       // Its program to its last backward: 2m tasks and the blocking exchanges after all but that backward.
       const double work = m * (g.forward_s + g.backward_s) + m * g.send_f_s + (m - 1) * g.send_b_s;
       // Durations on the chain: k forwards and k backwards of earlier stages, 2m tasks, one optimizer step;
-      // each task is two scheduled durations (kernels, TP collectives). The tail and the transfer floors carry
-      // their own slack.
+      // each task is two scheduled durations (kernels, TP collectives). The tail and the transfer floors
+      // carry their own slack.
       const double durations = 2.0 * (2.0 * m + 2.0 * static_cast<double>(k) + 1.0);
-      const double t = chain_f + work + after;
-      best = std::max(best, t * (1 - kRelativeSlack) - durations * kRoundingPerDuration);
+      best = std::max(best, (chain_f + work + after) * (1 - kRelativeSlack) - durations * kRoundingPerDuration);
+      if (wait > 0) {  // the same chain with the round trip's passes on it (a forward and a backward per stage)
+        const double waited = std::max(g.send_b_s + wait, g.tail_s) + g.optimizer_s;
+        const double after_wait = k == 0 ? waited : std::max(waited, g.send_b_s + wait + chain_b + finish0);
+        const double more = 4.0 * static_cast<double>(known - 1 - k);
+        best = std::max(best, (chain_f + work + after_wait) * (1 - kRelativeSlack) - (durations + more) * kRoundingPerDuration);
+      }
       // Micro-batch 0's activations leave stage k through some group's forward and one of its transfers; the
       // last gradients pass back through some group's backward and (k > 0) one of its transfers.
       min_f = std::min(min_f, g.forward_s + g.send_f_s);
@@ -580,7 +611,7 @@ std::optional<double> LowerBound::plan_bound(const Plan& plan) const {
       }
       chain_f += min_f;
     }
-    bound = std::max(bound, pipeline_lower_bound(stages, m));
+    bound = std::max(bound, pipeline_lower_bound(stages, m, {.round_trip = round_trip_}));
   }
   // Every holder of a segment waits for all its buckets, which start only once every holder has them ready.
   std::map<int, double> reduced;
@@ -758,7 +789,7 @@ double LowerBound::pipeline_bound(const std::vector<int>& cuts, const std::vecto
     }
     chain_f += min_f;
   }
-  return pipeline_lower_bound(stages, m);
+  return pipeline_lower_bound(stages, m, {.round_trip = round_trip_});
 }
 
 // The buckets of a segment run one at a time on its communicator, in the order they become ready (fill order,

@@ -24,6 +24,15 @@
 //   own work:          m (F_w + B_w) + m X_f,w + (m - 1) X_b,w, then the last exchange and the step:
 //   end >= chain + own work + max(X_b,w, R_w) + O_w   (the step waits for the program's end and the reduction),
 //   end >= chain + own work + X_b,w + back from stage k + min_g (R+O)_{0,g}   (k > 0).
+// A worker of stage k < S-1 also waits for the last micro-batch's round trip: its last backward needs the
+// gradients of micro-batch m-1, which pass forward through some group of every later stage after leaving
+// its last forward, then back through some group of each (a forward waits for every overlapping group's
+// activations, a backward for every overlapping group's gradients; some group overlaps any sample), while it
+// runs only the c = min(S-1-k, m-1) backwards between its last forward and its last backward (Megatron's
+// cool-down) - with L = sum_{j>k} min_g (F + X_f)_{j,g} + sum_{j>k} min_g (B + X_b)_{j,g}:
+//   its last backward starts >= chain + own work - B_w + max(0, L - c (B_w + X_b,w)) =: s + W,
+//   end >= s + W + B_w + X_b,w + O_w (and the chain back from stage k, k > 0); the reduction floor R_w,
+//   measured from the earliest last backward s, is not moved by W: end >= s + B_w + R_w + O_w as before.
 // where R_w (the reduction tail, when the topology is known and the model is dense) is what the gradient
 // reduction provably adds after the worker's last backward (sim/exec/grad_sync.cpp):
 //   - the bucket holding the worker's first layer (with the embedding on stage 0) becomes ready when the
@@ -82,9 +91,19 @@ struct GroupTimes {
   double send_b_s = 0;
 };
 
+// What pipeline_lower_bound knows of the pipeline.
+struct PipelineBoundOptions {
+  // Every stage and group is listed; false for a partial pipeline (stages 0..k, the last one's groups so
+  // far), whose bound is then at most that of every completion.
+  bool complete = true;
+  // Counts the round trip of the last micro-batch through the later stages before a worker's last backward
+  // (false: the bound without it, for tests that show what it adds).
+  bool round_trip = true;
+};
+
 // Lower bound on the end of the last worker of one 1F1B pipeline with m micro-batches; stages[k] lists the
 // stage's groups.
-double pipeline_lower_bound(const std::vector<std::vector<GroupTimes>>& stages, int m);
+double pipeline_lower_bound(const std::vector<std::vector<GroupTimes>>& stages, int m, PipelineBoundOptions opt = {});
 
 class LowerBound {
  public:
@@ -139,6 +158,9 @@ class LowerBound {
   std::optional<double> plan_bound(const Plan& plan) const;
   // Whether plan_bound counts the point-to-point transfers (default true; tests compare both).
   void count_transfers(bool on) { transfers_ = on; }
+  // Whether plan_bound and pipeline_bound count the last micro-batch's round trip through the later stages
+  // (PipelineBoundOptions::round_trip; default true; tests compare both).
+  void count_round_trip(bool on) { round_trip_ = on; }
 
   // The least time of a pipeline transfer of `samples` sequences' activations (or their gradients) from TP
   // group `src` to TP group `dst` as the simulator lowers it (sim/exec/stage_work.cpp make_link: min(tp)
@@ -217,6 +239,7 @@ class LowerBound {
   const ModelConfig& model_;
   const Topology* topo_ = nullptr;
   bool transfers_ = true;
+  bool round_trip_ = true;
   std::vector<double> capacity_;  // per node group: GPU memory (bytes)
   mutable std::map<std::tuple<int, int, double, int>, Table> tables_;
   mutable std::map<std::tuple<int, int, int, int>, std::vector<double>> floors_;
