@@ -38,9 +38,11 @@ constexpr long kMaxPipeShapes = 500000;
 constexpr size_t kMaxStructures = 10000000;
 constexpr long kMaxOptionsPerShape = 2000000;
 constexpr long kMaxCachedOptions = 5000000;
-// The reduction lift takes the least bucket floor over a structure's placements when it has at most this many
-// (beyond, no lift: the bounds stay admissible, only weaker), and keeps this many layouts' lifted option sets.
-constexpr size_t kMaxLiftPlacements = 64;
+// The reduction lift takes the least bucket floor over a structure's placement classes when it has at most
+// this many (beyond, no lift: the bounds stay admissible, only weaker; each class costs one pass over the
+// buckets per layout of cuts, member sets already seen are looked up), and keeps this many layouts' lifted
+// option sets.
+constexpr size_t kMaxLiftPlacements = 8192;
 // Placements enumerated to find a structure's classes (beyond: no classes - every placement is emitted, and
 // there is no lift), and structures' classes kept.
 constexpr long kMaxClassPlacements = 50000;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <set>
@@ -89,7 +90,10 @@ double pipeline_lower_bound(const std::vector<std::vector<GroupTimes>>& stages, 
 
 LowerBound::LowerBound(const Cluster& cluster, const ModelConfig& model, const Topology* topo)
     : cluster_(cluster), model_(model), topo_(topo) {
-  for (const NodeGroup& g : cluster_.groups) capacity_.push_back(cluster_.catalog.at(g.gpu).memory_bytes);
+  for (const NodeGroup& g : cluster_.groups) {
+    capacity_.push_back(cluster_.catalog.at(g.gpu).memory_bytes);
+    overhead_.push_back(cluster_.catalog.at(g.gpu).compute.collective_overhead_s);
+  }
 }
 
 // Per-layer pass prices of build_stage_work (planner/common/layer_prices.h) as prefix sums of pass times.
@@ -564,7 +568,7 @@ std::optional<double> LowerBound::plan_bound(const Plan& plan) const {
   // follows them (tied-embedding all-reduce, ZeRO-1 all-gather).
   Segments segments;
   Tails tails;
-  if (topo_ && !model_.moe) reduction_tails(plan, &segments, &tails);
+  if (topo_ && !model_.moe) reduction_tails(plan, &segments, &tails, true);
   // Per segment, per bucket: the latest time any holder can have it ready (a bucket starts once all have).
   std::map<int, std::vector<double>> ready;
   struct After {  // a group's segments and what it still runs once their buckets are reduced
@@ -739,7 +743,7 @@ LowerBound::ReductionFloor LowerBound::reduction_floor(const Plan& plan,
     }
     Segments segments;
     Tails tails;
-    reduction_tails(placed, &segments, &tails);
+    reduction_tails(placed, &segments, &tails, false);
     if (p == 0) {
       floor.segments = std::move(segments);
       floor.after = std::move(tails);
@@ -755,8 +759,6 @@ LowerBound::ReductionFloor LowerBound::reduction_floor(const Plan& plan,
       for (size_t b = 0; b < buckets.size(); ++b) buckets[b].busy_s = std::min(buckets[b].busy_s, other[b].busy_s);
     }
   }
-  for (auto& [a, buckets] : floor.segments)
-    for (BucketFloor& b : buckets) b.link_bytes.clear();
   return floor;
 }
 
@@ -809,7 +811,7 @@ double LowerBound::buckets_reduced(const std::vector<BucketFloor>& buckets, cons
 // (sim/net/flow_network.h: max-min fair shares never exceed a link's capacity).
 double LowerBound::collective_floor(CollectiveKind kind, const std::vector<GpuId>& members, double bytes) const {
   if (members.size() < 2 || !topo_) return 0.0;
-  auto key = std::make_tuple(static_cast<int>(kind), members, bytes);
+  FloorKey key{static_cast<int>(kind), bytes, members};
   auto it = collective_floors_.find(key);
   if (it != collective_floors_.end()) return it->second;
   std::map<int, double> phase_end;
@@ -826,6 +828,17 @@ double LowerBound::collective_floor(CollectiveKind kind, const std::vector<GpuId
   return collective_floors_.emplace(std::move(key), total).first->second;
 }
 
+size_t LowerBound::FloorKeyHash::operator()(const FloorKey& k) const {
+  std::uint64_t h = 1469598103934665603ULL;  // FNV-1a over the kind, the bytes' bits and the members
+  auto mix = [&h](std::uint64_t x) { h = (h ^ x) * 1099511628211ULL; };
+  mix(static_cast<std::uint64_t>(k.kind));
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &k.bytes, sizeof bits);
+  mix(bits);
+  for (const GpuId g : k.members) mix(static_cast<std::uint64_t>(g));
+  return static_cast<size_t>(h);
+}
+
 // The buckets of a dense plan (sim/exec/grad_sync.cpp, GradSync's constructor): layers are cut at every
 // stage boundary; a segment [a, b) is held by every group whose stage holds it; its buckets are filled from
 // layer b - 1 down in Megatron's sizes (a flush at >= max(40M, 1M x holders) parameters per rank of the most
@@ -833,14 +846,14 @@ double LowerBound::collective_floor(CollectiveKind kind, const std::vector<GpuId
 // reduce-scattered) in lcm(tp) slices after the slowest holder's call overhead. `segments` gets, per segment,
 // each bucket's overhead + collective floor; `tails` per group what follows all of them: the tied-embedding
 // all-reduce (first and last stage, 2+ stages) and ZeRO-1's all-gathers (its buckets', concurrently).
-void LowerBound::reduction_tails(const Plan& plan, Segments* segments, Tails* tails) const {
+void LowerBound::reduction_tails(const Plan& plan, Segments* segments, Tails* tails, bool link_loads) const {
   const int L = model_.layers;
   std::set<int> cuts{0, L};
   for (const Pipeline& pl : plan.pipelines)
     for (const Stage& st : pl.stages) cuts.insert(st.layer_begin), cuts.insert(st.layer_end);
   const double grad_bytes = reduced_grad_bytes_per_param(model_);
   const double param_bytes = model_.dtype == "fp32" ? 4.0 : 2.0;
-  auto overhead = [&](const TpGroup& g) { return cluster_.gpu_spec(g.gpus.front()).compute.collective_overhead_s; };
+  auto overhead = [&](const TpGroup& g) { return overhead_[cluster_.nodes[cluster_.node_of(g.gpus.front())].group]; };
   // Slices of a bucket over `holders`: one collective per slice, concurrently; the slowest slice's floor.
   auto floor_of = [&](CollectiveKind kind, const std::vector<const TpGroup*>& holders, double params,
                       double bytes_per_param, std::map<LinkId, double>* loads = nullptr) {
@@ -877,7 +890,7 @@ void LowerBound::reduction_tails(const Plan& plan, Segments* segments, Tails* ta
     auto add = [&](int first, bool embedding, double params) {
       BucketFloor bf{first, embedding, 0.0, {}};
       std::map<LinkId, double> loads;
-      bf.busy_s = floor_of(kind, holders, params, grad_bytes, &loads);
+      bf.busy_s = floor_of(kind, holders, params, grad_bytes, link_loads ? &loads : nullptr);
       bf.link_bytes.assign(loads.begin(), loads.end());
       out.push_back(std::move(bf));
       if (plan.zero1) gather[a] = std::max(gather[a], floor_of(CollectiveKind::AllGather, holders, params, param_bytes));

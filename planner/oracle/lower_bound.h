@@ -220,7 +220,8 @@ class LowerBound {
   };
   using Segments = std::map<int, std::vector<BucketFloor>>;
   using Tails = std::vector<std::vector<std::vector<double>>>;
-  void reduction_tails(const Plan& plan, Segments* segments, Tails* tails) const;
+  // `link_loads`: also each bucket's bytes per link (BucketFloor::link_bytes), which plan_bound needs.
+  void reduction_tails(const Plan& plan, Segments* segments, Tails* tails, bool link_loads) const;
   // When a group, whose last backward starts at `start` or later, has each bucket of its segments ready
   // (raising `ready`, the latest over holders); returns when its buckets could all be reduced at the earliest.
   // (`ready` may be null: the group's own time only.)
@@ -241,6 +242,7 @@ class LowerBound {
   bool transfers_ = true;
   bool round_trip_ = true;
   std::vector<double> capacity_;  // per node group: GPU memory (bytes)
+  std::vector<double> overhead_;  // per node group: its GPUs' per-call collective overhead (s)
   mutable std::map<std::tuple<int, int, double, int>, Table> tables_;
   mutable std::map<std::tuple<int, int, int, int>, std::vector<double>> floors_;
   // Per (node group, tp, rc, zero1, max_n) and layer range [begin, end) (index begin x (layers + 1) + end): the
@@ -248,7 +250,18 @@ class LowerBound {
   mutable std::map<std::tuple<int, int, int, int, long>, std::vector<std::vector<double>>> work_envelopes_;
   mutable std::map<std::tuple<int, int, int, int>, LeastPasses> least_passes_;
   mutable std::map<int, std::vector<double>> params_prefix_;
-  mutable std::map<std::tuple<int, std::vector<GpuId>, double>, double> collective_floors_;  // per tp: parameters per rank of layers [0, l)
+  // collective_floor's results, by kind, bytes and members (hashed: the reduction lift asks for the same
+  // member sets across thousands of placements).
+  struct FloorKey {
+    int kind = 0;
+    double bytes = 0;
+    std::vector<GpuId> members;
+    bool operator==(const FloorKey&) const = default;
+  };
+  struct FloorKeyHash {
+    size_t operator()(const FloorKey& k) const;
+  };
+  mutable std::unordered_map<FloorKey, double, FloorKeyHash> collective_floors_;
   // Memory of a group as fixed + in_flight x per_micro_batch (stage_memory is affine in in_flight), cached.
   struct MemoryLine {
     double fixed = 0, per_micro_batch = 0, optimizer = 0;
