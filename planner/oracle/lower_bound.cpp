@@ -811,8 +811,7 @@ double LowerBound::buckets_reduced(const std::vector<BucketFloor>& buckets, cons
 // (sim/net/flow_network.h: max-min fair shares never exceed a link's capacity).
 double LowerBound::collective_floor(CollectiveKind kind, const std::vector<GpuId>& members, double bytes) const {
   if (members.size() < 2 || !topo_) return 0.0;
-  FloorKey key{static_cast<int>(kind), bytes, members};
-  auto it = collective_floors_.find(key);
+  auto it = collective_floors_.find(FloorQuery{static_cast<int>(kind), bytes, &members});
   if (it != collective_floors_.end()) return it->second;
   std::map<int, double> phase_end;
   for (const CollectiveTransfer& x : collective_transfers(*topo_, kind, members, bytes)) {
@@ -825,17 +824,17 @@ double LowerBound::collective_floor(CollectiveKind kind, const std::vector<GpuId
   double total = 0;
   for (const auto& [phase, t] : phase_end)  // each phase: its latency and completion rounded to the ns
     total += std::max(0.0, t * (1 - kRelativeSlack) - 2 * kRoundingPerDuration);
-  return collective_floors_.emplace(std::move(key), total).first->second;
+  return collective_floors_.emplace(FloorKey{static_cast<int>(kind), bytes, members}, total).first->second;
 }
 
-size_t LowerBound::FloorKeyHash::operator()(const FloorKey& k) const {
+size_t LowerBound::FloorKeyHash::hash(int kind, double bytes, const std::vector<GpuId>& members) {
   std::uint64_t h = 1469598103934665603ULL;  // FNV-1a over the kind, the bytes' bits and the members
   auto mix = [&h](std::uint64_t x) { h = (h ^ x) * 1099511628211ULL; };
-  mix(static_cast<std::uint64_t>(k.kind));
+  mix(static_cast<std::uint64_t>(kind));
   std::uint64_t bits = 0;
-  std::memcpy(&bits, &k.bytes, sizeof bits);
+  std::memcpy(&bits, &bytes, sizeof bits);
   mix(bits);
-  for (const GpuId g : k.members) mix(static_cast<std::uint64_t>(g));
+  for (const GpuId g : members) mix(static_cast<std::uint64_t>(g));
   return static_cast<size_t>(h);
 }
 
@@ -863,7 +862,8 @@ void LowerBound::reduction_tails(const Plan& plan, Segments* segments, Tails* ta
     for (const TpGroup* h : holders) lcm = std::lcm(lcm, h->tp), ovh = std::max(ovh, overhead(*h));
     double worst = 0;
     for (int k = 0; k < lcm; ++k) {
-      std::vector<GpuId> members;
+      std::vector<GpuId>& members = members_scratch_;
+      members.clear();
       for (const TpGroup* h : holders) members.push_back(h->gpus[static_cast<size_t>(k) * h->tp / lcm]);
       std::sort(members.begin(), members.end());
       const double bytes = params / lcm * bytes_per_param;

@@ -256,12 +256,30 @@ class LowerBound {
     int kind = 0;
     double bytes = 0;
     std::vector<GpuId> members;
-    bool operator==(const FloorKey&) const = default;
+  };
+  struct FloorQuery {  // a FloorKey to look up without copying its members
+    int kind = 0;
+    double bytes = 0;
+    const std::vector<GpuId>* members = nullptr;
   };
   struct FloorKeyHash {
-    size_t operator()(const FloorKey& k) const;
+    using is_transparent = void;
+    size_t operator()(const FloorKey& k) const { return hash(k.kind, k.bytes, k.members); }
+    size_t operator()(const FloorQuery& q) const { return hash(q.kind, q.bytes, *q.members); }
+    static size_t hash(int kind, double bytes, const std::vector<GpuId>& members);
   };
-  mutable std::unordered_map<FloorKey, double, FloorKeyHash> collective_floors_;
+  struct FloorKeyEqual {
+    using is_transparent = void;
+    bool operator()(const FloorKey& a, const FloorKey& b) const {
+      return a.kind == b.kind && a.bytes == b.bytes && a.members == b.members;
+    }
+    bool operator()(const FloorQuery& q, const FloorKey& k) const {
+      return q.kind == k.kind && q.bytes == k.bytes && *q.members == k.members;
+    }
+    bool operator()(const FloorKey& k, const FloorQuery& q) const { return (*this)(q, k); }
+  };
+  mutable std::unordered_map<FloorKey, double, FloorKeyHash, FloorKeyEqual> collective_floors_;
+  mutable std::vector<GpuId> members_scratch_;  // of reduction_tails: one slice's members
   // Memory of a group as fixed + in_flight x per_micro_batch (stage_memory is affine in in_flight), cached.
   struct MemoryLine {
     double fixed = 0, per_micro_batch = 0, optimizer = 0;
