@@ -279,6 +279,31 @@ void split_depth_moves(const Template& t, std::size_t c, MoveSink& sink) {
   sink.add(n, /*any_count=*/true);
 }
 
+// A run of two or more identical consecutive stages in a class of mixed stages reshaped as a whole at its
+// GPUs: TP half as wide over twice the stages, or twice as wide over half of them (the class-wide reshape
+// above, for the part of a pipeline on one GPU type: e.g. four TP-4 stages of the fast GPUs becoming eight
+// TP-2 stages, which single-stage moves reach only one stage at a time, each step on its own slower).
+void run_moves(const Template& t, std::size_t c, MoveSink& sink) {
+  const std::vector<StageTemplate>& stages = t.pipelines[c].stages;
+  for (std::size_t a = 0, b = 0; a < stages.size(); a = b) {
+    for (b = a + 1; b < stages.size() && stages[b] == stages[a]; ++b) {}
+    const std::size_t run = b - a;
+    if (run < 2 || run == stages.size()) continue;  // a whole class of identical stages: reshape_moves
+    const StageTemplate& s = stages[a];
+    for (const auto& [tp, count] : {std::pair{s.tp % 2 == 0 ? s.tp / 2 : 0, 2 * run},
+                                    std::pair{s.tp * 2, run % 2 == 0 ? run / 2 : 0}}) {
+      if (tp < 1 || count < 1 || static_cast<int>(stages.size() - run + count) > sink.model().layers) continue;
+      Template n = t;
+      auto& out = n.pipelines[c].stages;
+      StageTemplate shaped = s;
+      shaped.tp = tp;
+      out.erase(out.begin() + static_cast<long>(a), out.begin() + static_cast<long>(b));
+      out.insert(out.begin() + static_cast<long>(a), count, shaped);
+      sink.add(n);
+    }
+  }
+}
+
 void stage_moves(const Template& t, std::size_t c, std::size_t j, MoveSink& sink) {
   const StageTemplate& s = t.pipelines[c].stages[j];
   auto with_stage = [&](const StageTemplate& changed) {
@@ -314,6 +339,35 @@ void stage_moves(const Template& t, std::size_t c, std::size_t j, MoveSink& sink
     Template n = t;
     auto& stages = n.pipelines[c].stages;
     stages[j].tp *= 2;
+    stages.erase(stages.begin() + static_cast<long>(j) + 1);
+    sink.add(n);
+  }
+  // The stage's TP groups split over two stages at its TP width (each kind's groups halved, the first stage
+  // taking the odd one), on its GPUs; or merged with the next stage of the same TP into one stage holding
+  // both stages' groups. A deeper pipeline on the same GPUs holds fewer layers per GPU: what memory-bound
+  // stages of many groups need (e.g. MoE experts on small GPUs).
+  if (s.tp_groups() >= 2) {
+    StageTemplate first = s, second = s;
+    first.kinds.clear(), second.kinds.clear();
+    for (const GroupKind& k : s.kinds) {
+      if (const int a = (k.groups + 1) / 2; a > 0) first.kinds.push_back({k.gpu_type, a});
+      if (const int b = k.groups / 2; b > 0) second.kinds.push_back({k.gpu_type, b});
+    }
+    Template n = t;
+    auto& stages = n.pipelines[c].stages;
+    stages[j] = second;
+    stages.insert(stages.begin() + static_cast<long>(j), first);
+    sink.add(n);
+  }
+  if (j + 1 < t.pipelines[c].stages.size() && t.pipelines[c].stages[j + 1].tp == s.tp) {
+    Template n = t;
+    auto& stages = n.pipelines[c].stages;
+    for (const GroupKind& k : stages[j + 1].kinds) {
+      auto same = std::find_if(stages[j].kinds.begin(), stages[j].kinds.end(),
+                               [&](const GroupKind& x) { return x.gpu_type == k.gpu_type; });
+      if (same != stages[j].kinds.end()) same->groups += k.groups;
+      else stages[j].kinds.push_back(k);
+    }
     stages.erase(stages.begin() + static_cast<long>(j) + 1);
     sink.add(n);
   }
@@ -399,6 +453,7 @@ std::vector<Template> template_neighbors(const Template& start, const Cluster& c
     fold_moves(t, c, sink);
     idle_moves(t, c, sink);
     split_depth_moves(t, c, sink);
+    run_moves(t, c, sink);
     for (std::size_t j = 0; j < t.pipelines[c].stages.size(); ++j) {
       stage_moves(t, c, j, sink);
       for (std::size_t k = 0; k < t.pipelines[c].stages[j].kinds.size(); ++k) kind_moves(t, c, j, k, sink);

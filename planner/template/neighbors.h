@@ -15,7 +15,10 @@
 //     count; the stage split in two stages of half its TP width on the same GPUs, or merged with an
 //     identical next stage into one of twice the width; the stage moved to the front or the end of its
 //     pipeline; the stage split in two identical stages (a deeper
-//     pipeline) or removed (a shallower one);
+//     pipeline) or removed (a shallower one); its TP groups split over two stages of its TP width (each
+//     kind's groups halved), or merged with the next stage of the same TP width into one stage;
+//   - a run of two or more identical consecutive stages in a class of mixed stages: reshaped at its GPUs,
+//     TP half as wide over twice the stages or twice as wide over half of them;
 //   - a group kind of a stage: one TP group more or fewer; its GPUs moved to another type; a kind of another
 //     type (one group) added beside it;
 //   - MoE stages: EP twice or half as wide, the other scope, uneven experts on or off;

@@ -168,6 +168,32 @@ TEST(TemplateNeighbors, MacroMovesReachOtherParallelismTradesInOneStep) {
   EXPECT_TRUE(contains(two_types, "1x[A100-80:tp2x1 | A100-80:tp2x1 | P100:tp4x1]"));
 }
 
+// The moves for mixed pipelines of memory-bound stages (Metis's Mixtral plan on 16 A100-80 and 16 V100-32:
+// eight TP-2 A100 stages, then V100 stages of one, two and two groups): a stage's groups split over two
+// stages or two stages of one TP merged, and a run of identical stages reshaped at its GPUs.
+TEST(TemplateNeighbors, GroupSplitsAndRunReshapesDeepenMixedPipelines) {
+  const Cluster c = spec("A100-80:2x8,V100-32:4x4");
+  const ModelConfig m = load_model("mixtral-8x7b");
+  const std::vector<Template> from_wide =
+      template_neighbors(parse_template("1x[A100-80:tp4x1 | A100-80:tp4x1 | A100-80:tp4x1 | A100-80:tp4x1 | V100-32:tp4x4]"), c, m);
+  // Four V100 groups over two stages of two, on the same 16 V100s.
+  EXPECT_TRUE(contains(from_wide, "1x[A100-80:tp4x1 | A100-80:tp4x1 | A100-80:tp4x1 | A100-80:tp4x1 | V100-32:tp4x2 | V100-32:tp4x2]"));
+  // The run of four TP-4 A100 stages as eight TP-2 stages or two TP-8 ones, on the same 16 A100s.
+  EXPECT_TRUE(contains(from_wide, "1x[A100-80:tp2x1 | A100-80:tp2x1 | A100-80:tp2x1 | A100-80:tp2x1 | A100-80:tp2x1 | "
+                                  "A100-80:tp2x1 | A100-80:tp2x1 | A100-80:tp2x1 | V100-32:tp4x4]"));
+  EXPECT_TRUE(contains(from_wide, "1x[A100-80:tp8x1 | A100-80:tp8x1 | V100-32:tp4x4]"));
+  // Odd groups: the first stage takes the odd one; kinds of two types split each.
+  const std::vector<Template> odd = template_neighbors(parse_template("1x[A100-80:tp4x2+V100-32:tp4x3]"), c, m);
+  EXPECT_TRUE(contains(odd, "1x[A100-80:tp4x1+V100-32:tp4x2 | A100-80:tp4x1+V100-32:tp4x1]"));
+  // And back: two stages of one TP merged into one holding both stages' groups.
+  const std::vector<Template> from_deep =
+      template_neighbors(parse_template("1x[A100-80:tp4x1 | V100-32:tp4x1 | V100-32:tp4x2]"), c, m);
+  EXPECT_TRUE(contains(from_deep, "1x[A100-80:tp4x1+V100-32:tp4x1 | V100-32:tp4x2]"));
+  EXPECT_TRUE(contains(from_deep, "1x[A100-80:tp4x1 | V100-32:tp4x3]"));
+  // Two moves away: the run reshaped and a V100 stage split.
+  EXPECT_FALSE(contains(from_wide, "1x[A100-80:tp8x1 | A100-80:tp8x1 | V100-32:tp4x2 | V100-32:tp4x2]"));
+}
+
 // Priced by TP width alone (one pipeline of one TP group only): TP doubles once per move, so the search
 // climbs 1 -> 2 -> 4 -> 8, one step per round.
 std::optional<double> price_by_tp_width(const Template& t) {
