@@ -82,9 +82,13 @@ inline constexpr double kArachneSimulateWithin = 1.10;
 // (LocalSearchOptions::extend_below), up to kArachneMaxRounds
 // rounds. Measured on 24 held-out configurations of 4-10 GPUs (README, "small clusters"): 1, 3 and 6
 // rounds give 5, 3 and 1 losses to the best baseline for 0.015, 0.025 and 0.040 s median planning time.
+// 600 templates rather than 300: the same plans on those 24 and on the K-sweep's 27 cases, 0.5-1.1 % faster
+// ones on 3 of 52 held-out configurations of up to 1,024 GPUs, and Mixtral on 16 A100-80 and 16 V100-32
+// (configs/experiments/paper.yaml) 70.09 -> 68.15 s, where the climb to Metis's deep layout needs a fifth
+// round (README, "Local search until it stops gaining").
 // Larger clusters extend only while a round gains (below): one round at 1,024 GPUs costs hundreds of milliseconds.
 inline constexpr int kArachneExtendMaxGpus = 64;
-inline constexpr long kArachneExtendBelow = 300;
+inline constexpr long kArachneExtendBelow = 600;
 inline constexpr int kArachneMaxRounds = 6;
 // On every cluster the local search also goes on past `--refine` rounds, up to kArachneMaxRounds, while the
 // round before lowered the best estimated price by at least this fraction (LocalSearchOptions::
