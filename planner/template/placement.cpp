@@ -9,17 +9,20 @@ namespace {
 
 // One kind of one stage of one pipeline: `groups` TP groups of `tp` GPUs of one type.
 struct Demand {
+  int index = 0;  // in demands_of's order
   int pipeline = 0, stage = 0, kind = 0;
   std::string gpu_type;
   int tp = 1, groups = 1;
 };
 
-// The cluster's free GPUs, node by node.
+// The cluster's free GPUs, node by node: each node's free local indices, ascending, in one flat array (a
+// node's slice starts at its first GPU's id and holds its free count).
 class FreeGpus {
  public:
-  explicit FreeGpus(const Cluster& c) : c_(c), free_(c.nodes.size()) {
+  explicit FreeGpus(const Cluster& c) : c_(c), free_(c.total_gpus()), count_(c.nodes.size()) {
     for (const Node& n : c.nodes) {
-      for (int k = 0; k < n.gpus; ++k) free_[n.id].push_back(k);
+      for (int k = 0; k < n.gpus; ++k) free_[n.first_gpu + k] = k;
+      count_[n.id] = n.gpus;
       const std::string& type = c.group_of_node(n.id).gpu;
       auto it = std::find(types_.begin(), types_.end(), type);
       if (it == types_.end()) {
@@ -33,32 +36,39 @@ class FreeGpus {
   }
 
   // The GPUs of `groups` groups of `tp` GPUs of `type`, near the nodes in `near` (nodes the pipeline already
-  // uses) where that is as good; nullopt when the free GPUs cannot hold them.
-  std::optional<std::vector<std::vector<GpuId>>> take(const std::string& type, int tp, int groups,
-                                                      const std::vector<int>& near) {
+  // uses) where that is as good; false when the free GPUs cannot hold them (`out` then unspecified).
+  bool take(const std::string& type, int tp, int groups, const std::vector<int>& near, std::vector<std::vector<GpuId>>& out) {
     const auto it = std::find(types_.begin(), types_.end(), type);
-    if (it == types_.end()) return std::nullopt;
+    if (it == types_.end()) return false;
     const std::vector<int>& of_type = nodes_of_type_[it - types_.begin()];  // ascending ids
-    if (const int node = one_node(of_type, tp * groups, near); node >= 0) return fill({node}, tp, groups, near);
-    for (const int leaf : leaf_order(near)) {
-      std::vector<int> nodes;
-      for (const int n : of_type)
-        if (leaf_of(n) == leaf) nodes.push_back(n);
-      if (capacity(nodes, tp) >= groups) return fill(nodes, tp, groups, near);
+    if (const int node = one_node(of_type, tp * groups, near); node >= 0) {
+      nodes_.assign(1, node);
+      return fill(tp, groups, near, out);
     }
-    if (capacity(of_type, tp) >= groups) return fill(of_type, tp, groups, near);
-    return std::nullopt;
+    for (const int leaf : leaf_order(near)) {
+      nodes_.clear();
+      for (const int n : of_type)
+        if (leaf_of(n) == leaf) nodes_.push_back(n);
+      if (capacity(nodes_, tp) >= groups) return fill(tp, groups, near, out);
+    }
+    if (capacity(of_type, tp) >= groups) {
+      nodes_ = of_type;
+      return fill(tp, groups, near, out);
+    }
+    return false;
   }
 
  private:
   const Cluster& c_;
-  std::vector<std::vector<int>> free_;  // per node: free local GPU indices, ascending
+  std::vector<int> free_;   // by GPU id: node n's free local indices are free_[first_gpu, first_gpu + count_[n])
+  std::vector<int> count_;  // per node: its free GPUs
   std::vector<std::string> types_;      // the GPU types of the nodes, in order of first node
   std::vector<std::vector<int>> nodes_of_type_;  // per type: its nodes, ascending
   int per_leaf_ = 1;
+  std::vector<int> nodes_, order_;  // scratch of take and leaf_order
 
   int leaf_of(int node) const { return node / per_leaf_; }  // sim/hw/topology.cpp: one leaf per nodes_per_leaf nodes
-  int free_count(int node) const { return static_cast<int>(free_[node].size()); }
+  int free_count(int node) const { return count_[node]; }
   static bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
   int capacity(const std::vector<int>& nodes, int tp) const {
     int groups = 0;
@@ -83,41 +93,42 @@ class FreeGpus {
   }
 
   // Leaves to try for a stage split over nodes: the leaves of `near` first, then by id.
-  std::vector<int> leaf_order(const std::vector<int>& near) const {
-    std::vector<int> order;
+  const std::vector<int>& leaf_order(const std::vector<int>& near) {
+    order_.clear();
     for (const int n : near)
-      if (!contains(order, leaf_of(n))) order.push_back(leaf_of(n));
+      if (!contains(order_, leaf_of(n))) order_.push_back(leaf_of(n));
     const int leaves = c_.nodes.empty() ? 0 : leaf_of(static_cast<int>(c_.nodes.size()) - 1) + 1;
     for (int l = 0; l < leaves; ++l)
-      if (!contains(order, l)) order.push_back(l);
-    return order;
+      if (!contains(order_, l)) order_.push_back(l);
+    return order_;
   }
 
-  // Fills nodes one at a time (near first, whole nodes first, most free first: few nodes per stage).
-  std::vector<std::vector<GpuId>> fill(std::vector<int> nodes, int tp, int groups, const std::vector<int>& near) {
-    std::sort(nodes.begin(), nodes.end(), [&](int a, int b) {
-      return std::make_tuple(!contains(near, a), -c_.nodes[a].gpus, -free_count(a), a) <
-             std::make_tuple(!contains(near, b), -c_.nodes[b].gpus, -free_count(b), b);
-    });
-    std::vector<std::vector<GpuId>> out;
-    for (const int n : nodes)
+  // Fills the nodes of nodes_ one at a time (near first, whole nodes first, most free first: few nodes per
+  // stage).
+  bool fill(int tp, int groups, const std::vector<int>& near, std::vector<std::vector<GpuId>>& out) {
+    auto key = [&](int n) { return std::make_tuple(!contains(near, n), -c_.nodes[n].gpus, -free_count(n), n); };
+    std::sort(nodes_.begin(), nodes_.end(), [&](int a, int b) { return key(a) < key(b); });
+    out.clear();
+    for (const int n : nodes_)
       while (static_cast<int>(out.size()) < groups && free_count(n) >= tp) out.push_back(take_group(n, tp));
-    return out;
+    return true;
   }
 
   // The lowest run of tp consecutive free local GPUs of the node, else its tp lowest free GPUs.
   std::vector<GpuId> take_group(int node, int tp) {
-    std::vector<int>& f = free_[node];
-    size_t start = 0;
-    bool run = false;
-    for (size_t i = 0; i + tp <= f.size() && !run; ++i)
+    int* f = free_.data() + c_.nodes[node].first_gpu;
+    int& count = count_[node];
+    int start = 0;
+    for (int i = 0; i + tp <= count; ++i)
       if (f[i + tp - 1] - f[i] == tp - 1) {
         start = i;
-        run = true;
+        break;
       }
     std::vector<GpuId> gpus;
-    for (size_t i = start; i < start + tp; ++i) gpus.push_back(c_.gpu_id(node, f[i]));
-    f.erase(f.begin() + static_cast<long>(start), f.begin() + static_cast<long>(start) + tp);
+    gpus.reserve(tp);
+    for (int i = start; i < start + tp; ++i) gpus.push_back(c_.gpu_id(node, f[i]));
+    std::copy(f + start + tp, f + count, f + start);
+    count -= tp;
     return gpus;
   }
 };
@@ -131,7 +142,7 @@ std::vector<Demand> demands_of(const Template& t) {
       for (int j = 0; j < static_cast<int>(pt.stages.size()); ++j)
         for (int k = 0; k < static_cast<int>(pt.stages[j].kinds.size()); ++k) {
           const GroupKind& kind = pt.stages[j].kinds[k];
-          out.push_back({pipeline, j, k, kind.gpu_type, pt.stages[j].tp, kind.groups});
+          out.push_back({static_cast<int>(out.size()), pipeline, j, k, kind.gpu_type, pt.stages[j].tp, kind.groups});
         }
   return out;
 }
@@ -155,27 +166,23 @@ bool place_demands(const std::vector<Demand>& demands, const Template& t, const 
                    std::vector<PlacedPipeline>& pipelines) {
   FreeGpus free(cluster);
   std::vector<std::vector<int>> nodes_of(pipelines.size());  // nodes each pipeline uses so far
-  // kinds[p][j][k]: the groups of kind k of stage j of pipeline p.
-  std::vector<std::vector<std::vector<std::vector<std::vector<GpuId>>>>> kinds(pipelines.size());
-  for (size_t p = 0; p < pipelines.size(); ++p) {
-    const PipelineTemplate& pt = t.pipelines[pipelines[p].pipeline_class];
-    for (const StageTemplate& st : pt.stages) kinds[p].emplace_back(st.kinds.size());
-  }
+  std::vector<std::vector<std::vector<GpuId>>> placed(demands.size());  // by the demand's index
   for (const Demand& d : demands) {
-    auto groups = free.take(d.gpu_type, d.tp, d.groups, nodes_of[d.pipeline]);
-    if (!groups) return false;
-    for (const auto& g : *groups) {
+    std::vector<std::vector<GpuId>>& groups = placed[d.index];
+    if (!free.take(d.gpu_type, d.tp, d.groups, nodes_of[d.pipeline], groups)) return false;
+    for (const auto& g : groups) {
       const int node = cluster.node_of(g.front());
       if (std::find(nodes_of[d.pipeline].begin(), nodes_of[d.pipeline].end(), node) == nodes_of[d.pipeline].end())
         nodes_of[d.pipeline].push_back(node);
     }
-    kinds[d.pipeline][d.stage][d.kind] = std::move(*groups);
   }
+  // In the demands' first order (pipelines, stages, kinds), each kind's groups in placement order.
+  size_t index = 0;
   for (size_t p = 0; p < pipelines.size(); ++p) {
     const PipelineTemplate& pt = t.pipelines[pipelines[p].pipeline_class];
     for (size_t j = 0; j < pt.stages.size(); ++j)
-      for (size_t k = 0; k < pt.stages[j].kinds.size(); ++k)
-        for (auto& gpus : kinds[p][j][k])
+      for (size_t k = 0; k < pt.stages[j].kinds.size(); ++k, ++index)
+        for (auto& gpus : placed[index])
           pipelines[p].stages[j].groups.push_back({pt.stages[j].kinds[k].gpu_type, std::move(gpus)});
   }
   return true;

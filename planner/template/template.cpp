@@ -334,7 +334,9 @@ Template load_template_yaml(const std::string& path) {
 
 std::map<std::string, std::vector<int>> node_sizes_by_type(const Cluster& cluster) {
   std::map<std::string, std::vector<int>> out;
-  for (const Node& n : cluster.nodes) out[cluster.groups[n.group].gpu].push_back(n.gpus);
+  std::vector<std::vector<int>*> of_group;  // per node group: its type's list
+  for (const NodeGroup& g : cluster.groups) of_group.push_back(&out[g.gpu]);
+  for (const Node& n : cluster.nodes) of_group[n.group]->push_back(n.gpus);
   return out;
 }
 
@@ -359,72 +361,78 @@ std::string structure_problem(const Template& t, const ModelConfig& model) {
   if (t.pipelines.empty()) return "the template has no pipelines";
   for (size_t i = 0; i < t.pipelines.size(); ++i) {
     const PipelineTemplate& p = t.pipelines[i];
-    const std::string name = "pipeline class " + std::to_string(i);
-    if (p.replicas < 1) return name + ": replicas must be at least 1, got " + std::to_string(p.replicas);
-    if (p.stages.empty()) return name + " has no stages";
+    const auto name = [i] { return "pipeline class " + std::to_string(i); };
+    if (p.replicas < 1) return name() + ": replicas must be at least 1, got " + std::to_string(p.replicas);
+    if (p.stages.empty()) return name() + " has no stages";
     if (static_cast<int>(p.stages.size()) > model.layers)
-      return name + " has " + std::to_string(p.stages.size()) + " stages, more than the model's " + std::to_string(model.layers) +
+      return name() + " has " + std::to_string(p.stages.size()) + " stages, more than the model's " + std::to_string(model.layers) +
              " layers (a stage holds at least one layer)";
   }
   return "";
 }
 
-std::string kind_problem(const StageTemplate& s, const std::string& where, const std::map<std::string, std::vector<int>>& nodes) {
-  if (s.kinds.empty()) return where + " has no TP groups";
+// Where a stage's problem lies, named only when there is one.
+struct StagePlace {
+  size_t pipeline = 0, stage = 0;
+  std::string name() const { return stage_name(pipeline, stage); }
+};
+
+std::string kind_problem(const StageTemplate& s, const StagePlace& where, const std::map<std::string, std::vector<int>>& nodes) {
+  if (s.kinds.empty()) return where.name() + " has no TP groups";
   for (const GroupKind& k : s.kinds) {
-    if (k.groups < 1) return where + ": " + k.gpu_type + " has " + std::to_string(k.groups) + " TP groups (at least 1)";
+    if (k.groups < 1) return where.name() + ": " + k.gpu_type + " has " + std::to_string(k.groups) + " TP groups (at least 1)";
     const auto it = nodes.find(k.gpu_type);
-    if (it == nodes.end()) return where + ": GPU type " + k.gpu_type + " is not in the cluster (it has " + type_list(nodes) + ")";
+    if (it == nodes.end()) return where.name() + ": GPU type " + k.gpu_type + " is not in the cluster (it has " + type_list(nodes) + ")";
     const int largest = *std::max_element(it->second.begin(), it->second.end());
     if (s.tp > largest)
-      return where + ": tp" + std::to_string(s.tp) + " on " + k.gpu_type + ", whose nodes have at most " + std::to_string(largest) +
+      return where.name() + ": tp" + std::to_string(s.tp) + " on " + k.gpu_type + ", whose nodes have at most " + std::to_string(largest) +
              " GPUs (a TP group lives in one node)";
   }
   return "";
 }
 
-std::string tp_problem(const StageTemplate& s, const std::string& where, const ModelConfig& model) {
-  if (s.tp < 1) return where + ": tp must be at least 1, got " + std::to_string(s.tp);
+std::string tp_problem(const StageTemplate& s, const StagePlace& where, const ModelConfig& model) {
+  if (s.tp < 1) return where.name() + ": tp must be at least 1, got " + std::to_string(s.tp);
   if (model.heads > 0 && model.heads % s.tp != 0)
-    return where + ": tp=" + std::to_string(s.tp) + " does not divide " + std::to_string(model.heads) + " attention heads";
+    return where.name() + ": tp=" + std::to_string(s.tp) + " does not divide " + std::to_string(model.heads) + " attention heads";
   if (model.kv_heads > 0 && model.kv_heads % s.tp != 0)
-    return where + ": tp=" + std::to_string(s.tp) + " does not divide " + std::to_string(model.kv_heads) + " key/value heads";
+    return where.name() + ": tp=" + std::to_string(s.tp) + " does not divide " + std::to_string(model.kv_heads) + " key/value heads";
   return "";
 }
 
 // Mirrors validate_plan (sim/plan/plan_yaml.cpp): EP ranks are the stage's GPUs (scope stage) or the same
 // stage of `ep` consecutive pipelines (scope pipelines, Megatron-Core's EP carved out of data parallelism).
-std::string ep_problem(const StageTemplate& s, int replicas, const std::string& where, const ModelConfig& model) {
-  const std::string ep = "ep=" + std::to_string(s.ep);
-  if (s.ep < 1) return where + ": ep must be at least 1, got " + std::to_string(s.ep);
+std::string ep_problem(const StageTemplate& s, int replicas, const StagePlace& where, const ModelConfig& model) {
+  const auto ep = [&s] { return "ep=" + std::to_string(s.ep); };
+  if (s.ep < 1) return where.name() + ": ep must be at least 1, got " + std::to_string(s.ep);
   if (!model.moe) {
-    if (s.ep != 1) return where + ": " + ep + " on a dense model (ep must be 1)";
-    if (s.uneven_experts) return where + ": uneven experts on a dense model";
+    if (s.ep != 1) return where.name() + ": " + ep() + " on a dense model (ep must be 1)";
+    if (s.uneven_experts) return where.name() + ": uneven experts on a dense model";
     return "";
   }
   const int experts = model.moe->experts;
   if (!s.uneven_experts && experts % s.ep != 0)
-    return where + ": " + ep + " does not divide " + std::to_string(experts) + " experts (an uneven placement may)";
+    return where.name() + ": " + ep() + " does not divide " + std::to_string(experts) + " experts (an uneven placement may)";
   if (s.uneven_experts && s.ep > experts)
-    return where + ": " + ep + " ranks cannot each hold one of " + std::to_string(experts) + " experts";
-  if (s.uneven_experts && s.ep == 1) return where + ": uneven experts need ep > 1";
+    return where.name() + ": " + ep() + " ranks cannot each hold one of " + std::to_string(experts) + " experts";
+  if (s.uneven_experts && s.ep == 1) return where.name() + ": uneven experts need ep > 1";
   if (s.ep_scope == EpScope::Stage && s.gpus() % s.ep != 0)
-    return where + ": " + ep + " does not divide the stage's " + std::to_string(s.gpus()) + " GPUs (ep_scope stage)";
+    return where.name() + ": " + ep() + " does not divide the stage's " + std::to_string(s.gpus()) + " GPUs (ep_scope stage)";
   if (s.ep_scope == EpScope::Pipelines && replicas % s.ep != 0)
-    return where + ": " + ep + " with ep_scope pipelines needs the class's " + std::to_string(replicas) +
+    return where.name() + ": " + ep() + " with ep_scope pipelines needs the class's " + std::to_string(replicas) +
            " replicas to be a multiple of ep (an EP block is ep identical pipelines)";
   return "";
 }
 
-std::string stage_problems(const Template& t, const Cluster& cluster, const ModelConfig& model) {
-  const auto nodes = node_sizes_by_type(cluster);
+std::string stage_problems(const Template& t, const std::map<std::string, std::vector<int>>& nodes, const ModelConfig& model) {
   for (size_t i = 0; i < t.pipelines.size(); ++i)
     for (size_t j = 0; j < t.pipelines[i].stages.size(); ++j) {
       const StageTemplate& s = t.pipelines[i].stages[j];
-      const std::string where = stage_name(i, j);
-      for (const std::string& p :
-           {tp_problem(s, where, model), kind_problem(s, where, nodes), ep_problem(s, t.pipelines[i].replicas, where, model)})
-        if (!p.empty()) return p;
+      const StagePlace where{i, j};
+      std::string p = tp_problem(s, where, model);
+      if (p.empty()) p = kind_problem(s, where, nodes);
+      if (p.empty()) p = ep_problem(s, t.pipelines[i].replicas, where, model);
+      if (!p.empty()) return p;
     }
   return "";
 }
@@ -441,8 +449,7 @@ bool groups_pack(std::vector<int> widths, std::vector<int> room) {
   return true;
 }
 
-std::string capacity_problem(const Template& t, const Cluster& cluster) {
-  const auto nodes = node_sizes_by_type(cluster);
+std::string capacity_problem(const Template& t, const std::map<std::string, std::vector<int>>& nodes) {
   std::map<std::string, std::vector<int>> widths;  // one entry per TP group
   for (const PipelineTemplate& p : t.pipelines)
     for (const StageTemplate& s : p.stages)
@@ -462,8 +469,10 @@ std::string capacity_problem(const Template& t, const Cluster& cluster) {
 
 std::string template_problem(const Template& t, const Cluster& cluster, const ModelConfig& model) {
   std::string p = structure_problem(t, model);
-  if (p.empty()) p = stage_problems(t, cluster, model);
-  if (p.empty()) p = capacity_problem(t, cluster);
+  if (!p.empty()) return p;
+  const auto nodes = node_sizes_by_type(cluster);
+  p = stage_problems(t, nodes, model);
+  if (p.empty()) p = capacity_problem(t, nodes);
   return p;
 }
 
