@@ -147,7 +147,7 @@ std::optional<StageExperts> stage_experts(const StageTemplate& st, const PlacedS
 // Plan order: classes with the largest EP blocks first (blocks must start at multiples of their size), each
 // class's replicas consecutive; then the units and every stage's experts. nullopt when the blocks cannot
 // align or the experts cannot be placed.
-std::optional<Layout> plan_layout(const Template& t, const std::vector<PlacedPipeline>& placed, const Cluster& cluster,
+std::optional<Layout> plan_layout(const Template& t, std::vector<PlacedPipeline> placed, const Cluster& cluster,
                                   const ModelConfig& model) {
   std::vector<int> classes(t.pipelines.size());
   std::iota(classes.begin(), classes.end(), 0);
@@ -159,11 +159,11 @@ std::optional<Layout> plan_layout(const Template& t, const std::vector<PlacedPip
     const int k = block_size(t.pipelines[c], model);
     const int first = static_cast<int>(out.pipelines.size());
     if (first % k != 0 || t.pipelines[c].replicas % k != 0) return std::nullopt;
-    for (const PlacedPipeline& p : placed)
-      if (p.pipeline_class == c) {
+    for (PlacedPipeline& p : placed)
+      if (p.pipeline_class == c) {  // each placed pipeline is of one class: moved once
         if ((static_cast<int>(out.pipelines.size()) - first) % k == 0) out.units.push_back({c, {}});
         out.units.back().pipelines.push_back(static_cast<int>(out.pipelines.size()));
-        out.pipelines.push_back(p);
+        out.pipelines.push_back(std::move(p));
       }
   }
   for (const PlacedPipeline& p : out.pipelines) {
@@ -681,9 +681,9 @@ bool usable(const Template& t, const CompletionInput& in) {
 std::vector<CompletedPlan> complete_template(const Template& t, const CompletionInput& in, const PlanPricer& price,
                                              const CompletionOptions& opt) {
   if (!usable(t, in)) return {};
-  const auto placed = place_template(t, *in.cluster);
+  auto placed = place_template(t, *in.cluster);
   if (!placed) return {};
-  const auto layout = plan_layout(t, *placed, *in.cluster, *in.model);
+  const auto layout = plan_layout(t, std::move(*placed), *in.cluster, *in.model);
   if (!layout) return {};
   std::optional<CompletionCache> own;
   CompletionCache& cache = in.cache ? *in.cache : own.emplace(*in.cluster, *in.model);

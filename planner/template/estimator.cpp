@@ -226,9 +226,11 @@ struct Estimator::Impl {
     load.assign(topo.links().size(), 0.0);
     link_use.assign(topo.links().size(), LinkUse{});
     for (const Node& n : cluster.nodes) node_of.insert(node_of.end(), n.gpus, n.id);
+    for (const NodeGroup& g : cluster.groups) group_spec.push_back(&cluster.catalog.at(g.gpu));
   }
 
-  std::vector<int> node_of;  // per GPU
+  std::vector<int> node_of;                  // per GPU
+  std::vector<const GpuSpec*> group_spec;    // per node group: its GPU (Cluster::gpu_spec without the lookup)
   int node_group_of(GpuId g) const { return cluster.nodes[node_of[g]].group; }
 
   // ---------------------------------------------------------------- passes
@@ -364,7 +366,7 @@ struct Estimator::Impl {
           w.group = static_cast<int>(g);
           w.tg = &pl.stages[r].groups[g];
           w.node_group = node_group_of(w.tg->gpus.front());
-          w.gpu = &cluster.gpu_spec(w.tg->gpus.front());
+          w.gpu = group_spec[w.node_group];
           const int n0 = node_of[w.tg->gpus.front()];
           w.one_node = std::all_of(w.tg->gpus.begin(), w.tg->gpus.end(), [&](GpuId x) { return node_of[x] == n0; });
           for (int c = 0; c < chunks; ++c) worker_of[p][c * depth + r].push_back(static_cast<int>(next));
@@ -951,7 +953,7 @@ struct Estimator::Impl {
         const Worker& w = ws[h.worker];
         sets[k].push_back(w.tg->gpus[static_cast<size_t>(k) * w.tg->tp / bk.lcm_tp]);
       }
-      std::sort(sets[k].begin(), sets[k].end());
+      if (!std::is_sorted(sets[k].begin(), sets[k].end())) std::sort(sets[k].begin(), sets[k].end());
     }
     for (const Holder& h : bk.holders) ovh = std::max(ovh, ws[h.worker].gpu->compute.collective_overhead_s);
     return {&phases(kind, sets), ovh};

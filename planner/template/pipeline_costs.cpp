@@ -227,9 +227,12 @@ const std::vector<int>& PipelineCosts::max_ends(int stage, int b, long in_flight
   if (auto it = max_ends_.find(key); it != max_ends_.end()) return it->second;
   const std::vector<int>& s = shares(stage, b);
   const size_t groups = s.size();
-  std::vector<StageMemoryLines::Query> queries = memory_queries_[stage];
-  std::vector<StageMemoryLines::Lines*> lines(groups);
-  std::vector<size_t> distinct;  // one group of each (lines, samples, usable bytes): the same answer each
+  std::vector<StageMemoryLines::Query>& queries = queries_scratch_;
+  queries = memory_queries_[stage];
+  std::vector<StageMemoryLines::Lines*>& lines = lines_scratch_;
+  lines.assign(groups, nullptr);
+  std::vector<size_t>& distinct = distinct_scratch_;  // one group of each (lines, samples, usable bytes): the same answer each
+  distinct.clear();
   for (size_t g = 0; g < groups; ++g) {
     queries[g].samples = s[g];
     lines[g] = &memory_.lines(queries[g]);
@@ -291,8 +294,10 @@ const std::vector<int>& PipelineCosts::partition(int b, long m) {
   if (auto it = partitions_.find(k); it != partitions_.end()) return it->second;
   std::vector<int> bounds;
   if (b >= min_micro_batch_ && !known_too_big(b, cap)) {
-    std::vector<const std::vector<int>*> ends(depth());
-    std::vector<const std::vector<const LayerTimes::Table*>*> tables(depth());  // per stage, per group
+    std::vector<const std::vector<int>*>& ends = ends_scratch_;
+    ends.assign(depth(), nullptr);
+    std::vector<const std::vector<const LayerTimes::Table*>*>& tables = tables_scratch_;  // per stage, per group
+    tables.assign(depth(), nullptr);
     for (int j = 0; j < depth(); ++j) {
       ends[j] = &max_ends(j, b, std::min<long>(depth() - j, m));
       tables[j] = &group_tables(j, b);
@@ -338,7 +343,8 @@ double PipelineCosts::work_lower_bound(int b) {
   if (auto it = work_.find(b); it != work_.end()) return it->second;
   // A stage's time over a range is its slowest group's, so at least any one group's: per layer, the fastest
   // group of the fastest stage bounds what the layer adds to the stage sum, whatever the partition.
-  std::vector<const std::vector<const LayerTimes::Table*>*> tables(depth());
+  std::vector<const std::vector<const LayerTimes::Table*>*>& tables = tables_scratch_;
+  tables.assign(depth(), nullptr);
   for (int j = 0; j < depth(); ++j) tables[j] = &group_tables(j, b);
   double embedding = kInf, head = kInf;
   for (const LayerTimes::Table* t : *tables.front()) embedding = std::min(embedding, t->embedding);
@@ -422,7 +428,8 @@ bool PipelineCosts::memory_decides(long n, const Choice& c) {
 
 std::pair<double, double> PipelineCosts::unlimited_stages(int b) {
   if (auto it = unlimited_stages_.find(b); it != unlimited_stages_.end()) return it->second;
-  std::vector<const std::vector<const LayerTimes::Table*>*> tables(depth());
+  std::vector<const std::vector<const LayerTimes::Table*>*>& tables = tables_scratch_;
+  tables.assign(depth(), nullptr);
   for (int j = 0; j < depth(); ++j) tables[j] = &group_tables(j, b);
   auto cost = [&](int j, int begin, int end) { return slowest_group_s(*tables[j], begin, end); };
   const std::vector<int> bounds = minmax_partition_monotone_with(layers_, depth(), cost);

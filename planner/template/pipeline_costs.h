@@ -221,6 +221,13 @@ class PipelineCosts {
   // max_end[x]: the largest end such that every group of the stage fits layers [x, end) in memory (x if none).
   const std::vector<int>& max_ends(int stage, int b, long in_flight);
   std::map<std::tuple<int, int, long>, std::vector<int>> max_ends_;  // (stage kind, b, in flight)
+  // Scratch of max_ends, partition, work_lower_bound and unlimited_stages (none calls another while it
+  // uses them).
+  std::vector<StageMemoryLines::Query> queries_scratch_;
+  std::vector<StageMemoryLines::Lines*> lines_scratch_;
+  std::vector<size_t> distinct_scratch_;
+  std::vector<const std::vector<int>*> ends_scratch_;
+  std::vector<const std::vector<const LayerTimes::Table*>*> tables_scratch_;
 };
 
 }  // namespace arachne::planner
