@@ -85,7 +85,7 @@ inline constexpr double kArachneSimulateWithin = 1.10;
 // 600 templates rather than 300: the same plans on those 24 and on the K-sweep's 27 cases, 0.5-1.1 % faster
 // ones on 3 of 52 held-out configurations of up to 1,024 GPUs, and Mixtral on 16 A100-80 and 16 V100-32
 // (configs/experiments/paper.yaml) 70.09 -> 68.15 s, where the climb to Metis's deep layout needs a fifth
-// round (README, "Local search until it stops gaining").
+// round (README, "Deeper moves for mixed pipelines, and a longer climb on small clusters").
 // Larger clusters extend only while a round gains (below): one round at 1,024 GPUs costs hundreds of milliseconds.
 inline constexpr int kArachneExtendMaxGpus = 64;
 inline constexpr long kArachneExtendBelow = 600;

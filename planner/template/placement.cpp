@@ -43,19 +43,22 @@ class FreeGpus {
     const std::vector<int>& of_type = nodes_of_type_[it - types_.begin()];  // ascending ids
     if (const int node = one_node(of_type, tp * groups, near); node >= 0) {
       nodes_.assign(1, node);
-      return fill(tp, groups, near, out);
+      fill(tp, groups, near, out);
+      return true;
     }
     for (const int leaf : leaf_order(near)) {
       nodes_.clear();
       for (const int n : of_type)
         if (leaf_of(n) == leaf) nodes_.push_back(n);
-      if (capacity(nodes_, tp) >= groups) return fill(tp, groups, near, out);
+      if (capacity(nodes_, tp) >= groups) {
+        fill(tp, groups, near, out);
+        return true;
+      }
     }
-    if (capacity(of_type, tp) >= groups) {
-      nodes_ = of_type;
-      return fill(tp, groups, near, out);
-    }
-    return false;
+    if (capacity(of_type, tp) < groups) return false;
+    nodes_ = of_type;
+    fill(tp, groups, near, out);
+    return true;
   }
 
  private:
@@ -103,15 +106,14 @@ class FreeGpus {
     return order_;
   }
 
-  // Fills the nodes of nodes_ one at a time (near first, whole nodes first, most free first: few nodes per
-  // stage).
-  bool fill(int tp, int groups, const std::vector<int>& near, std::vector<std::vector<GpuId>>& out) {
+  // `groups` groups from the nodes of nodes_ (which hold them), filled one node at a time (near first, whole
+  // nodes first, most free first: few nodes per stage).
+  void fill(int tp, int groups, const std::vector<int>& near, std::vector<std::vector<GpuId>>& out) {
     auto key = [&](int n) { return std::make_tuple(!contains(near, n), -c_.nodes[n].gpus, -free_count(n), n); };
     std::sort(nodes_.begin(), nodes_.end(), [&](int a, int b) { return key(a) < key(b); });
     out.clear();
     for (const int n : nodes_)
       while (static_cast<int>(out.size()) < groups && free_count(n) >= tp) out.push_back(take_group(n, tp));
-    return true;
   }
 
   // The lowest run of tp consecutive free local GPUs of the node, else its tp lowest free GPUs.
