@@ -157,7 +157,7 @@ int run_evaluate(const std::vector<std::string>& args, const std::string& comman
       ("oracle-max-gpus", po::value<std::string>()->value_name("G")->default_value("4"), "run the oracle only up to this size")
       ("beam", po::value<std::string>()->value_name("K")->default_value("8"), "arachne: templates proposed (K)")
       ("simulate-top", po::value<std::string>()->value_name("N")->default_value("3"), "arachne: best-priced plans simulated")
-      ("refine", po::value<std::string>()->value_name("R")->default_value(std::to_string(planner::PlanRequest{}.arachne_refine)), "arachne: rounds of local moves from the best-priced templates (then up to 6 in all while the round before gained >= 0.5 %, or on <= 64 GPUs while < 300 templates were tried)")
+      ("refine", po::value<std::string>()->value_name("R")->default_value(std::to_string(planner::PlanRequest{}.arachne_refine)), planner::refine_help().c_str())
       ("exhaustive-cap", po::value<std::string>()->value_name("N")->default_value("2000"),
        "ablation exhaustive: most templates enumerated (a cut is recorded as search_complete = false)")
       ("budget", po::value<std::string>()->value_name("N")->default_value("2000"), "simulator evaluations per planner")

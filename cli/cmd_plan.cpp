@@ -140,7 +140,7 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
       ("flashflex-refine", po::bool_switch(), "FlashFlex: add our hill-climbing refinement (row flashflex+refine)")
       ("beam", po::value<std::string>()->value_name("K")->default_value("8"), "arachne: templates decoded by beam search")
       ("simulate-top", po::value<std::string>()->value_name("N")->default_value("3"), "arachne: best-priced plans simulated")
-      ("refine", po::value<std::string>()->value_name("R")->default_value(std::to_string(planner::PlanRequest{}.arachne_refine)), "arachne: rounds of local moves from the best-priced templates (then up to 6 in all while the round before gained >= 0.5 %, or on <= 64 GPUs while < 300 templates were tried)")
+      ("refine", po::value<std::string>()->value_name("R")->default_value(std::to_string(planner::PlanRequest{}.arachne_refine)), planner::refine_help().c_str())
       ("policy", po::value<std::string>()->value_name("FILE"), "arachne: policy weights (default: the shipped configs/policy/arachne.weights)")
       ("arachne-templates", po::value<std::string>()->value_name("SOURCE")->default_value(planner::template_source_name(planner::PlanRequest{}.arachne_templates)),
        "arachne: template source, policy+heuristic | policy | random | heuristic | exhaustive (other than the default: ablations, row arachne[SOURCE])")

@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <sstream>
 
 #include "planner/arachne/features.h"
 #include "planner/arachne/labeler.h"
@@ -211,6 +212,14 @@ Template simulation_structure(const Plan& plan, const Cluster& cluster) {
       for (GroupKind& k : s.kinds) k.groups /= g;
   }
   return canonical(t);
+}
+
+std::string refine_help() {
+  std::ostringstream out;
+  out << "arachne: rounds of local moves from the best-priced templates (then up to " << kArachneMaxRounds
+      << " in all while the round before gained >= " << kArachneExtendWhileGain * 100 << " %, or on <= "
+      << kArachneExtendMaxGpus << " GPUs while < " << kArachneExtendBelow << " templates were tried)";
+  return out.str();
 }
 
 std::string default_policy_path() { return (std::filesystem::path(configs_dir()) / "policy" / "arachne.weights").string(); }

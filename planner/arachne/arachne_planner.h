@@ -63,6 +63,9 @@ std::vector<Template> proposed_templates(const PlanRequest& request, long global
 // the request's wall-clock budget cuts it.
 std::vector<CompletedPlan> arachne_priced_plans(const PlanRequest& request, long global_batch, long* priced = nullptr);
 
+// The --refine option's help text (plan, evaluate), with the extension rules' constants below.
+std::string refine_help();
+
 // The structure a plan is simulated for in step 4: its template with every class unfolded (the groups'
 // common factor per stage moved to the replicas; planner/template/neighbors.h fold moves), so that r
 // identical pipelines and one pipeline of r-group stages, which run the same GPUs and stages, count as one.
