@@ -38,7 +38,8 @@ constexpr long kMaxPipeShapes = 500000;
 constexpr size_t kMaxStructures = 10000000;
 constexpr long kMaxOptionsPerShape = 2000000;
 constexpr long kMaxCachedOptions = 5000000;
-// The reduction lift takes the least bucket floor over a structure's placement classes when it has at most
+// Where the topology does not allow placement-free floors (LowerBound::placement_free), the reduction lift
+// takes the least bucket floor over a structure's placement classes when it has at most
 // this many (beyond, no lift: the bounds stay admissible, only weaker; each class costs one pass over the
 // buckets per layout of cuts, member sets already seen are looked up), and keeps this many layouts' lifted
 // option sets.
@@ -283,9 +284,8 @@ class Search {
       // Pipelines of one stage only: the reduction's buckets and holders are the structure's own, so options
       // are bounded with their reduction tail as they are generated (pipe_options).
       option_floor_.reset();
-      if (one_stage && lift_placements_) {
-        option_floor_ = lb_.reduction_floor(layout_plan(pipes, std::vector<const PipeOption*>(pipes.size()), zero1),
-                                            *lift_placements_);
+      if (one_stage && lifting_) {
+        option_floor_ = lift_floor(layout_plan(pipes, std::vector<const PipeOption*>(pipes.size()), zero1));
         ++floor_tag_;
       }
       for (int rc = 0; rc < 3 && !stop_; ++rc) {
@@ -805,7 +805,7 @@ class Search {
       for (int j = P - 1; j >= from; --j) later_max[j] = later_max[j + 1] + sets[j]->max_n;
     };
     set_later_max(0);
-    const bool lifting = lift_placements_ != nullptr;
+    const bool lifting = lifting_;
     lifted_.clear();
     lifted_options_ = 0;
     std::vector<int> chosen(P, 0);                  // per position: option index in sets[position]
@@ -873,7 +873,7 @@ class Search {
         lifted_options_ = 0;
       }
       it = lifted_.emplace(key, Lifted{}).first;
-      it->second.floor = lb_.reduction_floor(layout_plan(pipes, picked, zero1), *lift_placements_);
+      it->second.floor = lift_floor(layout_plan(pipes, picked, zero1));
     }
     Lifted& lifted = it->second;
     const Recompute r = kRecompute[rc];
@@ -932,10 +932,18 @@ class Search {
     return lb_.pipeline_bound(o.cuts, groups, o.m, r, zero1, floor, after);
   }
 
+  // The reduction's buckets of a layout with their floors for the lift: the least over every spread of each
+  // bucket's holders over the nodes when the topology allows (LowerBound::placement_free_floor), else the
+  // least over the structure's placement classes.
+  LowerBound::ReductionFloor lift_floor(const Plan& layout) const {
+    if (lb_.placement_free()) return lb_.placement_free_floor(layout);
+    return lb_.reduction_floor(layout, *lift_placements_);
+  }
+
   // A plan with the structure's TP groups on the first placement, the picked cuts of the pipelines of several
   // stages and one stage of all layers for the others: what the reduction's buckets depend on.
   Plan layout_plan(const std::vector<int>& pipes, const std::vector<const PipeOption*>& picked, bool zero1) const {
-    const std::vector<std::vector<GpuId>>& gpus = lift_placements_->front();
+    const std::vector<std::vector<GpuId>>& gpus = layout_gpus_;
     std::vector<PipelineSpec> specs;
     size_t gi = 0;
     for (size_t i = 0; i < pipes.size(); ++i) {
@@ -1006,8 +1014,9 @@ class Search {
   //  - in general, placements whose stages hold the same multiset of TP groups' GPU lists, stage by stage,
   //    have the same reduction floors: reduction_tails sees a placement only through them (a segment's
   //    holders are whole stages, a slice's members are sorted, the tied embedding spans a pipeline's first and
-  //    last stages, ZeRO-1 gathers over a segment's holders). The reduction lift takes the least floor over
-  //    the classes when there are at most kMaxLiftPlacements of them;
+  //    last stages, ZeRO-1 gathers over a segment's holders). Without placement-free floors, the reduction
+  //    lift takes the least floor over the classes when there are at most kMaxLiftPlacements of them (with
+  //    them, structures of several stages need no classes and none are listed);
   //  - in a structure of one-stage pipelines every TP group holds every layer, and placements with the same
   //    multiset of GPU lists over the whole structure simulate alike (README "Symmetry": a group's tasks
   //    depend on its GPU type, tp and samples, not on which GPUs; no pipeline transfers; every bucket is
@@ -1017,8 +1026,20 @@ class Search {
   void collect_placement_classes(const std::vector<int>& pipes, bool one_stage) {
     placements_list_.clear();
     lift_placements_ = nullptr;
+    lifting_ = false;
+    layout_gpus_.clear();
     emit_by_class_ = false;
     if (model_.moe || !req_.topo) return;
+    if (lb_.placement_free()) {
+      // The lift needs no classes; its layouts take the first placement's GPUs (only their node groups and
+      // tp count). The classes still serve one-stage structures' emit().
+      placements(group_list(pipes), [&](const std::vector<std::vector<GpuId>>& gpus) {
+        layout_gpus_ = gpus;
+        return false;
+      });
+      lifting_ = !layout_gpus_.empty();
+      if (!one_stage) return;
+    }
     std::vector<size_t> stage_end;  // one past the last group of each stage, in listing order
     for (const int ps : pipes)
       for (const int ss : pipe_shapes_[ps].stages)
@@ -1052,7 +1073,11 @@ class Search {
     if (!pc.all || pc.reps.empty()) return;
     emit_by_class_ = one_stage;
     placements_list_ = pc.reps;
-    if (placements_list_.size() <= kMaxLiftPlacements) lift_placements_ = &placements_list_;
+    if (!lifting_ && placements_list_.size() <= kMaxLiftPlacements) {
+      lift_placements_ = &placements_list_;
+      layout_gpus_ = placements_list_.front();
+      lifting_ = true;
+    }
   }
 
   bool has_placement(const std::vector<int>& pipes) const {
@@ -1258,6 +1283,8 @@ class Search {
   };
   std::vector<std::vector<std::vector<GpuId>>> placements_list_;  // the current structure's class representatives
   const std::vector<std::vector<std::vector<GpuId>>>* lift_placements_ = nullptr;
+  bool lifting_ = false;  // the reduction lift is on (placement-free floors, or lift_placements_)
+  std::vector<std::vector<GpuId>> layout_gpus_;  // the GPUs layout_plan() puts the groups on
   bool emit_by_class_ = false;  // emit() takes one placement per class and one order of samples
   struct PlacementClasses {
     bool all = true;  // every placement was visited (else reps is empty)
