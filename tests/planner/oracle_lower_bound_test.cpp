@@ -513,12 +513,14 @@ TEST(OracleLowerBound, NeverAboveTheSimulatedTimeWithLargeGradientBuckets) {
   for (const std::string spec : {"H100:1x4,A100-80:1x2,V100-32:1x2", "A100-80:8x1", "A100-80:2x4"})
     check_admissible(spec, load_model("gpt3-1.3b"), 40, seed++, t);
   std::printf("[bound] gpt3-1.3b: %d plans simulated, %d raised by the reduction tail, %d by the pipeline "
-              "transfers, tightest bound/sim %.3f, %d pipelines lifted placement-free\n", t.simulated, t.raised,
-              t.transfers, t.tightest, t.lifted);
+              "transfers, tightest bound/sim %.3f, %d pipelines lifted placement-free; %d plans' reduction bounded "
+              "over every spread (%d buckets checked, %d pipelines lifted by it)\n", t.simulated, t.raised,
+              t.transfers, t.tightest, t.lifted, t.spread_plans, t.spread_buckets, t.spread_lifted);
   EXPECT_EQ(t.simulated, 120);
   EXPECT_GT(t.raised, 10);
   EXPECT_GT(t.transfers, 3);
   EXPECT_GT(t.lifted, 10);
+  EXPECT_GT(t.spread_lifted, 10);
 }
 
 // The round trip by hand, on a pipeline of two stages with one micro-batch: stage 0 has a slow group A

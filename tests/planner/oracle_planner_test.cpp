@@ -351,7 +351,8 @@ namespace {
 // Completeness and time of the search on one cluster (not run by default; scripts/oracle_completeness.sh
 // runs it over the representative clusters): ORACLE_SPEC (cluster), ORACLE_MODEL (configs/models name or
 // "small-gpt" / "small-moe", the tests' 8-layer models), ORACLE_GLOBAL (global batch, default the model's), ORACLE_WALL (s, default 600),
-// ORACLE_THREADS (default: all cores). Prints one row: cluster, model, complete, wall, simulations, pruned.
+// ORACLE_THREADS (default: all cores), ORACLE_PLAN_OUT (a file for the plan's YAML). Prints one row: cluster, model,
+// complete, wall, simulations, pruned.
 TEST(OraclePlanner, DISABLED_Completeness) {
   auto env = [](const char* k, const char* d) { return std::getenv(k) ? std::getenv(k) : d; };
   const Cluster c = parse_cluster_spec(env("ORACLE_SPEC", "A100-80:1x2,V100-32:1x2"), GpuCatalog::load_default());
@@ -368,6 +369,13 @@ TEST(OraclePlanner, DISABLED_Completeness) {
               m.name.c_str(), m.global_batch, r.search_complete ? "yes" : "no", r.planning_time_s, r.evaluations,
               s.pruned_by_bound, s.structures, s.exhaustive_structures, s.space_structures, r.predicted_iteration_time_s,
               s.incomplete_reason.c_str());
+  // ORACLE_PLAN_OUT: the returned plan as YAML, to compare two builds' answers.
+  if (const char* out = std::getenv("ORACLE_PLAN_OUT"); out && r.plan) {
+    if (FILE* f = std::fopen(out, "w")) {
+      std::fputs(plan_to_yaml(*r.plan, c).c_str(), f);
+      std::fclose(f);
+    }
+  }
 }
 }  // namespace
 }  // namespace arachne::planner
