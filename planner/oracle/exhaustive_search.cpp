@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -94,6 +95,7 @@ class Search {
     describe_cluster();
     enumerate_stage_shapes();
     enumerate_pipe_shapes();
+    size_shape_caches();
     if (!stop_) enumerate_structures();
     if (!stop_) flush();
     stats_.complete = !stop_;
@@ -309,13 +311,26 @@ class Search {
     trim_option_cache();
   }
 
+  // The per-pipeline-shape caches, indexed by shape (and recompute level, ZeRO-1): every structure looks its
+  // shapes up in them several times.
+  void size_shape_caches() {
+    const size_t P = pipe_shapes_.size();
+    const double unset = std::numeric_limits<double>::quiet_NaN();  // equal to no incumbent
+    may_fit_.assign(P, -1);
+    rate_.assign(P * 3, unset);
+    stage_rates_.clear();
+    stage_rates_.resize(P * 3);
+    sample_caps_.assign(P * 6, {unset, G_});
+    micro_caps_.assign(P * 6, {unset, std::vector<long>()});
+  }
+  static size_t zkey(int ps, int rc, bool zero1) { return (static_cast<size_t>(ps) * 3 + rc) * 2 + (zero1 ? 1 : 0); }
+
   // Work bound: a pipeline of shape ps taking n samples has a worker busy for at least n x rate(ps) (every
   // sample passes every layer on some group, at no less than the least per-sample cost of that layer on the
   // pipeline's groups; the busiest of its W workers carries at least 1/W of it).
   double sample_rate(int ps, int rc) {
-    const auto key = std::make_pair(ps, rc);
-    auto it = rate_.find(key);
-    if (it != rate_.end()) return it->second;
+    double& cached = rate_[static_cast<size_t>(ps) * 3 + rc];
+    if (!std::isnan(cached)) return cached;
     std::vector<double> least(L_ + 2, kInf);
     int workers = 0;
     for (const int ss : pipe_shapes_[ps].stages) {
@@ -327,54 +342,54 @@ class Search {
       }
     }
     const double work = std::accumulate(least.begin(), least.end(), 0.0);
-    return rate_[key] = work / workers * (1 - 1e-9);
+    return cached = work / workers * (1 - 1e-9);
   }
 
   // The stage water-filling bounds of pipeline shape ps (PipelineRates), cached.
   const PipelineRates& stage_rates(int ps, int rc) {
-    const auto key = std::make_pair(ps, rc);
-    auto it = stage_rates_.find(key);
-    if (it != stage_rates_.end()) return it->second;
+    std::unique_ptr<PipelineRates>& cached = stage_rates_[static_cast<size_t>(ps) * 3 + rc];
+    if (cached) return *cached;
     std::vector<std::vector<std::pair<int, int>>> stages;
     for (const int ss : pipe_shapes_[ps].stages) {
       stages.emplace_back();
       for (const int ng : stage_shapes_[ss].group_ng) stages.back().emplace_back(ng, stage_shapes_[ss].tp);
     }
-    return stage_rates_.emplace(key, PipelineRates(lb_, stages, kRecompute[rc], L_, static_cast<int>(G_))).first->second;
+    cached = std::make_unique<PipelineRates>(lb_, stages, kRecompute[rc], L_, static_cast<int>(G_));
+    return *cached;
   }
   // The most samples a pipeline of shape ps can take with each of its groups ending below the incumbent, by
   // the groups' size-aware work bounds (pipeline_sample_cap, lower_bound.h). Cached until the incumbent changes.
   long sample_cap(int ps, int rc, bool zero1) {
     const double T = inc_.bound();
     if (!std::isfinite(T)) return G_;
-    auto [it, fresh] = sample_caps_.try_emplace(std::make_tuple(ps, rc, zero1 ? 1 : 0), kInf, G_);
-    if (!fresh && it->second.first == T) return it->second.second;
+    std::pair<double, long>& cached = sample_caps_[zkey(ps, rc, zero1)];
+    if (cached.first == T) return cached.second;
     std::vector<std::vector<std::pair<int, int>>> stages;
     for (const int ss : pipe_shapes_[ps].stages) {
       stages.emplace_back();
       for (const int ng : stage_shapes_[ss].group_ng) stages.back().emplace_back(ng, stage_shapes_[ss].tp);
     }
-    it->second = {T, pipeline_sample_cap(lb_, stages, kRecompute[rc], zero1, L_, G_, T)};
-    return it->second.second;
+    cached = {T, pipeline_sample_cap(lb_, stages, kRecompute[rc], zero1, L_, G_, T)};
+    return cached.second;
   }
   // For each micro-batch size b, the most micro-batches a pipeline of shape ps can take below the incumbent
   // (micro_batch_caps, lower_bound.h), within its sample cap. Cached until the incumbent changes; the
   // incumbent only improves, so the caps at an earlier one bound the new ones.
   const std::vector<long>& micro_caps(int ps, int rc, bool zero1) {
     const double T = inc_.bound();
-    auto [it, fresh] = micro_caps_.try_emplace(std::make_tuple(ps, rc, zero1 ? 1 : 0), kInf, std::vector<long>());
-    if (!fresh && it->second.first == T) return it->second.second;
+    std::pair<double, std::vector<long>>& cached = micro_caps_[zkey(ps, rc, zero1)];
+    if (cached.first == T) return cached.second;
     std::vector<std::vector<std::pair<int, int>>> stages;
     for (const int ss : pipe_shapes_[ps].stages) {
       stages.emplace_back();
       for (const int ng : stage_shapes_[ss].group_ng) stages.back().emplace_back(ng, stage_shapes_[ss].tp);
     }
-    const std::vector<long>* earlier = fresh || !std::isfinite(it->second.first) ? nullptr : &it->second.second;
+    const std::vector<long>* earlier = !std::isfinite(cached.first) ? nullptr : &cached.second;  // unset: NaN
     std::vector<long> caps =
         micro_batch_caps(lb_, stages, kRecompute[rc], zero1, L_, sample_cap(ps, rc, zero1), T, earlier,
                          std::max(1L, kCoupledSizeBudget / (static_cast<long>(L_) * L_)));
-    it->second = {T, std::move(caps)};
-    return it->second.second;
+    cached = {T, std::move(caps)};
+    return cached.second;
   }
   // The sample counts n <= most a pipeline of shape ps can take (n = m b with m <= micro_caps[b]), as runs
   // [first, last] of consecutive counts.
@@ -687,8 +702,8 @@ class Search {
   // state left out); memory only grows with samples, lighter recompute, activations in flight and less
   // sharding.
   bool may_fit(int ps) {
-    auto it = may_fit_.find(ps);
-    if (it != may_fit_.end()) return it->second;
+    signed char& cached = may_fit_[ps];
+    if (cached >= 0) return cached != 0;
     const PipeShape& shape = pipe_shapes_[ps];
     const int S = static_cast<int>(shape.stages.size());
     std::vector<std::vector<char>> reach(S + 1, std::vector<char>(L_ + 1, 0));  // stages 0..k-1 cover [0, l)
@@ -706,7 +721,8 @@ class Search {
         }
       }
     }
-    return may_fit_[ps] = reach[S][L_] != 0;
+    cached = reach[S][L_] != 0 ? 1 : 0;
+    return cached != 0;
   }
 
   // The micro-batch counts of a complete partition: every m whose bound is below the incumbent and whose
@@ -1262,12 +1278,13 @@ class Search {
   std::vector<PipeShape> pipe_shapes_;
   std::vector<Candidate> buffer_;
   std::set<std::string> seen_;
-  std::map<int, bool> may_fit_;
+  std::vector<signed char> may_fit_;  // per shape: -1 not known yet
   std::map<std::tuple<int, int, int, int, int, int>, int> memory_caps_;
-  std::map<std::pair<int, int>, double> rate_;
-  std::map<std::tuple<int, int, int>, std::pair<double, long>> sample_caps_;  // (incumbent, cap)
-  std::map<std::tuple<int, int, int>, std::pair<double, std::vector<long>>> micro_caps_;  // (incumbent, caps)
-  std::map<std::pair<int, int>, PipelineRates> stage_rates_;
+  // Per shape and recompute level (x 3), and ZeRO-1 (x 2): NaN / null / NaN incumbent when not known yet.
+  std::vector<double> rate_;
+  std::vector<std::pair<double, long>> sample_caps_;  // (incumbent, cap)
+  std::vector<std::pair<double, std::vector<long>>> micro_caps_;  // (incumbent, caps)
+  std::vector<std::unique_ptr<PipelineRates>> stage_rates_;
   std::map<std::tuple<int, int, int>, std::vector<double>> floor_prefix_;
   std::map<std::tuple<int, int, int, long, long, long>, OptionSet> option_cache_;  // last: floor_tag_ or 0
   // The current structure's reduction floor when options are bounded with their tail as generated, and an id
