@@ -89,7 +89,9 @@ class Search {
  public:
   Search(const PlanRequest& r, long global, const ExhaustiveLimits& lim, Incumbent& inc)
       : req_(r), cluster_(*r.cluster), model_(*r.model), G_(global), L_(r.model->layers), lim_(lim), inc_(inc),
-        lb_(cluster_, model_, r.topo), start_(Clock::now()) {}
+        lb_(cluster_, model_, r.topo), start_(Clock::now()) {
+    lb_.allow_placement_free(lim.spread_floors);
+  }
 
   ExhaustiveStats run() {
     describe_cluster();

@@ -185,7 +185,9 @@ class LowerBound {
   // capacity on its route - then a collective's floor depends only on how many members each node holds
   // (collective_transfers' rings and hierarchical phases are built from the members' node counts in node
   // order, and each flow's floor from its pair's latency and capacity).
-  bool placement_free() const { return uniform_nodes_ && topo_ && !model_.moe; }
+  bool placement_free() const { return uniform_nodes_ && spreads_on_ && topo_ && !model_.moe; }
+  // Whether placement_free() may be true (default true; tests turn it off to compare with the per-class floors).
+  void allow_placement_free(bool on) { spreads_on_ = on; }
   // The gradient reduction of a dense plan's layout with every bucket's floor the least over every way its
   // holders (TP groups of given node group and tp, each inside one node) can be spread over the nodes: the
   // least, over the per-node member counts such an assignment gives, of the collective floor on members
@@ -300,6 +302,7 @@ class LowerBound {
   mutable std::unordered_map<FloorKey, double, FloorKeyHash, FloorKeyEqual> collective_floors_;
   mutable std::vector<GpuId> members_scratch_;  // of reduction_tails: one slice's members
   bool uniform_nodes_ = false;  // see placement_free()
+  bool spreads_on_ = true;
   // Per sorted holder list: members (lowest GPUs of each node) for every distinct per-node count vector
   // their spreads over the nodes give (nullopt: too many to list).
   mutable std::map<std::vector<std::pair<int, int>>, std::optional<std::vector<std::vector<GpuId>>>> spreads_;

@@ -18,6 +18,7 @@
 
 #include "planner/baselines/megatron/megatron_planner.h"
 #include "planner/common/plan_builder.h"
+#include "planner/oracle/exhaustive_search.h"
 #include "planner/oracle/oracle_planner.h"
 #include "planner/planner.h"
 #include "sim/exec/simulate.h"
@@ -228,6 +229,32 @@ TEST(OraclePlanner, SameResultOnOneAndThreeThreads) {
   EXPECT_EQ(a.predicted_iteration_time_s, b.predicted_iteration_time_s);
   EXPECT_EQ(a.evaluations, b.evaluations);
   EXPECT_EQ(o1.stats().pruned_by_bound, o3.stats().pruned_by_bound);
+}
+
+// The reduction lift over every spread of the holders (the default where the topology allows it) and over the
+// structure's placement classes (the path of other topologies) lead the complete search to the same answer:
+// both bounds are admissible, so only the work differs. Phase 3 alone, from no incumbent, on one- and two-node
+// clusters (two nodes: buckets whose holders span them cross the network).
+TEST(OraclePlanner, SameAnswerWithSpreadAndPerClassReductionFloors) {
+  for (const auto& [spec, global] : std::vector<std::pair<std::string, long>>{
+           {"A100-80:1x2,V100-32:1x2", 16}, {"A100-80:2x2", 16}, {"A100-80:4x1", 12}, {"A100-80:1x2,T4:1x1", 12},
+           {"A100-80:2x4", 16}}) {
+    const Cluster c = parse_cluster_spec(spec, GpuCatalog::load_default());
+    const Topology t(c);
+    const ModelConfig m = test::small_gpt_model(global);
+    const PlanRequest req = request_for(c, t, m, 1000000);
+    Incumbent spread, per_class;
+    ExhaustiveLimits lim;
+    const ExhaustiveStats a = exhaustive_search(req, global, lim, spread);
+    lim.spread_floors = false;
+    const ExhaustiveStats b = exhaustive_search(req, global, lim, per_class);
+    ASSERT_TRUE(a.complete && b.complete) << spec;
+    ASSERT_TRUE(spread.plan && per_class.plan) << spec;
+    EXPECT_EQ(spread.time_s, per_class.time_s) << spec;
+    EXPECT_EQ(plan_to_yaml(*spread.plan, c), plan_to_yaml(*per_class.plan, c)) << spec;
+    std::printf("[oracle] %s G=%ld: %.5f s, %ld / %ld simulations, %ld / %ld pruned (spread / per-class floors)\n",
+                spec.c_str(), global, spread.time_s, a.simulated, b.simulated, a.pruned_by_bound, b.pruned_by_bound);
+  }
 }
 
 // Above the complete-search size the oracle is a best-effort search.
