@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -38,7 +39,8 @@ constexpr long kMaxPipeShapes = 500000;
 constexpr size_t kMaxStructures = 10000000;
 constexpr long kMaxOptionsPerShape = 2000000;
 constexpr long kMaxCachedOptions = 5000000;
-// The reduction lift takes the least bucket floor over a structure's placement classes when it has at most
+// Where the topology does not allow placement-free floors (LowerBound::placement_free), the reduction lift
+// takes the least bucket floor over a structure's placement classes when it has at most
 // this many (beyond, no lift: the bounds stay admissible, only weaker; each class costs one pass over the
 // buckets per layout of cuts, member sets already seen are looked up), and keeps this many layouts' lifted
 // option sets.
@@ -87,12 +89,15 @@ class Search {
  public:
   Search(const PlanRequest& r, long global, const ExhaustiveLimits& lim, Incumbent& inc)
       : req_(r), cluster_(*r.cluster), model_(*r.model), G_(global), L_(r.model->layers), lim_(lim), inc_(inc),
-        lb_(cluster_, model_, r.topo), start_(Clock::now()) {}
+        lb_(cluster_, model_, r.topo), start_(Clock::now()) {
+    lb_.allow_placement_free(lim.spread_floors);
+  }
 
   ExhaustiveStats run() {
     describe_cluster();
     enumerate_stage_shapes();
     enumerate_pipe_shapes();
+    size_shape_caches();
     if (!stop_) enumerate_structures();
     if (!stop_) flush();
     stats_.complete = !stop_;
@@ -283,9 +288,8 @@ class Search {
       // Pipelines of one stage only: the reduction's buckets and holders are the structure's own, so options
       // are bounded with their reduction tail as they are generated (pipe_options).
       option_floor_.reset();
-      if (one_stage && lift_placements_) {
-        option_floor_ = lb_.reduction_floor(layout_plan(pipes, std::vector<const PipeOption*>(pipes.size()), zero1),
-                                            *lift_placements_);
+      if (one_stage && lifting_) {
+        option_floor_ = lift_floor(layout_plan(pipes, std::vector<const PipeOption*>(pipes.size()), zero1));
         ++floor_tag_;
       }
       for (int rc = 0; rc < 3 && !stop_; ++rc) {
@@ -309,13 +313,26 @@ class Search {
     trim_option_cache();
   }
 
+  // The per-pipeline-shape caches, indexed by shape (and recompute level, ZeRO-1): every structure looks its
+  // shapes up in them several times.
+  void size_shape_caches() {
+    const size_t P = pipe_shapes_.size();
+    const double unset = std::numeric_limits<double>::quiet_NaN();  // equal to no incumbent
+    may_fit_.assign(P, -1);
+    rate_.assign(P * 3, unset);
+    stage_rates_.clear();
+    stage_rates_.resize(P * 3);
+    sample_caps_.assign(P * 6, {unset, G_});
+    micro_caps_.assign(P * 6, {unset, std::vector<long>()});
+  }
+  static size_t zkey(int ps, int rc, bool zero1) { return (static_cast<size_t>(ps) * 3 + rc) * 2 + (zero1 ? 1 : 0); }
+
   // Work bound: a pipeline of shape ps taking n samples has a worker busy for at least n x rate(ps) (every
   // sample passes every layer on some group, at no less than the least per-sample cost of that layer on the
   // pipeline's groups; the busiest of its W workers carries at least 1/W of it).
   double sample_rate(int ps, int rc) {
-    const auto key = std::make_pair(ps, rc);
-    auto it = rate_.find(key);
-    if (it != rate_.end()) return it->second;
+    double& cached = rate_[static_cast<size_t>(ps) * 3 + rc];
+    if (!std::isnan(cached)) return cached;
     std::vector<double> least(L_ + 2, kInf);
     int workers = 0;
     for (const int ss : pipe_shapes_[ps].stages) {
@@ -327,54 +344,54 @@ class Search {
       }
     }
     const double work = std::accumulate(least.begin(), least.end(), 0.0);
-    return rate_[key] = work / workers * (1 - 1e-9);
+    return cached = work / workers * (1 - 1e-9);
   }
 
   // The stage water-filling bounds of pipeline shape ps (PipelineRates), cached.
   const PipelineRates& stage_rates(int ps, int rc) {
-    const auto key = std::make_pair(ps, rc);
-    auto it = stage_rates_.find(key);
-    if (it != stage_rates_.end()) return it->second;
+    std::unique_ptr<PipelineRates>& cached = stage_rates_[static_cast<size_t>(ps) * 3 + rc];
+    if (cached) return *cached;
     std::vector<std::vector<std::pair<int, int>>> stages;
     for (const int ss : pipe_shapes_[ps].stages) {
       stages.emplace_back();
       for (const int ng : stage_shapes_[ss].group_ng) stages.back().emplace_back(ng, stage_shapes_[ss].tp);
     }
-    return stage_rates_.emplace(key, PipelineRates(lb_, stages, kRecompute[rc], L_, static_cast<int>(G_))).first->second;
+    cached = std::make_unique<PipelineRates>(lb_, stages, kRecompute[rc], L_, static_cast<int>(G_));
+    return *cached;
   }
   // The most samples a pipeline of shape ps can take with each of its groups ending below the incumbent, by
   // the groups' size-aware work bounds (pipeline_sample_cap, lower_bound.h). Cached until the incumbent changes.
   long sample_cap(int ps, int rc, bool zero1) {
     const double T = inc_.bound();
     if (!std::isfinite(T)) return G_;
-    auto [it, fresh] = sample_caps_.try_emplace(std::make_tuple(ps, rc, zero1 ? 1 : 0), kInf, G_);
-    if (!fresh && it->second.first == T) return it->second.second;
+    std::pair<double, long>& cached = sample_caps_[zkey(ps, rc, zero1)];
+    if (cached.first == T) return cached.second;
     std::vector<std::vector<std::pair<int, int>>> stages;
     for (const int ss : pipe_shapes_[ps].stages) {
       stages.emplace_back();
       for (const int ng : stage_shapes_[ss].group_ng) stages.back().emplace_back(ng, stage_shapes_[ss].tp);
     }
-    it->second = {T, pipeline_sample_cap(lb_, stages, kRecompute[rc], zero1, L_, G_, T)};
-    return it->second.second;
+    cached = {T, pipeline_sample_cap(lb_, stages, kRecompute[rc], zero1, L_, G_, T)};
+    return cached.second;
   }
   // For each micro-batch size b, the most micro-batches a pipeline of shape ps can take below the incumbent
   // (micro_batch_caps, lower_bound.h), within its sample cap. Cached until the incumbent changes; the
   // incumbent only improves, so the caps at an earlier one bound the new ones.
   const std::vector<long>& micro_caps(int ps, int rc, bool zero1) {
     const double T = inc_.bound();
-    auto [it, fresh] = micro_caps_.try_emplace(std::make_tuple(ps, rc, zero1 ? 1 : 0), kInf, std::vector<long>());
-    if (!fresh && it->second.first == T) return it->second.second;
+    std::pair<double, std::vector<long>>& cached = micro_caps_[zkey(ps, rc, zero1)];
+    if (cached.first == T) return cached.second;
     std::vector<std::vector<std::pair<int, int>>> stages;
     for (const int ss : pipe_shapes_[ps].stages) {
       stages.emplace_back();
       for (const int ng : stage_shapes_[ss].group_ng) stages.back().emplace_back(ng, stage_shapes_[ss].tp);
     }
-    const std::vector<long>* earlier = fresh || !std::isfinite(it->second.first) ? nullptr : &it->second.second;
+    const std::vector<long>* earlier = !std::isfinite(cached.first) ? nullptr : &cached.second;  // unset: NaN
     std::vector<long> caps =
         micro_batch_caps(lb_, stages, kRecompute[rc], zero1, L_, sample_cap(ps, rc, zero1), T, earlier,
                          std::max(1L, kCoupledSizeBudget / (static_cast<long>(L_) * L_)));
-    it->second = {T, std::move(caps)};
-    return it->second.second;
+    cached = {T, std::move(caps)};
+    return cached.second;
   }
   // The sample counts n <= most a pipeline of shape ps can take (n = m b with m <= micro_caps[b]), as runs
   // [first, last] of consecutive counts.
@@ -687,8 +704,8 @@ class Search {
   // state left out); memory only grows with samples, lighter recompute, activations in flight and less
   // sharding.
   bool may_fit(int ps) {
-    auto it = may_fit_.find(ps);
-    if (it != may_fit_.end()) return it->second;
+    signed char& cached = may_fit_[ps];
+    if (cached >= 0) return cached != 0;
     const PipeShape& shape = pipe_shapes_[ps];
     const int S = static_cast<int>(shape.stages.size());
     std::vector<std::vector<char>> reach(S + 1, std::vector<char>(L_ + 1, 0));  // stages 0..k-1 cover [0, l)
@@ -706,7 +723,8 @@ class Search {
         }
       }
     }
-    return may_fit_[ps] = reach[S][L_] != 0;
+    cached = reach[S][L_] != 0 ? 1 : 0;
+    return cached != 0;
   }
 
   // The micro-batch counts of a complete partition: every m whose bound is below the incumbent and whose
@@ -805,7 +823,7 @@ class Search {
       for (int j = P - 1; j >= from; --j) later_max[j] = later_max[j + 1] + sets[j]->max_n;
     };
     set_later_max(0);
-    const bool lifting = lift_placements_ != nullptr;
+    const bool lifting = lifting_;
     lifted_.clear();
     lifted_options_ = 0;
     std::vector<int> chosen(P, 0);                  // per position: option index in sets[position]
@@ -873,7 +891,7 @@ class Search {
         lifted_options_ = 0;
       }
       it = lifted_.emplace(key, Lifted{}).first;
-      it->second.floor = lb_.reduction_floor(layout_plan(pipes, picked, zero1), *lift_placements_);
+      it->second.floor = lift_floor(layout_plan(pipes, picked, zero1));
     }
     Lifted& lifted = it->second;
     const Recompute r = kRecompute[rc];
@@ -932,10 +950,18 @@ class Search {
     return lb_.pipeline_bound(o.cuts, groups, o.m, r, zero1, floor, after);
   }
 
+  // The reduction's buckets of a layout with their floors for the lift: the least over every spread of each
+  // bucket's holders over the nodes when the topology allows (LowerBound::placement_free_floor), else the
+  // least over the structure's placement classes.
+  LowerBound::ReductionFloor lift_floor(const Plan& layout) const {
+    if (lb_.placement_free()) return lb_.placement_free_floor(layout);
+    return lb_.reduction_floor(layout, *lift_placements_);
+  }
+
   // A plan with the structure's TP groups on the first placement, the picked cuts of the pipelines of several
   // stages and one stage of all layers for the others: what the reduction's buckets depend on.
   Plan layout_plan(const std::vector<int>& pipes, const std::vector<const PipeOption*>& picked, bool zero1) const {
-    const std::vector<std::vector<GpuId>>& gpus = lift_placements_->front();
+    const std::vector<std::vector<GpuId>>& gpus = layout_gpus_;
     std::vector<PipelineSpec> specs;
     size_t gi = 0;
     for (size_t i = 0; i < pipes.size(); ++i) {
@@ -1006,8 +1032,9 @@ class Search {
   //  - in general, placements whose stages hold the same multiset of TP groups' GPU lists, stage by stage,
   //    have the same reduction floors: reduction_tails sees a placement only through them (a segment's
   //    holders are whole stages, a slice's members are sorted, the tied embedding spans a pipeline's first and
-  //    last stages, ZeRO-1 gathers over a segment's holders). The reduction lift takes the least floor over
-  //    the classes when there are at most kMaxLiftPlacements of them;
+  //    last stages, ZeRO-1 gathers over a segment's holders). Without placement-free floors, the reduction
+  //    lift takes the least floor over the classes when there are at most kMaxLiftPlacements of them (with
+  //    them, structures of several stages need no classes and none are listed);
   //  - in a structure of one-stage pipelines every TP group holds every layer, and placements with the same
   //    multiset of GPU lists over the whole structure simulate alike (README "Symmetry": a group's tasks
   //    depend on its GPU type, tp and samples, not on which GPUs; no pipeline transfers; every bucket is
@@ -1017,8 +1044,20 @@ class Search {
   void collect_placement_classes(const std::vector<int>& pipes, bool one_stage) {
     placements_list_.clear();
     lift_placements_ = nullptr;
+    lifting_ = false;
+    layout_gpus_.clear();
     emit_by_class_ = false;
     if (model_.moe || !req_.topo) return;
+    if (lb_.placement_free()) {
+      // The lift needs no classes; its layouts take the first placement's GPUs (only their node groups and
+      // tp count). The classes still serve one-stage structures' emit().
+      placements(group_list(pipes), [&](const std::vector<std::vector<GpuId>>& gpus) {
+        layout_gpus_ = gpus;
+        return false;
+      });
+      lifting_ = !layout_gpus_.empty();
+      if (!one_stage) return;
+    }
     std::vector<size_t> stage_end;  // one past the last group of each stage, in listing order
     for (const int ps : pipes)
       for (const int ss : pipe_shapes_[ps].stages)
@@ -1052,7 +1091,11 @@ class Search {
     if (!pc.all || pc.reps.empty()) return;
     emit_by_class_ = one_stage;
     placements_list_ = pc.reps;
-    if (placements_list_.size() <= kMaxLiftPlacements) lift_placements_ = &placements_list_;
+    if (!lifting_ && placements_list_.size() <= kMaxLiftPlacements) {
+      lift_placements_ = &placements_list_;
+      layout_gpus_ = placements_list_.front();
+      lifting_ = true;
+    }
   }
 
   bool has_placement(const std::vector<int>& pipes) const {
@@ -1237,12 +1280,13 @@ class Search {
   std::vector<PipeShape> pipe_shapes_;
   std::vector<Candidate> buffer_;
   std::set<std::string> seen_;
-  std::map<int, bool> may_fit_;
+  std::vector<signed char> may_fit_;  // per shape: -1 not known yet
   std::map<std::tuple<int, int, int, int, int, int>, int> memory_caps_;
-  std::map<std::pair<int, int>, double> rate_;
-  std::map<std::tuple<int, int, int>, std::pair<double, long>> sample_caps_;  // (incumbent, cap)
-  std::map<std::tuple<int, int, int>, std::pair<double, std::vector<long>>> micro_caps_;  // (incumbent, caps)
-  std::map<std::pair<int, int>, PipelineRates> stage_rates_;
+  // Per shape and recompute level (x 3), and ZeRO-1 (x 2): NaN / null / NaN incumbent when not known yet.
+  std::vector<double> rate_;
+  std::vector<std::pair<double, long>> sample_caps_;  // (incumbent, cap)
+  std::vector<std::pair<double, std::vector<long>>> micro_caps_;  // (incumbent, caps)
+  std::vector<std::unique_ptr<PipelineRates>> stage_rates_;
   std::map<std::tuple<int, int, int>, std::vector<double>> floor_prefix_;
   std::map<std::tuple<int, int, int, long, long, long>, OptionSet> option_cache_;  // last: floor_tag_ or 0
   // The current structure's reduction floor when options are bounded with their tail as generated, and an id
@@ -1258,6 +1302,8 @@ class Search {
   };
   std::vector<std::vector<std::vector<GpuId>>> placements_list_;  // the current structure's class representatives
   const std::vector<std::vector<std::vector<GpuId>>>* lift_placements_ = nullptr;
+  bool lifting_ = false;  // the reduction lift is on (placement-free floors, or lift_placements_)
+  std::vector<std::vector<GpuId>> layout_gpus_;  // the GPUs layout_plan() puts the groups on
   bool emit_by_class_ = false;  // emit() takes one placement per class and one order of samples
   struct PlacementClasses {
     bool all = true;  // every placement was visited (else reps is empty)

@@ -34,6 +34,9 @@ struct ExhaustiveLimits {
   long max_simulations = 0;  // 0: none
   double wall_s = 0;         // 0: none
   int threads = 1;
+  // The reduction lift's floors over every spread of the holders where the topology allows them
+  // (LowerBound::placement_free); false: always the per-placement-class floors (tests compare the two).
+  bool spread_floors = true;
 };
 
 // Searches the declared space of request.cluster for the fastest plan, starting from (and improving)

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <set>
@@ -93,6 +94,27 @@ LowerBound::LowerBound(const Cluster& cluster, const ModelConfig& model, const T
   for (const NodeGroup& g : cluster_.groups) {
     capacity_.push_back(cluster_.catalog.at(g.gpu).memory_bytes);
     overhead_.push_back(cluster_.catalog.at(g.gpu).compute.collective_overhead_s);
+  }
+  // Every GPU pair of the same two nodes alike (latency, least capacity on the route); checked only on
+  // clusters the exhaustive search takes (a quadratic pass over the GPU pairs).
+  if (topo_ && cluster_.total_gpus() <= 64) {
+    uniform_nodes_ = true;
+    const int N = static_cast<int>(cluster_.nodes.size());
+    for (int a = 0; a < N && uniform_nodes_; ++a)
+      for (int b = 0; b < N && uniform_nodes_; ++b) {
+        bool first = true;
+        double latency = 0, cap = 0;
+        for (int i = 0; i < cluster_.nodes[a].gpus && uniform_nodes_; ++i)
+          for (int j = 0; j < cluster_.nodes[b].gpus && uniform_nodes_; ++j) {
+            const GpuId x = cluster_.nodes[a].first_gpu + i, y = cluster_.nodes[b].first_gpu + j;
+            if (x == y) continue;
+            double c = kInf;
+            for (const LinkId l : topo_->route(x, y)) c = std::min(c, topo_->links()[l].capacity);
+            const double lat = topo_->latency_s(x, y);
+            if (first) latency = lat, cap = c, first = false;
+            else uniform_nodes_ = lat == latency && c == cap;
+          }
+      }
   }
 }
 
@@ -762,6 +784,83 @@ LowerBound::ReductionFloor LowerBound::reduction_floor(const Plan& plan,
   return floor;
 }
 
+LowerBound::ReductionFloor LowerBound::placement_free_floor(const Plan& plan) const {
+  ReductionFloor floor;
+  if (!placement_free()) return floor;
+  reduction_tails(plan, &floor.segments, &floor.after, false, true);
+  return floor;
+}
+
+namespace {
+// Spreads listed per holder list at most (beyond: no floor, 0).
+constexpr size_t kMaxSpreads = 4096;
+constexpr long kMaxSpreadSteps = 200000;
+}  // namespace
+
+// A slice's members are one GPU of each holder, in the holder's node, sorted by GPU id; collective_transfers
+// builds its rings from them by node (nodes in GPU order) and position in the node, so with every GPU pair
+// of two nodes alike (placement_free()) each flow's floor, hence the collective's, is that of the lowest
+// GPUs of each node with the same counts. Every spread of the holders over nodes of their node group with
+// room for their tp (GPUs of other groups only take room) is listed; the least floor bounds all of them.
+double LowerBound::holders_floor(CollectiveKind kind, const std::vector<std::pair<int, int>>& holders, double bytes) const {
+  if (holders.size() < 2) return 0.0;
+  const auto key = std::make_tuple(static_cast<int>(kind), bytes, holders);
+  auto hit = holders_floors_.find(key);
+  if (hit != holders_floors_.end()) return hit->second;
+  auto it = spreads_.find(holders);
+  if (it == spreads_.end()) {
+    const int N = static_cast<int>(cluster_.nodes.size());
+    std::vector<int> room(N), count(N, 0);
+    for (int n = 0; n < N; ++n) room[n] = cluster_.nodes[n].gpus;
+    std::set<std::vector<int>> seen;
+    long steps = 0;
+    bool all = true;
+    // Holders in sorted order; equal holders take non-decreasing nodes (they are interchangeable).
+    std::function<void(size_t, int)> rec = [&](size_t i, int from) {
+      if (!all) return;
+      if (++steps > kMaxSpreadSteps) {
+        all = false;
+        return;
+      }
+      if (i == holders.size()) {
+        seen.insert(count);
+        if (seen.size() > kMaxSpreads) all = false;
+        return;
+      }
+      const auto [ng, tp] = holders[i];
+      const int start = i > 0 && holders[i - 1] == holders[i] ? from : 0;
+      for (int n = start; n < N; ++n) {
+        if (cluster_.nodes[n].group != ng || room[n] < tp) continue;
+        room[n] -= tp;
+        ++count[n];
+        rec(i + 1, n);
+        --count[n];
+        room[n] += tp;
+      }
+    };
+    rec(0, 0);
+    std::optional<std::vector<std::vector<GpuId>>> members;
+    if (all) {
+      members.emplace();
+      for (const std::vector<int>& c : seen) {
+        std::vector<GpuId> m;
+        for (int n = 0; n < N; ++n)
+          for (int k = 0; k < c[n]; ++k) m.push_back(cluster_.nodes[n].first_gpu + k);
+        std::sort(m.begin(), m.end());
+        members->push_back(std::move(m));
+      }
+    }
+    it = spreads_.emplace(holders, std::move(members)).first;
+  }
+  double least = 0;
+  if (it->second) {
+    least = kInf;
+    for (const std::vector<GpuId>& m : *it->second) least = std::min(least, collective_floor(kind, m, bytes));
+    if (!std::isfinite(least)) least = 0;  // no spread (the plan's own is one: cannot happen)
+  }
+  return holders_floors_.emplace(key, least).first->second;
+}
+
 double LowerBound::reduction_tail(const ReductionFloor& floor, const LayoutGroup& g, int begin, int end, Recompute rc,
                                   const GroupTimes& t, double chain_f, int m, int k) const {
   if (floor.segments.empty()) return 0.0;
@@ -845,7 +944,8 @@ size_t LowerBound::FloorKeyHash::hash(int kind, double bytes, const std::vector<
 // reduce-scattered) in lcm(tp) slices after the slowest holder's call overhead. `segments` gets, per segment,
 // each bucket's overhead + collective floor; `tails` per group what follows all of them: the tied-embedding
 // all-reduce (first and last stage, 2+ stages) and ZeRO-1's all-gathers (its buckets', concurrently).
-void LowerBound::reduction_tails(const Plan& plan, Segments* segments, Tails* tails, bool link_loads) const {
+void LowerBound::reduction_tails(const Plan& plan, Segments* segments, Tails* tails, bool link_loads,
+                                 bool placement_free) const {
   const int L = model_.layers;
   std::set<int> cuts{0, L};
   for (const Pipeline& pl : plan.pipelines)
@@ -860,6 +960,12 @@ void LowerBound::reduction_tails(const Plan& plan, Segments* segments, Tails* ta
     int lcm = 1;
     double ovh = 0;
     for (const TpGroup* h : holders) lcm = std::lcm(lcm, h->tp), ovh = std::max(ovh, overhead(*h));
+    if (placement_free) {  // every slice has one member per holder, in the holder's node: the same counts
+      std::vector<std::pair<int, int>> kinds;
+      for (const TpGroup* h : holders) kinds.emplace_back(cluster_.nodes[cluster_.node_of(h->gpus.front())].group, h->tp);
+      std::sort(kinds.begin(), kinds.end());
+      return std::max(0.0, ovh - kRoundingPerDuration) + holders_floor(kind, kinds, params / lcm * bytes_per_param);
+    }
     double worst = 0;
     for (int k = 0; k < lcm; ++k) {
       std::vector<GpuId>& members = members_scratch_;

@@ -180,6 +180,21 @@ class LowerBound {
   // The buckets themselves (their layers and parameters) do not depend on the placement, only their floors.
   struct ReductionFloor;
   ReductionFloor reduction_floor(const Plan& plan, const std::vector<std::vector<std::vector<GpuId>>>& placements) const;
+  // Whether placement_free_floor() bounds every placement: true (with a topology, for a dense model) when
+  // every pair of GPUs on the same two nodes (or in one node) has the same latency and the same least link
+  // capacity on its route - then a collective's floor depends only on how many members each node holds
+  // (collective_transfers' rings and hierarchical phases are built from the members' node counts in node
+  // order, and each flow's floor from its pair's latency and capacity).
+  bool placement_free() const { return uniform_nodes_ && spreads_on_ && topo_ && !model_.moe; }
+  // Whether placement_free() may be true (default true; tests turn it off to compare with the per-class floors).
+  void allow_placement_free(bool on) { spreads_on_ = on; }
+  // The gradient reduction of a dense plan's layout with every bucket's floor the least over every way its
+  // holders (TP groups of given node group and tp, each inside one node) can be spread over the nodes: the
+  // least, over the per-node member counts such an assignment gives, of the collective floor on members
+  // with those counts. Only the holders' node groups and tp are read from the plan (its GPUs may be any
+  // valid placement). At most reduction_floor(plan, placements) for any placements when placement_free();
+  // empty (no tail) otherwise.
+  ReductionFloor placement_free_floor(const Plan& plan) const;
 
   // One TP group of a pipeline layout, for pipeline_bound.
   struct LayoutGroup {
@@ -221,7 +236,13 @@ class LowerBound {
   using Segments = std::map<int, std::vector<BucketFloor>>;
   using Tails = std::vector<std::vector<std::vector<double>>>;
   // `link_loads`: also each bucket's bytes per link (BucketFloor::link_bytes), which plan_bound needs.
-  void reduction_tails(const Plan& plan, Segments* segments, Tails* tails, bool link_loads) const;
+  // `placement_free`: each collective's floor is holders_floor's, the least over the holders' spreads.
+  void reduction_tails(const Plan& plan, Segments* segments, Tails* tails, bool link_loads,
+                       bool placement_free = false) const;
+  // The least collective floor of `kind` on `bytes` per member over every spread of TP groups of the given
+  // (node group, tp) - sorted - over the nodes (one member per group, as a slice of a bucket has); 0 when
+  // the spreads are too many to list (kMaxSpreads, lower_bound.cpp).
+  double holders_floor(CollectiveKind kind, const std::vector<std::pair<int, int>>& holders, double bytes) const;
   // When a group, whose last backward starts at `start` or later, has each bucket of its segments ready
   // (raising `ready`, the latest over holders); returns when its buckets could all be reduced at the earliest.
   // (`ready` may be null: the group's own time only.)
@@ -280,6 +301,12 @@ class LowerBound {
   };
   mutable std::unordered_map<FloorKey, double, FloorKeyHash, FloorKeyEqual> collective_floors_;
   mutable std::vector<GpuId> members_scratch_;  // of reduction_tails: one slice's members
+  bool uniform_nodes_ = false;  // see placement_free()
+  bool spreads_on_ = true;
+  // Per sorted holder list: members (lowest GPUs of each node) for every distinct per-node count vector
+  // their spreads over the nodes give (nullopt: too many to list).
+  mutable std::map<std::vector<std::pair<int, int>>, std::optional<std::vector<std::vector<GpuId>>>> spreads_;
+  mutable std::map<std::tuple<int, double, std::vector<std::pair<int, int>>>, double> holders_floors_;
   // Memory of a group as fixed + in_flight x per_micro_batch (stage_memory is affine in in_flight), cached.
   struct MemoryLine {
     double fixed = 0, per_micro_batch = 0, optimizer = 0;

@@ -43,6 +43,9 @@ struct Tally {
   int caps_checked = 0;          // pipelines whose sample cap was checked
   int round_trip = 0;            // plans whose bound the last micro-batch's round trip raised by more than 1 %
   int prefixes_checked = 0;      // partial pipelines whose bound was checked against their completion's
+  int spread_plans = 0;          // plans whose reduction was also bounded over every spread (placement_free)
+  int spread_buckets = 0;        // buckets whose floor over every spread was checked against the plan's own
+  int spread_lifted = 0;         // pipelines whose bound over every spread the reduction raised by more than 1 %
 };
 
 // The bound of every partial pipeline the search prunes on (exhaustive_search.cpp: stages 0..k, a prefix of
@@ -96,6 +99,89 @@ double single_worker_rate(const LowerBound& lb, const std::vector<std::vector<Lo
   double work = 0;
   for (const double x : least) work += x;
   return work / workers;
+}
+
+// The reduction bounded over every spread of each bucket's holders over the nodes (placement_free_floor, the
+// search's reduction lift): each bucket's floor and each group's following collectives are at most those of the
+// plan's own placement - one of the spreads -, and each pipeline's bound under them at most the plan's bound.
+void check_spreads(const Cluster& c, const LowerBound& lb, const Plan& plan, double plan_bound,
+                   const std::vector<std::vector<GpuId>>& own, Tally& t) {
+  if (!lb.placement_free()) return;
+  ++t.spread_plans;
+  const LowerBound::ReductionFloor spread = lb.placement_free_floor(plan);
+  const LowerBound::ReductionFloor placed = lb.reduction_floor(plan, {own});
+  ASSERT_EQ(spread.segments.size(), placed.segments.size());
+  for (const auto& [a, buckets] : spread.segments) {
+    const auto& mine = placed.segments.at(a);
+    ASSERT_EQ(buckets.size(), mine.size());
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      EXPECT_LE(buckets[b].busy_s, mine[b].busy_s) << "segment " << a << " bucket " << b << "\n" << plan_to_yaml(plan, c);
+      ++t.spread_buckets;
+    }
+  }
+  for (size_t p = 0; p < spread.after.size(); ++p)
+    for (size_t k = 0; k < spread.after[p].size(); ++k)
+      for (size_t g = 0; g < spread.after[p][k].size(); ++g) EXPECT_LE(spread.after[p][k][g], placed.after[p][k][g]);
+  const LowerBound::ReductionFloor none;
+  for (size_t p = 0; p < plan.pipelines.size(); ++p) {
+    const Pipeline& pl = plan.pipelines[p];
+    std::vector<int> cuts{0};
+    std::vector<std::vector<LowerBound::LayoutGroup>> groups;
+    for (const Stage& st : pl.stages) {
+      cuts.push_back(st.layer_end);
+      groups.emplace_back();
+      for (const TpGroup& g : st.groups) groups.back().push_back({c.nodes[c.node_of(g.gpus.front())].group, g.tp, pl.micro_batch * g.share});
+    }
+    const double b = lb.pipeline_bound(cuts, groups, pl.micro_batches, plan.recompute, plan.zero1, spread, &spread.after[p]);
+    EXPECT_LE(b, plan_bound) << plan_to_yaml(plan, c);
+    if (b > 1.01 * lb.pipeline_bound(cuts, groups, pl.micro_batches, plan.recompute, plan.zero1, none)) ++t.spread_lifted;
+  }
+}
+
+// The floor over every spread, by hand on `A100-80:2x8` with one-stage pipelines of one TP group each (tp 1 or
+// 2, 2 to 16 GPUs): every spread is c groups in node 0 and the rest in node 1, and the placements putting them
+// on the lowest GPUs of each node realise each of them, so the least floor over those placements
+// (reduction_floor) must equal the floor over the spreads - each bucket, bit for bit. Nine or more one-GPU
+// groups (five tp-2 groups) cannot share a node: each bucket then crosses the network on every spread, and its
+// floor is above that of the same buckets held by eight (four) groups, which can.
+TEST(OracleLowerBound, FloorOverEverySpreadOfTheHoldersByHand) {
+  const Cluster c = parse_cluster_spec("A100-80:2x8", GpuCatalog::load_default());
+  const Topology topo(c);
+  const ModelConfig m = test::small_gpt_model(32);
+  const LowerBound lb(c, m, &topo);
+  ASSERT_TRUE(lb.placement_free());
+  for (const int tp : {1, 2}) {
+    std::map<int, double> last_in_node;  // segment -> its last bucket's floor with every holder in one node
+    for (int groups = 2; groups <= 16 / tp; ++groups) {
+      std::vector<std::vector<std::vector<GpuId>>> placements;
+      for (int c0 = 0; c0 <= groups; ++c0) {
+        const int c1 = groups - c0;
+        if (c0 * tp > 8 || c1 * tp > 8) continue;
+        std::vector<std::vector<GpuId>> gpus;
+        for (int g = 0; g < groups; ++g) {
+          const GpuId first = g < c0 ? g * tp : 8 + (g - c0) * tp;
+          gpus.emplace_back();
+          for (int k = 0; k < tp; ++k) gpus.back().push_back(first + k);
+        }
+        placements.push_back(gpus);
+      }
+      std::vector<PipelineSpec> specs;
+      for (int g = 0; g < groups; ++g) specs.push_back({1, 1, {{0, m.layers, {{placements.front()[g], tp, 1.0}}}}});
+      const Plan plan = build_plan(specs, c, Recompute::None);
+      const LowerBound::ReductionFloor spread = lb.placement_free_floor(plan);
+      const LowerBound::ReductionFloor placed = lb.reduction_floor(plan, placements);
+      ASSERT_EQ(spread.segments.size(), 1u);
+      const auto& buckets = spread.segments.begin()->second;
+      const auto& mine = placed.segments.begin()->second;
+      ASSERT_EQ(buckets.size(), mine.size());
+      for (size_t b = 0; b < buckets.size(); ++b) {
+        EXPECT_EQ(buckets[b].busy_s, mine[b].busy_s) << groups << " groups of tp " << tp << ", bucket " << b;
+        EXPECT_GT(buckets[b].busy_s, 0.0);
+      }
+      if (groups * tp == 8) last_in_node[0] = buckets.back().busy_s;
+      if (groups * tp > 8) EXPECT_GT(buckets.back().busy_s, last_in_node.at(0)) << groups << " groups of tp " << tp;
+    }
+  }
 }
 
 // The placement-free bound of each pipeline (LowerBound::pipeline_bound under reduction_floor, as the
@@ -202,6 +288,7 @@ void check_placement_free(const Cluster& c, const LowerBound& lb, const Plan& pl
     EXPECT_LE(b, plan_bound) << plan_to_yaml(plan, c);
     if (b > 1.01 * compute_only) ++t.lifted;
   }
+  check_spreads(c, lb, plan, plan_bound, own, t);
 }
 
 // Draw i of a random plan with a global batch of 1..40 - even draws from this file's generator, odd ones from
@@ -296,6 +383,10 @@ TEST(OracleLowerBound, NeverAboveTheSimulatedTimeOnRandomDensePlans) {
               t.size_aware_raised, t.caps_checked);
   EXPECT_GT(t.size_aware_raised, scaled(500));  // small micro-batches run well below the best per-sample rate
   EXPECT_GT(t.caps_checked, scaled(1000));
+  std::printf("[bound] dense: %d plans' reduction bounded over every spread of its holders (%d buckets checked, "
+              "%d pipelines lifted by it)\n", t.spread_plans, t.spread_buckets, t.spread_lifted);
+  EXPECT_GT(t.spread_plans, 4 * plans);  // the clusters the oracle searches have nodes of alike GPU pairs
+  EXPECT_GT(t.spread_lifted, scaled(100));
 }
 
 TEST(OracleLowerBound, NeverAboveTheSimulatedTimeOnRandomMoePlans) {
@@ -422,12 +513,14 @@ TEST(OracleLowerBound, NeverAboveTheSimulatedTimeWithLargeGradientBuckets) {
   for (const std::string spec : {"H100:1x4,A100-80:1x2,V100-32:1x2", "A100-80:8x1", "A100-80:2x4"})
     check_admissible(spec, load_model("gpt3-1.3b"), 40, seed++, t);
   std::printf("[bound] gpt3-1.3b: %d plans simulated, %d raised by the reduction tail, %d by the pipeline "
-              "transfers, tightest bound/sim %.3f, %d pipelines lifted placement-free\n", t.simulated, t.raised,
-              t.transfers, t.tightest, t.lifted);
+              "transfers, tightest bound/sim %.3f, %d pipelines lifted placement-free; %d plans' reduction bounded "
+              "over every spread (%d buckets checked, %d pipelines lifted by it)\n", t.simulated, t.raised,
+              t.transfers, t.tightest, t.lifted, t.spread_plans, t.spread_buckets, t.spread_lifted);
   EXPECT_EQ(t.simulated, 120);
   EXPECT_GT(t.raised, 10);
   EXPECT_GT(t.transfers, 3);
   EXPECT_GT(t.lifted, 10);
+  EXPECT_GT(t.spread_lifted, 10);
 }
 
 // The round trip by hand, on a pipeline of two stages with one micro-batch: stage 0 has a slow group A

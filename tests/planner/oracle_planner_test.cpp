@@ -18,6 +18,7 @@
 
 #include "planner/baselines/megatron/megatron_planner.h"
 #include "planner/common/plan_builder.h"
+#include "planner/oracle/exhaustive_search.h"
 #include "planner/oracle/oracle_planner.h"
 #include "planner/planner.h"
 #include "sim/exec/simulate.h"
@@ -230,6 +231,32 @@ TEST(OraclePlanner, SameResultOnOneAndThreeThreads) {
   EXPECT_EQ(o1.stats().pruned_by_bound, o3.stats().pruned_by_bound);
 }
 
+// The reduction lift over every spread of the holders (the default where the topology allows it) and over the
+// structure's placement classes (the path of other topologies) lead the complete search to the same answer:
+// both bounds are admissible, so only the work differs. Phase 3 alone, from no incumbent, on one- and two-node
+// clusters (two nodes: buckets whose holders span them cross the network).
+TEST(OraclePlanner, SameAnswerWithSpreadAndPerClassReductionFloors) {
+  for (const auto& [spec, global] : std::vector<std::pair<std::string, long>>{
+           {"A100-80:1x2,V100-32:1x2", 16}, {"A100-80:2x2", 16}, {"A100-80:4x1", 12}, {"A100-80:1x2,T4:1x1", 12},
+           {"A100-80:2x4", 16}}) {
+    const Cluster c = parse_cluster_spec(spec, GpuCatalog::load_default());
+    const Topology t(c);
+    const ModelConfig m = test::small_gpt_model(global);
+    const PlanRequest req = request_for(c, t, m, 1000000);
+    Incumbent spread, per_class;
+    ExhaustiveLimits lim;
+    const ExhaustiveStats a = exhaustive_search(req, global, lim, spread);
+    lim.spread_floors = false;
+    const ExhaustiveStats b = exhaustive_search(req, global, lim, per_class);
+    ASSERT_TRUE(a.complete && b.complete) << spec;
+    ASSERT_TRUE(spread.plan && per_class.plan) << spec;
+    EXPECT_EQ(spread.time_s, per_class.time_s) << spec;
+    EXPECT_EQ(plan_to_yaml(*spread.plan, c), plan_to_yaml(*per_class.plan, c)) << spec;
+    std::printf("[oracle] %s G=%ld: %.5f s, %ld / %ld simulations, %ld / %ld pruned (spread / per-class floors)\n",
+                spec.c_str(), global, spread.time_s, a.simulated, b.simulated, a.pruned_by_bound, b.pruned_by_bound);
+  }
+}
+
 // Above the complete-search size the oracle is a best-effort search.
 TEST(OraclePlanner, AboveSixteenGpusItIsBestFound) {
   const Cluster c = parse_cluster_spec("A100-80:5x4", GpuCatalog::load_default());
@@ -351,7 +378,8 @@ namespace {
 // Completeness and time of the search on one cluster (not run by default; scripts/oracle_completeness.sh
 // runs it over the representative clusters): ORACLE_SPEC (cluster), ORACLE_MODEL (configs/models name or
 // "small-gpt" / "small-moe", the tests' 8-layer models), ORACLE_GLOBAL (global batch, default the model's), ORACLE_WALL (s, default 600),
-// ORACLE_THREADS (default: all cores). Prints one row: cluster, model, complete, wall, simulations, pruned.
+// ORACLE_THREADS (default: all cores), ORACLE_PLAN_OUT (a file for the plan's YAML). Prints one row: cluster, model,
+// complete, wall, simulations, pruned.
 TEST(OraclePlanner, DISABLED_Completeness) {
   auto env = [](const char* k, const char* d) { return std::getenv(k) ? std::getenv(k) : d; };
   const Cluster c = parse_cluster_spec(env("ORACLE_SPEC", "A100-80:1x2,V100-32:1x2"), GpuCatalog::load_default());
@@ -368,6 +396,13 @@ TEST(OraclePlanner, DISABLED_Completeness) {
               m.name.c_str(), m.global_batch, r.search_complete ? "yes" : "no", r.planning_time_s, r.evaluations,
               s.pruned_by_bound, s.structures, s.exhaustive_structures, s.space_structures, r.predicted_iteration_time_s,
               s.incomplete_reason.c_str());
+  // ORACLE_PLAN_OUT: the returned plan as YAML, to compare two builds' answers.
+  if (const char* out = std::getenv("ORACLE_PLAN_OUT"); out && r.plan) {
+    if (FILE* f = std::fopen(out, "w")) {
+      std::fputs(plan_to_yaml(*r.plan, c).c_str(), f);
+      std::fclose(f);
+    }
+  }
 }
 }  // namespace
 }  // namespace arachne::planner
