@@ -29,6 +29,22 @@
 namespace arachne::planner {
 namespace {
 
+// A plan's pipeline as pipeline_bound takes it: its stage ends after 0, and per stage its groups' node group,
+// tp and samples per micro-batch.
+struct PipelineLayout {
+  std::vector<int> cuts{0};
+  std::vector<std::vector<LowerBound::LayoutGroup>> groups;
+};
+PipelineLayout layout_of(const Pipeline& pl, const Cluster& c) {
+  PipelineLayout out;
+  for (const Stage& st : pl.stages) {
+    out.cuts.push_back(st.layer_end);
+    out.groups.emplace_back();
+    for (const TpGroup& g : st.groups) out.groups.back().push_back({c.nodes[c.node_of(g.gpus.front())].group, g.tp, pl.micro_batch * g.share});
+  }
+  return out;
+}
+
 struct Tally {
   int simulated = 0, oom_proofs = 0;
   int raised = 0;       // plans whose bound the gradient-reduction tail raised by more than 1 %
@@ -125,13 +141,7 @@ void check_spreads(const Cluster& c, const LowerBound& lb, const Plan& plan, dou
   const LowerBound::ReductionFloor none;
   for (size_t p = 0; p < plan.pipelines.size(); ++p) {
     const Pipeline& pl = plan.pipelines[p];
-    std::vector<int> cuts{0};
-    std::vector<std::vector<LowerBound::LayoutGroup>> groups;
-    for (const Stage& st : pl.stages) {
-      cuts.push_back(st.layer_end);
-      groups.emplace_back();
-      for (const TpGroup& g : st.groups) groups.back().push_back({c.nodes[c.node_of(g.gpus.front())].group, g.tp, pl.micro_batch * g.share});
-    }
+    const auto [cuts, groups] = layout_of(pl, c);
     const double b = lb.pipeline_bound(cuts, groups, pl.micro_batches, plan.recompute, plan.zero1, spread, &spread.after[p]);
     EXPECT_LE(b, plan_bound) << plan_to_yaml(plan, c);
     if (b > 1.01 * lb.pipeline_bound(cuts, groups, pl.micro_batches, plan.recompute, plan.zero1, none)) ++t.spread_lifted;
@@ -179,7 +189,9 @@ TEST(OracleLowerBound, FloorOverEverySpreadOfTheHoldersByHand) {
         EXPECT_GT(buckets[b].busy_s, 0.0);
       }
       if (groups * tp == 8) last_in_node[0] = buckets.back().busy_s;
-      if (groups * tp > 8) EXPECT_GT(buckets.back().busy_s, last_in_node.at(0)) << groups << " groups of tp " << tp;
+      if (groups * tp > 8) {
+        EXPECT_GT(buckets.back().busy_s, last_in_node.at(0)) << groups << " groups of tp " << tp;
+      }
     }
   }
 }
@@ -211,13 +223,7 @@ void check_placement_free(const Cluster& c, const LowerBound& lb, const Plan& pl
   const LowerBound::ReductionFloor none;  // no buckets: no tail
   for (size_t p = 0; p < plan.pipelines.size(); ++p) {
     const Pipeline& pl = plan.pipelines[p];
-    std::vector<int> cuts{0};
-    std::vector<std::vector<LowerBound::LayoutGroup>> groups;
-    for (const Stage& st : pl.stages) {
-      cuts.push_back(st.layer_end);
-      groups.emplace_back();
-      for (const TpGroup& g : st.groups) groups.back().push_back({node_group(g), g.tp, pl.micro_batch * g.share});
-    }
+    const auto [cuts, groups] = layout_of(pl, c);
     const double b = lb.pipeline_bound(cuts, groups, pl.micro_batches, plan.recompute, plan.zero1, floor, &floor.after[p]);
     // The work bound the search caps each group's samples with (exhaustive_search.cpp group_room): m x s
     // samples of the stage's layers at no less than their per-sample floor each, for integer s.
