@@ -347,15 +347,21 @@ class Search {
     return cached = work / workers * (1 - 1e-9);
   }
 
-  // The stage water-filling bounds of pipeline shape ps (PipelineRates), cached.
-  const PipelineRates& stage_rates(int ps, int rc) {
-    std::unique_ptr<PipelineRates>& cached = stage_rates_[static_cast<size_t>(ps) * 3 + rc];
-    if (cached) return *cached;
+  // Per stage of pipeline shape ps, its groups' (node group, tp), as the pipeline bounds of lower_bound.h take them.
+  std::vector<std::vector<std::pair<int, int>>> stage_groups(int ps) const {
     std::vector<std::vector<std::pair<int, int>>> stages;
     for (const int ss : pipe_shapes_[ps].stages) {
       stages.emplace_back();
       for (const int ng : stage_shapes_[ss].group_ng) stages.back().emplace_back(ng, stage_shapes_[ss].tp);
     }
+    return stages;
+  }
+
+  // The stage water-filling bounds of pipeline shape ps (PipelineRates), cached.
+  const PipelineRates& stage_rates(int ps, int rc) {
+    std::unique_ptr<PipelineRates>& cached = stage_rates_[static_cast<size_t>(ps) * 3 + rc];
+    if (cached) return *cached;
+    const std::vector<std::vector<std::pair<int, int>>> stages = stage_groups(ps);
     cached = std::make_unique<PipelineRates>(lb_, stages, kRecompute[rc], L_, static_cast<int>(G_));
     return *cached;
   }
@@ -366,11 +372,7 @@ class Search {
     if (!std::isfinite(T)) return G_;
     std::pair<double, long>& cached = sample_caps_[zkey(ps, rc, zero1)];
     if (cached.first == T) return cached.second;
-    std::vector<std::vector<std::pair<int, int>>> stages;
-    for (const int ss : pipe_shapes_[ps].stages) {
-      stages.emplace_back();
-      for (const int ng : stage_shapes_[ss].group_ng) stages.back().emplace_back(ng, stage_shapes_[ss].tp);
-    }
+    const std::vector<std::vector<std::pair<int, int>>> stages = stage_groups(ps);
     cached = {T, pipeline_sample_cap(lb_, stages, kRecompute[rc], zero1, L_, G_, T)};
     return cached.second;
   }
@@ -381,11 +383,7 @@ class Search {
     const double T = inc_.bound();
     std::pair<double, std::vector<long>>& cached = micro_caps_[zkey(ps, rc, zero1)];
     if (cached.first == T) return cached.second;
-    std::vector<std::vector<std::pair<int, int>>> stages;
-    for (const int ss : pipe_shapes_[ps].stages) {
-      stages.emplace_back();
-      for (const int ng : stage_shapes_[ss].group_ng) stages.back().emplace_back(ng, stage_shapes_[ss].tp);
-    }
+    const std::vector<std::vector<std::pair<int, int>>> stages = stage_groups(ps);
     const std::vector<long>* earlier = !std::isfinite(cached.first) ? nullptr : &cached.second;  // unset: NaN
     std::vector<long> caps =
         micro_batch_caps(lb_, stages, kRecompute[rc], zero1, L_, sample_cap(ps, rc, zero1), T, earlier,
