@@ -616,6 +616,15 @@ struct Level {
   BatchPlanner batch;
   Level(const Template& t, const Layout& layout, CompletionCache::Impl& cache, MemoryLevel m, long global)
       : memory(m), costs(class_costs(t, layout, cache.times, cache.memory, m)), batch(layout, costs, global) {}
+  // The level `m`, ZeRO-1 on, after `before`, the same recompute without it: its classes share before's
+  // caches (PipelineCosts' constructor from same_times).
+  Level(const Level& before, const Layout& layout, MemoryLevel m, long global)
+      : memory(m), costs(sharing_costs(before.costs, m)), batch(layout, costs, global) {}
+  static std::vector<PipelineCosts> sharing_costs(const std::vector<PipelineCosts>& before, MemoryLevel m) {
+    std::vector<PipelineCosts> out;
+    for (const PipelineCosts& c : before) out.emplace_back(c, m);
+    return out;
+  }
   // Whether memory decided a choice of this level's batch split or micro-batch sizes (always when no split fits).
   bool memory_decided(bool split) const {
     return !split || std::any_of(costs.begin(), costs.end(), [](const PipelineCosts& c) { return c.memory_decided(); });
@@ -662,7 +671,10 @@ std::vector<CompletedPlan> price_levels(const Template& t, const Layout& layout,
   std::array<bool, 2> memory_free{false, false};
   for (const MemoryLevel memory : memory_levels(zero1_helps(layout))) {
     if (memory_free[memory.zero1]) continue;
-    levels.push_back(std::make_unique<Level>(t, layout, cache, memory, in.global_batch));
+    const bool zero1_after_off = memory.zero1 && !levels.empty() && !levels.back()->memory.zero1 &&
+                                 levels.back()->memory.recompute == memory.recompute;
+    levels.push_back(zero1_after_off ? std::make_unique<Level>(*levels.back(), layout, memory, in.global_batch)
+                                     : std::make_unique<Level>(t, layout, cache, memory, in.global_batch));
     Level& level = *levels.back();
     const std::optional<BatchSplit> split = level.batch.split();
     if (split) {

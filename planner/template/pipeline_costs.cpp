@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "planner/common/partition.h"
 #include "planner/common/plan_builder.h"
@@ -184,9 +185,16 @@ PipelineCosts::PipelineCosts(LayerTimes& times, StageMemoryLines& memory, std::v
   }
 }
 
+PipelineCosts::PipelineCosts(const PipelineCosts& same_times, MemoryLevel level)
+    : PipelineCosts(same_times.times_, same_times.memory_, same_times.stages_, level) {
+  if (level.recompute != same_times.level_.recompute || !level.zero1)
+    throw std::invalid_argument("PipelineCosts: sharing needs the same recompute and ZeRO-1 on");
+  shared_ = same_times.shared_;
+}
+
 const std::vector<int>& PipelineCosts::shares(int stage, int b) {
   const auto k = std::make_pair(stage_kind_[stage], b);
-  if (auto it = shares_.find(k); it != shares_.end()) return it->second;
+  if (auto it = shared_->shares.find(k); it != shared_->shares.end()) return it->second;
   const int n = static_cast<int>(stages_[stage].groups.size());
   // A group's time for s samples over the model's layers: the shares hold for every layer range.
   const StageCostSpec& st = stages_[stage];
@@ -219,7 +227,7 @@ const std::vector<int>& PipelineCosts::shares(int stage, int b) {
     --s[slow];
     ++s[fast];
   }
-  return shares_.emplace(k, std::move(s)).first->second;
+  return shared_->shares.emplace(k, std::move(s)).first->second;
 }
 
 const std::vector<int>& PipelineCosts::max_ends(int stage, int b, long in_flight) {
@@ -270,7 +278,7 @@ const std::vector<int>& PipelineCosts::max_ends(int stage, int b, long in_flight
 
 const std::vector<const LayerTimes::Table*>& PipelineCosts::group_tables(int stage, int b) {
   const auto k = std::make_pair(stage_kind_[stage], b);
-  if (auto it = group_tables_.find(k); it != group_tables_.end()) return it->second;
+  if (auto it = shared_->group_tables.find(k); it != shared_->group_tables.end()) return it->second;
   const std::vector<int>& s = shares(stage, b);
   const StageCostSpec& st = stages_[stage];
   std::vector<const LayerTimes::Table*> out;
@@ -279,7 +287,7 @@ const std::vector<const LayerTimes::Table*>& PipelineCosts::group_tables(int sta
   // table once is the same answer.
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
-  return group_tables_.emplace(k, std::move(out)).first->second;
+  return shared_->group_tables.emplace(k, std::move(out)).first->second;
 }
 
 bool PipelineCosts::known_too_big(int b, long cap) const {
@@ -293,6 +301,9 @@ const std::vector<int>& PipelineCosts::partition(int b, long m) {
   const auto k = std::make_pair(b, cap);
   if (auto it = partitions_.find(k); it != partitions_.end()) return it->second;
   std::vector<int> bounds;
+  // Found free of the limit by a class whose limit is no looser (ZeRO-1 off, or on as here).
+  if (auto it = shared_->free_partitions.find(k); it != shared_->free_partitions.end() && (level_.zero1 || !it->second.first))
+    return partitions_.emplace(k, it->second.second).first->second;
   if (b >= min_micro_batch_ && !known_too_big(b, cap)) {
     std::vector<const std::vector<int>*>& ends = ends_scratch_;
     ends.assign(depth(), nullptr);
@@ -302,11 +313,17 @@ const std::vector<int>& PipelineCosts::partition(int b, long m) {
       ends[j] = &max_ends(j, b, std::min<long>(depth() - j, m));
       tables[j] = &group_tables(j, b);
     }
-    auto cost = [&](int j, int begin, int end) { return end > (*ends[j])[begin] ? kInf : slowest_group_s(*tables[j], begin, end); };
+    bool limited = false;  // a range the search looked at was ruled out by memory
+    auto cost = [&](int j, int begin, int end) {
+      if (end <= (*ends[j])[begin]) return slowest_group_s(*tables[j], begin, end);
+      limited = true;
+      return kInf;
+    };
     // The cost never falls as a range grows to the left: prefix sums of layer times, the embedding at 0,
     // and a memory limit that admits a range admits every later start (max_ends is non-decreasing).
     bounds = minmax_partition_monotone_with(layers_, depth(), cost);
     if (bounds.empty()) too_big_.emplace_back(b, cap);
+    if (!limited) shared_->free_partitions.emplace(k, std::make_pair(level_.zero1, bounds));
   }
   return partitions_.emplace(k, std::move(bounds)).first->second;
 }
@@ -340,7 +357,7 @@ double PipelineCosts::time(long n, int b) {
 }
 
 double PipelineCosts::work_lower_bound(int b) {
-  if (auto it = work_.find(b); it != work_.end()) return it->second;
+  if (auto it = shared_->work.find(b); it != shared_->work.end()) return it->second;
   // A stage's time over a range is its slowest group's, so at least any one group's: per layer, the fastest
   // group of the fastest stage bounds what the layer adds to the stage sum, whatever the partition.
   std::vector<const std::vector<const LayerTimes::Table*>*>& tables = tables_scratch_;
@@ -356,7 +373,7 @@ double PipelineCosts::work_lower_bound(int b) {
       for (const LayerTimes::Table* t : *tables[j]) layer = std::min(layer, t->prefix[l + 1] - t->prefix[l]);
     w += layer;
   }
-  return work_.emplace(b, w).first->second;
+  return shared_->work.emplace(b, w).first->second;
 }
 
 PipelineCosts::Choice PipelineCosts::best(long n) {
@@ -427,7 +444,7 @@ bool PipelineCosts::memory_decides(long n, const Choice& c) {
 }
 
 std::pair<double, double> PipelineCosts::unlimited_stages(int b) {
-  if (auto it = unlimited_stages_.find(b); it != unlimited_stages_.end()) return it->second;
+  if (auto it = shared_->unlimited_stages.find(b); it != shared_->unlimited_stages.end()) return it->second;
   std::vector<const std::vector<const LayerTimes::Table*>*>& tables = tables_scratch_;
   tables.assign(depth(), nullptr);
   for (int j = 0; j < depth(); ++j) tables[j] = &group_tables(j, b);
@@ -439,7 +456,7 @@ std::pair<double, double> PipelineCosts::unlimited_stages(int b) {
     sum += t;
     slowest = std::max(slowest, t);
   }
-  return unlimited_stages_.emplace(b, std::make_pair(sum, slowest)).first->second;
+  return shared_->unlimited_stages.emplace(b, std::make_pair(sum, slowest)).first->second;
 }
 
 bool PipelineCosts::limit_shapes_partition(int b, long m) {

@@ -9,6 +9,7 @@
 #include <limits>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -137,6 +138,12 @@ class PipelineCosts {
   static constexpr double kInf = std::numeric_limits<double>::infinity();
 
   PipelineCosts(LayerTimes& times, StageMemoryLines& memory, std::vector<StageCostSpec> stages, MemoryLevel level);
+  // The same class at `level`, of the same recompute as `same_times` with ZeRO-1 on (a limit that rules out no
+  // layer range `same_times` admits: ZeRO-1 only shards the optimizer state). It shares what does not depend
+  // on memory (group shares, layer tables, work bounds, unlimited partitions) and the partitions either
+  // works out where the memory limit ruled out no range the min-max search looked at: the search, seeing the
+  // same costs, returns the same bounds here. So its answers are those of a class built afresh.
+  PipelineCosts(const PipelineCosts& same_times, MemoryLevel level);
 
   int depth() const { return static_cast<int>(stages_.size()); }
   // The smallest micro-batch: every TP group of every stage takes at least one sample.
@@ -184,8 +191,17 @@ class PipelineCosts {
   // The first stage of each stage's spec (tp, EP, ZeRO-1 shards, groups' types and experts): what shares,
   // layer tables and memory limits depend on, so stages of one spec share them.
   std::vector<int> stage_kind_;
-  std::map<std::pair<int, int>, std::vector<int>> shares_;              // (stage kind, b)
   std::map<std::pair<int, long>, std::vector<int>> partitions_;         // (b, micro-batches in flight cap)
+  // What classes of the same stages and recompute share (the constructor from same_times).
+  struct SharedCaches {
+    std::map<std::pair<int, int>, std::vector<int>> shares;                              // (stage kind, b)
+    std::map<std::pair<int, int>, std::vector<const LayerTimes::Table*>> group_tables;  // (stage kind, b)
+    std::map<int, double> work;                                                          // b -> work_lower_bound(b)
+    std::map<int, std::pair<double, double>> unlimited_stages;                           // by b
+    // Partitions whose search met no range ruled out by memory, with the ZeRO-1 setting that found them.
+    std::map<std::pair<int, long>, std::pair<bool, std::vector<int>>> free_partitions;  // (b, cap)
+  };
+  std::shared_ptr<SharedCaches> shared_ = std::make_shared<SharedCaches>();
   std::vector<Choice> best_;  // by n; micro_batch -1: not computed yet (n is at most the global batch)
   std::vector<double> best_lower_bound_;  // by n; NaN: not computed yet
   std::vector<long> divisors_;                 // best()'s scratch
@@ -200,7 +216,6 @@ class PipelineCosts {
   std::vector<std::vector<int>> time_types_;
   std::vector<std::vector<double>> usable_bytes_;
 
-  std::map<int, double> work_;  // b -> work_lower_bound(b)
   bool memory_decided_ = false;
   std::vector<int> ruled_out_;  // best()'s scratch: sizes that do not fit
   // Whether the memory limit may have decided best(n)'s choice c (memory_decided()).
@@ -210,12 +225,10 @@ class PipelineCosts {
   bool limit_shapes_partition(int b, long m);
   // The stage sum and slowest stage of the min-max partition for micro-batch b without the memory limit.
   std::pair<double, double> unlimited_stages(int b);
-  std::map<int, std::pair<double, double>> unlimited_stages_;  // by b
 
   // The distinct layer-time tables of stage `stage`'s groups at their shares of micro-batch b (in no
   // particular order: every use takes the slowest or the fastest).
   const std::vector<const LayerTimes::Table*>& group_tables(int stage, int b);
-  std::map<std::pair<int, int>, std::vector<const LayerTimes::Table*>> group_tables_;  // (stage kind, b)
   // A lower bound on the sum of the stage times of one micro-batch of b, over every partition.
   double work_lower_bound(int b);
   // max_end[x]: the largest end such that every group of the stage fits layers [x, end) in memory (x if none).

@@ -530,6 +530,58 @@ TEST(Completion, MoreRecomputeChoosesNoFasterWhereMemoryDecidedNothing) {
   EXPECT_GT(decided_cases, 50);
 }
 
+TEST(Completion, ZeroOneClassSharingCachesAnswersAsAFreshOne) {
+  // A ZeRO-1 class built from the class without ZeRO-1 (same stages and recompute) shares its memory-free
+  // caches and the partitions it found without meeting the memory limit. Over random pipeline classes, after
+  // the class without ZeRO-1 answered a run of queries, the sharing class must answer every query exactly as
+  // a class built afresh: partitions, stage times, best micro-batch choices, speeds and memory_decided.
+  const Cluster c = parse_cluster_spec("A100-80:1x8,V100-32:1x8,T4:1x4", GpuCatalog::load_default());
+  const std::vector<std::string> types{"A100-80", "V100-32", "T4"};
+  int shared_partitions = 0, limited = 0;
+  for (const char* name : {"gpt3-1.3b", "gpt3-13b"}) {
+    const ModelConfig m = load_model(name);
+    const Profiler profiler(c, m);
+    LayerTimes times(profiler);
+    StageMemoryLines memory(profiler);
+    std::mt19937 rng(23);
+    for (int draw = 0; draw < 30; ++draw) {
+      std::vector<StageCostSpec> stages(1 + rng() % 4);
+      const int tp = 1 << (rng() % 3);
+      for (StageCostSpec& s : stages) {
+        s.tp = tp;
+        s.groups.resize(1 + rng() % 2);
+        for (GroupCostSpec& g : s.groups) g.gpu_type = types[rng() % types.size()];
+        s.zero1_dp = 1 + static_cast<int>(rng() % 4);
+      }
+      const Recompute recompute = static_cast<Recompute>(rng() % 3);
+      PipelineCosts off(times, memory, stages, {recompute, false});
+      std::vector<std::pair<int, long>> queries;  // (b, m)
+      for (int q = 0; q < 24; ++q) queries.emplace_back(1 + static_cast<int>(rng() % 32), 1 + static_cast<long>(rng() % 16));
+      for (const auto& [b, mb] : queries) {
+        off.partition(b, mb);
+        off.best(static_cast<long>(b) * mb);
+      }
+      off.speed(64);
+      PipelineCosts sharing(off, {recompute, true}), fresh(times, memory, stages, {recompute, true});
+      for (const auto& [b, mb] : queries) {
+        ASSERT_EQ(sharing.partition(b, mb), fresh.partition(b, mb)) << name << " draw " << draw << " b=" << b << " m=" << mb;
+        EXPECT_EQ(sharing.stage_times(b, mb), fresh.stage_times(b, mb));
+        const long n = static_cast<long>(b) * mb;
+        EXPECT_EQ(sharing.best(n).time_s, fresh.best(n).time_s) << name << " draw " << draw << " n=" << n;
+        EXPECT_EQ(sharing.best(n).micro_batch, fresh.best(n).micro_batch);
+        EXPECT_EQ(sharing.best_lower_bound(n + 1), fresh.best_lower_bound(n + 1));
+        const bool was_limited = off.partition(b, mb).empty() || off.partition(b, mb) != fresh.partition(b, mb);
+        limited += was_limited ? 1 : 0;
+        shared_partitions += was_limited ? 0 : 1;
+      }
+      EXPECT_EQ(sharing.speed(64), fresh.speed(64));
+      EXPECT_EQ(sharing.memory_decided(), fresh.memory_decided()) << name << " draw " << draw;
+    }
+  }
+  EXPECT_GT(shared_partitions, 100);  // both kinds occur: partitions the limit left alone and ones it shaped
+  EXPECT_GT(limited, 20);
+}
+
 // Whether the template space holds the plan's structure: every stage's groups share one tp (template_of
 // throws otherwise), and EP across pipelines (ep_scope pipelines) joins replicas of one pipeline class
 // (template_problem; the simulator would also run EP blocks of pipelines of different structure).
