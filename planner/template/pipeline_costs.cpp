@@ -90,21 +90,14 @@ StageMemoryLines::StageMemoryLines(const Profiler& profiler) : profiler_(profile
   for (int l = 0; l < model.layers; ++l) moe_prefix_[l + 1] = moe_prefix_[l] + (model.moe && model.is_moe_layer(l) ? 1 : 0);
 }
 
-int StageMemoryLines::type_id(const std::string& gpu_type) {
-  const auto it = std::find(types_.begin(), types_.end(), gpu_type);
-  if (it != types_.end()) return static_cast<int>(it - types_.begin());
-  types_.push_back(gpu_type);
-  return static_cast<int>(types_.size()) - 1;
-}
-
 bool StageMemoryLines::QueryEqual::operator()(const Query& a, const Query& b) const {
-  return a.type == b.type && a.tp == b.tp && a.samples == b.samples && a.local_experts == b.local_experts &&
+  return a.tp == b.tp && a.samples == b.samples && a.local_experts == b.local_experts &&
          a.ep == b.ep && a.zero1_dp == b.zero1_dp && a.level.recompute == b.level.recompute && a.level.zero1 == b.level.zero1;
 }
 
 std::size_t StageMemoryLines::QueryHash::operator()(const Query& q) const {
   std::size_t h = std::hash<double>()(q.local_experts);
-  for (const long x : {static_cast<long>(q.type), static_cast<long>(q.tp), static_cast<long>(q.samples),
+  for (const long x : {static_cast<long>(q.tp), static_cast<long>(q.samples),
                        static_cast<long>(q.ep), static_cast<long>(q.zero1_dp), static_cast<long>(q.level.recompute),
                        static_cast<long>(q.level.zero1)})
     h = h * 1000003 ^ std::hash<long>()(x);
@@ -166,7 +159,7 @@ PipelineCosts::PipelineCosts(LayerTimes& times, StageMemoryLines& memory, std::v
     usable_bytes_.emplace_back();
     time_types_.emplace_back();
     for (const GroupCostSpec& g : s.groups) {
-      memory_queries_.back().push_back({memory_.type_id(g.gpu_type), s.tp, 0, g.local_experts, s.ep, s.zero1_dp, level_});
+      memory_queries_.back().push_back({s.tp, 0, g.local_experts, s.ep, s.zero1_dp, level_});
       usable_bytes_.back().push_back(times_.profiler().gpu_memory_bytes(g.gpu_type));
       time_types_.back().push_back(times_.type_id(g.gpu_type));
     }

@@ -85,12 +85,12 @@ class LayerTimes {
 // state and framework overhead fixed, every other term (activations, working set, communication buffers)
 // is proportional to the samples per micro-batch. So three evaluations (0 samples; 1 sample with 0 and 1 in
 // flight) per kind count and ends serve every range and micro-batch alike (equal to stage_memory up to
-// floating-point rounding).
+// floating-point rounding). The GPU type does not enter the formula (StageMemoryInput): groups of every type
+// share the lines, and each compares them with its own usable bytes.
 class StageMemoryLines {
  public:
   explicit StageMemoryLines(const Profiler& profiler);
   struct Query {
-    int type = 0;  // type_id()
     int tp = 1;
     int samples = 1;
     double local_experts = -1;
@@ -98,8 +98,6 @@ class StageMemoryLines {
     int zero1_dp = 1;
     MemoryLevel level;
   };
-  // A small integer for the GPU type, for queries.
-  int type_id(const std::string& gpu_type);
   // Bytes of layers [begin, end) with `in_flight` micro-batches in flight.
   double bytes(const Query& q, int begin, int end, long in_flight);
 
@@ -126,7 +124,6 @@ class StageMemoryLines {
     bool operator()(const Query& a, const Query& b) const;
   };
   const Profiler& profiler_;
-  std::vector<std::string> types_;
   std::vector<int> moe_prefix_;  // MoE layers in [0, l)
   // By the query with samples = 0 and zero1_dp = 1 unless ZeRO-1 (the shards count only under ZeRO-1);
   // node-based so that references stay valid.

@@ -460,7 +460,7 @@ TEST(Completion, PartitionOfStagesOfLikeGroupsMatchesBruteForceOverEveryGroup) {
         double worst = 0;
         for (size_t g = 0; g < stages[j].groups.size(); ++g) {
           const std::string& type = stages[j].groups[g].gpu_type;
-          const StageMemoryLines::Query q{memory.type_id(type), stages[j].tp, share[g], -1, 1, 1, level};
+          const StageMemoryLines::Query q{stages[j].tp, share[g], -1, 1, 1, level};
           if (memory.bytes(q, begin, end, in_flight) > profiler.gpu_memory_bytes(type)) return PipelineCosts::kInf;
           worst = std::max(worst, times.table(times.type_id(type), stages[j].tp, share[g], level.recompute).stage_s(begin, end));
         }
