@@ -23,7 +23,18 @@ LayerPrices price_layers(const Cluster& cluster, const ModelConfig& m, int node_
   };
   auto time = [&](const std::vector<OpCost>& ops) { return ops_time_s(ops, gpu, m.dtype); };
   LayerPrices p;
+  // A layer's ops and collectives depend on its index only through is_moe_layer (sim/model/layer_costs.h),
+  // so each kind is priced once, at its first layer, and copied to the others.
+  int first_of_kind[2] = {-1, -1};
   for (int l = 0; l < m.layers; ++l) {
+    int& first = first_of_kind[m.is_moe_layer(l) ? 1 : 0];
+    if (first >= 0) {
+      p.forward.push_back(p.forward[first]);
+      p.backward.push_back(p.backward[first]);
+      if (m.moe) p.forward_dense_s.push_back(p.forward_dense_s[first]), p.backward_dense_s.push_back(p.backward_dense_s[first]);
+      continue;
+    }
+    first = l;
     const TpCollectives tc = layer_tp_collectives(m, sh);
     std::vector<TpCollectives> bcalls;
     if (rc == Recompute::Full) bcalls.push_back(tc);

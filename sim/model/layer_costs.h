@@ -2,6 +2,8 @@
 // FLOPs and HBM bytes of every kernel class, TP communication volumes and parameter counts.
 // FLOP counts after Narayanan et al. SC'21 (Megatron-LM, eq. 3: 24·b·s·h² + 4·b·s²·h per layer forward)
 // generalised to GQA and SwiGLU; backward = 2x forward matmul FLOPs (dgrad + wgrad).
+// A layer's kernels, collectives and parameters depend on its index only through ModelConfig::is_moe_layer
+// (planner/common/layer_prices.cpp prices each kind once; tests/sim/layer_costs_test.cpp checks it).
 #pragma once
 #include <vector>
 

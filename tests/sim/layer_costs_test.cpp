@@ -57,6 +57,48 @@ double bytes(const std::vector<OpCost>& ops, OpClass cls) {
 
 constexpr double kRel = 1e-12;  // the counts are exact products of integers; allow rounding only
 
+// Planners price each layer kind once (planner/common/layer_prices.cpp): every layer's kernels, collectives
+// and parameters must equal those of the first layer of its kind (MoE or dense), on models with a dense
+// prefix, MoE every other layer, GQA and SwiGLU, under every recompute policy, with and without SP.
+TEST(ModelLayerCosts, LayersOfOneKindHaveTheSameCosts) {
+  auto same_ops = [](const std::vector<OpCost>& a, const std::vector<OpCost>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (a[i].cls != b[i].cls || a[i].flops != b[i].flops || a[i].bytes != b[i].bytes) return false;
+    return true;
+  };
+  auto same_calls = [](const std::vector<TpCollectives>& a, const std::vector<TpCollectives>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (a[i].count != b[i].count || a[i].bytes != b[i].bytes || a[i].overlaps.flops != b[i].overlaps.flops) return false;
+    return true;
+  };
+  int moe_layers = 0, dense_layers = 0;
+  for (const char* name : {"gpt3-13b", "llama2-70b", "mixtral-8x7b", "deepseek-moe-16b", "gpt-moe-1.3b-64e"}) {
+    const ModelConfig m = load_model(name);
+    for (const ShardSpec sh : {ShardSpec{1, false, 2}, ShardSpec{4, true, 3}}) {
+      int first[2] = {-1, -1};
+      for (int l = 0; l < m.layers; ++l) {
+        const int kind = m.is_moe_layer(l) ? 1 : 0;
+        (kind ? moe_layers : dense_layers) += 1;
+        if (first[kind] < 0) {
+          first[kind] = l;
+          continue;
+        }
+        const int f = first[kind];
+        EXPECT_TRUE(same_ops(layer_forward_ops(m, l, sh), layer_forward_ops(m, f, sh))) << name << " layer " << l;
+        EXPECT_TRUE(same_ops(layer_backward_ops(m, l, sh), layer_backward_ops(m, f, sh))) << name << " layer " << l;
+        for (const Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+          EXPECT_TRUE(same_ops(layer_recompute_ops(m, l, sh, r), layer_recompute_ops(m, f, sh, r))) << name << " layer " << l;
+        EXPECT_TRUE(same_calls(layer_tp_backward_collectives(m, l, sh), layer_tp_backward_collectives(m, f, sh))) << name << " layer " << l;
+        EXPECT_EQ(layer_params_per_rank(m, l, sh.tp), layer_params_per_rank(m, f, sh.tp)) << name << " layer " << l;
+      }
+    }
+  }
+  EXPECT_GT(moe_layers, 0);  // both kinds were compared
+  EXPECT_GT(dense_layers, 0);
+}
+
 TEST(ModelLayerCosts, GptLayerForwardIsTwentyFourBshSquaredPlusFourBsSquaredH) {
   // Narayanan et al. SC'21 eq. (3): one GPT layer forward = 24·b·s·h² + 4·b·s²·h FLOPs (f = 4h, k = a).
   for (double b : {1.0, 2.0, 0.5}) {
