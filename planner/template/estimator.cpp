@@ -1055,10 +1055,13 @@ struct Estimator::Impl {
     int last = -1, last_position = 0;           // the last bucket and its position in `order`
     std::vector<std::pair<int, double>> terms;  // per sum: its slot in link_busy, coef.dp x seconds per byte
     std::vector<int> class_slot;                // per per-byte class of its shape: the slot of its own links
+    std::vector<int> shared;                    // indices in its shape's busy_links of the links others load too
     double bytes = 0;                           // its buckets' buffers, summed
   };
   mutable std::vector<Communicator> communicators;  // scratch of shared_links, by holder set
   mutable std::vector<int> active_communicators, link_loaders, link_slot, slot_owner;  // per link / per slot
+  mutable std::vector<long> link_stamp;  // per link: the call of shared_links whose link_loaders count it holds
+  mutable long stamp = 0;
   mutable std::vector<double> link_busy;
   mutable std::vector<char> slot_shared;
   mutable std::vector<std::vector<std::pair<int, double>>> shared_loads;  // per shared slot: (communicator, seconds)
@@ -1066,7 +1069,9 @@ struct Estimator::Impl {
 
   void shared_links(const std::vector<Bucket>& bks, const std::vector<int>& order, CollectiveKind kind,
                     double bytes_per_param) const {
-    if (link_slot.size() != link_use.size()) link_slot.assign(link_use.size(), -1), link_loaders.assign(link_use.size(), 0);
+    if (link_slot.size() != link_use.size())
+      link_slot.assign(link_use.size(), -1), link_loaders.assign(link_use.size(), 0), link_stamp.assign(link_use.size(), -1);
+    ++stamp;
     for (size_t i = 0; i < order.size(); ++i) {
       const int b = order[i];
       const Bucket& bk = bks[b];
@@ -1078,7 +1083,10 @@ struct Estimator::Impl {
         c.shape = bucket_memo.at({bk.holder_set, kind}).first;
         c.first = bk.start, c.last_end = bk.end, c.last = b, c.last_position = static_cast<int>(i);
         active_communicators.push_back(bk.holder_set);
-        for (const auto& link : c.shape->busy_links) ++link_loaders[link.first];
+        for (const auto& link : c.shape->busy_links) {
+          if (link_stamp[link.first] != stamp) link_stamp[link.first] = stamp, link_loaders[link.first] = 0;
+          ++link_loaders[link.first];
+        }
       }
       c.first = std::min(c.first, bk.start);
       if (bk.end > c.last_end) c.last_end = bk.end, c.last = b, c.last_position = static_cast<int>(i);
@@ -1088,9 +1096,11 @@ struct Estimator::Impl {
       Communicator& c = communicators[id];
       c.terms.clear();
       c.class_slot.assign(c.shape->distinct_per_byte.size(), -1);
+      c.shared.clear();
       for (size_t k = 0; k < c.shape->busy_links.size(); ++k) {
         const auto& [l, per_byte] = c.shape->busy_links[k];
         const bool shared = link_loaders[l] > 1;
+        if (shared) c.shared.push_back(static_cast<int>(k));
         int& slot = shared ? link_slot[l] : c.class_slot[c.shape->per_byte_class[k]];
         if (slot >= 0 && !shared) continue;  // its class's sum is taken already
         if (slot < 0) {
@@ -1110,15 +1120,22 @@ struct Estimator::Impl {
       communicators[bk.holder_set].bytes += bytes;
       for (const auto& [slot, k] : communicators[bk.holder_set].terms) link_busy[slot] += k * bytes;
     }
-    // Each link's first start and last bucket over the communicators that load it.
+    // The links one communicator alone loads: its last bucket ends no earlier than its first start plus the
+    // sum of its class (the same for every link of the class: once per class).
     for (const int id : active_communicators) {
       const Communicator& c = communicators[id];
-      for (size_t k = 0; k < c.shape->busy_links.size(); ++k) {
+      for (const int slot : c.class_slot)
+        if (slot >= 0) sharing_ends.push_back({c.last, c.first + link_busy[slot]});
+    }
+    // Each shared link's first start and last bucket over the communicators that load it.
+    for (const int id : active_communicators) {
+      const Communicator& c = communicators[id];
+      for (const int k : c.shared) {
         const int l = c.shape->busy_links[k].first;
         LinkUse& u = link_use[l];
-        const int slot = link_loaders[l] == 1 ? c.class_slot[c.shape->per_byte_class[k]] : link_slot[l];
-        if (!slot_shared[slot] || slot_owner[slot] == id) {  // its only or first communicator
-          if (u.last >= 0) continue;                          // (a shared link's first one, again: done)
+        const int slot = link_slot[l];
+        if (slot_owner[slot] == id) {  // its first communicator
+          if (u.last >= 0) continue;   // (again: done)
           used_links.push_back(l);
           u = LinkUse{c.first, link_busy[slot], c.last_end, c.last};
           continue;
@@ -1133,7 +1150,7 @@ struct Estimator::Impl {
     for (const int id : active_communicators) {
       Communicator& c = communicators[id];
       c.active = false;
-      for (const auto& link : c.shape->busy_links) link_loaders[link.first] = 0, link_slot[link.first] = -1;
+      for (const int k : c.shared) link_slot[c.shape->busy_links[k].first] = -1;
     }
     active_communicators.clear(), slot_owner.clear(), slot_shared.clear();
   }
@@ -1154,8 +1171,10 @@ struct Estimator::Impl {
     for (size_t k = 0; k < slots; ++k) shared_loads[k].clear();
     for (const int id : active_communicators) {
       const Communicator& c = communicators[id];
-      for (const auto& [l, per_byte] : c.shape->busy_links)
-        if (link_loaders[l] > 1) shared_loads[link_slot[l]].push_back({id, coef.dp * per_byte * c.bytes});
+      for (const int k : c.shared) {
+        const auto& [l, per_byte] = c.shape->busy_links[k];
+        shared_loads[link_slot[l]].push_back({id, coef.dp * per_byte * c.bytes});
+      }
     }
     for (size_t k = 0; k < slots; ++k) {
       const auto& loads = shared_loads[k];
