@@ -1063,7 +1063,6 @@ struct Estimator::Impl {
   mutable std::vector<long> link_stamp;  // per link: the call of shared_links whose link_loaders count it holds
   mutable long stamp = 0;
   mutable std::vector<double> link_busy;
-  mutable std::vector<char> slot_shared;
   mutable std::vector<std::vector<std::pair<int, double>>> shared_loads;  // per shared slot: (communicator, seconds)
   mutable std::vector<std::pair<int, double>> sharing_ends;  // (bucket, earliest end) found by processor_sharing
 
@@ -1106,7 +1105,6 @@ struct Estimator::Impl {
         if (slot < 0) {
           slot = static_cast<int>(slot_owner.size());
           slot_owner.push_back(id);
-          slot_shared.push_back(shared);
         }
         c.terms.push_back({slot, coef.dp * per_byte});
       }
@@ -1152,7 +1150,7 @@ struct Estimator::Impl {
       c.active = false;
       for (const int k : c.shared) link_slot[c.shape->busy_links[k].first] = -1;
     }
-    active_communicators.clear(), slot_owner.clear(), slot_shared.clear();
+    active_communicators.clear(), slot_owner.clear();
   }
 
   // Every communicator of a shared link, not only the last: max-min fair sharing of one link among flows
