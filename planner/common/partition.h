@@ -65,11 +65,20 @@ std::vector<int> minmax_partition_with(int layers, int stages, const Cost& cost)
 // range admits every range that ends there and starts later). The cut points are then tried from the right,
 // after the previous end's cut as a first guess, and the search stops at the first one whose last stage
 // alone costs more than the best so far: every cut further left costs at least as much. O(stages * layers *
-// reach) cost calls, reach the layers a stage spans near the optimum, instead of O(stages * layers^2).
+// reach) cost calls, reach the layers a stage spans near the optimum, instead of O(stages * layers^2). Cuts
+// whose first stages alone cost more than the best are passed over along previous-smaller links (each cut's
+// nearest cut to the left with a smaller prefix cost: every cut between costs no less, so it is passed over
+// too), the same cuts the one-by-one scan passes over.
 template <class Cost>
 std::vector<int> minmax_partition_monotone_with(int layers, int stages, const Cost& cost) {
   const double inf = std::numeric_limits<double>::infinity();
+  std::vector<int> smaller(static_cast<size_t>(layers) + 1);  // per cut b of row s - 1: its previous-smaller cut
   return detail::minmax_partition_table(layers, stages, [&](int s, const double* prev, double* row, int* cuts, int max_end) {
+    for (int b = s - 1; b < max_end; ++b) {
+      int k = b - 1;
+      while (k >= s - 1 && !(prev[k] < prev[b])) k = smaller[k];
+      smaller[b] = k;  // below s - 1: none
+    }
     for (int e = s; e <= max_end; ++e) {
       // The previous end's cut, usually at or next to this end's, seeds the best so the scan stops early.
       if (e > s && cuts[e - 1] >= 0 && prev[cuts[e - 1]] < inf) {
@@ -78,7 +87,9 @@ std::vector<int> minmax_partition_monotone_with(int layers, int stages, const Co
         if (v < inf) row[e] = v, cuts[e] = cuts[e - 1];
       }
       for (int b = e - 1; b >= s - 1; --b) {
-        if (prev[b] == inf || prev[b] > row[e]) continue;  // cannot tie the best: no cost needed
+        // Cannot tie the best: no cost needed, nor for the cuts up to its previous-smaller one.
+        while (b >= s - 1 && (prev[b] == inf || prev[b] > row[e])) b = smaller[b];
+        if (b < s - 1) break;
         const double c = cost(s - 1, b, e);
         if (c > row[e] || c == inf) break;  // so does every cut further left
         const double v = prev[b] > c ? prev[b] : c;
