@@ -486,6 +486,21 @@ TEST(Completion, PartitionOfStagesOfLikeGroupsMatchesBruteForceOverEveryGroup) {
   EXPECT_GT(checked, 20);  // most sizes fit at some memory level
 }
 
+// A random pipeline class: 1-4 stages of one TP width (1, 2 or 4), each of 1-2 groups of `types`, each
+// stage's ZeRO-1 shards from zero1_dp().
+template <class Zero1Dp>
+std::vector<StageCostSpec> random_class(std::mt19937& rng, const std::vector<std::string>& types, Zero1Dp zero1_dp) {
+  std::vector<StageCostSpec> stages(1 + rng() % 4);
+  const int tp = 1 << (rng() % 3);
+  for (StageCostSpec& s : stages) {
+    s.tp = tp;
+    s.groups.resize(1 + rng() % 2);
+    for (GroupCostSpec& g : s.groups) g.gpu_type = types[rng() % types.size()];
+    s.zero1_dp = zero1_dp();
+  }
+  return stages;
+}
+
 TEST(Completion, MoreRecomputeChoosesNoFasterWhereMemoryDecidedNothing) {
   // PipelineCosts::memory_decided lets completion skip a level of more recompute: its layers are slower and
   // only a looser memory limit could make it faster. Over random pipeline classes (1-4 stages of 1-2 groups
@@ -501,14 +516,7 @@ TEST(Completion, MoreRecomputeChoosesNoFasterWhereMemoryDecidedNothing) {
     StageMemoryLines memory(profiler);
     std::mt19937 rng(11);
     for (int draw = 0; draw < 40; ++draw) {
-      std::vector<StageCostSpec> stages(1 + rng() % 4);
-      const int tp = 1 << (rng() % 3);
-      for (StageCostSpec& s : stages) {
-        s.tp = tp;
-        s.groups.resize(1 + rng() % 2);
-        for (GroupCostSpec& g : s.groups) g.gpu_type = types[rng() % types.size()];
-        s.zero1_dp = 2;
-      }
+      const std::vector<StageCostSpec> stages = random_class(rng, types, [] { return 2; });
       const long n = 1 + static_cast<long>(rng() % 64);
       const std::vector<MemoryLevel> levels = memory_levels(true);
       for (size_t lo = 0; lo < levels.size(); ++lo)
@@ -545,14 +553,7 @@ TEST(Completion, ZeroOneClassSharingCachesAnswersAsAFreshOne) {
     StageMemoryLines memory(profiler);
     std::mt19937 rng(23);
     for (int draw = 0; draw < 30; ++draw) {
-      std::vector<StageCostSpec> stages(1 + rng() % 4);
-      const int tp = 1 << (rng() % 3);
-      for (StageCostSpec& s : stages) {
-        s.tp = tp;
-        s.groups.resize(1 + rng() % 2);
-        for (GroupCostSpec& g : s.groups) g.gpu_type = types[rng() % types.size()];
-        s.zero1_dp = 1 + static_cast<int>(rng() % 4);
-      }
+      const std::vector<StageCostSpec> stages = random_class(rng, types, [&] { return 1 + static_cast<int>(rng() % 4); });
       const Recompute recompute = static_cast<Recompute>(rng() % 3);
       PipelineCosts off(times, memory, stages, {recompute, false});
       std::vector<std::pair<int, long>> queries;  // (b, m)
