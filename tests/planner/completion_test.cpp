@@ -501,22 +501,30 @@ std::vector<StageCostSpec> random_class(std::mt19937& rng, const std::vector<std
   return stages;
 }
 
-TEST(Completion, MoreRecomputeChoosesNoFasterWhereMemoryDecidedNothing) {
-  // PipelineCosts::memory_decided lets completion skip a level of more recompute: its layers are slower and
-  // only a looser memory limit could make it faster. Over random pipeline classes (1-4 stages of 1-2 groups
-  // of three GPU types, TP 1-4) and sample counts, wherever the level of less recompute (same ZeRO-1
-  // setting) reports that memory decided nothing, the level of more recompute must choose no faster.
+// The cluster and models of the random-class tests: f(model name, its layer times, its memory lines).
+const std::vector<std::string> kClassTypes{"A100-80", "V100-32", "T4"};
+template <class F>
+void for_each_class_model(const F& f) {
   const Cluster c = parse_cluster_spec("A100-80:1x8,V100-32:1x8,T4:1x4", GpuCatalog::load_default());
-  const std::vector<std::string> types{"A100-80", "V100-32", "T4"};
-  int free_cases = 0, decided_cases = 0;
   for (const char* name : {"gpt3-1.3b", "gpt3-13b"}) {
     const ModelConfig m = load_model(name);
     const Profiler profiler(c, m);
     LayerTimes times(profiler);
     StageMemoryLines memory(profiler);
+    f(name, times, memory);
+  }
+}
+
+TEST(Completion, MoreRecomputeChoosesNoFasterWhereMemoryDecidedNothing) {
+  // PipelineCosts::memory_decided lets completion skip a level of more recompute: its layers are slower and
+  // only a looser memory limit could make it faster. Over random pipeline classes (1-4 stages of 1-2 groups
+  // of three GPU types, TP 1-4) and sample counts, wherever the level of less recompute (same ZeRO-1
+  // setting) reports that memory decided nothing, the level of more recompute must choose no faster.
+  int free_cases = 0, decided_cases = 0;
+  for_each_class_model([&](const char* name, LayerTimes& times, StageMemoryLines& memory) {
     std::mt19937 rng(11);
     for (int draw = 0; draw < 40; ++draw) {
-      const std::vector<StageCostSpec> stages = random_class(rng, types, [] { return 2; });
+      const std::vector<StageCostSpec> stages = random_class(rng, kClassTypes, [] { return 2; });
       const long n = 1 + static_cast<long>(rng() % 64);
       const std::vector<MemoryLevel> levels = memory_levels(true);
       for (size_t lo = 0; lo < levels.size(); ++lo)
@@ -532,7 +540,7 @@ TEST(Completion, MoreRecomputeChoosesNoFasterWhereMemoryDecidedNothing) {
           EXPECT_GE(more.best(n).time_s, t_less) << name << " draw " << draw << " n=" << n << " levels " << lo << "->" << hi;
         }
     }
-  }
+  });
   std::printf("[memory decided] %d cases free of memory, %d decided by it\n", free_cases, decided_cases);
   EXPECT_GT(free_cases, 50);  // both kinds occur: the check is not vacuous
   EXPECT_GT(decided_cases, 50);
@@ -543,17 +551,11 @@ TEST(Completion, ZeroOneClassSharingCachesAnswersAsAFreshOne) {
   // caches and the partitions it found without meeting the memory limit. Over random pipeline classes, after
   // the class without ZeRO-1 answered a run of queries, the sharing class must answer every query exactly as
   // a class built afresh: partitions, stage times, best micro-batch choices, speeds and memory_decided.
-  const Cluster c = parse_cluster_spec("A100-80:1x8,V100-32:1x8,T4:1x4", GpuCatalog::load_default());
-  const std::vector<std::string> types{"A100-80", "V100-32", "T4"};
   int shared_partitions = 0, limited = 0;
-  for (const char* name : {"gpt3-1.3b", "gpt3-13b"}) {
-    const ModelConfig m = load_model(name);
-    const Profiler profiler(c, m);
-    LayerTimes times(profiler);
-    StageMemoryLines memory(profiler);
+  for_each_class_model([&](const char* name, LayerTimes& times, StageMemoryLines& memory) {
     std::mt19937 rng(23);
     for (int draw = 0; draw < 30; ++draw) {
-      const std::vector<StageCostSpec> stages = random_class(rng, types, [&] { return 1 + static_cast<int>(rng() % 4); });
+      const std::vector<StageCostSpec> stages = random_class(rng, kClassTypes, [&] { return 1 + static_cast<int>(rng() % 4); });
       const Recompute recompute = static_cast<Recompute>(rng() % 3);
       PipelineCosts off(times, memory, stages, {recompute, false});
       std::vector<std::pair<int, long>> queries;  // (b, m)
@@ -578,7 +580,7 @@ TEST(Completion, ZeroOneClassSharingCachesAnswersAsAFreshOne) {
       EXPECT_EQ(sharing.speed(64), fresh.speed(64));
       EXPECT_EQ(sharing.memory_decided(), fresh.memory_decided()) << name << " draw " << draw;
     }
-  }
+  });
   EXPECT_GT(shared_partitions, 100);  // both kinds occur: partitions the limit left alone and ones it shaped
   EXPECT_GT(limited, 20);
 }
