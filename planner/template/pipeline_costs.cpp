@@ -106,13 +106,13 @@ std::size_t StageMemoryLines::QueryHash::operator()(const Query& q) const {
 
 StageMemoryLines::Lines& StageMemoryLines::lines(const Query& q) {
   Query key = q;
-  key.samples = 0;                        // the lines hold every micro-batch size
-  if (!q.level.zero1) key.zero1_dp = 1;  // the shards count only under ZeRO-1
+  key.samples = 0;   // the lines hold every micro-batch size
+  key.zero1_dp = 1;  // and every ZeRO-1 degree
   auto it = lines_.find(key);
   if (it == lines_.end()) {
     const int layers = profiler_.model().layers;
     const size_t kinds = static_cast<size_t>(layers + 1) * static_cast<size_t>(moe_prefix_.back() + 1) * 4;
-    it = lines_.emplace(key, Lines{std::vector<Line>(kinds, Line{std::nan(""), 0.0, 0.0})}).first;
+    it = lines_.emplace(key, Lines{std::vector<Line>(kinds, Line{std::nan("")})}).first;
   }
   return it->second;
 }
@@ -128,7 +128,7 @@ double StageMemoryLines::bytes(Lines& lines, const Query& q, int begin, int end,
   const bool embedding = begin == 0, head = end == layers;
   const size_t index = ((static_cast<size_t>(dense) * (moe_prefix_.back() + 1) + moe) * 2 + embedding) * 2 + head;
   Line& line = lines.at[index];
-  if (std::isnan(line.fixed)) {
+  if (std::isnan(line.weights_and_gradients)) {
     StageMemoryInput in;
     in.layer_begin = begin;
     in.layer_end = end;
@@ -137,17 +137,23 @@ double StageMemoryLines::bytes(Lines& lines, const Query& q, int begin, int end,
     in.shard = {q.tp, false, 0.0};
     in.recompute = q.level.recompute;
     in.zero1 = q.level.zero1;
-    in.dp = std::max(1, q.zero1_dp);
+    in.dp = 1;  // the optimizer state unsharded
     in.local_experts = q.local_experts;
     in.ep = q.ep;
-    line.fixed = stage_memory(model, in).total();
+    const MemoryBreakdown none = stage_memory(model, in);
     in.shard.samples = 1.0;
     const auto [idle, one] = stage_memory_idle_and_one(model, in);
-    line.per_sample = idle.total() - line.fixed;
-    line.per_sample_in_flight = one.total() - idle.total();
+    line = {none.weights + none.gradients, none.optimizer, none.other, idle.other, idle.activations, one.activations};
   }
+  // MemoryBreakdown::total() of each breakdown at this ZeRO-1 degree, term by term in its order (the
+  // activations of no samples are 0); the optimizer state sharded as stage_memory shards it.
+  const double sharded = line.weights_and_gradients + line.optimizer / (q.level.zero1 ? std::max(1, q.zero1_dp) : 1.0);
+  const double fixed = sharded + 0.0 + line.other_without_samples;
+  const double idle = sharded + line.idle_activations + line.other;
+  const double one = sharded + line.one_activations + line.other;
+  const double per_sample = idle - fixed, per_sample_in_flight = one - idle;
   const double samples = static_cast<double>(q.samples);
-  return line.fixed + samples * (line.per_sample + static_cast<double>(in_flight) * line.per_sample_in_flight);
+  return fixed + samples * (per_sample + static_cast<double>(in_flight) * per_sample_in_flight);
 }
 
 PipelineCosts::PipelineCosts(LayerTimes& times, StageMemoryLines& memory, std::vector<StageCostSpec> stages,

@@ -103,10 +103,15 @@ class StageMemoryLines {
 
   // The lines of one query (any samples) by the layer range's kind counts and ends, each filled when first
   // asked for: one lookup of the query serves every range (PipelineCosts::max_ends).
+  // A line holds stage_memory's breakdown terms with the optimizer state unsharded, so one line serves every
+  // ZeRO-1 degree: bytes() shards it and sums the terms in stage_memory's order (the same bytes, bit for bit).
   struct Line {
-    double fixed = 0;       // bytes with no samples; NaN: not filled yet
-    double per_sample = 0;  // more per sample of the micro-batch, none in flight
-    double per_sample_in_flight = 0;  // more per sample and micro-batch in flight
+    double weights_and_gradients = 0;  // NaN: not filled yet
+    double optimizer = 0;              // unsharded
+    double other_without_samples = 0;  // overhead and buffers, no samples
+    double other = 0;                  // overhead and buffers, one sample
+    double idle_activations = 0;       // one sample, no micro-batch in flight (the recompute working set)
+    double one_activations = 0;        // one sample, one micro-batch in flight
   };
   struct Lines {
     std::vector<Line> at;
@@ -125,8 +130,8 @@ class StageMemoryLines {
   };
   const Profiler& profiler_;
   std::vector<int> moe_prefix_;  // MoE layers in [0, l)
-  // By the query with samples = 0 and zero1_dp = 1 unless ZeRO-1 (the shards count only under ZeRO-1);
-  // node-based so that references stay valid.
+  // By the query with samples = 0 and zero1_dp = 1 (bytes() shards the optimizer state); node-based so that
+  // references stay valid.
   std::unordered_map<Query, Lines, QueryHash, QueryEqual> lines_;
 };
 

@@ -27,6 +27,7 @@
 #include "sim/hw/cluster.h"
 #include "sim/hw/topology.h"
 #include "sim/io/input_error.h"
+#include "sim/model/memory.h"
 #include "sim/plan/plan_yaml.h"
 #include "tests/planner/random_plans.h"
 #include "tests/sim/test_support.h"
@@ -432,6 +433,49 @@ TEST(Completion, BestMicroBatchIsTheBestDivisor) {
       EXPECT_EQ(got.time_s, best) << "n=" << n;
     }
   }
+}
+
+// StageMemoryLines keeps one line per layer-range kind for every micro-batch size and ZeRO-1 degree. Its
+// bytes must be, bit for bit, the affine reconstruction from stage_memory at the query's own degree (no
+// samples; one sample with 0 and 1 micro-batches in flight), and stage_memory itself up to rounding, on a
+// dense and an MoE model (expert layers every other layer), every memory level, TP 1 and 2, several degrees.
+TEST(Completion, StageMemoryLinesAreStageMemoryAtEveryZeroOneDegree) {
+  const Cluster c = parse_cluster_spec("A100-80:1x8", GpuCatalog::load_default());
+  int checked = 0;
+  for (const char* name : {"gpt3-1.3b", "gpt-moe-1.3b-64e"}) {
+    const ModelConfig m = load_model(name);
+    const Profiler profiler(c, m);
+    StageMemoryLines memory(profiler);
+    const double experts = m.moe ? 8 : -1;
+    for (const MemoryLevel level : memory_levels(true))
+      for (const int tp : {1, 2})
+        for (const int dp : {1, 3, 8})
+          for (int begin = 0; begin < m.layers; begin += 5)
+            for (int end = begin + 1; end <= m.layers; end += 4) {
+              StageMemoryInput in;
+              in.layer_begin = begin, in.layer_end = end;
+              in.has_embedding = begin == 0, in.has_head = end == m.layers;
+              in.recompute = level.recompute, in.zero1 = level.zero1, in.dp = dp;
+              in.local_experts = experts, in.ep = m.moe ? 4 : 1;
+              in.shard = {tp, false, 0.0};
+              const double fixed = stage_memory(m, in).total();
+              in.shard.samples = 1.0;
+              const auto [idle, one] = stage_memory_idle_and_one(m, in);
+              for (const int samples : {0, 1, 3})
+                for (const long in_flight : {1L, 4L}) {
+                  const StageMemoryLines::Query q{tp, samples, experts, in.ep, dp, level};
+                  const double got = memory.bytes(q, begin, end, in_flight);
+                  const double per_sample = idle.total() - fixed, per_in_flight = one.total() - idle.total();
+                  EXPECT_EQ(got, fixed + samples * (per_sample + static_cast<double>(in_flight) * per_in_flight))
+                      << name << " [" << begin << ", " << end << ") tp " << tp << " dp " << dp << " samples " << samples;
+                  StageMemoryInput direct = in;
+                  direct.shard.samples = samples, direct.in_flight = static_cast<double>(in_flight);
+                  EXPECT_NEAR(got, stage_memory(m, direct).total(), 1e-9 * got);
+                  ++checked;
+                }
+            }
+  }
+  EXPECT_GT(checked, 1000);
 }
 
 // The min-max partition against a brute force over every cut of a three-stage pipeline whose stages hold
