@@ -157,11 +157,8 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
     // A template whose GPUs cannot beat a plan already priced even at their best GEMM rate is not completed.
     if (lower_bound(t.gpus_by_type()) >= best_priced) return std::nullopt;
     std::optional<double> best;
-    // Nor is a memory level priced whose compute alone, analytically, is no faster than that plan, nor a
-    // candidate not expected within kArachneExpectedWithin of it.
-    const CompletionOptions opt{.max_candidates = r.arachne_completions,
-                                .skip_analytic_above_s = best_priced,
-                                .skip_expected_above_s = kArachneExpectedWithin * best_priced};
+    // Nor is a memory level priced whose compute alone, analytically, is no faster than that plan.
+    const CompletionOptions opt{.max_candidates = r.arachne_completions, .skip_analytic_above_s = best_priced};
     for (CompletedPlan& c : complete_template(t, {r.cluster, r.topo, r.model, global, &cache}, price, opt)) {
       if (!best || c.priced_s < *best) best = c.priced_s;
       all.push_back(std::move(c));

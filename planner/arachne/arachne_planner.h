@@ -80,16 +80,6 @@ Template simulation_structure(const Plan& plan, const Cluster& cluster);
 // (5: the estimator's expected-load routing and all-to-alls timed alone); 10 % leaves that margin.
 inline constexpr double kArachneSimulateWithin = 1.10;
 
-// Completion prices a candidate only while its analytic time plus the least overhead of its level's priced
-// candidates (CompletionOptions::skip_expected_above_s) is below this factor times the best price so far.
-// Not 1: a template priced a little above the best still steers the local search (which expands the
-// best-priced templates), and its own best price needs its later candidates. Measured against no such skip
-// (README, "Candidates not expected to pay"): 1.0 and 1.05 lost 1.1 % and 8.5 % on 2 of 12 held-out
-// configurations and 1.1 lost 3.7 % on one K-sweep case; 1.15, 1.2 and 1.3 lost nowhere on those, on 40
-// held-out configurations of up to 1,024 GPUs nor on 24 small ones; 1.2 priced 201 -> 156 times on the
-// 1,024-GPU benchmark (1.20 G -> 1.11 G instructions, the same plan).
-inline constexpr double kArachneExpectedWithin = 1.2;
-
 // On clusters of at most kArachneExtendMaxGpus GPUs, where a template completes in about a millisecond,
 // the local search goes on past `--refine` rounds while fewer than kArachneExtendBelow templates were tried
 // (LocalSearchOptions::extend_below), up to kArachneMaxRounds

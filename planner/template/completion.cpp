@@ -517,26 +517,20 @@ Plan assemble(const Template& t, const Layout& layout, std::vector<PipelineCosts
 }
 
 // Prices candidates once each, in the order given, within the budget of pricer calls; a candidate that
-// fits at a cheaper memory level is not this level's (memory savers only where memory needs them). The
-// overhead of a priced candidate is its price minus its analytic time (communication, the optimizer step).
+// fits at a cheaper memory level is not this level's (memory savers only where memory needs them).
 class Pricer {
  public:
   using Admit = std::function<bool(const BatchSplit&)>;
-  using Analytic = std::function<double(const BatchSplit&)>;
   Pricer(const Template& t, const Layout& layout, std::vector<PipelineCosts>& costs, const CompletionInput& in,
-         const PlanPricer& price, MemoryLevel level, Admit admit, Analytic analytic, const CompletionOptions& opt)
+         const PlanPricer& price, MemoryLevel level, Admit admit, int budget)
       : t_(t), layout_(layout), costs_(costs), in_(in), price_(price), level_(level), admit_(std::move(admit)),
-        analytic_(std::move(analytic)), opt_(opt) {}
+        budget_(budget) {}
 
-  // The priced time of the split (nullopt: not admitted, over budget, invalid, out of memory, or skipped by
-  // the options' bounds).
+  // The priced time of the split (nullopt: not admitted, over budget, invalid, or out of memory).
   std::optional<double> price(const BatchSplit& s) {
     if (auto it = seen_.find(s); it != seen_.end()) return it->second;
-    if (spent()) return std::nullopt;
-    const double analytic_s = analytic_(s);
-    if (analytic_s >= opt_.skip_analytic_above_s || !admit_(s)) return seen_[s] = std::nullopt;
-    // Not remembered as seen: the least overhead only falls, so a split skipped now may be priced later.
-    if (analytic_s + least_overhead_s_ >= opt_.skip_expected_above_s) return std::nullopt;
+    if (calls_ >= budget_) return std::nullopt;
+    if (!admit_(s)) return seen_[s] = std::nullopt;
     Plan plan = assemble(t_, layout_, costs_, s, level_, *in_.cluster);
     try {
       validate_plan(plan, *in_.cluster, *in_.model, in_.global_batch, "completion");
@@ -545,15 +539,10 @@ class Pricer {
     }
     ++calls_;
     const std::optional<double> time = price_(plan);
-    if (time) {
-      const double overhead_s = std::max(0.0, *time - analytic_s);
-      least_overhead_s_ = overhead_known_ ? std::min(least_overhead_s_, overhead_s) : overhead_s;
-      overhead_known_ = true;
-      done_.push_back({std::move(plan), *time});
-    }
+    if (time) done_.push_back({std::move(plan), *time});
     return seen_[s] = time;
   }
-  bool spent() const { return calls_ >= opt_.max_priced; }
+  bool spent() const { return calls_ >= budget_; }
   std::vector<CompletedPlan> take() { return std::move(done_); }
 
  private:
@@ -564,10 +553,7 @@ class Pricer {
   const PlanPricer& price_;
   MemoryLevel level_;
   Admit admit_;
-  Analytic analytic_;
-  const CompletionOptions& opt_;
-  double least_overhead_s_ = 0;  // over the priced candidates (0 until one is priced)
-  bool overhead_known_ = false;
+  int budget_;
   int calls_ = 0;
   std::map<BatchSplit, std::optional<double>> seen_;
   std::vector<CompletedPlan> done_;
@@ -681,8 +667,10 @@ std::vector<CompletedPlan> price_levels(const Template& t, const Layout& layout,
       const double analytic_s = level.batch.time(*split);
       if (gate.pays(memory.recompute, analytic_s) && analytic_s < opt.skip_analytic_above_s) {
         // Priced: a candidate analytically faster than the caller's bound that needs this level's recompute.
-        Pricer pricer(t, layout, level.costs, in, price, memory, needs_recompute(levels),
-                      [&level](const BatchSplit& s) { return level.batch.time(s); }, opt);
+        Pricer::Admit admit = [needs = needs_recompute(levels), &level, skip = opt.skip_analytic_above_s](const BatchSplit& s) {
+          return level.batch.time(s) < skip && needs(s);
+        };
+        Pricer pricer(t, layout, level.costs, in, price, memory, std::move(admit), opt.max_priced);
         price_candidates(level.batch, *split, static_cast<int>(t.pipelines.size()), pricer);
         std::vector<CompletedPlan> priced = pricer.take();
         if (!priced.empty()) gate.record(memory.recompute, analytic_s);

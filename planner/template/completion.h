@@ -36,10 +36,6 @@ struct CompletionOptions {
   // first split does: a planner passes the best price it has, which such plans rarely beat. Infinity: every
   // candidate is priced.
   double skip_analytic_above_s = std::numeric_limits<double>::infinity();
-  // Nor is a candidate whose analytic time plus the least overhead (price minus analytic time: communication,
-  // the optimizer step) of the candidates priced before it at its memory level reaches this bound: a
-  // template's overhead changes little between its batch splits. Infinity: no such skip.
-  double skip_expected_above_s = std::numeric_limits<double>::infinity();
 };
 
 struct CompletedPlan {

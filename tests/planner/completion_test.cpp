@@ -352,38 +352,6 @@ TEST(Completion, AnalyticSkipKeepsTheBestPlanAndPricesLess) {
   }
 }
 
-// skip_expected_above_s: once a candidate of a memory level is priced, the level's later candidates are
-// priced only while their analytic time plus the least overhead seen (price minus analytic time) stays below
-// the bound. A pricer that adds 1,000 s to every estimate gives every candidate an overhead of at least
-// 1,000 s, so with a bound of 500 s at most the first candidate of each memory level (6 at most) is priced;
-// without the bound the same templates price more, and the first candidates are the same plans.
-TEST(Completion, ExpectedSkipStopsALevelWhoseOverheadCannotFitTheBound) {
-  const Fixture f("A100-80:2x8,V100-32:2x4,T4:2x4", load_model("gpt3-1.3b"));
-  const Estimator est(f.cluster, f.topo, f.model);
-  long calls = 0;
-  const PlanPricer price = [&](const Plan& p) -> std::optional<double> {
-    ++calls;
-    const Estimate e = est.estimate(p);
-    return e.fits ? std::optional<double>(1000 + e.iteration_s) : std::nullopt;
-  };
-  long all_calls = 0, skip_calls = 0;
-  int compared = 0;
-  for (const Template& t : heuristic_templates(f.cluster, f.model, 8)) {
-    calls = 0;
-    const auto all = complete_template(t, f.input(), price, {.max_candidates = 1000});
-    all_calls += calls;
-    calls = 0;
-    const auto skipped = complete_template(t, f.input(), price, {.max_candidates = 1000, .skip_expected_above_s = 500});
-    skip_calls += calls;
-    EXPECT_LE(calls, static_cast<long>(memory_levels(true).size())) << to_text(t);
-    EXPECT_LE(skipped.size(), all.size()) << to_text(t);
-    EXPECT_EQ(skipped.empty(), all.empty()) << to_text(t);  // each level's first candidate is still priced
-    compared += all.empty() ? 0 : 1;
-  }
-  EXPECT_GE(compared, 4);
-  EXPECT_LT(skip_calls, all_calls);
-}
-
 TEST(Completion, RefusesACacheOfAnotherClusterOrModel) {
   const Fixture f("A100-80:1x8", test::small_gpt_model(32));
   const Fixture other("A100-80:1x8", test::small_gpt_model(32));
