@@ -36,9 +36,9 @@ comparisons:
   - clusters: ["A100-80:1x4"]
     models: [small-gpt.yaml]
     planners: [megatron, sailor]
-  - clusters: ["A100-80:8x8,V100-32:16x4"]
-    models: [gpt3-1.3b]
-    global_batches: [default, 1024]
+  - clusters: ["A100-80:16x8,V100-32:32x4"]
+    models: [gpt3-13b]
+    global_batches: [default, 2048]
     planners: [megatron]
 replays:
   - trace: traces/native_small.csv
@@ -46,7 +46,9 @@ replays:
     planners: [megatron]
     planning_time: "5 s"
 YAML
-cells=5  # two fast cells (milliseconds), two of ~0.5 s (one on each of 2 ranks), a replay
+# Two fast cells (milliseconds), two of 0.5-1 s (one on each of 2 ranks: long enough that the kill below
+# lands while they run), a replay.
+cells=5
 for d in single mpi killed killed1; do mkdir -p "$work/$d"; done
 
 # Each run from its own directory with the same words, so that the command line recorded in the file
