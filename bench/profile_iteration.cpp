@@ -3,7 +3,7 @@
 //   valgrind --tool=callgrind build/profile_iteration gpt3|mixtral [runs] [full|unbundled]
 // The instructions of one steady-state iteration (route cache warm, as in the benchmark loop) are the
 // count for 2 runs minus the count for 1. `full` turns the exact shortcuts off, `unbundled` only the
-// all-to-all bundles.
+// checked bundles (all-to-all and ring edges).
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   opt.ignore_memory = name == "mixtral";  // as bench_iteration
   const std::string mode = argc > 3 ? argv[3] : "";
   opt.exact_shortcuts = mode != "full";
-  opt.bundled_alltoall = mode != "unbundled";
+  opt.checked_bundles = mode != "unbundled";
   SimResult r;
   for (int i = 0; i < runs; ++i) r = simulate_iteration(c.cluster, c.topo, c.model, c.plan, opt);
   std::printf("iteration %.17g s, %llu events, breakdown compute %.17g pp %.17g dp %.17g ep %.17g bubble %.17g wait %.17g, nic bytes %.17g\n",

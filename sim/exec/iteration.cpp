@@ -66,7 +66,7 @@ class IterationSim {
       : cluster_(c), topo_(t), model_(m), plan_(p), opt_(o), net_(engine_, t.links(),
              o.exact_shortcuts ? FlowNetwork::Recompute::Component : FlowNetwork::Recompute::Global),
         ctx_{engine_, net_, t}, work_(build_stage_work(c, t, m, p)) {
-    net_.set_checked_bundles(o.exact_shortcuts && o.bundled_alltoall);
+    net_.set_checked_bundles(o.exact_shortcuts && o.checked_bundles);
     for (const Worker& wk : work_.workers) worker_gpu_.push_back(&c.gpu_spec(wk.gpus.front()));
     phased_task_.resize(work_.workers.size());
   }

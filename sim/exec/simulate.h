@@ -18,10 +18,11 @@ struct SimOptions {
   //  - max-min rates recomputed only for the flows coupled to a change through links that can fill
   //    (sim/net/flow_network.h); false recomputes every active flow at every event;
   //  - identical, isolated pipelines simulated once (sim/exec/pipeline_mirror.h);
-  //  - an all-to-all's flows into (or out of) one GPU filled as one checked bundle while they keep equal
-  //    rates (sim/net/flow_network.h); bundled_alltoall = false turns only this one off (for its tests).
+  //  - an all-to-all's flows into (or out of) one GPU, and a ring collective's edges, filled as one checked
+  //    bundle while they keep equal rates (sim/net/flow_network.h); checked_bundles = false turns only this
+  //    one off (for its tests).
   bool exact_shortcuts = true;
-  bool bundled_alltoall = true;
+  bool checked_bundles = true;
   // MoE all-to-all: flat (one flow per pair, as NCCL's grouped send/recv) or hierarchical (inside nodes
   // first, one message per node pair across: Tutel's 2D all-to-all; sim/net/alltoall.h).
   bool hierarchical_alltoall = false;

@@ -140,9 +140,19 @@ void ring_collective(CollectiveContext& ctx, CollectiveKind kind, const std::vec
   auto join = std::make_shared<Join>();
   join->done = std::move(done);
   if (!ctx.symmetry) {
+    // Transfers of equal bytes and latency (a ring's edges; congruent rings') start as one checked bundle
+    // (sim/net/flow_network.h): one flow while they keep one rate, separate flows as soon as one would not,
+    // with the separate flows' rates and completion times bit for bit either way.
     join->left = static_cast<int>(transfers.size());
-    for (const CollectiveTransfer& t : transfers)
-      ctx.net.start_route(ctx.topo.route(t.src, t.dst), t.bytes, t.latency, [join] { join->arrive(); });
+    std::vector<std::pair<GpuId, GpuId>> pairs;
+    for (size_t i = 0, j = 0; i < transfers.size(); i = j) {
+      pairs.clear();
+      for (j = i; j < transfers.size() && transfers[j].bytes == transfers[i].bytes && transfers[j].latency == transfers[i].latency; ++j)
+        pairs.push_back({transfers[j].src, transfers[j].dst});
+      ctx.net.start_bundle(ctx.topo, pairs, transfers[i].bytes, transfers[i].latency, [join](int finished) {
+        for (int k = 0; k < finished; ++k) join->arrive();
+      });
+    }
     return;
   }
   const std::vector<std::vector<int>> orbits = transfer_orbits(transfers, ctx.symmetry->gpu_image);

@@ -7,6 +7,10 @@
 #include "tests/sim/test_clusters.h"
 
 #include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
 #include <numeric>
 #include <vector>
 
@@ -21,19 +25,23 @@ Cluster make_cluster(const Shape& s) { return test::exact_cluster(s, "collective
 struct Outcome {
   double seconds = -1;
   std::array<double, kLinkClasses> bytes{};
+  std::uint64_t flows_recomputed = 0;  // over every reallocation (FlowNetwork::flows_recomputed)
 };
 
 // Runs `body` (which starts collectives and calls the given `done` once) and records when it finished.
+// `checked_bundles`: FlowNetwork::set_checked_bundles.
 template <class Body>
-Outcome run_on(const Cluster& cluster, Body body) {
+Outcome run_on(const Cluster& cluster, Body body, bool checked_bundles = true) {
   const Topology topo(cluster);
   Engine engine;
   FlowNetwork net(engine, topo.links());
+  net.set_checked_bundles(checked_bundles);
   CollectiveContext ctx{engine, net, topo};
   Outcome r;
   body(ctx, topo, [&] { r.seconds = ns_to_seconds(engine.now()); });
   engine.run();
   r.bytes = net.bytes_by_class();
+  r.flows_recomputed = net.flows_recomputed();
   return r;
 }
 
@@ -174,6 +182,60 @@ TEST(CollectivesTest, ReduceScatterAndAllGatherMoveHalfAnAllReduce) {
   EXPECT_NEAR(rs / ar, 0.5, 1e-6);
   EXPECT_NEAR(ag / ar, 0.5, 1e-6);
   EXPECT_NEAR(rs, 3.0 / 4 * S / shape.intra_bw, 1e-8);
+}
+
+// A ring's edges start as one checked bundle (sim/net/flow_network.h): the completion must be the separate
+// flows' bit for bit, whether the bundle keeps one rate to the end (rings across NICs alone), is refused
+// (edges of different rate bounds: NVLink and NIC) or splits when other flows arrive on its links later.
+TEST(CollectivesTest, RingEdgesAsCheckedBundlesFinishAsSeparateFlowsBitForBit) {
+  Shape shape;
+  shape.gpus_per_node = 2;
+  shape.nics = 1;
+  const Cluster cluster = make_cluster(shape);
+  const double S = 1 * kGB;
+  using Body = std::function<void(CollectiveContext&, const std::function<void()>&)>;
+  struct Case {
+    std::string name;
+    Body body;
+    bool bundles_stay = false;  // the bundles keep one rate throughout: fewer flows recomputed
+  };
+  const std::vector<GpuId> ring_a = gpus({0, 2, 4, 6}), ring_b = gpus({1, 3, 5, 7});
+  const std::vector<Case> cases = {
+      {"one ring across NICs", [&](CollectiveContext& ctx, const auto& done) {
+         ring_collective(ctx, CollectiveKind::AllReduce, {ring_a}, S, done);
+       }, true},
+      {"two rings sharing the NICs", [&](CollectiveContext& ctx, const auto& done) {
+         ring_collective(ctx, CollectiveKind::ReduceScatter, {ring_a, ring_b}, S, done);
+       }, true},
+      {"a ring of NVLink and NIC edges", [&](CollectiveContext& ctx, const auto& done) {
+         ring_collective(ctx, CollectiveKind::AllGather, {gpus({0, 1, 2, 3, 4, 5})}, S, done);
+       }},
+      {"hierarchical all-reduce", [&](CollectiveContext& ctx, const auto& done) {
+         allreduce(ctx, gpus({0, 1, 2, 3, 4, 5, 6, 7}), S, done);
+       }},
+      {"a second ring joining the NICs midway", [&](CollectiveContext& ctx, const auto& done) {
+         auto left = std::make_shared<int>(2);
+         auto one = [left, done] {
+           if (--*left == 0) done();
+         };
+         ring_collective(ctx, CollectiveKind::AllReduce, {ring_a}, S, one);
+         ctx.engine.schedule_at(seconds_to_ns(0.01), [&ctx, &ring_b, S, one] {
+           ring_collective(ctx, CollectiveKind::AllReduce, {ring_b, gpus({0, 1})}, S / 3, one);
+         });
+       }},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(k.name);
+    auto run = [&](bool bundles) {
+      return run_on(cluster, [&](CollectiveContext& ctx, const Topology&, auto done) { k.body(ctx, done); }, bundles);
+    };
+    const Outcome bundled = run(true), separate = run(false);
+    ASSERT_GT(separate.seconds, 0);
+    EXPECT_EQ(bundled.seconds, separate.seconds);
+    for (int c = 0; c < kLinkClasses; ++c) EXPECT_EQ(bundled.bytes[c], separate.bytes[c]) << "link class " << c;
+    if (k.bundles_stay) EXPECT_LT(bundled.flows_recomputed, separate.flows_recomputed);
+    else EXPECT_LE(bundled.flows_recomputed, separate.flows_recomputed);
+  }
 }
 
 TEST(CollectivesTest, SendIsOneFlowAlongTheRoute) {

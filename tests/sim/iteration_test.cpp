@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <random>
 #include <tuple>
 
 #include "sim/exec/simulate.h"
 #include "sim/exec/stage_work.h"
 #include "sim/hw/cluster.h"
 #include "sim/plan/plan_yaml.h"
+#include "tests/planner/random_plans.h"
 #include "tests/sim/test_support.h"
 
 namespace arachne {
@@ -585,6 +587,44 @@ TEST(Iteration, TiedEmbeddingGradientIsAllReducedBetweenFirstAndLastStage) {
   ASSERT_FALSE(llama.tied_embeddings());
   const SimResult u = run(c, llama, shorthand(c, llama, 1, 2, 1, 1, 8));
   for (const auto& s : u.timeline) EXPECT_FALSE(s.cat == "dp_comm" && s.dur_s > 0);
+}
+
+}  // namespace
+}  // namespace arachne
+
+namespace arachne {
+namespace {
+
+// Ring collectives start their edges as checked bundles (sim/net/collectives.cpp): on random valid plans
+// (tests/planner/random_plans.h: idle GPUs, mixed GPU types in a stage, uneven batch splits, ZeRO-1 and
+// recompute drawn) over clusters whose data-parallel rings cross NICs, alone or shared, the result and the
+// timeline must be those of separate flows, bit for bit and in the same order.
+TEST(IterationShortcuts, RingBundlesMatchSeparateFlowsOnRandomPlans) {
+  const ModelConfig m = toy_model(8);
+  int plans = 0;
+  for (const char* spec : {"A100-80:4x4,V100-32:4x2", "H100:2x8,A100-40:4x2,T4:4x1"}) {
+    for (const int nics : {0, 1}) {  // 0: the catalog's NICs; 1: one NIC per node, shared by its GPUs
+      Cluster c = parse_cluster_spec(spec, GpuCatalog::load_default());
+      if (nics) for (auto& g : c.groups) g.nic_count = nics;
+      const Topology topo(c);
+      std::mt19937_64 rng(11 + nics);
+      for (int i = 0; i < 12; ++i) {
+        const Plan p = test::draw_random_plan(c, m, 32, rng);
+        SimOptions bundled;
+        bundled.ignore_memory = true;
+        bundled.record_timeline = true;
+        SimOptions separate = bundled;
+        separate.checked_bundles = false;
+        SCOPED_TRACE(::testing::Message() << spec << " nics " << nics << " plan " << i);
+        const SimResult a = simulate_iteration(c, topo, m, p, bundled);
+        const SimResult b = simulate_iteration(c, topo, m, p, separate);
+        test::expect_same_result(a, b);
+        test::expect_same_timeline_order(a, b);
+        plans += a.breakdown.dp_comm > 0;
+      }
+    }
+  }
+  EXPECT_GE(plans, 24);  // most plans reduce gradients over rings
 }
 
 }  // namespace

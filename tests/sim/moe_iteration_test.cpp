@@ -322,7 +322,7 @@ TEST(MoeIteration, BundledAllToAllMatchesUnbundled) {
       bundled.record_timeline = true;
       bundled.hierarchical_alltoall = hierarchical;
       SimOptions unbundled = bundled;
-      unbundled.bundled_alltoall = false;
+      unbundled.checked_bundles = false;
       SimOptions full = bundled;
       full.exact_shortcuts = false;
       const SimResult a = simulate_iteration(k.cluster, topo, m, k.plan, bundled);
