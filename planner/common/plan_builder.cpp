@@ -37,12 +37,6 @@ Plan build_plan(const std::vector<PipelineSpec>& pipelines, const Cluster& clust
   return plan;
 }
 
-void format_selectors(Plan& plan, const Cluster& cluster) {
-  for (Pipeline& p : plan.pipelines)
-    for (Stage& st : p.stages)
-      for (TpGroup& g : st.groups) g.selector = format_gpu_selector(g.gpus, cluster);
-}
-
 namespace {
 
 // The aligned blocks of e pipelines are replicas as far as EP needs (validate_plan): the same depth and

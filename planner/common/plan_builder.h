@@ -26,12 +26,10 @@ struct PipelineSpec {
 };
 
 // A 1F1B plan (or `schedule`) of the pipelines; selectors formatted for the cluster (unless `selectors` is
-// false: plan_to_yaml formats the GPUs of a group without one alike; format_selectors adds them later). Not
-// validated.
+// false: a selector only keeps a group's GPUs as text, and plan_to_yaml formats the GPUs of a group without
+// one alike). Not validated.
 Plan build_plan(const std::vector<PipelineSpec>& pipelines, const Cluster& cluster, Recompute recompute,
                 Schedule schedule = Schedule::OneFOneB, bool selectors = true);
-// Sets every TP group's selector to format_gpu_selector of its GPUs (sim/plan/plan_yaml.h).
-void format_selectors(Plan& plan, const Cluster& cluster);
 
 // The Megatron-Core user's EP rule for a plan made by a planner that does not plan EP: for MoE models,
 // every stage gets the largest EP that divides the expert count and the stage's data-parallel degree.

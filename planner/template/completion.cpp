@@ -701,9 +701,7 @@ std::vector<CompletedPlan> complete_template(const Template& t, const Completion
   CompletionCache& cache = in.cache ? *in.cache : own.emplace(*in.cluster, *in.model);
   if (&cache.impl().cluster != in.cluster || &cache.impl().model != in.model)
     throw std::invalid_argument("complete_template: the cache belongs to another cluster or model");
-  std::vector<CompletedPlan> out = best_first(price_levels(t, *layout, cache.impl(), in, price, opt), opt.max_candidates);
-  for (CompletedPlan& c : out) format_selectors(c.plan, *in.cluster);  // only the returned plans need them
-  return out;
+  return best_first(price_levels(t, *layout, cache.impl(), in, price, opt), opt.max_candidates);
 }
 
 }  // namespace arachne::planner
