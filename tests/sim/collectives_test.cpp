@@ -95,16 +95,23 @@ TEST(CollectivesTest, InterNodeRingAllReduceMatchesTheRingFormula) {
   EXPECT_NEAR(r.seconds, expect, 1e-8);
 }
 
-TEST(CollectivesTest, TwoRingsSharingOneNicTakeTwiceAsLong) {
-  // 4 nodes x 2 GPUs behind a single NIC each. Ring A = GPU 0 of every node, ring B = GPU 1. Together both
-  // rings' edges share every NIC link, so each gets half the bandwidth: ~2x the time of one ring alone.
-  // Tolerance 2%: the latency term (6 x 5 us) is < 0.1% of the 60 ms bandwidth term and is not doubled.
+// 4 nodes x 2 GPUs behind a single NIC each; ring A = GPU 0 of every node, ring B = GPU 1.
+Cluster two_gpus_per_nic() {
   Shape shape;
   shape.gpus_per_node = 2;
   shape.nics = 1;
-  const Cluster cluster = make_cluster(shape);
+  return make_cluster(shape);
+}
+const std::vector<GpuId> kRingA = {0, 2, 4, 6}, kRingB = {1, 3, 5, 7};
+
+TEST(CollectivesTest, TwoRingsSharingOneNicTakeTwiceAsLong) {
+  // Together both rings' edges share every NIC link, so each gets half the bandwidth: ~2x the time of one
+  // ring alone. Tolerance 2%: the latency term (6 x 5 us) is < 0.1% of the 60 ms bandwidth term and is not
+  // doubled.
+  const Cluster cluster = two_gpus_per_nic();
   const double S = 1 * kGB;
-  const std::vector<GpuId> ring_a = gpus({0, 2, 4, 6}), ring_b = gpus({1, 3, 5, 7});
+  const std::vector<GpuId>& ring_a = kRingA;
+  const std::vector<GpuId>& ring_b = kRingB;
   const Outcome alone = run_on(cluster, [&](CollectiveContext& ctx, const Topology&, auto done) {
     ring_collective(ctx, CollectiveKind::AllReduce, {ring_a}, S, done);
   });
@@ -188,10 +195,7 @@ TEST(CollectivesTest, ReduceScatterAndAllGatherMoveHalfAnAllReduce) {
 // flows' bit for bit, whether the bundle keeps one rate to the end (rings across NICs alone), is refused
 // (edges of different rate bounds: NVLink and NIC) or splits when other flows arrive on its links later.
 TEST(CollectivesTest, RingEdgesAsCheckedBundlesFinishAsSeparateFlowsBitForBit) {
-  Shape shape;
-  shape.gpus_per_node = 2;
-  shape.nics = 1;
-  const Cluster cluster = make_cluster(shape);
+  const Cluster cluster = two_gpus_per_nic();
   const double S = 1 * kGB;
   using Body = std::function<void(CollectiveContext&, const std::function<void()>&)>;
   struct Case {
@@ -199,7 +203,8 @@ TEST(CollectivesTest, RingEdgesAsCheckedBundlesFinishAsSeparateFlowsBitForBit) {
     Body body;
     bool bundles_stay = false;  // the bundles keep one rate throughout: fewer flows recomputed
   };
-  const std::vector<GpuId> ring_a = gpus({0, 2, 4, 6}), ring_b = gpus({1, 3, 5, 7});
+  const std::vector<GpuId>& ring_a = kRingA;
+  const std::vector<GpuId>& ring_b = kRingB;
   const std::vector<Case> cases = {
       {"one ring across NICs", [&](CollectiveContext& ctx, const auto& done) {
          ring_collective(ctx, CollectiveKind::AllReduce, {ring_a}, S, done);
