@@ -91,17 +91,16 @@ inline constexpr double kArachneSimulateWithin = 1.10;
 // round (README, "Deeper moves for mixed pipelines, and a longer climb on small clusters").
 // Larger clusters extend only while a round gains (below): one round at 1,024 GPUs costs hundreds of milliseconds.
 inline constexpr int kArachneExtendMaxGpus = 64;
-inline constexpr long kArachneExtendBelow = 1200;
+inline constexpr long kArachneExtendBelow = 600;
 inline constexpr int kArachneMaxRounds = 6;
-// There, each round expands the 4 best-priced templates instead of 2 (LocalSearchOptions::extend_width), and
-// the limit is 1,200 templates rather than 600, so that the climb is as deep as before: with the policy's and
-// the heuristic's templates together, the best of one source took both places and the other's path to a
-// better template was never expanded (on one of 115 held-out dense configurations of 4-12 GPUs each source
-// alone reached Metis's plan and both together were 1.5 % slower). Four at a time within 600 templates lost
-// 0.5-0.8 % on two configurations of 47 and 51 GPUs, whose climb it cut short. Measured (README, "Wider
-// rounds on small clusters"): that loss closed, 9 other of those 115 configurations faster (by up to 4.9 %),
-// 5 of 52 held-out ones of up to 1,024 GPUs, one of the K-sweep's 27 cases and one 64-GPU planning-time
-// configuration 0.05-6.5 % faster, none slower anywhere.
+// There, each round expands the 4 best-priced templates instead of 2 (LocalSearchOptions::extend_width): with
+// the policy's and the heuristic's templates together, the best of one source took both places and the
+// other's path to a better template was never expanded (on one of 115 held-out dense configurations of 4-12
+// GPUs each source alone reached Metis's plan and both together were 1.5 % slower). Measured (README,
+// "Wider rounds on small clusters"): that loss closed, 9 other of those 115 configurations faster (by up to
+// 4.9 %); on 52 held-out ones of up to 1,024 GPUs 4 faster (1.3-6.2 %) and 2 slower (0.8 %, 0.5 %: the climb
+// reaches the 600 templates in fewer rounds). 1,200 templates kept the climb as deep and lost nowhere, but
+// doubled planning there, and replays, which charge it, hit their 10 s cap and lost 14 % on one trace.
 inline constexpr int kArachneExtendWidth = 4;
 // On every cluster the local search also goes on past `--refine` rounds, up to kArachneMaxRounds, while the
 // round before lowered the best estimated price by at least this fraction (LocalSearchOptions::
