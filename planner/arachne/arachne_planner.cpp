@@ -172,7 +172,6 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
                 .width = 2,
                 .extend_below = extend,
                 .max_rounds = kArachneMaxRounds,
-                .extend_width = kArachneExtendWidth,
                 .extend_while_gain = kArachneExtendWhileGain,
                 .extend_max_factor = kArachneExtendMaxFactor});
   std::stable_sort(all.begin(), all.end(), [](const CompletedPlan& a, const CompletedPlan& b) { return a.priced_s < b.priced_s; });

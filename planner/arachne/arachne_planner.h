@@ -93,15 +93,6 @@ inline constexpr double kArachneSimulateWithin = 1.10;
 inline constexpr int kArachneExtendMaxGpus = 64;
 inline constexpr long kArachneExtendBelow = 600;
 inline constexpr int kArachneMaxRounds = 6;
-// There, each round expands the 4 best-priced templates instead of 2 (LocalSearchOptions::extend_width): with
-// the policy's and the heuristic's templates together, the best of one source took both places and the
-// other's path to a better template was never expanded (on one of 115 held-out dense configurations of 4-12
-// GPUs each source alone reached Metis's plan and both together were 1.5 % slower). Measured (README,
-// "Wider rounds on small clusters"): that loss closed, 9 other of those 115 configurations faster (by up to
-// 4.9 %); on 52 held-out ones of up to 1,024 GPUs 4 faster (1.3-6.2 %) and 2 slower (0.8 %, 0.5 %: the climb
-// reaches the 600 templates in fewer rounds). 1,200 templates kept the climb as deep and lost nowhere, but
-// doubled planning there, and replays, which charge it, hit their 10 s cap and lost 14 % on one trace.
-inline constexpr int kArachneExtendWidth = 4;
 // On every cluster the local search also goes on past `--refine` rounds, up to kArachneMaxRounds, while the
 // round before lowered the best estimated price by at least this fraction (LocalSearchOptions::
 // extend_while_gain): rounds are spent where they still pay (measured: README, "Local search until it stops

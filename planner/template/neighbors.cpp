@@ -503,10 +503,9 @@ std::vector<PricedTemplate> local_search(const std::vector<Template>& start, con
       if (count >= cap) break;
     }
     std::stable_sort(priced.begin(), priced.end(), best_first);
-    const int width = few && opt.extend_width > 0 ? opt.extend_width : opt.width;
     std::vector<Template> frontier;
     for (Entry& e : priced) {
-      if (static_cast<int>(frontier.size()) >= width) break;
+      if (static_cast<int>(frontier.size()) >= opt.width) break;
       if (e.expanded) continue;
       e.expanded = true;
       frontier.push_back(e.p.t);

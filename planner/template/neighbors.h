@@ -52,10 +52,6 @@ struct LocalSearchOptions {
   // search climbs further for the same order of planning time.
   long extend_below = 0;
   int max_rounds = 0;
-  // The width of every round that starts while fewer than `extend_below` templates have been tried (0:
-  // `width`): where templates are cheap, each round expands more of the best, so that the templates of one
-  // start (one source's) do not keep another start's path to a better template unexpanded.
-  int extend_width = 0;
   // Also beyond `rounds` (up to `max_rounds`): while the round before lowered the best price by at least
   // this fraction (0: never) - a hill climb that stops where it stops gaining.
   double extend_while_gain = 0;

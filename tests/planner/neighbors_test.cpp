@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <set>
 
 #include "planner/template/tokens.h"
@@ -235,33 +234,6 @@ TEST(TemplateLocalSearch, ExtendsPastItsRoundsWhileFewTemplatesWereTried) {
   EXPECT_EQ(best(1000, 2), parse_template("1x[A100-80:tp4x1]"));
   EXPECT_EQ(best(1, 6), parse_template("1x[A100-80:tp2x1]"));
   EXPECT_EQ(local_search({start}, c, m, by_tp, {.rounds = 0, .width = 1, .extend_below = 1000, .max_rounds = 6}).front().t, start);
-}
-
-// While few templates were tried, each round expands extend_width templates instead of width: two starts, the
-// A100 one climbing TP 1 -> 8 at slowly falling prices, the V100 one priced worse at every step but two
-// moves from the best template (TP 2, then a second TP group). One at a time, the A100 climb takes every
-// round; two at a time, the V100 path is expanded too.
-TEST(TemplateLocalSearch, ExpandsMoreTemplatesPerRoundWhileFewWereTried) {
-  const Cluster c = spec("A100-80:1x8,V100-32:1x8");
-  const ModelConfig m = load_model("gpt3-1.3b");
-  const std::map<std::string, double> prices = {
-      {"1x[A100-80:tp1x1]", 0.40}, {"1x[A100-80:tp2x1]", 0.39}, {"1x[A100-80:tp4x1]", 0.38},
-      {"1x[A100-80:tp8x1]", 0.37}, {"1x[V100-32:tp1x1]", 0.60}, {"1x[V100-32:tp2x1]", 0.70},
-      {"1x[V100-32:tp2x2]", 0.20}};
-  const TemplatePricer price = [&](const Template& t) -> std::optional<double> {
-    const auto it = prices.find(to_text(t));
-    return it == prices.end() ? std::nullopt : std::optional<double>(it->second);
-  };
-  const std::vector<Template> starts = {parse_template("1x[A100-80:tp1x1]"), parse_template("1x[V100-32:tp1x1]")};
-  const auto best = [&](long extend_below, int extend_width) {
-    return to_text(local_search(starts, c, m, price,
-                                {.rounds = 1, .width = 1, .extend_below = extend_below, .max_rounds = 4, .extend_width = extend_width})
-                       .front()
-                       .t);
-  };
-  EXPECT_EQ(best(1000, 0), "1x[A100-80:tp8x1]");
-  EXPECT_EQ(best(1000, 2), "1x[V100-32:tp2x2]");
-  EXPECT_EQ(best(1, 2), "1x[A100-80:tp2x1]");  // not few: one round of width 1
 }
 
 // Past its rounds the search also goes on while the round before gained at least extend_while_gain, up to
