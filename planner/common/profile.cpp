@@ -112,7 +112,7 @@ double Profiler::stage_time_s(int begin, int end, const ProfileKey& key) const {
 }
 
 double Profiler::stage_memory_bytes(int begin, int end, const ProfileKey& key, double in_flight, int dp,
-                                    bool zero1) const {
+                                    bool zero1, int ep) const {
   StageMemoryInput in;
   in.layer_begin = begin;
   in.layer_end = end;
@@ -123,6 +123,10 @@ double Profiler::stage_memory_bytes(int begin, int end, const ProfileKey& key, d
   in.zero1 = zero1;
   in.dp = std::max(1, dp);
   in.in_flight = in_flight;
+  if (model_.moe && ep > 1) {
+    in.local_experts = static_cast<double>(model_.moe->experts) / ep;
+    in.ep = ep;
+  }
   return stage_memory(model_, in).total();
 }
 

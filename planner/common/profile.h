@@ -63,9 +63,10 @@ class Profiler {
   // starts at 0 / ends at the last layer: the time one micro-batch spends in a stage.
   double stage_time_s(int begin, int end, const ProfileKey& key) const;
   // Per-GPU memory of a stage (bytes): sim/model/memory.h with `in_flight` micro-batches' activations,
-  // optimizer sharded over `dp` when zero1. Real model, no EP.
+  // optimizer sharded over `dp` when zero1. Real model; with `ep` > 1 each rank holds 1/ep of every MoE
+  // layer's routed experts (expert parallelism), else all of them.
   double stage_memory_bytes(int begin, int end, const ProfileKey& key, double in_flight, int dp = 1,
-                            bool zero1 = false) const;
+                            bool zero1 = false, int ep = 1) const;
   // Usable memory of one GPU of the type (bytes).
   double gpu_memory_bytes(const std::string& gpu_type) const;
   // Activation bytes sent between stages per micro-batch of `samples` sequences (whole tensor).

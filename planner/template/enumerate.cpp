@@ -245,8 +245,9 @@ struct StagePlan {
 
 // The first stage that does not fit in memory at micro-batch 1 under 1F1B (stage j keeps pp - j
 // micro-batches, Narayanan et al. SC'21 §2.2) with layers split in proportion to the stages' weights, neither
-// without recompute nor with full recompute; -1 when every stage fits (with one of the two).
-int first_unfit_stage(const std::vector<StagePlan>& stages, const ModelConfig& model, const Profiler& prof) {
+// without recompute nor with full recompute; -1 when every stage fits (with one of the two). MoE: each rank
+// holds 1/ep of the routed experts (all of them at ep = 1).
+int first_unfit_stage(const std::vector<StagePlan>& stages, const ModelConfig& model, const Profiler& prof, int ep = 1) {
   const int pp = static_cast<int>(stages.size());
   if (pp < 1 || pp > model.layers) return 0;
   double total = 0;
@@ -265,7 +266,7 @@ int first_unfit_stage(const std::vector<StagePlan>& stages, const ModelConfig& m
     unfit = -1;
     for (int j = 0; j < pp && unfit < 0; ++j) {
       const ProfileKey key{stages[j].type->name, stages[j].tp, 1.0, rc, false};
-      if (prof.stage_memory_bytes(bounds[j], bounds[j + 1], key, pp - j) > prof.gpu_memory_bytes(stages[j].type->name)) unfit = j;
+      if (prof.stage_memory_bytes(bounds[j], bounds[j + 1], key, pp - j, 1, false, ep) > prof.gpu_memory_bytes(stages[j].type->name)) unfit = j;
     }
     if (unfit < 0) return -1;
   }
@@ -273,8 +274,8 @@ int first_unfit_stage(const std::vector<StagePlan>& stages, const ModelConfig& m
 }
 
 // Whether every stage fits in memory (first_unfit_stage).
-bool pipeline_fits(const std::vector<StagePlan>& stages, const ModelConfig& model, const Profiler& prof) {
-  return first_unfit_stage(stages, model, prof) < 0;
+bool pipeline_fits(const std::vector<StagePlan>& stages, const ModelConfig& model, const Profiler& prof, int ep = 1) {
+  return first_unfit_stage(stages, model, prof, ep) < 0;
 }
 
 // Megatron-Core: EP divides the data-parallel degree and the expert count (parallel_state.py).
@@ -300,26 +301,31 @@ PipelineTemplate make_class(const std::vector<StagePlan>& stages, int replicas, 
   return p;
 }
 
-// Rule 1 for one type and TP width: the shallowest pipeline that fits, as many replicas as fit.
-std::optional<PipelineTemplate> homogeneous(const TypeInfo& t, int tp, const ModelConfig& model, const Profiler& prof) {
+// Rule 1 for one type and TP width: the shallowest pipeline that fits, as many replicas as fit (at most one
+// per sample of the global batch). MoE: the memory with the experts sharded by the EP width the replica
+// count allows (pipelines_ep), so the most replicas with which that width lets the pipeline fit.
+std::optional<PipelineTemplate> homogeneous(const TypeInfo& t, int tp, const ModelConfig& model, const Profiler& prof,
+                                            long global_batch) {
   const int groups = group_capacity(t, tp);
   for (int pp = 1; pp <= std::min(model.layers, groups); ++pp) {
     const std::vector<StagePlan> stages(pp, StagePlan{&t, tp, 1, 1.0});
-    if (!pipeline_fits(stages, model, prof)) continue;
-    const int replicas = token_count_at_most(groups / pp);
-    if (replicas < 1) return std::nullopt;
-    return make_class(stages, replicas, model);
+    const int most = token_count_at_most(static_cast<int>(std::min<long>(groups / pp, global_batch)));
+    for (int replicas = most; replicas >= 1; replicas = token_count_at_most(replicas - 1)) {
+      if (pipeline_fits(stages, model, prof, pipelines_ep(model, replicas))) return make_class(stages, replicas, model);
+      if (!model.moe) break;
+    }
   }
   return std::nullopt;
 }
 
 // Rule 1's TP widths for a type: the node's, then the narrowest with which some depth fits.
-std::vector<PipelineTemplate> homogeneous_for_type(const TypeInfo& t, const ModelConfig& model, const Profiler& prof) {
+std::vector<PipelineTemplate> homogeneous_for_type(const TypeInfo& t, const ModelConfig& model, const Profiler& prof,
+                                                   long global_batch) {
   std::vector<PipelineTemplate> out;
-  if (auto p = homogeneous(t, t.node_tp, model, prof)) out.push_back(*p);
+  if (auto p = homogeneous(t, t.node_tp, model, prof, global_batch)) out.push_back(*p);
   for (const int tp : kTpWidths) {
     if (tp >= t.node_tp || !tp_divides_heads(tp, model)) continue;
-    if (auto p = homogeneous(t, tp, model, prof)) {
+    if (auto p = homogeneous(t, tp, model, prof, global_batch)) {
       out.push_back(*p);
       break;
     }
@@ -438,6 +444,31 @@ std::vector<PipelineTemplate> spanning_pipelines(const std::vector<TypeInfo>& ty
   return out;
 }
 
+// Rule 4: rule 3's spanning pipeline past its depth bound, which rules out most replica counts where no TP
+// width can merge stages (nodes of one GPU): at any depth up to the layers (soft bound), from the fewest
+// replicas with which it fits in memory, then at no fewer than twice the last one's replicas, `count` in all.
+// Deep pipelines trade the bubble for data-parallel traffic: where a replica's gradients cross slow NICs
+// they win (Sailor, Strati et al. SOSP'25, plans such pipelines of 20 stages over one-GPU nodes). The types
+// run slowest first: with about one layer per stage the partition cannot give the last stage, which also
+// computes the output layer and its logits (sim/model/layer_costs.h), fewer layers, so the fastest type
+// takes it.
+std::vector<PipelineTemplate> deep_spanning_pipelines(const Cluster& cluster, const std::vector<TypeInfo>& types,
+                                                      long global_batch, const ModelConfig& model, const Profiler& prof,
+                                                      int count) {
+  std::vector<PipelineTemplate> out;
+  if (types.size() < 2) return out;
+  std::vector<const TypeInfo*> order = spanning_order(types, prof);
+  std::reverse(order.begin(), order.end());
+  for (const int r : kCounts) {
+    if (static_cast<int>(out.size()) >= count) break;
+    if (!out.empty() && r < 2 * out.back().replicas) continue;
+    const std::optional<PipelineTemplate> p = spanning(order, r, global_batch, model, prof, true);
+    // The shares ignore node shapes: a type's TP groups may not fit its nodes.
+    if (p && template_problem(Template{{*p}}, cluster, model).empty()) out.push_back(*p);
+  }
+  return out;
+}
+
 // Rule 3's pipeline folded into one: its r replicas become r TP groups in every stage (each stage a device
 // group of one type's slice, Metis's shape: Um et al. USENIX ATC'24 §4), for MoE EP of the same width over
 // the stage's groups (scope stage) instead of over the replicas.
@@ -477,12 +508,13 @@ std::vector<Template> heuristic_templates(const Cluster& cluster, const ModelCon
   if (k < 1 || cluster.nodes.empty()) return {};
   const Profiler prof(cluster, model);
   const std::vector<TypeInfo> types = types_by_speed(cluster, model, prof);
+  const long batch = global_batch > 0 ? global_batch : model.global_batch;
   std::vector<std::vector<PipelineTemplate>> per_type;  // rule 1
-  for (const TypeInfo& t : types) per_type.push_back(homogeneous_for_type(t, model, prof));
+  for (const TypeInfo& t : types) per_type.push_back(homogeneous_for_type(t, model, prof, batch));
   // Rule 1's best guess first, then rule 3 (one of the few ways to use every GPU type in one pipeline, so
   // it gets its slots before the other types' homogeneous templates on a multi-type cluster).
   if (!per_type.empty() && !per_type.front().empty()) c.add(Template{{per_type.front().front()}});
-  for (const PipelineTemplate& p : spanning_pipelines(types, global_batch > 0 ? global_batch : model.global_batch, model, prof, 3)) c.add(Template{{p}});
+  for (const PipelineTemplate& p : spanning_pipelines(types, batch, model, prof, 3)) c.add(Template{{p}});
   // Rule 1's node-TP template of the other types, rule 2, then rule 1's narrow-TP templates.
   Template all_types;
   for (const std::vector<PipelineTemplate>& ps : per_type)
@@ -493,6 +525,8 @@ std::vector<Template> heuristic_templates(const Cluster& cluster, const ModelCon
   if (all_types.pipelines.size() > 1) c.add(all_types);
   for (const std::vector<PipelineTemplate>& ps : per_type)
     for (const PipelineTemplate& p : ps) c.add(Template{{p}});
+  // Rule 4 in the slots left: rule 3 past its depth bound, the deepest pipelines first.
+  for (const PipelineTemplate& p : deep_spanning_pipelines(cluster, types, batch, model, prof, 3)) c.add(Template{{p}});
   return c.take();
 }
 

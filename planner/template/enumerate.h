@@ -73,19 +73,26 @@ std::vector<Template> sample_templates(const Cluster& cluster, const ModelConfig
 //      SC'21 §3.2), then the narrowest TP with which some depth fits: PP = the smallest depth whose stages
 //      (even layer split) fit in memory at micro-batch 1 under 1F1B (stage j keeps pp - j micro-batches in
 //      flight, Narayanan et al. SC'21 §2.2), without recompute, else with full recompute; replicas = as many
-//      as the type's nodes hold (rounded down to a token count);
+//      as the type's nodes hold (rounded down to a token count), at most one per sample of the global batch;
 //   2. the union of rule 1's first template of every type (data parallelism across types, one pipeline
 //      class per type, as Sailor and HexiScale lay out heterogeneous clusters);
 //   3. on clusters of two GPU types or more, one pipeline class over every type, replicated (Metis's shape):
 //      per replica an equal share of each type's GPUs, stages ordered fastest type first with the type of
 //      least memory kept off both ends, TP per type from 1 up until every stage fits in memory and the
 //      pipeline is at most a quarter of its micro-batches deep; for the largest replica count from kCounts
-//      that works and two smaller ones, each at most half the one before (details in enumerate.cpp).
+//      that works and two smaller ones, each at most half the one before (details in enumerate.cpp);
+//   4. rule 3 past its depth bound (on nodes too small for the TP widths that would merge stages, such as
+//      one-GPU nodes, the bound rules out every replica count): pipelines as deep as the layers allow, the
+//      slowest type first, from the fewest replicas that fit in memory and at two more counts, each at least
+//      twice the one before; deep pipelines cut the data-parallel traffic that slow NICs carry.
 // Output order: rule 1's first template of the fastest type; rule 3's (so that K = 8 leaves them a slot on
-// a four-type cluster); rule 1's first template of the other types; rule 2; rule 1's narrow-TP templates.
+// a four-type cluster); rule 1's first template of the other types; rule 2; rule 1's narrow-TP templates;
+// rule 4's in the slots left.
 // MoE models: EP over the replicas (scope pipelines) with the largest width of kEpWidths that divides both
-// the expert count and the replicas (Megatron-Core carves EP out of data parallelism); memory is estimated
-// with every expert on every rank (planner/common/profile.h), a conservative bound.
+// the expert count and the replicas (Megatron-Core carves EP out of data parallelism). Rule 1 estimates
+// memory with each rank holding 1/EP of the routed experts, at the most replicas whose EP width lets the
+// pipeline fit (8 replicas at EP 8 where 10 allow only EP 2); rules 3 and 4 with every expert on every rank
+// (planner/common/profile.h), a conservative bound.
 std::vector<Template> heuristic_templates(const Cluster& cluster, const ModelConfig& model, int k, long global_batch = 0);
 
 // Rule 3 at replica counts r that divide every type's GPU count (every GPU works; rule 3 itself takes the

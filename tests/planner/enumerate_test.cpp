@@ -8,6 +8,9 @@
 #include <algorithm>
 #include <set>
 
+#include "planner/common/profile.h"
+#include "planner/template/completion.h"
+#include "planner/template/estimator.h"
 #include "planner/template/tokens.h"
 #include "tests/sim/test_support.h"
 
@@ -294,6 +297,78 @@ TEST(HeuristicTemplates, FourTypeClusterGetsOnePipelineOverEveryType) {
     EXPECT_LE(static_cast<long>(p.stages.size()) * 4 * p.replicas, batch) << to_text(t);
   }
   EXPECT_GE(spanning, 1);
+}
+
+// On nodes of one GPU no TP width can merge stages, so no replica count brings the spanning pipeline within a
+// quarter of its micro-batches (64 samples: 47 + 24 GPUs make pipelines of about 71 / r stages against a bound
+// of 16 / r). Rule 3 then proposes it at any depth up to the layers: first at the fewest replicas whose
+// pipeline has at most 32 stages (r = 3: 15 + 8 stages; r = 2 makes 35), then at no fewer than twice the
+// replicas before; slowest type first, so that the fastest computes the output layer.
+TEST(HeuristicTemplates, OneGpuNodesGetSpanningPipelinesDeeperThanTheBubbleBound) {
+  const Cluster c = load_cluster("A100-80:47x1,MI300X:24x1", GpuCatalog::load_default());
+  const ModelConfig m = load_model("gpt3-6.7b");
+  const long batch = 64;
+  auto stages_at = [](int r) { return 47 / r + 24 / r; };
+  int fewest = 1;
+  while (stages_at(fewest) > m.layers) ++fewest;
+  std::vector<int> replicas;
+  for (const Template& t : heuristic_templates(c, m, 8, batch)) {
+    if (t.pipelines.size() != 1 || t.gpus_by_type().size() != 2) continue;
+    const PipelineTemplate& p = t.pipelines.front();
+    EXPECT_EQ(static_cast<int>(p.stages.size()), stages_at(p.replicas)) << to_text(t);
+    EXPECT_GT(static_cast<long>(p.stages.size()) * 4 * p.replicas, batch) << to_text(t);
+    EXPECT_EQ(p.stages.front().kinds.front().gpu_type, "A100-80") << to_text(t);
+    EXPECT_EQ(p.stages.back().kinds.front().gpu_type, "MI300X") << to_text(t);
+    if (!replicas.empty()) {
+      EXPECT_GE(p.replicas, 2 * replicas.back()) << to_text(t);
+    }
+    replicas.push_back(p.replicas);
+  }
+  ASSERT_FALSE(replicas.empty());
+  EXPECT_EQ(replicas.front(), fewest);
+}
+
+// gpt-moe-1.3b-64e does not fit one MI300X with all 64 experts (the premise, checked), but does with the
+// experts sharded over EP ranks: rule 1 then proposes a one-stage template with EP carved out of its replicas
+// (EP dividing both the replicas and the experts), and it completes within memory. Ten GPUs allow ten
+// replicas, but only EP 2 at ten.
+TEST(HeuristicTemplates, MoeRuleOneShardsExpertsOverTheReplicas) {
+  const Cluster c = spec("MI300X:5x2");
+  const ModelConfig m = load_model("gpt-moe-1.3b-64e");
+  const long batch = 64;
+  const Profiler prof(c, m);
+  const ProfileKey key{"MI300X", 1, 1.0, Recompute::Full, false};
+  ASSERT_GT(prof.stage_memory_bytes(0, m.layers, key, 1), prof.gpu_memory_bytes("MI300X"));
+  const Topology topo(c);
+  const Estimator est(c, topo, m);
+  const PlanPricer price = [&](const Plan& p) -> std::optional<double> {
+    const Estimate e = est.estimate(p);
+    return e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
+  };
+  int one_stage = 0;
+  for (const Template& t : heuristic_templates(c, m, 8, batch)) {
+    if (t.pipelines.size() != 1 || t.pipelines.front().stages.size() != 1) continue;
+    ++one_stage;
+    const PipelineTemplate& p = t.pipelines.front();
+    const int ep = p.stages.front().ep;
+    EXPECT_GT(ep, 1) << to_text(t);
+    EXPECT_EQ(p.replicas % ep, 0) << to_text(t);
+    EXPECT_EQ(m.moe->experts % ep, 0) << to_text(t);
+    EXPECT_FALSE(complete_template(t, {&c, &topo, &m, batch}, price).empty()) << to_text(t);
+  }
+  EXPECT_GE(one_stage, 1);
+}
+
+// A pipeline needs one sample of the global batch at least: 144 A100s in TP-1 groups would make 128
+// one-stage replicas of opt-350m (rule 1's narrow TP), twice the 64 samples.
+TEST(HeuristicTemplates, NoClassHasMoreReplicasThanTheBatchHasSamples) {
+  const Cluster c = spec("A100-80:36x4");
+  const ModelConfig m = load_model("opt-350m");
+  const long batch = 64;
+  const std::vector<Template> ts = heuristic_templates(c, m, 8, batch);
+  ASSERT_FALSE(ts.empty());
+  for (const Template& t : ts)
+    for (const PipelineTemplate& p : t.pipelines) EXPECT_LE(p.replicas, batch) << to_text(t);
 }
 
 TEST(HeuristicTemplates, DeepModelsGetPipelines) {
