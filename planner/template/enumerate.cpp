@@ -526,7 +526,8 @@ std::vector<Template> heuristic_templates(const Cluster& cluster, const ModelCon
   for (const std::vector<PipelineTemplate>& ps : per_type)
     for (const PipelineTemplate& p : ps) c.add(Template{{p}});
   // Rule 4 in the slots left: rule 3 past its depth bound, the deepest pipelines first.
-  for (const PipelineTemplate& p : deep_spanning_pipelines(cluster, types, batch, model, prof, 3)) c.add(Template{{p}});
+  if (!c.full())
+    for (const PipelineTemplate& p : deep_spanning_pipelines(cluster, types, batch, model, prof, 3)) c.add(Template{{p}});
   return c.take();
 }
 
