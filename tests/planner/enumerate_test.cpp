@@ -301,7 +301,7 @@ TEST(HeuristicTemplates, FourTypeClusterGetsOnePipelineOverEveryType) {
 
 // On nodes of one GPU no TP width can merge stages, so no replica count brings the spanning pipeline within a
 // quarter of its micro-batches (64 samples: 47 + 24 GPUs make pipelines of about 71 / r stages against a bound
-// of 16 / r). Rule 3 then proposes it at any depth up to the layers: first at the fewest replicas whose
+// of 16 / r). Rule 4 proposes it at any depth up to the layers: first at the fewest replicas whose
 // pipeline has at most 32 stages (r = 3: 15 + 8 stages; r = 2 makes 35), then at no fewer than twice the
 // replicas before; slowest type first, so that the fastest computes the output layer.
 TEST(HeuristicTemplates, OneGpuNodesGetSpanningPipelinesDeeperThanTheBubbleBound) {
