@@ -303,17 +303,27 @@ PipelineTemplate make_class(const std::vector<StagePlan>& stages, int replicas, 
 
 // Rule 1 for one type and TP width: the shallowest pipeline that fits, as many replicas as fit (at most one
 // per sample of the global batch). MoE: the memory with the experts sharded by the EP width the replica
-// count allows (pipelines_ep), so the most replicas with which that width lets the pipeline fit.
+// count allows (pipelines_ep); among the counts from the most down to half of them, the one with the widest
+// EP width that fits (ties: more replicas), else the most that fit. Each expert's gradients are all-reduced
+// over replicas / EP copies (Megatron-Core's expert-data-parallel group), so a wider EP cuts that traffic, to
+// none at EP = replicas: 16 replicas at EP 16 rather than 20 at EP 4.
 std::optional<PipelineTemplate> homogeneous(const TypeInfo& t, int tp, const ModelConfig& model, const Profiler& prof,
                                             long global_batch) {
   const int groups = group_capacity(t, tp);
   for (int pp = 1; pp <= std::min(model.layers, groups); ++pp) {
     const std::vector<StagePlan> stages(pp, StagePlan{&t, tp, 1, 1.0});
     const int most = token_count_at_most(static_cast<int>(std::min<long>(groups / pp, global_batch)));
+    int chosen = 0, widest = 0;
     for (int replicas = most; replicas >= 1; replicas = token_count_at_most(replicas - 1)) {
-      if (pipeline_fits(stages, model, prof, pipelines_ep(model, replicas))) return make_class(stages, replicas, model);
-      if (!model.moe) break;
+      if (chosen > 0 && (!model.moe || 2 * replicas < most)) break;
+      const int ep = pipelines_ep(model, replicas);
+      if (ep > widest && pipeline_fits(stages, model, prof, ep)) {
+        chosen = replicas;
+        widest = ep;
+      }
+      if (!model.moe && chosen == 0) break;
     }
+    if (chosen > 0) return make_class(stages, chosen, model);
   }
   return std::nullopt;
 }

@@ -90,9 +90,10 @@ std::vector<Template> sample_templates(const Cluster& cluster, const ModelConfig
 // rule 4's in the slots left.
 // MoE models: EP over the replicas (scope pipelines) with the largest width of kEpWidths that divides both
 // the expert count and the replicas (Megatron-Core carves EP out of data parallelism). Rule 1 estimates
-// memory with each rank holding 1/EP of the routed experts, at the most replicas whose EP width lets the
-// pipeline fit (8 replicas at EP 8 where 10 allow only EP 2); rules 3 and 4 with every expert on every rank
-// (planner/common/profile.h), a conservative bound.
+// memory with each rank holding 1/EP of the routed experts and, among the replica counts from the most that
+// its GPUs hold down to half of them, takes the widest EP width that fits (8 replicas at EP 8 where 10 allow
+// only EP 2; 16 at EP 16 rather than 20 at EP 4: a wider EP leaves fewer copies of each expert to all-reduce);
+// rules 3 and 4 with every expert on every rank (planner/common/profile.h), a conservative bound.
 std::vector<Template> heuristic_templates(const Cluster& cluster, const ModelConfig& model, int k, long global_batch = 0);
 
 // Rule 3 at replica counts r that divide every type's GPU count (every GPU works; rule 3 itself takes the
