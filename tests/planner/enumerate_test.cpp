@@ -359,6 +359,24 @@ TEST(HeuristicTemplates, MoeRuleOneShardsExpertsOverTheReplicas) {
   EXPECT_GE(one_stage, 1);
 }
 
+// Each expert's gradients are all-reduced over replicas / EP copies. 40 one-GPU TP groups of H100-PCIe allow
+// 40 one-stage replicas at EP 8 (five copies of each expert), 32 at EP 32 (one copy): rule 1 takes the widest
+// EP among the counts from the most down to half of them.
+TEST(HeuristicTemplates, MoeRuleOneTakesTheWidestEpWithinHalfTheReplicas) {
+  const Cluster c = spec("H100-PCIe:5x8");
+  const ModelConfig m = load_model("gpt-moe-1.3b-64e");
+  int narrow = 0;
+  for (const Template& t : heuristic_templates(c, m, 8, 64)) {
+    if (t.pipelines.size() != 1 || t.pipelines.front().stages.size() != 1 || t.pipelines.front().stages.front().tp != 1)
+      continue;
+    ++narrow;
+    const PipelineTemplate& p = t.pipelines.front();
+    EXPECT_GE(p.replicas, 20) << to_text(t);
+    EXPECT_EQ(p.replicas, p.stages.front().ep) << to_text(t);
+  }
+  EXPECT_EQ(narrow, 1);
+}
+
 // A pipeline needs one sample of the global batch at least: 144 A100s in TP-1 groups would make 128
 // one-stage replicas of opt-350m (rule 1's narrow TP), twice the 64 samples.
 TEST(HeuristicTemplates, NoClassHasMoreReplicasThanTheBatchHasSamples) {
