@@ -313,15 +313,18 @@ std::optional<PipelineTemplate> homogeneous(const TypeInfo& t, int tp, const Mod
   for (int pp = 1; pp <= std::min(model.layers, groups); ++pp) {
     const std::vector<StagePlan> stages(pp, StagePlan{&t, tp, 1, 1.0});
     const int most = token_count_at_most(static_cast<int>(std::min<long>(groups / pp, global_batch)));
+    if (!model.moe) {
+      if (pipeline_fits(stages, model, prof)) return make_class(stages, most, model);
+      continue;
+    }
     int chosen = 0, widest = 0;
-    for (int replicas = most; replicas >= 1; replicas = token_count_at_most(replicas - 1)) {
-      if (chosen > 0 && (!model.moe || 2 * replicas < most)) break;
+    for (int replicas = most; replicas >= 1 && (chosen == 0 || 2 * replicas >= most);
+         replicas = token_count_at_most(replicas - 1)) {
       const int ep = pipelines_ep(model, replicas);
       if (ep > widest && pipeline_fits(stages, model, prof, ep)) {
         chosen = replicas;
         widest = ep;
       }
-      if (!model.moe && chosen == 0) break;
     }
     if (chosen > 0) return make_class(stages, chosen, model);
   }
