@@ -617,33 +617,40 @@ struct Level {
   }
 };
 
-// Admits a split at the last of `levels` only when it fits at no level of less recompute.
+// Admits a split at the last of `levels` only when it fits at no level of less recompute with the same
+// ZeRO-1 setting. Across settings the analytic split cannot compare: it leaves out ZeRO-1's parameter
+// all-gather, so a split that fits only with ZeRO-1 at less recompute may run slower than the same split
+// without ZeRO-1 at more recompute (measured: 16 one-stage EP-16 replicas of gpt-moe-1.3b-64e on H100,
+// selective recompute without ZeRO-1 simulated 0.364 s, no recompute with ZeRO-1 0.385 s).
 Pricer::Admit needs_recompute(const std::vector<std::unique_ptr<Level>>& levels) {
   return [&levels](const BatchSplit& s) {
-    const Recompute mine = levels.back()->memory.recompute;
-    for (size_t l = 0; l + 1 < levels.size(); ++l)
-      if (levels[l]->memory.recompute < mine && levels[l]->batch.fits(s)) return false;
+    const MemoryLevel mine = levels.back()->memory;
+    for (size_t l = 0; l + 1 < levels.size(); ++l) {
+      const MemoryLevel other = levels[l]->memory;
+      if (other.zero1 == mine.zero1 && other.recompute < mine.recompute && levels[l]->batch.fits(s)) return false;
+    }
     return true;
   };
 }
 
 // Recompute only where it pays: a level of more recompute is tried only when its analytic split is faster
-// than the best of the levels of less recompute that gave plans (it lets larger micro-batches fit).
+// than the best of the levels of less recompute, with the same ZeRO-1 setting (needs_recompute), that gave
+// plans (it lets larger micro-batches fit).
 class RecomputeGate {
  public:
-  bool pays(Recompute r, double analytic_s) const {
+  bool pays(MemoryLevel m, double analytic_s) const {
     double cheaper = kInf;
     for (const auto& [level, s] : best_)
-      if (level < r) cheaper = std::min(cheaper, s);
+      if (level.second == m.zero1 && level.first < m.recompute) cheaper = std::min(cheaper, s);
     return analytic_s < cheaper;
   }
-  void record(Recompute r, double analytic_s) {
-    const auto [it, fresh] = best_.emplace(r, analytic_s);
+  void record(MemoryLevel m, double analytic_s) {
+    const auto [it, fresh] = best_.emplace(std::pair{m.recompute, m.zero1}, analytic_s);
     if (!fresh) it->second = std::min(it->second, analytic_s);
   }
 
  private:
-  std::map<Recompute, double> best_;  // best analytic split of each recompute level that gave plans
+  std::map<std::pair<Recompute, bool>, double> best_;  // best analytic split of each level that gave plans
 };
 
 // Steps 2-5 at every memory level, cheapest first: costs, batch split, priced candidates.
@@ -665,7 +672,7 @@ std::vector<CompletedPlan> price_levels(const Template& t, const Layout& layout,
     const std::optional<BatchSplit> split = level.batch.split();
     if (split) {
       const double analytic_s = level.batch.time(*split);
-      if (gate.pays(memory.recompute, analytic_s) && analytic_s < opt.skip_analytic_above_s) {
+      if (gate.pays(memory, analytic_s) && analytic_s < opt.skip_analytic_above_s) {
         // Priced: a candidate analytically faster than the caller's bound that needs this level's recompute.
         Pricer::Admit admit = [needs = needs_recompute(levels), &level, skip = opt.skip_analytic_above_s](const BatchSplit& s) {
           return level.batch.time(s) < skip && needs(s);
@@ -673,7 +680,7 @@ std::vector<CompletedPlan> price_levels(const Template& t, const Layout& layout,
         Pricer pricer(t, layout, level.costs, in, price, memory, std::move(admit), opt.max_priced);
         price_candidates(level.batch, *split, static_cast<int>(t.pipelines.size()), pricer);
         std::vector<CompletedPlan> priced = pricer.take();
-        if (!priced.empty()) gate.record(memory.recompute, analytic_s);
+        if (!priced.empty()) gate.record(memory, analytic_s);
         for (CompletedPlan& p : priced) plans.push_back(std::move(p));
       }
     }

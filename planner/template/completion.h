@@ -7,9 +7,10 @@
 //   3. batch: per pipeline a micro-batch size and count; the global batch split into integers across
 //      pipelines in proportion to each pipeline's measured speed, then local moves;
 //   4. memory: recompute only where the memory needs it (a plan with recompute fits at no level of less
-//      recompute; a level of more recompute is not worked out at all where memory decided none of the
-//      batch split's choices at a level of less: PipelineCosts::memory_decided); ZeRO-1 is priced on and
-//      off, since it also shards the optimizer step; MoE: experts over EP ranks (uneven in proportion to GPU
+//      recompute with the same ZeRO-1 setting, so that ZeRO-1 and recompute are weighed by price; a level of
+//      more recompute is not worked out at all where memory decided none of the batch split's choices at a
+//      level of less: PipelineCosts::memory_decided); ZeRO-1 is priced on and off, since it also shards the
+//      optimizer step; MoE: experts over EP ranks (uneven in proportion to GPU
 //      speed where the template says so);
 //   5. the candidates the rules leave open (micro-batch sizes, moves of samples between pipelines, ZeRO-1,
 //      recompute levels that let larger micro-batches fit) are priced by `price` and returned best first.

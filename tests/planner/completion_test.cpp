@@ -1,7 +1,7 @@
 // Tests of template completion (planner/template/completion.h): valid plans on homogeneous, heterogeneous,
 // multi-type-stage and MoE templates; TP groups inside nodes and stages inside one node where one holds
 // them; the global batch split exactly, faster pipelines and groups taking more samples; recompute and
-// ZeRO-1 only when the plan does not fit without them, more recompute no faster where memory decided nothing; uneven experts in proportion to speed; determinism;
+// ZeRO-1 only when the plan does not fit without them (ZeRO-1 and more recompute weighed by price), more recompute no faster where memory decided nothing; uneven experts in proportion to speed; determinism;
 // and the key property: completing the oracle's own structure recovers the oracle's simulated time within
 // 1 % where the oracle's search is complete.
 #include <gtest/gtest.h>
@@ -231,6 +231,39 @@ TEST(Completion, RecomputeOnlyWhereMemoryNeedsIt) {
     EXPECT_NE(c.plan.recompute, Recompute::None);
     EXPECT_FALSE(c.plan.zero1);  // one GPU holds every layer alone: nothing to shard over
     expect_recompute_needed(c.plan, f);
+  }
+}
+
+// 16 one-GPU EP-16 replicas of gpt-moe-1.3b-64e on 2-GPU H100 nodes at a global batch of 64: at micro-batch
+// 4 the plan fits only with ZeRO-1 or with recompute. ZeRO-1 adds a parameter all-gather over the NICs,
+// selective recompute part of attention's forward pass (Korthikanti et al. 2022): which costs less depends on
+// the NICs, so the completion must price both rather than take the least recompute that fits. With the
+// simulator as the pricer, the best plan is no slower than itself at any other memory level that fits.
+TEST(Completion, WeighsZeroOneAgainstMoreRecomputeByPrice) {
+  for (const int nics : {1, 8}) {
+    const Cluster c = parse_cluster_yaml_text(
+        "version: 1\nname: h100-pairs\nnetwork: {topology: leaf-spine, nodes_per_leaf: 8, oversubscription: 1, latency: 5 us}\n"
+        "node_groups:\n  - gpu: H100\n    nodes: 8\n    gpus_per_node: 2\n    intra_node: {kind: nvlink, bandwidth: 450 GB/s}\n"
+        "    nic: {count: " + std::to_string(nics) + ", bandwidth: 25 GB/s}\n",
+        "test", GpuCatalog::load_default());
+    const Topology topo(c);
+    const ModelConfig m = load_model("gpt-moe-1.3b-64e");
+    const auto plans = complete_template(parse_template("16x[H100:tp1x1 ep16/pipelines]"), {&c, &topo, &m, 64},
+                                         simulator(c, topo, m));
+    ASSERT_FALSE(plans.empty());
+    const CompletedPlan& best = plans.front();
+    int fitting_levels = 0;
+    for (const Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+      for (const bool z : {false, true}) {
+        Plan p = best.plan;
+        p.recompute = r;
+        p.zero1 = z;
+        const SimResult s = simulate_iteration(c, topo, m, p, SimOptions{});
+        if (s.oom) continue;
+        ++fitting_levels;
+        EXPECT_LE(best.priced_s, s.iteration_time_s) << nics << " NICs: " << to_string(r) << (z ? " with ZeRO-1" : "");
+      }
+    EXPECT_GE(fitting_levels, 4);  // the premise: several levels fit, so the choice matters
   }
 }
 
