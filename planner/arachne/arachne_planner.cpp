@@ -93,6 +93,7 @@ std::vector<Template> source_templates(const PlanRequest& r, long global, bool* 
       std::vector<Template> both = policy_templates(r, global);
       for (Template& t : heuristic_templates(*r.cluster, *r.model, r.arachne_beam, global)) both.push_back(std::move(t));
       for (Template& t : device_group_templates(*r.cluster, *r.model, kArachneDeviceGroupTemplates, global)) both.push_back(std::move(t));
+      for (Template& t : fast_subset_templates(*r.cluster, *r.model, kArachneFastSubsetTemplates, global)) both.push_back(std::move(t));
       for (Template& t : whole_small_space(*r.cluster, *r.model, space)) both.push_back(std::move(t));
       return both;
     }

@@ -12,8 +12,9 @@
 //      templates (one pipeline whose stages hold many data-parallel TP groups, Metis's shape;
 //      device_group_templates in planner/template/enumerate.h), which the local search (step 3) folds,
 //      unfolds, widens with idle GPUs and splits into pipelines of different depths
-//      (planner/template/neighbors.h), and, where the restricted space holds at most
-//      kArachneWholeSpaceUpTo templates (clusters of a few GPUs), every one of them;
+//      (planner/template/neighbors.h), deep pipelines over the fastest GPU types only, the others idle
+//      (kArachneFastSubsetTemplates per subset: fast_subset_templates), and, where the restricted space
+//      holds at most kArachneWholeSpaceUpTo templates (clusters of a few GPUs), every one of them;
 //   3. completion of every template by rule and a small candidate set, each candidate priced by the fast
 //      estimator (planner/template/completion.h, estimator.h), except a template whose GEMM lower bound, or a
 //      memory level whose analytic split, is no faster than the best price so far; a wall-clock budget stops it (the templates
@@ -105,6 +106,10 @@ inline constexpr double kArachneExtendMaxFactor = 3;
 // Device-group templates proposed by the default source: rule 3 of the heuristic generator folded at up to
 // this many replica counts (each halves the one before, so three cover replica counts a factor of 4 apart).
 inline constexpr int kArachneDeviceGroupTemplates = 3;
+
+// Deep pipelines over the fastest GPU types proposed by the default source (fast_subset_templates in
+// planner/template/enumerate.h): at up to this many replica counts per subset of types.
+inline constexpr int kArachneFastSubsetTemplates = 2;
 
 // The default source also proposes the whole restricted space where it holds at most this many templates:
 // on 2-4 GPUs (the space of a 4-GPU two-type cluster holds 100-200), where each completes in about a

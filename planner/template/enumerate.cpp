@@ -465,11 +465,12 @@ std::vector<PipelineTemplate> spanning_pipelines(const std::vector<TypeInfo>& ty
 // run slowest first: with about one layer per stage the partition cannot give the last stage, which also
 // computes the output layer and its logits (sim/model/layer_costs.h), fewer layers, so the fastest type
 // takes it.
+// With one type, the type's own pipelines as deep as the layers allow (rule 1 takes the shallowest).
 std::vector<PipelineTemplate> deep_spanning_pipelines(const Cluster& cluster, const std::vector<TypeInfo>& types,
                                                       long global_batch, const ModelConfig& model, const Profiler& prof,
                                                       int count) {
   std::vector<PipelineTemplate> out;
-  if (types.size() < 2) return out;
+  if (types.empty()) return out;
   std::vector<const TypeInfo*> order = spanning_order(types, prof);
   std::reverse(order.begin(), order.end());
   for (const int r : kCounts) {
@@ -539,7 +540,7 @@ std::vector<Template> heuristic_templates(const Cluster& cluster, const ModelCon
   for (const std::vector<PipelineTemplate>& ps : per_type)
     for (const PipelineTemplate& p : ps) c.add(Template{{p}});
   // Rule 4 in the slots left: rule 3 past its depth bound, the deepest pipelines first.
-  if (!c.full())
+  if (!c.full() && types.size() > 1)
     for (const PipelineTemplate& p : deep_spanning_pipelines(cluster, types, batch, model, prof, 3)) c.add(Template{{p}});
   return c.take();
 }
@@ -552,6 +553,20 @@ std::vector<Template> device_group_templates(const Cluster& cluster, const Model
   for (const PipelineTemplate& p : spanning_pipelines(types, global_batch > 0 ? global_batch : model.global_batch, model, prof, k, true)) {
     if (p.replicas > 1) c.add(Template{{folded(p)}});
     c.add(Template{{p}});
+  }
+  return c.take();
+}
+
+std::vector<Template> fast_subset_templates(const Cluster& cluster, const ModelConfig& model, int per_subset,
+                                            long global_batch) {
+  const Profiler prof(cluster, model);
+  const std::vector<TypeInfo> types = types_by_speed(cluster, model, prof);
+  Collector c(cluster, model, per_subset * std::max<int>(1, static_cast<int>(types.size()) - 1));
+  if (per_subset < 1 || types.size() < 2) return {};
+  const long batch = global_batch > 0 ? global_batch : model.global_batch;
+  for (std::size_t j = types.size() - 1; j >= 1; --j) {
+    const std::vector<TypeInfo> fastest(types.begin(), types.begin() + static_cast<std::ptrdiff_t>(j));
+    for (const PipelineTemplate& p : deep_spanning_pipelines(cluster, fastest, batch, model, prof, per_subset)) c.add(Template{{p}});
   }
   return c.take();
 }
