@@ -483,6 +483,31 @@ std::vector<PipelineTemplate> deep_spanning_pipelines(const Cluster& cluster, co
   return out;
 }
 
+// One pipeline with a stage per node of the types, the slowest type first (as rule 4) and its largest nodes
+// first, each stage TP over its node (the widest token width that fits the node and divides the heads, one
+// group per TP width it holds): the shape of Metis's plans on clusters of small nodes of unlike sizes, where
+// one TP width per type (rules 3 and 4) leaves the odd nodes out. nullopt when the nodes outnumber the
+// layers. Memory is left to completion: its partition under the memory limits gives a GPU of more memory
+// more layers, where the even split by speed of pipeline_fits would not fit.
+std::optional<PipelineTemplate> node_stage_pipeline(const std::vector<TypeInfo>& types, const ModelConfig& model,
+                                                    const Profiler& prof) {
+  std::vector<const TypeInfo*> order = spanning_order(types, prof);
+  std::reverse(order.begin(), order.end());
+  std::vector<StagePlan> stages;
+  for (const TypeInfo* t : order) {
+    std::vector<int> nodes = t->nodes;
+    std::sort(nodes.begin(), nodes.end(), std::greater<>());
+    for (const int gpus : nodes) {
+      int tp = 1;
+      for (const int w : kTpWidths)
+        if (w <= gpus && tp_divides_heads(w, model)) tp = w;
+      stages.push_back({t, tp, gpus / tp, t->peak * gpus});
+    }
+  }
+  if (static_cast<long>(stages.size()) > model.layers) return std::nullopt;
+  return make_class(stages, 1, model);
+}
+
 // Rule 3's pipeline folded into one: its r replicas become r TP groups in every stage (each stage a device
 // group of one type's slice, Metis's shape: Um et al. USENIX ATC'24 §4), for MoE EP of the same width over
 // the stage's groups (scope stage) instead of over the replicas.
@@ -561,11 +586,13 @@ std::vector<Template> fast_subset_templates(const Cluster& cluster, const ModelC
                                             long global_batch) {
   const Profiler prof(cluster, model);
   const std::vector<TypeInfo> types = types_by_speed(cluster, model, prof);
-  Collector c(cluster, model, per_subset * std::max<int>(1, static_cast<int>(types.size()) - 1));
+  Collector c(cluster, model, (per_subset + 1) * static_cast<int>(types.size()));
   if (per_subset < 1 || types.size() < 2) return {};
   const long batch = global_batch > 0 ? global_batch : model.global_batch;
-  for (std::size_t j = types.size() - 1; j >= 1; --j) {
+  for (std::size_t j = types.size(); j >= 1; --j) {
     const std::vector<TypeInfo> fastest(types.begin(), types.begin() + static_cast<std::ptrdiff_t>(j));
+    if (auto p = node_stage_pipeline(fastest, model, prof)) c.add(Template{{*p}});
+    if (j == types.size()) continue;  // rule 4 spans every type
     for (const PipelineTemplate& p : deep_spanning_pipelines(cluster, fastest, batch, model, prof, per_subset)) c.add(Template{{p}});
   }
   return c.take();

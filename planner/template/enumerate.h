@@ -105,14 +105,18 @@ std::vector<Template> heuristic_templates(const Cluster& cluster, const ModelCon
 // generator by the arachne planner.
 std::vector<Template> device_group_templates(const Cluster& cluster, const ModelConfig& model, int k, long global_batch = 0);
 
-// Rule 4 over the fastest types only, where the cluster has two types or more: for j = (types - 1) down to
-// 1, the j fastest types (peak FLOP/s) in one spanning pipeline past the depth bound (with one type, that
-// type's pipelines as deep as the layers allow), at up to `per_subset` replica counts each, the other types
-// idle. Deep pipelines over the fast types win where the slow types' memory or NICs hold the rest back:
-// Sailor (Strati et al. SOSP'25) plans them so, leaving GPU types out entirely, one-GPU H100-PCIe nodes in
-// one pipeline with an H100 node beside slow L40S and P100 nodes, or deep pipelines of H200 only beside 99
-// P100. Canonical, distinct, each with an empty template_problem and a token form. Proposed beside the policy
-// and the heuristic generator by the arachne planner.
+// Deep pipelines over the fastest types, where the cluster has two types or more: for j = types down to 1,
+// over the j fastest types (peak FLOP/s), the other types idle,
+//   - one pipeline of one stage per node, TP over the node, the slowest type and the largest nodes first
+//     (Metis's shape on small nodes of unlike sizes, which one TP width per type cannot place), where the
+//     nodes are no more than the layers;
+//   - for j < types, rule 4 (one spanning pipeline past the depth bound; with one type, that type's
+//     pipelines as deep as the layers allow) at up to `per_subset` replica counts.
+// Deep pipelines over the fast types win where the slow types' memory or NICs hold the rest back: Sailor
+// (Strati et al. SOSP'25) plans them so, leaving GPU types out entirely, one-GPU H100-PCIe nodes in one
+// pipeline with an H100 node beside slow L40S and P100 nodes, or deep pipelines of H200 only beside 99
+// P100. Canonical, distinct, each with an empty template_problem and a token form. Proposed beside the
+// policy and the heuristic generator by the arachne planner.
 std::vector<Template> fast_subset_templates(const Cluster& cluster, const ModelConfig& model, int per_subset,
                                             long global_batch = 0);
 
