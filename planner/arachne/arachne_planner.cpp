@@ -85,6 +85,14 @@ std::vector<Template> whole_small_space(const Cluster& cluster, const ModelConfi
   return std::move(e.templates);
 }
 
+// The default source's deep pipelines over the fastest types: proposed last, and a secondary source of the
+// local search (LocalSearchOptions::secondary: one slot of their own in the first round).
+std::set<Template> secondary_templates(const PlanRequest& r, long global) {
+  if (r.arachne_templates != TemplateSource::PolicyAndHeuristic) return {};
+  const std::vector<Template> ts = fast_subset_templates(*r.cluster, *r.model, kArachneFastSubsetTemplates, global);
+  return {ts.begin(), ts.end()};
+}
+
 // The source's templates (before the warm start and repeats are handled).
 std::vector<Template> source_templates(const PlanRequest& r, long global, bool* complete) {
   const EnumerationLimits space = LabelOptions{}.enumeration;  // the restricted space of the training labels
@@ -93,8 +101,8 @@ std::vector<Template> source_templates(const PlanRequest& r, long global, bool* 
       std::vector<Template> both = policy_templates(r, global);
       for (Template& t : heuristic_templates(*r.cluster, *r.model, r.arachne_beam, global)) both.push_back(std::move(t));
       for (Template& t : device_group_templates(*r.cluster, *r.model, kArachneDeviceGroupTemplates, global)) both.push_back(std::move(t));
-      for (Template& t : fast_subset_templates(*r.cluster, *r.model, kArachneFastSubsetTemplates, global)) both.push_back(std::move(t));
       for (Template& t : whole_small_space(*r.cluster, *r.model, space)) both.push_back(std::move(t));
+      for (const Template& t : secondary_templates(r, global)) both.push_back(t);
       return both;
     }
     case TemplateSource::Policy:
@@ -168,13 +176,15 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
     return best;
   };
   const long extend = r.cluster->total_gpus() <= kArachneExtendMaxGpus ? kArachneExtendBelow : 0;
+  const std::set<Template> secondary = secondary_templates(r, global);
   local_search(templates, *r.cluster, *r.model, complete,
                {.rounds = r.arachne_refine,
                 .width = 2,
                 .extend_below = extend,
                 .max_rounds = kArachneMaxRounds,
                 .extend_while_gain = kArachneExtendWhileGain,
-                .extend_max_factor = kArachneExtendMaxFactor});
+                .extend_max_factor = kArachneExtendMaxFactor,
+                .secondary = &secondary});
   std::stable_sort(all.begin(), all.end(), [](const CompletedPlan& a, const CompletedPlan& b) { return a.priced_s < b.priced_s; });
   return all;
 }

@@ -12,9 +12,12 @@
 //      templates (one pipeline whose stages hold many data-parallel TP groups, Metis's shape;
 //      device_group_templates in planner/template/enumerate.h), which the local search (step 3) folds,
 //      unfolds, widens with idle GPUs and splits into pipelines of different depths
-//      (planner/template/neighbors.h), deep pipelines over the fastest GPU types only, the others idle
-//      (kArachneFastSubsetTemplates per subset: fast_subset_templates), and, where the restricted space
-//      holds at most kArachneWholeSpaceUpTo templates (clusters of a few GPUs), every one of them;
+//      (planner/template/neighbors.h), where the restricted space holds at most kArachneWholeSpaceUpTo
+//      templates (clusters of a few GPUs), every one of them, and last deep pipelines over the fastest GPU
+//      types only, the others idle (kArachneFastSubsetTemplates per subset: fast_subset_templates), a
+//      secondary source of the local search: its best template takes one slot of its own in the first
+//      round (LocalSearchOptions::secondary), so that these deep pipelines, which often price best at the
+//      start, do not take the slots of the other sources' best templates;
 //   3. completion of every template by rule and a small candidate set, each candidate priced by the fast
 //      estimator (planner/template/completion.h, estimator.h), except a template whose GEMM lower bound, or a
 //      memory level whose analytic split, is no faster than the best price so far; a wall-clock budget stops it (the templates

@@ -469,6 +469,7 @@ std::vector<PricedTemplate> local_search(const std::vector<Template>& start, con
     PricedTemplate p;
     long order = 0;
     bool expanded = false;
+    bool secondary = false;  // a start of opt.secondary
   };
   std::vector<Entry> priced;
   std::set<Template> tried;
@@ -479,7 +480,8 @@ std::vector<PricedTemplate> local_search(const std::vector<Template>& start, con
     Template c = canonical(t);
     if (!tried.insert(c).second) return;
     ++count;
-    if (const std::optional<double> s = price(c)) priced.push_back({{std::move(c), *s}, count, false});
+    const bool secondary = opt.secondary != nullptr && opt.secondary->count(c) > 0;
+    if (const std::optional<double> s = price(c)) priced.push_back({{std::move(c), *s}, count, false, secondary});
   };
   auto best_first = [](const Entry& a, const Entry& b) {
     return a.p.priced_s != b.p.priced_s ? a.p.priced_s < b.p.priced_s : a.order < b.order;
@@ -503,10 +505,17 @@ std::vector<PricedTemplate> local_search(const std::vector<Template>& start, con
       if (count >= cap) break;
     }
     std::stable_sort(priced.begin(), priced.end(), best_first);
+    // The `width` best templates not expanded yet; in the first round with a secondary source, the `width`
+    // best other starts and the best secondary start.
+    const bool split = round == 0 && opt.secondary != nullptr;
     std::vector<Template> frontier;
+    int primary = 0, secondary = 0;
     for (Entry& e : priced) {
-      if (static_cast<int>(frontier.size()) >= opt.width) break;
+      if (primary >= opt.width && (!split || secondary >= 1)) break;
       if (e.expanded) continue;
+      const bool is_secondary = split && e.secondary;
+      if (is_secondary ? secondary >= 1 : primary >= opt.width) continue;
+      ++(is_secondary ? secondary : primary);
       e.expanded = true;
       frontier.push_back(e.p.t);
     }

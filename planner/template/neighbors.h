@@ -32,6 +32,7 @@
 #pragma once
 #include <functional>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "planner/template/template.h"
@@ -58,6 +59,10 @@ struct LocalSearchOptions {
   // Rounds that go on only for their gain price at most this many times the templates priced by the end of
   // `rounds` in all (0: no cap), so that the climb at most multiplies the planning work by this factor.
   double extend_max_factor = 0;
+  // Start templates of a secondary source (canonical): priced with the others, but in the first round only
+  // the best of them is expanded, in a slot of its own beside the `width` best of the other starts, so that
+  // a source whose templates price well and climb to worse optima does not take every slot.
+  const std::set<Template>* secondary = nullptr;
 };
 
 struct PricedTemplate {

@@ -307,5 +307,27 @@ TEST(TemplateLocalSearch, RespectsThePricingCapAndSkipsUnpriceableTemplates) {
   for (const PricedTemplate& p : r) EXPECT_EQ(p.t.pipelines.front().stages.size(), 1u) << to_text(p.t);
 }
 
+// A secondary start that prices best takes every slot of the first round unless it is marked secondary:
+// then the best other start is expanded too (TP 1 -> 2) beside it (TP 8 -> 4).
+TEST(TemplateLocalSearch, SecondaryStartsTakeOneSlotOfTheFirstRound) {
+  const Cluster c = spec("A100-80:2x8");
+  const ModelConfig m = load_model("gpt3-1.3b");
+  const TemplatePricer by_tp = price_by_tp_width;
+  const Template primary = parse_template("1x[A100-80:tp1x1]");
+  const Template secondary = parse_template("1x[A100-80:tp8x1]");
+  auto priced = [&](const LocalSearchOptions& opt) {
+    std::set<Template> out;
+    for (const PricedTemplate& p : local_search({primary, secondary}, c, m, by_tp, opt)) out.insert(p.t);
+    return out;
+  };
+  const std::set<Template> plain = priced({.rounds = 1, .width = 1});
+  EXPECT_TRUE(plain.count(parse_template("1x[A100-80:tp4x1]")));
+  EXPECT_FALSE(plain.count(parse_template("1x[A100-80:tp2x1]")));
+  const std::set<Template> marked{secondary};
+  const std::set<Template> both = priced({.rounds = 1, .width = 1, .secondary = &marked});
+  EXPECT_TRUE(both.count(parse_template("1x[A100-80:tp4x1]")));
+  EXPECT_TRUE(both.count(parse_template("1x[A100-80:tp2x1]")));
+}
+
 }  // namespace
 }  // namespace arachne::planner
