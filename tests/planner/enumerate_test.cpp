@@ -23,6 +23,14 @@ namespace {
 
 Cluster spec(const std::string& s) { return parse_cluster_spec(s, GpuCatalog::load_default()); }
 
+// The estimator as the pricer, as the arachne planner completes templates.
+PlanPricer estimated(const Estimator& est) {
+  return [&est](const Plan& p) -> std::optional<double> {
+    const Estimate e = est.estimate(p);
+    return e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
+  };
+}
+
 // ------------------------------------------------------------------ brute force
 
 // Every stage of at most n GPUs: a TP width, a non-empty set of types with group counts, for MoE an EP
@@ -345,10 +353,7 @@ TEST(HeuristicTemplates, MoeRuleOneShardsExpertsOverTheReplicas) {
   ASSERT_GT(prof.stage_memory_bytes(0, m.layers, key, 1), prof.gpu_memory_bytes("MI300X"));
   const Topology topo(c);
   const Estimator est(c, topo, m);
-  const PlanPricer price = [&](const Plan& p) -> std::optional<double> {
-    const Estimate e = est.estimate(p);
-    return e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
-  };
+  const PlanPricer price = estimated(est);
   int one_stage = 0;
   for (const Template& t : heuristic_templates(c, m, 8, batch)) {
     if (t.pipelines.size() != 1 || t.pipelines.front().stages.size() != 1) continue;
@@ -431,6 +436,19 @@ TEST(DeviceGroupTemplates, UseEveryGpuAndFoldReplicasIntoGroupsPerStage) {
   EXPECT_EQ(device_group_templates(c, m, 3, batch), all);
 }
 
+// A cluster, a model and a batch with the estimator as the pricer.
+struct EstimatedCase {
+  Cluster cluster;
+  ModelConfig model;
+  long batch;
+  Topology topo;
+  Estimator est;
+  PlanPricer price;
+  EstimatedCase(const std::string& cluster_spec, const std::string& model_name, long global_batch)
+      : cluster(spec(cluster_spec)), model(load_model(model_name)), batch(global_batch), topo(cluster),
+        est(cluster, topo, model), price(estimated(est)) {}
+};
+
 // The templates use the j fastest types (peak FLOP/s: H100 > H100-PCIe > L40S > P100), every j from 3 down
 // to 1 where one fits, one pipeline class each; all four types only in a pipeline of one stage per node;
 // canonical, distinct, runnable.
@@ -467,27 +485,19 @@ TEST(FastSubsetTemplates, SpanTheFastestTypesOnly) {
 // template completed by the estimator and simulated, the best of them must beat the heuristic generator's
 // best by well over 1.3 times.
 TEST(FastSubsetTemplates, DeepPipelineOverTheFastTypesBeatsEveryHeuristicTemplate) {
-  const Cluster c = spec("H100:1x8,H100-PCIe:14x1,L40S:8x2,P100:6x4");
-  const ModelConfig m = load_model("gpt3-13b");
-  const long batch = 64;
-  const Topology topo(c);
-  const Estimator est(c, topo, m);
-  const PlanPricer price = [&](const Plan& p) -> std::optional<double> {
-    const Estimate e = est.estimate(p);
-    return e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
-  };
+  const EstimatedCase x("H100:1x8,H100-PCIe:14x1,L40S:8x2,P100:6x4", "gpt3-13b", 64);
   auto best_simulated = [&](const std::vector<Template>& ts) {
     double best = std::numeric_limits<double>::infinity();
     for (const Template& t : ts) {
-      const std::vector<CompletedPlan> plans = complete_template(t, {&c, &topo, &m, batch}, price, {.max_candidates = 1});
+      const std::vector<CompletedPlan> plans = complete_template(t, {&x.cluster, &x.topo, &x.model, x.batch}, x.price, {.max_candidates = 1});
       if (plans.empty()) continue;
-      const SimResult r = simulate_iteration(c, topo, m, plans.front().plan, SimOptions{});
+      const SimResult r = simulate_iteration(x.cluster, x.topo, x.model, plans.front().plan, SimOptions{});
       if (!r.oom) best = std::min(best, r.iteration_time_s);
     }
     return best;
   };
-  const double heuristic = best_simulated(heuristic_templates(c, m, 8, batch));
-  const double subsets = best_simulated(fast_subset_templates(c, m, 2, batch));
+  const double heuristic = best_simulated(heuristic_templates(x.cluster, x.model, 8, x.batch));
+  const double subsets = best_simulated(fast_subset_templates(x.cluster, x.model, 2, x.batch));
   ASSERT_TRUE(std::isfinite(heuristic));
   EXPECT_LT(subsets * 1.3, heuristic);
 }
@@ -498,28 +508,20 @@ TEST(FastSubsetTemplates, DeepPipelineOverTheFastTypesBeatsEveryHeuristicTemplat
 // over the node, holds them all (completion gives the L40S stages more layers): the premise is that none of
 // the heuristic generator's templates completes within memory.
 TEST(FastSubsetTemplates, OneStagePerNodeHoldsAModelNoOtherTemplateFits) {
-  const Cluster c = spec("A10G:5x2,A10G:2x1,L40S:2x2,L40S:1x1");
-  const ModelConfig m = load_model("deepseek-moe-16b");
-  const long batch = 64;
-  const Topology topo(c);
-  const Estimator est(c, topo, m);
-  const PlanPricer price = [&](const Plan& p) -> std::optional<double> {
-    const Estimate e = est.estimate(p);
-    return e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
-  };
-  for (const Template& t : heuristic_templates(c, m, 8, batch))
-    EXPECT_TRUE(complete_template(t, {&c, &topo, &m, batch}, price).empty()) << to_text(t);
+  const EstimatedCase x("A10G:5x2,A10G:2x1,L40S:2x2,L40S:1x1", "deepseek-moe-16b", 64);
+  for (const Template& t : heuristic_templates(x.cluster, x.model, 8, x.batch))
+    EXPECT_TRUE(complete_template(t, {&x.cluster, &x.topo, &x.model, x.batch}, x.price).empty()) << to_text(t);
   int node_stages = 0;
-  for (const Template& t : fast_subset_templates(c, m, 2, batch)) {
+  for (const Template& t : fast_subset_templates(x.cluster, x.model, 2, x.batch)) {
     const PipelineTemplate& p = t.pipelines.front();
-    if (t.gpus_by_type().size() != 2 || p.stages.size() != c.nodes.size()) continue;
+    if (t.gpus_by_type().size() != 2 || p.stages.size() != x.cluster.nodes.size()) continue;
     ++node_stages;
     for (const StageTemplate& st : p.stages) EXPECT_EQ(st.kinds.size(), 1u) << to_text(t);
     EXPECT_EQ(p.stages.front().kinds.front().gpu_type, "A10G") << to_text(t);  // the slowest type first
     EXPECT_EQ(p.stages.front().tp, 2) << to_text(t);                            // its largest nodes first
-    const std::vector<CompletedPlan> plans = complete_template(t, {&c, &topo, &m, batch}, price);
+    const std::vector<CompletedPlan> plans = complete_template(t, {&x.cluster, &x.topo, &x.model, x.batch}, x.price);
     ASSERT_FALSE(plans.empty()) << to_text(t);
-    EXPECT_FALSE(simulate_iteration(c, topo, m, plans.front().plan, SimOptions{}).oom) << to_text(t);
+    EXPECT_FALSE(simulate_iteration(x.cluster, x.topo, x.model, plans.front().plan, SimOptions{}).oom) << to_text(t);
   }
   EXPECT_EQ(node_stages, 1);
 }
