@@ -144,10 +144,10 @@ std::vector<Template> proposed_templates(const PlanRequest& r, long global, bool
 
 namespace {
 
-// Every template completed and priced, best price first; stops early (*cut = true) when the wall-clock
-// budget is spent.
-std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templates, const PlanRequest& r, long global,
-                                             const PlanTimer& timer, long* priced, bool* cut) {
+// Every template completed and priced, best price first (the local search climbing from `templates`, with
+// `secondary` its secondary starts); stops early (*cut = true) when the wall-clock budget is spent.
+std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templates, const std::set<Template>& secondary,
+                                             const PlanRequest& r, long global, const PlanTimer& timer, long* priced, bool* cut) {
   const Estimator est(*r.cluster, *r.topo, *r.model);
   const PlanPricer price = [&](const Plan& p) -> std::optional<double> {
     ++*priced;
@@ -176,7 +176,6 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
     return best;
   };
   const long extend = r.cluster->total_gpus() <= kArachneExtendMaxGpus ? kArachneExtendBelow : 0;
-  const std::set<Template> secondary = secondary_templates(r, global);
   local_search(templates, *r.cluster, *r.model, complete,
                {.rounds = r.arachne_refine,
                 .width = 2,
@@ -193,12 +192,14 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
 // the same with a beam kArachneWidenFactor times as wide, up to kArachneWidestBeam.
 std::vector<CompletedPlan> widening_candidates(const PlanRequest& request, long global, const PlanTimer& timer, long* priced,
                                                bool* enumerated, bool* cut) {
-  std::vector<CompletedPlan> candidates = priced_candidates(proposed_templates(request, global, enumerated), request, global, timer, priced, cut);
+  const std::set<Template> secondary = secondary_templates(request, global);  // the same at every beam width
+  std::vector<CompletedPlan> candidates =
+      priced_candidates(proposed_templates(request, global, enumerated), secondary, request, global, timer, priced, cut);
   if (request.arachne_templates == TemplateSource::Exhaustive) return candidates;
   PlanRequest wider = request;
   while (candidates.empty() && !*cut && wider.arachne_beam < kArachneWidestBeam) {
     wider.arachne_beam = std::min(kArachneWidestBeam, wider.arachne_beam * kArachneWidenFactor);
-    candidates = priced_candidates(proposed_templates(wider, global, enumerated), wider, global, timer, priced, cut);
+    candidates = priced_candidates(proposed_templates(wider, global, enumerated), secondary, wider, global, timer, priced, cut);
   }
   return candidates;
 }
