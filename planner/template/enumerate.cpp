@@ -206,15 +206,23 @@ struct TypeInfo {
   int node_tp = 1;         // widest token TP width that fits a node and divides the heads
 };
 
+// The widest token TP width of at most `gpus` GPUs that divides the heads (1 at least).
+int widest_tp(int gpus, const ModelConfig& model) {
+  int tp = 1;
+  for (const int w : kTpWidths)
+    if (w <= gpus && tp_divides_heads(w, model)) tp = w;
+  return tp;
+}
+
+// The global batch in samples: `global_batch`, or the model's when it is 0.
+long batch_or_model(long global_batch, const ModelConfig& model) { return global_batch > 0 ? global_batch : model.global_batch; }
+
 // Per GPU type, fastest peak FLOP/s first (ties by name).
 std::vector<TypeInfo> types_by_speed(const Cluster& cluster, const ModelConfig& model, const Profiler& prof) {
   std::vector<TypeInfo> out;
   for (const auto& [name, nodes] : node_sizes_by_type(cluster)) {
-    TypeInfo t{name, nodes, prof.peak_flops(name), 1};
     const int largest = *std::max_element(nodes.begin(), nodes.end());
-    for (const int w : kTpWidths)
-      if (w <= largest && tp_divides_heads(w, model)) t.node_tp = w;
-    out.push_back(std::move(t));
+    out.push_back(TypeInfo{name, nodes, prof.peak_flops(name), widest_tp(largest, model)});
   }
   std::stable_sort(out.begin(), out.end(), [](const TypeInfo& a, const TypeInfo& b) { return a.peak > b.peak; });
   return out;
@@ -498,9 +506,7 @@ std::optional<PipelineTemplate> node_stage_pipeline(const std::vector<TypeInfo>&
     std::vector<int> nodes = t->nodes;
     std::sort(nodes.begin(), nodes.end(), std::greater<>());
     for (const int gpus : nodes) {
-      int tp = 1;
-      for (const int w : kTpWidths)
-        if (w <= gpus && tp_divides_heads(w, model)) tp = w;
+      const int tp = widest_tp(gpus, model);
       stages.push_back({t, tp, gpus / tp, t->peak * gpus});
     }
   }
@@ -547,7 +553,7 @@ std::vector<Template> heuristic_templates(const Cluster& cluster, const ModelCon
   if (k < 1 || cluster.nodes.empty()) return {};
   const Profiler prof(cluster, model);
   const std::vector<TypeInfo> types = types_by_speed(cluster, model, prof);
-  const long batch = global_batch > 0 ? global_batch : model.global_batch;
+  const long batch = batch_or_model(global_batch, model);
   std::vector<std::vector<PipelineTemplate>> per_type;  // rule 1
   for (const TypeInfo& t : types) per_type.push_back(homogeneous_for_type(t, model, prof, batch));
   // Rule 1's best guess first, then rule 3 (one of the few ways to use every GPU type in one pipeline, so
@@ -575,7 +581,7 @@ std::vector<Template> device_group_templates(const Cluster& cluster, const Model
   if (k < 1 || cluster.nodes.empty()) return {};
   const Profiler prof(cluster, model);
   const std::vector<TypeInfo> types = types_by_speed(cluster, model, prof);
-  for (const PipelineTemplate& p : spanning_pipelines(types, global_batch > 0 ? global_batch : model.global_batch, model, prof, k, true)) {
+  for (const PipelineTemplate& p : spanning_pipelines(types, batch_or_model(global_batch, model), model, prof, k, true)) {
     if (p.replicas > 1) c.add(Template{{folded(p)}});
     c.add(Template{{p}});
   }
@@ -584,11 +590,11 @@ std::vector<Template> device_group_templates(const Cluster& cluster, const Model
 
 std::vector<Template> fast_subset_templates(const Cluster& cluster, const ModelConfig& model, int per_subset,
                                             long global_batch) {
+  if (per_subset < 1 || node_sizes_by_type(cluster).size() < 2) return {};
   const Profiler prof(cluster, model);
   const std::vector<TypeInfo> types = types_by_speed(cluster, model, prof);
   Collector c(cluster, model, (per_subset + 1) * static_cast<int>(types.size()));
-  if (per_subset < 1 || types.size() < 2) return {};
-  const long batch = global_batch > 0 ? global_batch : model.global_batch;
+  const long batch = batch_or_model(global_batch, model);
   for (std::size_t j = types.size(); j >= 1; --j) {
     const std::vector<TypeInfo> fastest(types.begin(), types.begin() + static_cast<std::ptrdiff_t>(j));
     if (auto p = node_stage_pipeline(fastest, model, prof)) c.add(Template{{*p}});
