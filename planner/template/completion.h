@@ -1,7 +1,8 @@
 // Completion: from a structural template (planner/template/template.h) to plans the simulator can run, by
 // rule and a small priced candidate set:
 //   1. placement: the template's TP groups on concrete GPUs, a TP group inside one node, a stage inside one
-//      node or leaf where it can be, pipelines of one class on interchangeable nodes;
+//      node or leaf where it can be, pipelines of one class on interchangeable nodes, an EP group across
+//      pipelines inside one node where it can be;
 //   2. layers: the exact min-max contiguous partition of each pipeline's layers over its stages, with the
 //      profiler's stage times and under each stage's memory limit;
 //   3. batch: per pipeline a micro-batch size and count; the global batch split into integers across

@@ -13,6 +13,7 @@ struct Demand {
   int pipeline = 0, stage = 0, kind = 0;
   std::string gpu_type;
   int tp = 1, groups = 1;
+  int peers = -1;  // the stage's EP group across pipelines (its nodes are preferred), else -1
 };
 
 // The cluster's free GPUs, node by node: each node's free local indices, ascending, in one flat array (a
@@ -135,7 +136,18 @@ class FreeGpus {
   }
 };
 
-// Every kind of every stage of every pipeline (classes in order, replicas consecutive), in that order.
+// The replicas of a class that form its EP groups across pipelines: the largest EP degree of its stages with
+// EP across pipelines (1 when none has).
+int expert_block(const PipelineTemplate& pt) {
+  int block = 1;
+  for (const StageTemplate& st : pt.stages)
+    if (st.ep > 1 && st.ep_scope == EpScope::Pipelines) block = std::max(block, st.ep);
+  return std::min(block, pt.replicas);
+}
+
+// Every kind of every stage of every pipeline (the demands' index order: classes in order, replicas
+// consecutive), placed in that order, except that a class with EP across pipelines is placed per block of
+// expert_block replicas, stage by stage, each stage's replicas in order.
 std::vector<Demand> demands_of(const Template& t) {
   std::vector<Demand> out;
   int pipeline = 0;
@@ -146,7 +158,28 @@ std::vector<Demand> demands_of(const Template& t) {
           const GroupKind& kind = pt.stages[j].kinds[k];
           out.push_back({static_cast<int>(out.size()), pipeline, j, k, kind.gpu_type, pt.stages[j].tp, kind.groups});
         }
-  return out;
+  std::vector<Demand> reordered;
+  reordered.reserve(out.size());
+  auto first = out.begin();  // the class's first demand
+  int group = 0;             // EP groups, numbered in placement order
+  for (const PipelineTemplate& pt : t.pipelines) {
+    std::vector<size_t> offset{0};  // per stage: its first demand within a replica's
+    for (const StageTemplate& st : pt.stages) offset.push_back(offset.back() + st.kinds.size());
+    const size_t per_replica = offset.back();
+    const auto end = first + static_cast<std::ptrdiff_t>(pt.replicas * per_replica);
+    const int block = expert_block(pt);
+    if (block == 1) reordered.insert(reordered.end(), first, end);
+    else
+      for (int b0 = 0; b0 < pt.replicas; b0 += block)
+        for (size_t j = 0; j + 1 < offset.size(); ++j, ++group)
+          for (int r = b0; r < std::min(b0 + block, pt.replicas); ++r)
+            for (size_t d = r * per_replica + offset[j]; d < r * per_replica + offset[j + 1]; ++d) {
+              reordered.push_back(first[static_cast<std::ptrdiff_t>(d)]);
+              reordered.back().peers = group;
+            }
+    first = end;
+  }
+  return reordered;
 }
 
 // The pipelines' shapes with empty groups, to be filled by place_demands.
@@ -168,14 +201,22 @@ bool place_demands(const std::vector<Demand>& demands, const Template& t, const 
                    std::vector<PlacedPipeline>& pipelines) {
   FreeGpus free(cluster);
   std::vector<std::vector<int>> nodes_of(pipelines.size());  // nodes each pipeline uses so far
+  std::vector<std::vector<int>> nodes_of_peers;               // nodes each EP group uses so far
   std::vector<std::vector<std::vector<GpuId>>> placed(demands.size());  // by the demand's index
+  auto add = [](std::vector<int>& nodes, int node) {
+    if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
+  };
   for (const Demand& d : demands) {
+    if (d.peers >= static_cast<int>(nodes_of_peers.size())) nodes_of_peers.resize(d.peers + 1);
+    // Near the stage's EP peers where it has them placed, else near its pipeline.
+    const bool by_peers = d.peers >= 0 && !nodes_of_peers[d.peers].empty();
+    const std::vector<int>& near = by_peers ? nodes_of_peers[d.peers] : nodes_of[d.pipeline];
     std::vector<std::vector<GpuId>>& groups = placed[d.index];
-    if (!free.take(d.gpu_type, d.tp, d.groups, nodes_of[d.pipeline], groups)) return false;
+    if (!free.take(d.gpu_type, d.tp, d.groups, near, groups)) return false;
     for (const auto& g : groups) {
       const int node = cluster.node_of(g.front());
-      if (std::find(nodes_of[d.pipeline].begin(), nodes_of[d.pipeline].end(), node) == nodes_of[d.pipeline].end())
-        nodes_of[d.pipeline].push_back(node);
+      add(nodes_of[d.pipeline], node);
+      if (d.peers >= 0) add(nodes_of_peers[d.peers], node);
     }
   }
   // In the demands' first order (pipelines, stages, kinds), each kind's groups in placement order.

@@ -11,7 +11,14 @@
 //     have fewer GPUs) before smaller ones, then the tightest fit, then the lower node id - so the replicas
 //     of a pipeline class fill the same kind of node one after another;
 //   - pipelines are placed in template order, replicas one after another; when that order strands a wide
-//     group (fragmentation), the kinds are placed again widest tp first.
+//     group (fragmentation), the kinds are placed again widest tp first;
+//   - MoE classes with EP across pipelines: each block of `ep` consecutive replicas (one EP group per stage,
+//     as the simulator forms them: sim/exec/stage_work.cpp) is placed stage by stage, and a stage prefers
+//     the nodes its EP peers already use (before its pipeline's): the all-to-alls stay inside a node and
+//     the pipeline transfers cross nodes, as Megatron-Core's rank order puts EP ranks next to TP ranks
+//     (Megatron-LM megatron/core/parallel_state.py, order "tp-cp-ep-dp-pp"). Measured with the estimator on
+//     two MoE clusters of 36 and 56 GPUs: this order priced best for 264 of 285 templates, the other for
+//     1, the same for 20.
 // Deterministic.
 #pragma once
 #include <optional>

@@ -301,6 +301,37 @@ TEST(Completion, PlacementUsesWholeNodesFirst) {
   EXPECT_EQ(c.nodes[c.node_of((*placed)[0].stages[0].groups[0].gpus.front())].gpus, 8);
 }
 
+TEST(Completion, PlacementPutsEachExpertGroupAcrossPipelinesInOneNode) {
+  // Four replicas of a two-stage pipeline with EP 4 across them, on two 4-GPU nodes: placed pipeline by
+  // pipeline, every EP group would span both nodes; placed EP group by EP group, stage 0's four GPUs share
+  // one node and stage 1's the other, so the all-to-alls (per MoE layer, several times the activations a
+  // stage sends) stay on the node's links and only the pipeline transfers cross the NICs.
+  const Fixture f("A100-80:2x4", test::small_moe_model(32));
+  StageTemplate st = stage(1, {kind("A100-80", 1)});
+  st.ep = 4;
+  st.ep_scope = EpScope::Pipelines;
+  Template t;
+  t.pipelines = {pipeline(4, {st, st})};
+  const auto plans = complete_template(t, f.input(), simulator(f.cluster, f.topo, f.model));
+  expect_sound(plans, f, 32);
+  const Plan& p = plans.front().plan;
+  ASSERT_EQ(p.pipelines.size(), 4u);
+  for (int j = 0; j < 2; ++j) {
+    std::set<int> nodes;
+    for (const Pipeline& pl : p.pipelines) nodes.insert(f.cluster.node_of(pl.stages[j].groups[0].gpus.front()));
+    EXPECT_EQ(nodes.size(), 1u) << "stage " << j;
+  }
+  // The same plan placed pipeline by pipeline (pipelines 0 and 1 on node 0, 2 and 3 on node 1) simulates
+  // slower.
+  Plan by_pipelines = p;
+  for (int r = 0; r < 4; ++r)
+    for (int j = 0; j < 2; ++j) by_pipelines.pipelines[r].stages[j].groups[0].gpus = {f.cluster.gpu_id(r / 2, (r % 2) * 2 + j)};
+  const SimResult grouped = simulate_iteration(f.cluster, f.topo, f.model, p, SimOptions{});
+  const SimResult spread = simulate_iteration(f.cluster, f.topo, f.model, by_pipelines, SimOptions{});
+  ASSERT_FALSE(spread.oom);
+  EXPECT_LT(grouped.iteration_time_s, spread.iteration_time_s);
+}
+
 TEST(Completion, IsDeterministicAndRespectsMaxCandidates) {
   const Fixture f("A100-80:1x2,V100-32:1x2", test::small_gpt_model(32));
   Template t;
