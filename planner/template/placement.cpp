@@ -158,6 +158,8 @@ std::vector<Demand> demands_of(const Template& t) {
           const GroupKind& kind = pt.stages[j].kinds[k];
           out.push_back({static_cast<int>(out.size()), pipeline, j, k, kind.gpu_type, pt.stages[j].tp, kind.groups});
         }
+  if (std::none_of(t.pipelines.begin(), t.pipelines.end(), [](const PipelineTemplate& pt) { return expert_block(pt) > 1; }))
+    return out;
   std::vector<Demand> reordered;
   reordered.reserve(out.size());
   auto first = out.begin();  // the class's first demand
