@@ -144,9 +144,24 @@ std::vector<Template> proposed_templates(const PlanRequest& r, long global, bool
 
 namespace {
 
+// What the default source adds beside its starting templates: secondary starts of the local search, and
+// templates priced after it (so that they cannot steer the climb).
+struct ExtraTemplates {
+  std::set<Template> secondary;
+  std::vector<Template> after;
+};
+
+// The default source's extra templates: secondary_templates, and on a one-type cluster its uniform layouts
+// after the climb (uniform_templates: the grid of Megatron-LM's and AMP's searches).
+ExtraTemplates extra_templates(const PlanRequest& r, long global) {
+  if (r.arachne_templates != TemplateSource::PolicyAndHeuristic) return {};
+  return {secondary_templates(r, global), uniform_templates(*r.cluster, *r.model, global)};
+}
+
 // Every template completed and priced, best price first (the local search climbing from `templates`, with
-// `secondary` its secondary starts); stops early (*cut = true) when the wall-clock budget is spent.
-std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templates, const std::set<Template>& secondary,
+// `extra.secondary` its secondary starts, then `extra.after`); stops early (*cut = true) when the
+// wall-clock budget is spent.
+std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templates, const ExtraTemplates& extra,
                                              const PlanRequest& r, long global, const PlanTimer& timer, long* priced, bool* cut) {
   const Estimator est(*r.cluster, *r.topo, *r.model);
   const PlanPricer price = [&](const Plan& p) -> std::optional<double> {
@@ -176,14 +191,18 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
     return best;
   };
   const long extend = r.cluster->total_gpus() <= kArachneExtendMaxGpus ? kArachneExtendBelow : 0;
-  local_search(templates, *r.cluster, *r.model, complete,
+  const std::vector<PricedTemplate> searched = local_search(templates, *r.cluster, *r.model, complete,
                {.rounds = r.arachne_refine,
                 .width = 2,
                 .extend_below = extend,
                 .max_rounds = kArachneMaxRounds,
                 .extend_while_gain = kArachneExtendWhileGain,
                 .extend_max_factor = kArachneExtendMaxFactor,
-                .secondary = &secondary});
+                .secondary = &extra.secondary});
+  std::set<Template> seen;
+  for (const PricedTemplate& p : searched) seen.insert(p.t);
+  for (const Template& t : extra.after)
+    if (!seen.count(canonical(t))) complete(t);
   std::stable_sort(all.begin(), all.end(), [](const CompletedPlan& a, const CompletedPlan& b) { return a.priced_s < b.priced_s; });
   return all;
 }
@@ -192,14 +211,14 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
 // the same with a beam kArachneWidenFactor times as wide, up to kArachneWidestBeam.
 std::vector<CompletedPlan> widening_candidates(const PlanRequest& request, long global, const PlanTimer& timer, long* priced,
                                                bool* enumerated, bool* cut) {
-  const std::set<Template> secondary = secondary_templates(request, global);  // the same at every beam width
+  const ExtraTemplates extra = extra_templates(request, global);  // the same at every beam width
   std::vector<CompletedPlan> candidates =
-      priced_candidates(proposed_templates(request, global, enumerated), secondary, request, global, timer, priced, cut);
+      priced_candidates(proposed_templates(request, global, enumerated), extra, request, global, timer, priced, cut);
   if (request.arachne_templates == TemplateSource::Exhaustive) return candidates;
   PlanRequest wider = request;
   while (candidates.empty() && !*cut && wider.arachne_beam < kArachneWidestBeam) {
     wider.arachne_beam = std::min(kArachneWidestBeam, wider.arachne_beam * kArachneWidenFactor);
-    candidates = priced_candidates(proposed_templates(wider, global, enumerated), secondary, wider, global, timer, priced, cut);
+    candidates = priced_candidates(proposed_templates(wider, global, enumerated), extra, wider, global, timer, priced, cut);
   }
   return candidates;
 }

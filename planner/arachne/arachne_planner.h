@@ -17,7 +17,9 @@
 //      types only, the others idle (kArachneFastSubsetTemplates per subset: fast_subset_templates), a
 //      secondary source of the local search: its best template takes one slot of its own in the first
 //      round (LocalSearchOptions::secondary), so that these deep pipelines, which often price best at the
-//      start, do not take the slots of the other sources' best templates;
+//      start, do not take the slots of the other sources' best templates; on a one-type cluster the default
+//      source also prices every uniform layout (uniform_templates: the grid Megatron-LM's and AMP's
+//      searches cover) after the local search, so that they cannot steer the climb;
 //   3. completion of every template by rule and a small candidate set, each candidate priced by the fast
 //      estimator (planner/template/completion.h, estimator.h), except a template whose GEMM lower bound, or a
 //      memory level whose analytic split, is no faster than the best price so far; a wall-clock budget stops it (the templates

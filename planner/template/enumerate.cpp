@@ -7,6 +7,7 @@
 #include <chrono>
 #include <map>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -600,6 +601,25 @@ std::vector<Template> fast_subset_templates(const Cluster& cluster, const ModelC
     if (auto p = node_stage_pipeline(fastest, model, prof)) c.add(Template{{*p}});
     if (j == types.size()) continue;  // rule 4 spans every type
     for (const PipelineTemplate& p : deep_spanning_pipelines(cluster, fastest, batch, model, prof, per_subset)) c.add(Template{{p}});
+  }
+  return c.take();
+}
+
+std::vector<Template> uniform_templates(const Cluster& cluster, const ModelConfig& model, long global_batch) {
+  const auto sizes = node_sizes_by_type(cluster);
+  if (sizes.size() != 1) return {};
+  const Profiler prof(cluster, model);
+  const TypeInfo type = types_by_speed(cluster, model, prof).front();
+  const long batch = batch_or_model(global_batch, model);
+  Collector c(cluster, model, std::numeric_limits<int>::max());
+  for (const int tp : kTpWidths) {
+    if (tp > type.node_tp) continue;  // wider than a node holds, or not dividing the heads
+    const int groups = group_capacity(type, tp);
+    for (int pp = 1; pp <= std::min<long>(model.layers, groups); ++pp) {
+      const int replicas = groups / pp;
+      if (groups % pp != 0 || replicas > batch) continue;
+      c.add(Template{{make_class(std::vector<StagePlan>(pp, StagePlan{&type, tp, 1, 1.0}), replicas, model)}});
+    }
   }
   return c.take();
 }

@@ -526,5 +526,27 @@ TEST(FastSubsetTemplates, OneStagePerNodeHoldsAModelNoOtherTemplateFits) {
   EXPECT_EQ(node_stages, 1);
 }
 
+// Every uniform layout of a one-type cluster, each using every GPU: on two 4-GPU A100 nodes and the small
+// model (8 layers, 16 heads), TP 1, 2 and 4 (8 is wider than a node) at every depth up to the layers that
+// divides the TP groups; none on a cluster of two types.
+TEST(UniformTemplates, EveryUniformLayoutOfAOneTypeCluster) {
+  const Cluster c = spec("A100-80:2x4");
+  const ModelConfig m = test::small_gpt_model(64);
+  const std::vector<Template> all = uniform_templates(c, m, 64);
+  expect_valid_distinct_canonical(all, c, m);
+  std::set<std::tuple<int, int, int>> layouts;  // (tp, depth, replicas)
+  for (const Template& t : all) {
+    ASSERT_EQ(t.pipelines.size(), 1u) << to_text(t);
+    const PipelineTemplate& p = t.pipelines.front();
+    for (const StageTemplate& st : p.stages) EXPECT_EQ(st.tp, p.stages.front().tp) << to_text(t);
+    EXPECT_EQ(t.num_gpus(), 8) << to_text(t);
+    layouts.insert({p.stages.front().tp, static_cast<int>(p.stages.size()), p.replicas});
+  }
+  const std::set<std::tuple<int, int, int>> expected{{1, 1, 8}, {1, 2, 4}, {1, 4, 2}, {1, 8, 1}, {2, 1, 4},
+                                                     {2, 2, 2}, {2, 4, 1}, {4, 1, 2}, {4, 2, 1}};
+  EXPECT_EQ(layouts, expected);
+  EXPECT_TRUE(uniform_templates(spec("A100-80:1x4,V100-32:1x4"), m, 64).empty());
+}
+
 }  // namespace
 }  // namespace arachne::planner
