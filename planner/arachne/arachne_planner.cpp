@@ -145,7 +145,8 @@ std::vector<Template> proposed_templates(const PlanRequest& r, long global, bool
 namespace {
 
 // What the default source adds beside its starting templates: secondary starts of the local search, and
-// templates priced after it (so that they cannot steer the climb).
+// templates priced after it (so that they cannot steer the climb), each with both placements of its
+// replicas (CompletionOptions::data_parallel_placement; again where the climb priced it with one).
 struct ExtraTemplates {
   std::set<Template> secondary;
   std::vector<Template> after;
@@ -173,6 +174,7 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
   std::vector<CompletedPlan> all;
   const IterationLowerBound lower_bound(*r.cluster, *r.model, global);
   double best_priced = std::numeric_limits<double>::infinity();
+  bool after_climb = false;  // extra.after: both placements of every class's replicas priced
   const TemplatePricer complete = [&](const Template& t) -> std::optional<double> {
     if (timer.wall_budget_spent(r)) {
       *cut = true;
@@ -182,7 +184,9 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
     if (lower_bound(t.gpus_by_type()) >= best_priced) return std::nullopt;
     std::optional<double> best;
     // Nor is a memory level priced whose compute alone, analytically, is no faster than that plan.
-    const CompletionOptions opt{.max_candidates = r.arachne_completions, .skip_analytic_above_s = best_priced};
+    const CompletionOptions opt{.max_candidates = r.arachne_completions,
+                                .skip_analytic_above_s = best_priced,
+                                .data_parallel_placement = after_climb};
     for (CompletedPlan& c : complete_template(t, {r.cluster, r.topo, r.model, global, &cache}, price, opt)) {
       if (!best || c.priced_s < *best) best = c.priced_s;
       all.push_back(std::move(c));
@@ -191,7 +195,7 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
     return best;
   };
   const long extend = r.cluster->total_gpus() <= kArachneExtendMaxGpus ? kArachneExtendBelow : 0;
-  const std::vector<PricedTemplate> searched = local_search(templates, *r.cluster, *r.model, complete,
+  local_search(templates, *r.cluster, *r.model, complete,
                {.rounds = r.arachne_refine,
                 .width = 2,
                 .extend_below = extend,
@@ -199,10 +203,8 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
                 .extend_while_gain = kArachneExtendWhileGain,
                 .extend_max_factor = kArachneExtendMaxFactor,
                 .secondary = &extra.secondary});
-  std::set<Template> seen;
-  for (const PricedTemplate& p : searched) seen.insert(p.t);
-  for (const Template& t : extra.after)
-    if (!seen.count(canonical(t))) complete(t);
+  after_climb = true;
+  for (const Template& t : extra.after) complete(t);
   std::stable_sort(all.begin(), all.end(), [](const CompletedPlan& a, const CompletedPlan& b) { return a.priced_s < b.priced_s; });
   return all;
 }

@@ -700,15 +700,21 @@ bool usable(const Template& t, const CompletionInput& in) {
 std::vector<CompletedPlan> complete_template(const Template& t, const CompletionInput& in, const PlanPricer& price,
                                              const CompletionOptions& opt) {
   if (!usable(t, in)) return {};
-  auto placed = place_template(t, *in.cluster);
-  if (!placed) return {};
-  const auto layout = plan_layout(t, std::move(*placed), *in.cluster, *in.model);
-  if (!layout) return {};
   std::optional<CompletionCache> own;
   CompletionCache& cache = in.cache ? *in.cache : own.emplace(*in.cluster, *in.model);
   if (&cache.impl().cluster != in.cluster || &cache.impl().model != in.model)
     throw std::invalid_argument("complete_template: the cache belongs to another cluster or model");
-  return best_first(price_levels(t, *layout, cache.impl(), in, price, opt), opt.max_candidates);
+  const bool replicated = std::any_of(t.pipelines.begin(), t.pipelines.end(), [](const PipelineTemplate& p) { return p.replicas > 1; });
+  std::vector<CompletedPlan> plans;
+  for (const bool by_stage : {false, true}) {
+    if (by_stage && !(opt.data_parallel_placement && replicated)) break;
+    auto placed = place_template(t, *in.cluster, by_stage);
+    if (!placed) continue;
+    const auto layout = plan_layout(t, std::move(*placed), *in.cluster, *in.model);
+    if (!layout) continue;
+    for (CompletedPlan& p : price_levels(t, *layout, cache.impl(), in, price, opt)) plans.push_back(std::move(p));
+  }
+  return best_first(std::move(plans), opt.max_candidates);
 }
 
 }  // namespace arachne::planner

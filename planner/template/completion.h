@@ -38,6 +38,10 @@ struct CompletionOptions {
   // first split does: a planner passes the best price it has, which such plans rarely beat. Infinity: every
   // candidate is priced.
   double skip_analytic_above_s = std::numeric_limits<double>::infinity();
+  // Also complete the template with each class's replicas placed stage by stage (placement.h
+  // `replicas_by_stage`: the data-parallel peers of a stage on one node where they fit), both placements
+  // priced. Off: the default placement only.
+  bool data_parallel_placement = false;
 };
 
 struct CompletedPlan {

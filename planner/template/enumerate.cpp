@@ -618,7 +618,12 @@ std::vector<Template> uniform_templates(const Cluster& cluster, const ModelConfi
     for (int pp = 1; pp <= std::min<long>(model.layers, groups); ++pp) {
       const int replicas = groups / pp;
       if (groups % pp != 0 || replicas > batch) continue;
-      c.add(Template{{make_class(std::vector<StagePlan>(pp, StagePlan{&type, tp, 1, 1.0}), replicas, model)}});
+      PipelineTemplate p = make_class(std::vector<StagePlan>(pp, StagePlan{&type, tp, 1, 1.0}), replicas, model);
+      for (const int ep : kEpWidths) {  // MoE: every EP width over the replicas (dense: EP 1 only)
+        if (ep > 1 && (!model.moe || model.moe->experts % ep != 0 || replicas % ep != 0)) continue;
+        for (StageTemplate& st : p.stages) st.ep = ep;
+        c.add(Template{{p}});
+      }
     }
   }
   return c.take();

@@ -13,7 +13,7 @@ struct Demand {
   int pipeline = 0, stage = 0, kind = 0;
   std::string gpu_type;
   int tp = 1, groups = 1;
-  int peers = -1;  // the stage's EP group across pipelines (its nodes are preferred), else -1
+  int peers = -1;  // the stage's block of replicas (its nodes are preferred), else -1
 };
 
 // The cluster's free GPUs, node by node: each node's free local indices, ascending, in one flat array (a
@@ -136,9 +136,11 @@ class FreeGpus {
   }
 };
 
-// The replicas of a class that form its EP groups across pipelines: the largest EP degree of its stages with
-// EP across pipelines (1 when none has).
-int expert_block(const PipelineTemplate& pt) {
+// The replicas of a class placed stage by stage as one block: all of them with `replicas_by_stage`, else
+// those that form its EP groups across pipelines (the largest EP degree of its stages with EP across
+// pipelines; 1 when none has).
+int stage_block(const PipelineTemplate& pt, bool replicas_by_stage) {
+  if (replicas_by_stage) return pt.replicas;
   int block = 1;
   for (const StageTemplate& st : pt.stages)
     if (st.ep > 1 && st.ep_scope == EpScope::Pipelines) block = std::max(block, st.ep);
@@ -146,9 +148,9 @@ int expert_block(const PipelineTemplate& pt) {
 }
 
 // Every kind of every stage of every pipeline (the demands' index order: classes in order, replicas
-// consecutive), placed in that order, except that a class with EP across pipelines is placed per block of
-// expert_block replicas, stage by stage, each stage's replicas in order.
-std::vector<Demand> demands_of(const Template& t) {
+// consecutive), placed in that order, except that a class with a stage_block above one is placed per block
+// of that many replicas, stage by stage, each stage's replicas in order.
+std::vector<Demand> demands_of(const Template& t, bool replicas_by_stage) {
   std::vector<Demand> out;
   int pipeline = 0;
   for (const PipelineTemplate& pt : t.pipelines)
@@ -158,18 +160,19 @@ std::vector<Demand> demands_of(const Template& t) {
           const GroupKind& kind = pt.stages[j].kinds[k];
           out.push_back({static_cast<int>(out.size()), pipeline, j, k, kind.gpu_type, pt.stages[j].tp, kind.groups});
         }
-  if (std::none_of(t.pipelines.begin(), t.pipelines.end(), [](const PipelineTemplate& pt) { return expert_block(pt) > 1; }))
+  auto block_of = [&](const PipelineTemplate& pt) { return stage_block(pt, replicas_by_stage); };
+  if (std::none_of(t.pipelines.begin(), t.pipelines.end(), [&](const PipelineTemplate& pt) { return block_of(pt) > 1; }))
     return out;
   std::vector<Demand> reordered;
   reordered.reserve(out.size());
   auto first = out.begin();  // the class's first demand
-  int group = 0;             // EP groups, numbered in placement order
+  int group = 0;             // stage blocks, numbered in placement order
   for (const PipelineTemplate& pt : t.pipelines) {
     std::vector<size_t> offset{0};  // per stage: its first demand within a replica's
     for (const StageTemplate& st : pt.stages) offset.push_back(offset.back() + st.kinds.size());
     const size_t per_replica = offset.back();
     const auto end = first + static_cast<std::ptrdiff_t>(pt.replicas * per_replica);
-    const int block = expert_block(pt);
+    const int block = block_of(pt);
     if (block == 1) reordered.insert(reordered.end(), first, end);
     else
       for (int b0 = 0; b0 < pt.replicas; b0 += block)
@@ -203,14 +206,14 @@ bool place_demands(const std::vector<Demand>& demands, const Template& t, const 
                    std::vector<PlacedPipeline>& pipelines) {
   FreeGpus free(cluster);
   std::vector<std::vector<int>> nodes_of(pipelines.size());  // nodes each pipeline uses so far
-  std::vector<std::vector<int>> nodes_of_peers;               // nodes each EP group uses so far
+  std::vector<std::vector<int>> nodes_of_peers;               // nodes each stage block uses so far
   std::vector<std::vector<std::vector<GpuId>>> placed(demands.size());  // by the demand's index
   auto add = [](std::vector<int>& nodes, int node) {
     if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
   };
   for (const Demand& d : demands) {
     if (d.peers >= static_cast<int>(nodes_of_peers.size())) nodes_of_peers.resize(d.peers + 1);
-    // Near the stage's EP peers where it has them placed, else near its pipeline.
+    // Near the stage's peers in its block where it has them placed, else near its pipeline.
     const bool by_peers = d.peers >= 0 && !nodes_of_peers[d.peers].empty();
     const std::vector<int>& near = by_peers ? nodes_of_peers[d.peers] : nodes_of[d.pipeline];
     std::vector<std::vector<GpuId>>& groups = placed[d.index];
@@ -235,8 +238,8 @@ bool place_demands(const std::vector<Demand>& demands, const Template& t, const 
 
 }  // namespace
 
-std::optional<std::vector<PlacedPipeline>> place_template(const Template& t, const Cluster& cluster) {
-  std::vector<Demand> demands = demands_of(t);
+std::optional<std::vector<PlacedPipeline>> place_template(const Template& t, const Cluster& cluster, bool replicas_by_stage) {
+  std::vector<Demand> demands = demands_of(t, replicas_by_stage);
   for (const Demand& d : demands)
     if (d.tp < 1 || d.groups < 1) return std::nullopt;
   std::vector<PlacedPipeline> pipelines = empty_pipelines(t);

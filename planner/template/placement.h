@@ -18,7 +18,11 @@
 //     the pipeline transfers cross nodes, as Megatron-Core's rank order puts EP ranks next to TP ranks
 //     (Megatron-LM megatron/core/parallel_state.py, order "tp-cp-ep-dp-pp"). Measured with the estimator on
 //     two MoE clusters of 36 and 56 GPUs: this order priced best for 264 of 285 templates, the other for
-//     1, the same for 20.
+//     1, the same for 20;
+//   - with `replicas_by_stage`, every class of several replicas is placed so, all its replicas one block:
+//     the data-parallel peers of a stage share a node where they fit, so the gradient all-reduce stays on
+//     the node's links (the same rank order: dp before pp). Completion prices it beside the default where
+//     the caller asks (CompletionOptions::data_parallel_placement).
 // Deterministic.
 #pragma once
 #include <optional>
@@ -45,6 +49,7 @@ struct PlacedPipeline {
 
 // One entry per pipeline (classes in template order, replicas consecutive); nullopt when the cluster cannot
 // hold the template's groups.
-std::optional<std::vector<PlacedPipeline>> place_template(const Template& t, const Cluster& cluster);
+std::optional<std::vector<PlacedPipeline>> place_template(const Template& t, const Cluster& cluster,
+                                                          bool replicas_by_stage = false);
 
 }  // namespace arachne::planner

@@ -332,6 +332,29 @@ TEST(Completion, PlacementPutsEachExpertGroupAcrossPipelinesInOneNode) {
   EXPECT_LT(grouped.iteration_time_s, spread.iteration_time_s);
 }
 
+TEST(Completion, ReplicasByStagePutEachStagesDataParallelPeersInOneNode) {
+  // Four replicas of a two-stage TP-1 pipeline on two 4-GPU nodes: by default each pipeline keeps its two
+  // stages on one node (two pipelines per node); placed replicas by stage, stage 0 of all four shares one
+  // node and stage 1 the other, so each stage's gradient all-reduce stays on the node's links.
+  const Cluster c = parse_cluster_spec("A100-80:2x4", GpuCatalog::load_default());
+  Template t;
+  t.pipelines = {pipeline(4, {stage(1, {kind("A100-80", 1)}), stage(1, {kind("A100-80", 1)})})};
+  auto nodes_of_stage = [&](const std::vector<PlacedPipeline>& placed, int j) {
+    std::set<int> nodes;
+    for (const PlacedPipeline& p : placed) nodes.insert(c.node_of(p.stages[j].groups[0].gpus.front()));
+    return nodes;
+  };
+  const auto by_pipeline = place_template(t, c);
+  ASSERT_TRUE(by_pipeline);
+  for (const PlacedPipeline& p : *by_pipeline)
+    EXPECT_EQ(c.node_of(p.stages[0].groups[0].gpus.front()), c.node_of(p.stages[1].groups[0].gpus.front()));
+  const auto by_stage = place_template(t, c, /*replicas_by_stage=*/true);
+  ASSERT_TRUE(by_stage);
+  EXPECT_EQ(nodes_of_stage(*by_stage, 0).size(), 1u);
+  EXPECT_EQ(nodes_of_stage(*by_stage, 1).size(), 1u);
+  EXPECT_NE(nodes_of_stage(*by_stage, 0), nodes_of_stage(*by_stage, 1));
+}
+
 TEST(Completion, IsDeterministicAndRespectsMaxCandidates) {
   const Fixture f("A100-80:1x2,V100-32:1x2", test::small_gpt_model(32));
   Template t;

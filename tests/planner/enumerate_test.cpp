@@ -528,7 +528,7 @@ TEST(FastSubsetTemplates, OneStagePerNodeHoldsAModelNoOtherTemplateFits) {
 
 // Every uniform layout of a one-type cluster, each using every GPU: on two 4-GPU A100 nodes and the small
 // model (8 layers, 16 heads), TP 1, 2 and 4 (8 is wider than a node) at every depth up to the layers that
-// divides the TP groups; none on a cluster of two types.
+// divides the TP groups; none on a cluster of two types; for a MoE model, at every EP width.
 TEST(UniformTemplates, EveryUniformLayoutOfAOneTypeCluster) {
   const Cluster c = spec("A100-80:2x4");
   const ModelConfig m = test::small_gpt_model(64);
@@ -546,6 +546,18 @@ TEST(UniformTemplates, EveryUniformLayoutOfAOneTypeCluster) {
                                                      {2, 2, 2}, {2, 4, 1}, {4, 1, 2}, {4, 2, 1}};
   EXPECT_EQ(layouts, expected);
   EXPECT_TRUE(uniform_templates(spec("A100-80:1x4,V100-32:1x4"), m, 64).empty());
+  // MoE (8 experts): every EP width over the replicas that divides both, EP 1 included; 8 one-GPU replicas
+  // at EP 1, 2, 4 and 8.
+  const ModelConfig moe = test::small_moe_model(64);
+  const std::vector<Template> with_ep = uniform_templates(c, moe, 64);
+  expect_valid_distinct_canonical(with_ep, c, moe);
+  std::set<int> eps;
+  for (const Template& t : with_ep) {
+    const PipelineTemplate& p = t.pipelines.front();
+    EXPECT_EQ(p.replicas % p.stages.front().ep, 0) << to_text(t);
+    if (p.replicas == 8) eps.insert(p.stages.front().ep);
+  }
+  EXPECT_EQ(eps, (std::set<int>{1, 2, 4, 8}));
 }
 
 }  // namespace
