@@ -146,7 +146,8 @@ namespace {
 
 // What the default source adds beside its starting templates: secondary starts of the local search, and
 // templates priced after it (so that they cannot steer the climb), each with both placements of its
-// replicas (CompletionOptions::data_parallel_placement; again where the climb priced it with one).
+// replicas (CompletionOptions::data_parallel_placement; again where the climb priced it with one), as are
+// then the climb's kArachneReplacedTemplates best templates with replicas.
 struct ExtraTemplates {
   std::set<Template> secondary;
   std::vector<Template> after;
@@ -195,7 +196,7 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
     return best;
   };
   const long extend = r.cluster->total_gpus() <= kArachneExtendMaxGpus ? kArachneExtendBelow : 0;
-  local_search(templates, *r.cluster, *r.model, complete,
+  const std::vector<PricedTemplate> climbed = local_search(templates, *r.cluster, *r.model, complete,
                {.rounds = r.arachne_refine,
                 .width = 2,
                 .extend_below = extend,
@@ -205,6 +206,14 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
                 .secondary = &extra.secondary});
   after_climb = true;
   for (const Template& t : extra.after) complete(t);
+  // The climb's best templates with replicas again, now with their replicas' other placement too.
+  int polished = 0;
+  for (const PricedTemplate& p : climbed) {
+    if (polished >= kArachneReplacedTemplates) break;
+    if (std::none_of(p.t.pipelines.begin(), p.t.pipelines.end(), [](const PipelineTemplate& c) { return c.replicas > 1; })) continue;
+    ++polished;
+    complete(p.t);
+  }
   std::stable_sort(all.begin(), all.end(), [](const CompletedPlan& a, const CompletedPlan& b) { return a.priced_s < b.priced_s; });
   return all;
 }

@@ -19,7 +19,9 @@
 //      round (LocalSearchOptions::secondary), so that these deep pipelines, which often price best at the
 //      start, do not take the slots of the other sources' best templates; on a one-type cluster the default
 //      source also prices every uniform layout (uniform_templates: the grid Megatron-LM's and AMP's
-//      searches cover) after the local search, so that they cannot steer the climb;
+//      searches cover) after the local search, so that they cannot steer the climb, each with both
+//      placements of its replicas (pipeline by pipeline, and stage by stage: the data-parallel peers of a
+//      stage on one node), as are then the kArachneReplacedTemplates best templates of the climb;
 //   3. completion of every template by rule and a small candidate set, each candidate priced by the fast
 //      estimator (planner/template/completion.h, estimator.h), except a template whose GEMM lower bound, or a
 //      memory level whose analytic split, is no faster than the best price so far; a wall-clock budget stops it (the templates
@@ -125,6 +127,14 @@ inline constexpr long kArachneWholeSpaceUpTo = 200;
 // ... looked for only on clusters of at most this many GPUs (one 8-GPU node's space already holds more; the
 // walk to the cap would cost ~2 % of a 1,024-GPU plan).
 inline constexpr int kArachneWholeSpaceMaxGpus = 16;
+
+// After the local search, its best templates with several replicas of a class, up to this many, are
+// completed again with the replicas also placed stage by stage (the data-parallel peers of a stage on one
+// node; CompletionOptions::data_parallel_placement), which the climb does not price (it would double every
+// completion). Measured on the fresh seeds 12-20 (README, "Data-parallel peers on one node"): 2, 4 and 16
+// all turn seed 12 config 3 from 0.978 into 1.106 x Sailor; but 4 and 16 change the plans of the paper's
+// Alibaba replay, whose extra reconfigurations and lost work cost 15 % of its tokens, and 2 does not.
+inline constexpr int kArachneReplacedTemplates = 2;
 
 // When no proposed template completes within memory, the beam widens by this factor, up to this width.
 inline constexpr int kArachneWidenFactor = 4;

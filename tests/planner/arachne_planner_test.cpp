@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <random>
 
@@ -182,10 +183,21 @@ TEST(ArachnePlanner, RefinementNeverWorsensTheBestEstimate) {
 // over them on 7 H100 nodes (Mixtral; one of the uniform layouts arachne prices on a one-type cluster).
 // With the shipped policy and the default settings arachne's simulated iteration must be no slower than the
 // baseline's: both are simulated by the same deterministic simulator, and the baseline's template is one
-// reshape away from a proposed one, or proposed itself.
+// reshape away from a proposed one, or proposed itself. A fifth cell, gpt3-13b on H100-PCIe and L40S nodes
+// of 4 GPUs with slow NICs (6.25 GB/s, fresh held-out seed 12), lost to Sailor (0.978 x) until the climb's
+// best templates were also completed with the data-parallel peers of each stage on one node.
 TEST(ArachnePlanner, MatchesTheBaselinesWhereItsTemplatesReachTheirStructure) {
+  const fs::path slow_nics = fs::temp_directory_path() / ("arachne_slow_nics_" + std::to_string(::getpid()) + ".yaml");
+  {
+    std::ofstream out(slow_nics);
+    out << "version: 1\nname: slow-nics\n"
+           "network: {topology: leaf-spine, nodes_per_leaf: 8, oversubscription: 1, latency: 5 us}\nnode_groups:\n"
+           "  - {gpu: H100-PCIe, nodes: 15, gpus_per_node: 4, intra_node: {kind: pcie, bandwidth: 64 GB/s}, nic: {count: 4, bandwidth: 6.25 GB/s}}\n"
+           "  - {gpu: L40S, nodes: 9, gpus_per_node: 4, intra_node: {kind: pcie, bandwidth: 32 GB/s}, nic: {count: 4, bandwidth: 6.25 GB/s}}\n"
+           "  - {gpu: L40S, nodes: 2, gpus_per_node: 2, intra_node: {kind: pcie, bandwidth: 32 GB/s}, nic: {count: 4, bandwidth: 6.25 GB/s}}\n";
+  }
   struct Cell {
-    const char* cluster;
+    std::string cluster;
     const char* model;
     long batch;
     const char* baseline;
@@ -193,7 +205,8 @@ TEST(ArachnePlanner, MatchesTheBaselinesWhereItsTemplatesReachTheirStructure) {
   for (const Cell& cell : {Cell{"A100-80:1x4,P100:1x4", "llama2-13b", 32, "megatron"},
                            Cell{"H200:7x2,L4:3x4,L40S:1x4,T4:3x2,T4:1x1,T4:1x1", "mixtral-8x7b", 32, "sailor"},
                            Cell{"A10:16x1,H200:2x4,H200:1x2,L4:15x1,L40S:2x8", "mixtral-8x7b", 64, "sailor"},
-                           Cell{"H100:7x8", "mixtral-8x7b", 128, "amp"}}) {
+                           Cell{"H100:7x8", "mixtral-8x7b", 128, "amp"},
+                           Cell{slow_nics.string(), "gpt3-13b", 32, "sailor"}}) {
     const Cluster cluster = load_cluster(cell.cluster, GpuCatalog::load_default());
     const Topology topo(cluster);
     const ModelConfig model = load_model(cell.model);
@@ -209,6 +222,7 @@ TEST(ArachnePlanner, MatchesTheBaselinesWhereItsTemplatesReachTheirStructure) {
     ASSERT_TRUE(std::isfinite(theirs)) << cell.cluster;
     EXPECT_LE(ours, theirs * (1 + 1e-9)) << cell.cluster << " " << cell.model << " vs " << cell.baseline;
   }
+  fs::remove(slow_nics);
 }
 
 // Four GPU types of which no one type can train the model fast alone: the iteration lower bound of every
