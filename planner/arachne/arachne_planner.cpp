@@ -146,8 +146,8 @@ namespace {
 
 // What the default source adds beside its starting templates: secondary starts of the local search, and
 // templates priced after it (so that they cannot steer the climb), each with both placements of its
-// replicas (CompletionOptions::data_parallel_placement; again where the climb priced it with one), as are
-// then the climb's kArachneReplacedTemplates best templates with replicas.
+// replicas (CompletionOptions::data_parallel_placement; again where the climb priced it with one). Every
+// source then has the climb's kArachneReplacedTemplates best templates with replicas completed so too.
 struct ExtraTemplates {
   std::set<Template> secondary;
   std::vector<Template> after;
