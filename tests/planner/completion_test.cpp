@@ -51,6 +51,14 @@ StageTemplate stage(int tp, std::vector<GroupKind> kinds) {
   return s;
 }
 
+// A one-GPU-group stage of `type` with EP `ep` across the pipelines of its class.
+StageTemplate expert_stage(const std::string& type, int ep) {
+  StageTemplate s = stage(1, {{type, 1}});
+  s.ep = ep;
+  s.ep_scope = EpScope::Pipelines;
+  return s;
+}
+
 PipelineTemplate pipeline(int replicas, std::vector<StageTemplate> stages) {
   PipelineTemplate p;
   p.replicas = replicas;
@@ -186,11 +194,8 @@ TEST(Completion, ExpertParallelismAcrossReplicasKeepsTheBlockAlike) {
   // EP 2 over two replicas (ep_scope pipelines) beside a pipeline of another class: the replicas form an
   // aligned block with equal samples and micro-batch counts, experts even.
   const Fixture f("A100-80:1x2,V100-32:1x2", test::small_moe_model(32));
-  StageTemplate st = stage(1, {kind("A100-80", 1)});
-  st.ep = 2;
-  st.ep_scope = EpScope::Pipelines;
   Template t;
-  t.pipelines = {pipeline(1, {stage(2, {kind("V100-32", 1)})}), pipeline(2, {st})};
+  t.pipelines = {pipeline(1, {stage(2, {kind("V100-32", 1)})}), pipeline(2, {expert_stage("A100-80", 2)})};
   const auto plans = complete_template(t, f.input(), simulator(f.cluster, f.topo, f.model));
   expect_sound(plans, f, 32);
   const Plan& p = plans.front().plan;
@@ -307,11 +312,8 @@ TEST(Completion, PlacementPutsEachExpertGroupAcrossPipelinesInOneNode) {
   // one node and stage 1's the other, so the all-to-alls (per MoE layer, several times the activations a
   // stage sends) stay on the node's links and only the pipeline transfers cross the NICs.
   const Fixture f("A100-80:2x4", test::small_moe_model(32));
-  StageTemplate st = stage(1, {kind("A100-80", 1)});
-  st.ep = 4;
-  st.ep_scope = EpScope::Pipelines;
   Template t;
-  t.pipelines = {pipeline(4, {st, st})};
+  t.pipelines = {pipeline(4, {expert_stage("A100-80", 4), expert_stage("A100-80", 4)})};
   const auto plans = complete_template(t, f.input(), simulator(f.cluster, f.topo, f.model));
   expect_sound(plans, f, 32);
   const Plan& p = plans.front().plan;
