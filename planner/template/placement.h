@@ -14,8 +14,9 @@
 //     group (fragmentation), the kinds are placed again widest tp first;
 //   - MoE classes with EP across pipelines: each block of `ep` consecutive replicas (one EP group per stage,
 //     as the simulator forms them: sim/exec/stage_work.cpp) is placed stage by stage, and a stage prefers
-//     the nodes its EP peers already use (before its pipeline's): the all-to-alls stay inside a node and
-//     the pipeline transfers cross nodes, as Megatron-Core's rank order puts EP ranks next to TP ranks
+//     the nodes its EP peers already use (before its pipeline's): where the EP group fits in a node the
+//     all-to-alls stay inside it (else it spans as few nodes as the free GPUs allow) and the pipeline
+//     transfers cross nodes, as Megatron-Core's rank order puts EP ranks next to TP ranks
 //     (Megatron-LM megatron/core/parallel_state.py, order "tp-cp-ep-dp-pp"). Measured with the estimator on
 //     two MoE clusters of 36 and 56 GPUs: this order priced best for 264 of 285 templates, the other for
 //     1, the same for 20;
