@@ -153,6 +153,14 @@ struct ExtraTemplates {
   std::vector<Template> after;
 };
 
+// The default source's heuristic templates, climbed again on their own after the climb from every source:
+// a local search that expands its best few templates ends where the best-priced starts lead, and the
+// generator's own climb, which those starts can crowd out, then still ends among the candidates.
+std::vector<Template> own_climb_templates(const PlanRequest& r, long global) {
+  if (r.arachne_templates != TemplateSource::PolicyAndHeuristic) return {};
+  return heuristic_templates(*r.cluster, *r.model, r.arachne_beam, global);
+}
+
 // The default source's extra templates: secondary_templates, and on a one-type cluster its uniform layouts
 // after the climb (uniform_templates: the grid of Megatron-LM's and AMP's searches).
 ExtraTemplates extra_templates(const PlanRequest& r, long global) {
@@ -161,8 +169,8 @@ ExtraTemplates extra_templates(const PlanRequest& r, long global) {
 }
 
 // Every template completed and priced, best price first (the local search climbing from `templates`, with
-// `extra.secondary` its secondary starts, then `extra.after`); stops early (*cut = true) when the
-// wall-clock budget is spent.
+// `extra.secondary` its secondary starts, then from own_climb_templates alone, then `extra.after`); stops
+// early (*cut = true) when the wall-clock budget is spent.
 std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templates, const ExtraTemplates& extra,
                                              const PlanRequest& r, long global, const PlanTimer& timer, long* priced, bool* cut) {
   const Estimator est(*r.cluster, *r.topo, *r.model);
@@ -195,15 +203,25 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
     if (best) best_priced = std::min(best_priced, *best);
     return best;
   };
+  // The climbs share their prices: a template one of them priced is not completed again for the other.
+  std::map<Template, std::optional<double>> climb_prices;
+  const TemplatePricer climb_price = [&](const Template& t) -> std::optional<double> {
+    if (const auto it = climb_prices.find(t); it != climb_prices.end()) return it->second;
+    const std::optional<double> price = complete(t);
+    if (!*cut) climb_prices.emplace(t, price);
+    return price;
+  };
   const long extend = r.cluster->total_gpus() <= kArachneExtendMaxGpus ? kArachneExtendBelow : 0;
-  const std::vector<PricedTemplate> climbed = local_search(templates, *r.cluster, *r.model, complete,
-               {.rounds = r.arachne_refine,
-                .width = 2,
-                .extend_below = extend,
-                .max_rounds = kArachneMaxRounds,
-                .extend_while_gain = kArachneExtendWhileGain,
-                .extend_max_factor = kArachneExtendMaxFactor,
-                .secondary = &extra.secondary});
+  LocalSearchOptions climb{.rounds = r.arachne_refine,
+                           .width = 2,
+                           .extend_below = extend,
+                           .max_rounds = kArachneMaxRounds,
+                           .extend_while_gain = kArachneExtendWhileGain,
+                           .extend_max_factor = kArachneExtendMaxFactor,
+                           .secondary = &extra.secondary};
+  const std::vector<PricedTemplate> climbed = local_search(templates, *r.cluster, *r.model, climb_price, climb);
+  climb.secondary = nullptr;
+  local_search(own_climb_templates(r, global), *r.cluster, *r.model, climb_price, climb);
   after_climb = true;
   for (const Template& t : extra.after) complete(t);
   // The climb's best templates with replicas again, now with their replicas' other placement too.

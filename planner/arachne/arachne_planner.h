@@ -22,7 +22,11 @@
 //      searches cover) after the local search, so that they cannot steer the climb, each with both
 //      placements of its replicas (pipeline by pipeline, and stage by stage: the data-parallel peers of a
 //      stage on one node), as are then the kArachneReplacedTemplates best templates of the climb;
-//   3. completion of every template by rule and a small candidate set, each candidate priced by the fast
+//   3. the local search from the templates of step 2 (planner/template/neighbors.h: `--refine` rounds of
+//      moves from the best-priced templates, more while they gain), and for the default source a second one
+//      from the heuristic generator's templates alone, sharing the first one's prices, so that the
+//      generator's climb is not lost where the other sources' better-priced starts lead the first one to a
+//      worse end; completion of every template by rule and a small candidate set, each candidate priced by the fast
 //      estimator (planner/template/completion.h, estimator.h), except a template whose GEMM lower bound, or a
 //      memory level whose analytic split, is no faster than the best price so far; a wall-clock budget stops it (the templates
 //      completed so far are kept); when no template of the source completes within memory, steps 2-3 run
