@@ -5,6 +5,7 @@
 # --threads or interruptions; train's weights depend on its --threads, fixed here at 2).
 #
 # Usage: scripts/regen_policy.sh [--arachne build/arachne] [--out DIR]
+#   --arachne  the CLI to run (train loads the Torch module beside it, or ARACHNE_LEARNED_MODULE)
 #   --out  where the datasets, the training run and its log go (default: a temporary directory, removed at
 #          the end); an interrupted run started again with the same --out resumes (gen-data's shards,
 #          train --resume).
