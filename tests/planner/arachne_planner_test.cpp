@@ -75,6 +75,28 @@ struct Snapshot {
   }
 };
 
+// A cluster YAML in a temporary file, removed when the object goes.
+class TempClusterFile {
+ public:
+  TempClusterFile(const std::string& stem, const std::string& yaml)
+      : path_(fs::temp_directory_path() / (stem + "_" + std::to_string(::getpid()) + ".yaml")) {
+    std::ofstream(path_) << yaml;
+  }
+  ~TempClusterFile() { fs::remove(path_); }
+  std::string path() const { return path_.string(); }
+
+ private:
+  fs::path path_;
+};
+
+// The simulated iteration time of the planner's plan for r (infinity without a plan or out of memory).
+double simulated_plan_s(Planner& planner, const PlanRequest& r) {
+  const PlanResult res = planner.plan(r);
+  if (!res.plan) return std::numeric_limits<double>::infinity();
+  const SimResult sim = simulate_iteration(*r.cluster, *r.topo, *r.model, *res.plan, SimOptions{});
+  return sim.oom ? std::numeric_limits<double>::infinity() : sim.iteration_time_s;
+}
+
 TEST(ArachnePlanner, ReturnsAValidPlanWithinItsSimulationBudget) {
   const RandomPolicyFile policy(11);
   const Snapshot s("A100-80:1x4,V100-32:2x2");
@@ -187,15 +209,13 @@ TEST(ArachnePlanner, RefinementNeverWorsensTheBestEstimate) {
 // of 4 GPUs with slow NICs (6.25 GB/s, fresh held-out seed 12), lost to Sailor (0.978 x) until the climb's
 // best templates were also completed with the data-parallel peers of each stage on one node.
 TEST(ArachnePlanner, MatchesTheBaselinesWhereItsTemplatesReachTheirStructure) {
-  const fs::path slow_nics = fs::temp_directory_path() / ("arachne_slow_nics_" + std::to_string(::getpid()) + ".yaml");
-  {
-    std::ofstream out(slow_nics);
-    out << "version: 1\nname: slow-nics\n"
-           "network: {topology: leaf-spine, nodes_per_leaf: 8, oversubscription: 1, latency: 5 us}\nnode_groups:\n"
-           "  - {gpu: H100-PCIe, nodes: 15, gpus_per_node: 4, intra_node: {kind: pcie, bandwidth: 64 GB/s}, nic: {count: 4, bandwidth: 6.25 GB/s}}\n"
-           "  - {gpu: L40S, nodes: 9, gpus_per_node: 4, intra_node: {kind: pcie, bandwidth: 32 GB/s}, nic: {count: 4, bandwidth: 6.25 GB/s}}\n"
-           "  - {gpu: L40S, nodes: 2, gpus_per_node: 2, intra_node: {kind: pcie, bandwidth: 32 GB/s}, nic: {count: 4, bandwidth: 6.25 GB/s}}\n";
-  }
+  const TempClusterFile slow_nics(
+      "arachne_slow_nics",
+      "version: 1\nname: slow-nics\n"
+      "network: {topology: leaf-spine, nodes_per_leaf: 8, oversubscription: 1, latency: 5 us}\nnode_groups:\n"
+      "  - {gpu: H100-PCIe, nodes: 15, gpus_per_node: 4, intra_node: {kind: pcie, bandwidth: 64 GB/s}, nic: {count: 4, bandwidth: 6.25 GB/s}}\n"
+      "  - {gpu: L40S, nodes: 9, gpus_per_node: 4, intra_node: {kind: pcie, bandwidth: 32 GB/s}, nic: {count: 4, bandwidth: 6.25 GB/s}}\n"
+      "  - {gpu: L40S, nodes: 2, gpus_per_node: 2, intra_node: {kind: pcie, bandwidth: 32 GB/s}, nic: {count: 4, bandwidth: 6.25 GB/s}}\n");
   struct Cell {
     std::string cluster;
     const char* model;
@@ -206,23 +226,16 @@ TEST(ArachnePlanner, MatchesTheBaselinesWhereItsTemplatesReachTheirStructure) {
                            Cell{"H200:7x2,L4:3x4,L40S:1x4,T4:3x2,T4:1x1,T4:1x1", "mixtral-8x7b", 32, "sailor"},
                            Cell{"A10:16x1,H200:2x4,H200:1x2,L4:15x1,L40S:2x8", "mixtral-8x7b", 64, "sailor"},
                            Cell{"H100:7x8", "mixtral-8x7b", 128, "amp"},
-                           Cell{slow_nics.string(), "gpt3-13b", 32, "sailor"}}) {
+                           Cell{slow_nics.path(), "gpt3-13b", 32, "sailor"}}) {
     const Cluster cluster = load_cluster(cell.cluster, GpuCatalog::load_default());
     const Topology topo(cluster);
     const ModelConfig model = load_model(cell.model);
     const PlanRequest r = request_for(cluster, topo, model, cell.batch);
-    auto simulated = [&](Planner& planner) {
-      const PlanResult res = planner.plan(r);
-      if (!res.plan) return std::numeric_limits<double>::infinity();
-      const SimResult sim = simulate_iteration(cluster, topo, model, *res.plan, SimOptions{});
-      return sim.oom ? std::numeric_limits<double>::infinity() : sim.iteration_time_s;
-    };
     ArachnePlanner arachne;
-    const double ours = simulated(arachne), theirs = simulated(*make_planner(cell.baseline));
+    const double ours = simulated_plan_s(arachne, r), theirs = simulated_plan_s(*make_planner(cell.baseline), r);
     ASSERT_TRUE(std::isfinite(theirs)) << cell.cluster;
     EXPECT_LE(ours, theirs * (1 + 1e-9)) << cell.cluster << " " << cell.model << " vs " << cell.baseline;
   }
-  fs::remove(slow_nics);
 }
 
 // The heuristic generator's templates are climbed again on their own: on 133 GPUs of A10 (on 0.78 GB/s
@@ -231,28 +244,23 @@ TEST(ArachnePlanner, MatchesTheBaselinesWhereItsTemplatesReachTheirStructure) {
 // simulated), its slots taken by the policy's better-priced starts. With the second climb the default
 // source is no slower than the heuristic ablation there.
 TEST(ArachnePlanner, ClimbsTheGeneratorsTemplatesOnTheirOwnToo) {
-  const fs::path yaml = fs::temp_directory_path() / ("arachne_slow_a10_" + std::to_string(::getpid()) + ".yaml");
-  {
-    std::ofstream out(yaml);
-    out << "version: 1\nname: slow-a10-nics\n"
-           "network: {topology: leaf-spine, nodes_per_leaf: 32, oversubscription: 2, latency: 5 us}\nnode_groups:\n"
-           "  - {gpu: A10, nodes: 10, gpus_per_node: 4, intra_node: {kind: pcie, bandwidth: 32 GB/s}, nic: {count: 1, bandwidth: 0.78125 GB/s}}\n"
-           "  - {gpu: A10, nodes: 1, gpus_per_node: 2, intra_node: {kind: pcie, bandwidth: 32 GB/s}, nic: {count: 1, bandwidth: 0.78125 GB/s}}\n"
-           "  - {gpu: A10, nodes: 1, gpus_per_node: 3, intra_node: {kind: pcie, bandwidth: 32 GB/s}, nic: {count: 1, bandwidth: 0.78125 GB/s}}\n"
-           "  - {gpu: MI300X, nodes: 36, gpus_per_node: 1, intra_node: {kind: xgmi, bandwidth: 448 GB/s}, nic: {count: 8, bandwidth: 50 GB/s}}\n"
-           "  - {gpu: V100-16, nodes: 13, gpus_per_node: 4, intra_node: {kind: nvlink, bandwidth: 150 GB/s}, nic: {count: 4, bandwidth: 25 GB/s}}\n";
-  }
-  const Cluster cluster = load_cluster(yaml.string(), GpuCatalog::load_default());
-  fs::remove(yaml);
+  const TempClusterFile yaml(
+      "arachne_slow_a10",
+      "version: 1\nname: slow-a10-nics\n"
+      "network: {topology: leaf-spine, nodes_per_leaf: 32, oversubscription: 2, latency: 5 us}\nnode_groups:\n"
+      "  - {gpu: A10, nodes: 10, gpus_per_node: 4, intra_node: {kind: pcie, bandwidth: 32 GB/s}, nic: {count: 1, bandwidth: 0.78125 GB/s}}\n"
+      "  - {gpu: A10, nodes: 1, gpus_per_node: 2, intra_node: {kind: pcie, bandwidth: 32 GB/s}, nic: {count: 1, bandwidth: 0.78125 GB/s}}\n"
+      "  - {gpu: A10, nodes: 1, gpus_per_node: 3, intra_node: {kind: pcie, bandwidth: 32 GB/s}, nic: {count: 1, bandwidth: 0.78125 GB/s}}\n"
+      "  - {gpu: MI300X, nodes: 36, gpus_per_node: 1, intra_node: {kind: xgmi, bandwidth: 448 GB/s}, nic: {count: 8, bandwidth: 50 GB/s}}\n"
+      "  - {gpu: V100-16, nodes: 13, gpus_per_node: 4, intra_node: {kind: nvlink, bandwidth: 150 GB/s}, nic: {count: 4, bandwidth: 25 GB/s}}\n");
+  const Cluster cluster = load_cluster(yaml.path(), GpuCatalog::load_default());
   const Topology topo(cluster);
   const ModelConfig model = load_model("gpt3-1.3b");
   auto simulated = [&](TemplateSource source) {
     PlanRequest r = request_for(cluster, topo, model, 256);
     r.arachne_templates = source;
-    const PlanResult res = ArachnePlanner().plan(r);
-    if (!res.plan) return std::numeric_limits<double>::infinity();
-    const SimResult sim = simulate_iteration(cluster, topo, model, *res.plan, SimOptions{});
-    return sim.oom ? std::numeric_limits<double>::infinity() : sim.iteration_time_s;
+    ArachnePlanner arachne;
+    return simulated_plan_s(arachne, r);
   };
   const double heuristic = simulated(TemplateSource::Heuristic);
   ASSERT_TRUE(std::isfinite(heuristic));
