@@ -51,7 +51,8 @@ Usage:
 
 Planners ('arachne list planners'): arachne (the learned planner: --beam templates proposed by the
 policy and as many of the hand-written heuristic generator, --refine rounds of local moves from the best of
-them, every template completed and priced by the fast estimator, the --simulate-top best simulated;
+them and again from the generator's alone, every template completed and priced by the fast estimator, the
+--simulate-top best simulated;
 --arachne-templates replaces that source by another, everything else equal: the policy alone, random walks
 over the template grammar, the heuristic generator alone, or the restricted enumeration, at most
 --exhaustive-cap templates); megatron, amp,
