@@ -6,7 +6,7 @@
 #
 # Usage: scripts/regen_policy.sh [--arachne build/arachne] [--out DIR]
 #   --arachne  the CLI to run (train loads the Torch module beside it, or ARACHNE_LEARNED_MODULE)
-#   --out  where the datasets, the training run and its log go (default: a temporary directory, removed at
+#   --out  where the datasets and the training run go (default: a temporary directory, removed at
 #          the end); an interrupted run started again with the same --out resumes (gen-data's shards,
 #          train --resume).
 # Exit status: 0 when the weights equal the shipped file, 1 when they differ, 2 on bad usage.
