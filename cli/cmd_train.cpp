@@ -28,7 +28,8 @@ DIR/training.png. Same data, options, --seed and --threads give bit-identical we
 
 Usage:
   arachne train --data TRAIN.h5[,MORE.h5...] --validation HELD_OUT.h5 --out DIR [--imitation-epochs N] [--pg-epochs N]
-                [--batch N] [--pg-samples N] [--learning-rate X] [--seed N] [--threads T] [--resume]
+                [--batch N] [--pg-samples N] [--learning-rate X] [--pg-learning-rate X]
+                [--seed N] [--threads T] [--resume]
 
 Example:
   arachne gen-data --out train.h5 --configs 2000 --seed 1
@@ -48,7 +49,8 @@ int run_train(const std::vector<std::string>& args, const std::string& command_l
       ("pg-epochs", po::value<std::string>()->value_name("N")->default_value("5"), "policy-gradient epochs")
       ("batch", po::value<std::string>()->value_name("N")->default_value("32"), "sequences per step")
       ("pg-samples", po::value<std::string>()->value_name("N")->default_value("4"), "templates sampled per configuration")
-      ("learning-rate", po::value<std::string>()->value_name("X")->default_value("0.001"), "Adam learning rate")
+      ("learning-rate", po::value<std::string>()->value_name("X")->default_value("0.001"), "Adam learning rate (imitation)")
+      ("pg-learning-rate", po::value<std::string>()->value_name("X")->default_value("0.0001"), "Adam learning rate (policy gradient)")
       ("seed", po::value<std::string>()->value_name("N")->default_value("1"), "random seed")
       ("threads", po::value<std::string>()->value_name("T")->default_value("1"), "Torch threads (fixed for determinism)")
       ("resume", po::bool_switch(), "continue the run journalled in --out");
@@ -71,6 +73,7 @@ int run_train(const std::vector<std::string>& args, const std::string& command_l
     o.batch = parse_small_int_flag("--batch", vm["batch"].as<std::string>(), limits::kSearchWidth);
     o.pg_samples = parse_small_int_flag("--pg-samples", vm["pg-samples"].as<std::string>(), {2, limits::kSearchWidth.max});
     o.learning_rate = parse_double_flag("--learning-rate", vm["learning-rate"].as<std::string>(), limits::kLearningRate);
+    o.pg_learning_rate = parse_double_flag("--pg-learning-rate", vm["pg-learning-rate"].as<std::string>(), limits::kLearningRate);
     o.seed = parse_seed_flag("--seed", vm["seed"].as<std::string>());
     o.threads = parse_small_int_flag("--threads", vm["threads"].as<std::string>(), limits::kThreads);
     o.resume = vm["resume"].as<bool>();

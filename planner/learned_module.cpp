@@ -191,6 +191,11 @@ double LearnedPolicy::policy_gradient_step(const TrainingBatch& batch) {
   return loss;
 }
 
+void LearnedPolicy::set_learning_rate(double learning_rate) {
+  std::array<char, 512> err{};
+  if (module_->policy_set_learning_rate(policy_.get(), learning_rate, err.data(), err.size()) != 0) module_failed(err);
+}
+
 void LearnedPolicy::save(const std::string& path) {
   std::array<char, 512> err{};
   if (module_->policy_save(policy_.get(), path.c_str(), err.data(), err.size()) != 0) module_failed(err);

@@ -81,6 +81,8 @@ class LearnedPolicy {
   double imitation_step(const TrainingBatch& batch);
   double imitation_loss(const TrainingBatch& batch);  // no step
   double policy_gradient_step(const TrainingBatch& batch);
+  // Adam's learning rate for the steps that follow (kept in later checkpoints).
+  void set_learning_rate(double learning_rate);
   // Writes a checkpoint to `path` as it is (no temporary; wrap it in write_file_atomically for that).
   void save(const std::string& path);
 

@@ -226,7 +226,8 @@ std::unique_ptr<DecodingGrammar> after_bos(const DecodingGrammar& grammar, int b
 
 }  // namespace
 
-std::vector<std::vector<int>> allowed_along(const DecodingGrammar& grammar, const std::vector<int>& tokens, int bos) {
+std::vector<std::vector<int>> allowed_along(const DecodingGrammar& grammar, const std::vector<int>& tokens, int bos,
+                                            bool prefix) {
   if (tokens.empty() || tokens[0] != bos) throw std::invalid_argument("policy: a sequence starts with Bos");
   std::unique_ptr<DecodingGrammar> g = after_bos(grammar, bos);
   std::vector<std::vector<int>> out;
@@ -236,7 +237,7 @@ std::vector<std::vector<int>> allowed_along(const DecodingGrammar& grammar, cons
       throw std::invalid_argument("policy: token " + std::to_string(t) + " is not allowed where it stands");
     g->push(tokens[t]);
   }
-  if (!g->allowed().empty()) throw std::invalid_argument("policy: the sequence stops before the grammar completes");
+  if (!prefix && !g->allowed().empty()) throw std::invalid_argument("policy: the sequence stops before the grammar completes");
   return out;
 }
 
@@ -340,7 +341,7 @@ DecodedSequence PolicyNet::sample(const RequestFeatures& f, const DecodingGramma
     s.log_prob += lp[pick];
     g->push(allowed[pick]);
   }
-  if (!g->allowed().empty()) throw std::runtime_error("policy: no complete sequence within the step limit");
+  s.complete = g->allowed().empty();
   return s;
 }
 

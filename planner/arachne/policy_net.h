@@ -58,17 +58,20 @@ class GrammarAdapter final : public DecodingGrammar {
 };
 
 struct DecodedSequence {
-  std::vector<int> tokens;  // Bos ... (the grammar's last token)
+  std::vector<int> tokens;  // Bos ... (the grammar's last token, unless `complete` is false)
   double log_prob = 0;      // sum over decoded tokens of log p(token | prefix), masked softmax
+  bool complete = true;     // false: a sample stopped by its step limit before the grammar completed
 };
 
 // The ids the grammar allows before each token of `tokens` after the first (Bos): tokens.size() - 1 sorted
 // lists, the masks of teacher-forced training. Throws std::invalid_argument when a token is not allowed
-// where it stands or the sequence stops before the grammar completes.
-std::vector<std::vector<int>> allowed_along(const DecodingGrammar& grammar, const std::vector<int>& tokens, int bos);
+// where it stands or (unless `prefix`: an incomplete sample's tokens) the sequence stops before the grammar
+// completes.
+std::vector<std::vector<int>> allowed_along(const DecodingGrammar& grammar, const std::vector<int>& tokens, int bos,
+                                            bool prefix = false);
 template <class G>
-std::vector<std::vector<int>> allowed_along(const G& grammar, const std::vector<int>& tokens, int bos) {
-  return allowed_along(static_cast<const DecodingGrammar&>(GrammarAdapter<G>(grammar)), tokens, bos);
+std::vector<std::vector<int>> allowed_along(const G& grammar, const std::vector<int>& tokens, int bos, bool prefix = false) {
+  return allowed_along(static_cast<const DecodingGrammar&>(GrammarAdapter<G>(grammar)), tokens, bos, prefix);
 }
 
 class PolicyNet {
@@ -116,7 +119,8 @@ class PolicyNet {
   }
 
   // One sequence drawn from the policy (ancestral sampling under the masks, temperature 1). Deterministic
-  // for a given generator state. Throws std::runtime_error when max_steps pass without completion.
+  // for a given generator state. When max_steps tokens pass without completion, the tokens drawn so far
+  // with `complete` false (a policy that wanders is penalised for it, not stopped).
   DecodedSequence sample(const RequestFeatures& f, const DecodingGrammar& grammar, std::mt19937_64& rng,
                          int max_steps = 256) const;
 

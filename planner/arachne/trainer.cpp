@@ -227,10 +227,11 @@ double policy_gradient_epoch(LearnedPolicy& policy, const std::vector<Example>& 
       const TokenGrammar grammar(*e.cluster, e.model);
       for (int s = 0; s < opt.pg_samples; ++s) {
         const DecodedSequence d = net.sample(e.features, GrammarAdapter<TokenGrammar>(grammar), rng);
-        const std::optional<double> est = estimate_tokens(e, d.tokens);
+        // A sample stopped by the step limit earns nothing, as one that cannot be completed does.
+        const std::optional<double> est = d.complete ? estimate_tokens(e, d.tokens) : std::nullopt;
         const double reward = est ? e.best_label_estimate / *est : 0.0;
-        seqs.push_back({e.features, d.tokens, allowed_along(grammar, d.tokens, token_id({TokenKind::Bos, 0})), reward,
-                        static_cast<int64_t>(k)});
+        seqs.push_back({e.features, d.tokens, allowed_along(grammar, d.tokens, token_id({TokenKind::Bos, 0}), !d.complete),
+                        reward, static_cast<int64_t>(k)});
         reward_sum += reward;
         ++samples;
       }
@@ -334,7 +335,7 @@ std::string TrainerOptions::text() const {
   // depend on how many follow it).
   s << "data " << data << "\nvalidation " << validation << "\nbatch " << batch << "\npg_samples " << pg_samples << "\nvalidate_beam " << validate_beam
     << "\nmax_validation " << max_validation << "\nseed " << seed << "\nthreads " << threads << "\nlearning_rate "
-    << learning_rate << "\nwidths " << encoder_width << " " << token_width << " " << decoder_width << "\n";
+    << learning_rate << "\npg_learning_rate " << pg_learning_rate << "\nwidths " << encoder_width << " " << token_width << " " << decoder_width << "\n";
   return s.str();
 }
 
@@ -371,6 +372,7 @@ std::vector<EpochRecord> run_training(const TrainerOptions& opt, const ArachneLe
       r.train_loss = imitation_epoch(policy, train, opt.batch, epoch_seed(opt.seed, epoch));
     } else {
       r.phase = "policy-gradient";
+      policy.set_learning_rate(opt.pg_learning_rate);
       r.train_loss = policy_gradient_epoch(policy, train, opt, epoch_seed(opt.seed, epoch), &r.train_reward);
     }
     r.val_loss = validation_loss(policy, val, opt.batch);

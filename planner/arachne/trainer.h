@@ -8,7 +8,8 @@
 //      good templates), mini-batches in an order drawn from (seed, epoch);
 //   3. policy gradient: `pg_epochs` epochs of REINFORCE: per configuration `pg_samples` templates sampled
 //      from the current policy, completed and priced by the fast estimator; reward = the best label's
-//      estimated time / the sample's (0 when it cannot be completed), baseline = the configuration's mean;
+//      estimated time / the sample's (0 when it cannot be completed, or is still incomplete at the
+//      sampler's step limit), baseline = the configuration's mean, at learning rate `pg_learning_rate`;
 //   4. validation after every epoch on the held-out file: the imitation loss, and the beam's quality: the
 //      best of `validate_beam` decoded templates, completed and estimated, against the best label's
 //      estimate (geometric mean of label_s / beam_s; 1 = as good as the labels);
@@ -40,7 +41,8 @@ struct TrainerOptions {
   int max_validation = 200;  // validation configurations used (the first ones)
   std::uint64_t seed = 1;
   int threads = 1;
-  double learning_rate = 1e-3;
+  double learning_rate = 1e-3;     // Adam, imitation
+  double pg_learning_rate = 1e-4;  // Adam, policy gradient (fine-tuning: smaller steps than imitation's)
   int encoder_width = 64, token_width = 32, decoder_width = 128;
   bool resume = false;
 

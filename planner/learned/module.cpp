@@ -192,11 +192,15 @@ int policy_tensor(const ArachnePolicy* p, int64_t index, const char** name, int6
 
 void policy_destroy(ArachnePolicy* p) { delete p; }
 
+int policy_set_learning_rate(ArachnePolicy* p, double learning_rate, char* err, size_t err_len) {
+  return guarded<int>([&] { return p->trainer->set_learning_rate(learning_rate), 0; }, 1, err, err_len);
+}
+
 const ArachneLearnedModule kModule = {
     ARACHNE_LEARNED_ABI_VERSION, ARACHNE_VERSION,       TORCH_VERSION,         policy_create,
     policy_load,                 policy_save,           policy_shape,          policy_imitation_step,
     policy_imitation_loss,       policy_gradient_step,  policy_tensor_count,   policy_tensor,
-    policy_destroy,
+    policy_destroy,              policy_set_learning_rate,
 };
 
 }  // namespace

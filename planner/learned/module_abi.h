@@ -21,7 +21,7 @@
 extern "C" {
 #endif
 
-#define ARACHNE_LEARNED_ABI_VERSION 2u
+#define ARACHNE_LEARNED_ABI_VERSION 3u
 #define ARACHNE_LEARNED_ENTRY "arachne_learned_module"
 #define ARACHNE_LEARNED_MODULE_FILE "libarachne_learned_module.so"
 #define ARACHNE_POLICY_MAX_GROUPS 16 /* room for type_tokens; the shape's max_groups may be smaller */
@@ -89,6 +89,9 @@ typedef struct ArachneLearnedModule {
   int (*policy_tensor)(const ArachnePolicy* policy, int64_t index, const char** name, int64_t* numel, float* out,
                        int64_t out_len, char* err, size_t err_len);
   void (*policy_destroy)(ArachnePolicy* policy);
+  /* Sets Adam's learning rate for the steps that follow (kept in later checkpoints). 0 on success; non-zero
+   * for a rate that is not positive and finite. */
+  int (*policy_set_learning_rate)(ArachnePolicy* policy, double learning_rate, char* err, size_t err_len);
 } ArachneLearnedModule;
 
 /* The type of the ARACHNE_LEARNED_ENTRY symbol: returns the module's table (static storage). */

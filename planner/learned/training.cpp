@@ -1,6 +1,7 @@
 // Training steps and checkpoints of the policy network; see training.h.
 #include "planner/learned/training.h"
 
+#include <cmath>
 #include <stdexcept>
 
 namespace arachne::learned {
@@ -46,6 +47,14 @@ double PolicyTrainer::apply(const torch::Tensor& loss) {
   optimizer_->step();
   ++steps_;
   return loss.item<double>();
+}
+
+void PolicyTrainer::set_learning_rate(double learning_rate) {
+  if (!(learning_rate > 0) || !std::isfinite(learning_rate))
+    throw std::invalid_argument("policy: the learning rate must be positive and finite");
+  options_.learning_rate = learning_rate;
+  for (torch::optim::OptimizerParamGroup& g : optimizer_->param_groups())
+    static_cast<torch::optim::AdamOptions&>(g.options()).lr(learning_rate);
 }
 
 double PolicyTrainer::imitation_step(const PolicyBatch& batch) {

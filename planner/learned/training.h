@@ -40,6 +40,10 @@ class PolicyTrainer {
   // loss before the step.
   double policy_gradient_step(const PolicyBatch& batch, const torch::Tensor& rewards, const torch::Tensor& request);
 
+  // Adam's learning rate for the steps that follow (the optimiser's moments are kept); saved with the
+  // checkpoint. Throws std::invalid_argument for a rate that is not positive and finite.
+  void set_learning_rate(double learning_rate);
+
   // Writes a torch::save archive to `path` as it is: callers that need the file to appear whole write it
   // to a temporary (write_file_atomically, sim/io/atomic_file.h, the one place that names temporaries).
   void save(const std::string& path);

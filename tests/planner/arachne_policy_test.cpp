@@ -218,6 +218,24 @@ TEST(ArachnePolicyNet, SamplingFollowsTheMaskedProbabilities) {
   }
 }
 
+// A sample that the step limit stops before the grammar completes comes back marked incomplete (the policy
+// gradient penalises it) with the masks along its tokens still available; a complete one is marked complete.
+TEST(ArachnePolicyNet, ASampleStoppedByTheStepLimitIsMarkedIncomplete) {
+  const PolicyNet net(random_weights(toy::shape(), 9));
+  std::mt19937_64 rng(17);
+  const RequestFeatures f = toy::random_features(2, rng);
+  const toy::Grammar start(2, 50);  // after Bos, a type and a count, Eos or another pair: never done in 2 steps
+  std::mt19937_64 draw(5);
+  const DecodedSequence cut = net.sample(f, GrammarAdapter<toy::Grammar>(start), draw, 2);
+  EXPECT_FALSE(cut.complete);
+  ASSERT_EQ(cut.tokens.size(), 3u);  // Bos and two drawn tokens
+  EXPECT_EQ(allowed_along(start, cut.tokens, toy::kBos, /*prefix=*/true).size(), 2u);
+  EXPECT_THROW(allowed_along(start, cut.tokens, toy::kBos), std::invalid_argument);
+  const DecodedSequence whole = net.sample(f, GrammarAdapter<toy::Grammar>(toy::Grammar(2, 1)), draw, 3);
+  EXPECT_TRUE(whole.complete);  // Bos, type, count, Eos: three steps
+  EXPECT_EQ(whole.tokens.back(), toy::kEos);
+}
+
 TEST(ArachnePolicyNet, BeamOverTheTokenGrammarGivesDistinctTemplatesTheClusterHolds) {
   const Cluster cluster = parse_cluster_spec("A100-80:2x8,H100:1x8,V100-32:2x4,T4:1x4", GpuCatalog::load_default());
   const ModelConfig model = test::small_gpt_model(64);

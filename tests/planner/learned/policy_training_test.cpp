@@ -190,6 +190,40 @@ TEST(PolicyTraining, SameSeedSameWeightsAndCheckpointsResumeExactly) {
   EXPECT_THROW(PolicyTrainer::load("/nonexistent/policy.pt"), std::runtime_error);
 }
 
+// A learning rate set on a running trainer is the one its next steps take (the same bits as a trainer made
+// with it), and a checkpoint keeps it.
+TEST(PolicyTraining, ASetLearningRateTakesEffectAndIsCheckpointed) {
+  const auto [features, labels] = toy_task(32, 1);
+  const PolicyBatch batch = make_batch(features, labels);
+  PolicyTrainer fast(toy::shape(), TrainOptions{42, 1, 1e-2, 1.0}), slowed(toy::shape(), TrainOptions{42, 1, 1e-2, 1.0}),
+      set(toy::shape(), TrainOptions{42, 1, 1e-2, 1.0}), made_slow(toy::shape(), TrainOptions{42, 1, 1e-4, 1.0});
+  set.set_learning_rate(1e-4);
+  for (int i = 0; i < 5; ++i) {
+    fast.imitation_step(batch);
+    set.imitation_step(batch);
+    made_slow.imitation_step(batch);
+  }
+  EXPECT_TRUE(same_parameters(set.net(), made_slow.net()));
+  EXPECT_FALSE(same_parameters(set.net(), fast.net()));
+  EXPECT_EQ(set.options().learning_rate, 1e-4);
+
+  // Five steps at 1e-2, then the rate lowered: a save and a load keep the lowered rate for the next steps.
+  for (int i = 0; i < 5; ++i) slowed.imitation_step(batch);
+  slowed.set_learning_rate(1e-4);
+  const std::string path = temp_file("arachne_policy_lr_");
+  slowed.save(path);
+  std::unique_ptr<PolicyTrainer> resumed = PolicyTrainer::load(path);
+  fs::remove(path);
+  EXPECT_EQ(resumed->options().learning_rate, 1e-4);
+  for (int i = 0; i < 5; ++i) {
+    slowed.imitation_step(batch);
+    resumed->imitation_step(batch);
+  }
+  EXPECT_TRUE(same_parameters(slowed.net(), resumed->net()));
+  EXPECT_THROW(slowed.set_learning_rate(0), std::invalid_argument);
+  EXPECT_THROW(slowed.set_learning_rate(std::nan("")), std::invalid_argument);
+}
+
 TEST(PolicyTraining, ImitationLearnsTheToyTaskAndTheExportDecodesIt) {
   // A fresh batch of 128 requests at every step (seeded), so that the policy learns the rule rather than the
   // examples; the loss is measured on a fixed batch it never trains on.
