@@ -168,9 +168,24 @@ ExtraTemplates extra_templates(const PlanRequest& r, long global) {
   return {secondary_templates(r, global), uniform_templates(*r.cluster, *r.model, global)};
 }
 
+// The kArachneFoldedTemplates best-priced distinct templates of `completed`: their folds (fold_neighbors)
+// priced by `complete`, each once.
+void fold_best(std::vector<PricedTemplate> completed, const Cluster& cluster, const ModelConfig& model,
+               const TemplatePricer& complete) {
+  std::stable_sort(completed.begin(), completed.end(), [](const PricedTemplate& a, const PricedTemplate& b) { return a.priced_s < b.priced_s; });
+  std::set<Template> bases, folds;
+  for (const PricedTemplate& p : completed) {
+    if (static_cast<int>(bases.size()) >= kArachneFoldedTemplates) break;
+    if (!bases.insert(p.t).second) continue;
+    for (const Template& f : fold_neighbors(p.t, cluster, model))
+      if (bases.count(f) == 0 && folds.insert(f).second) complete(f);
+  }
+}
+
 // Every template completed and priced, best price first (the local search climbing from `templates`, with
-// `extra.secondary` its secondary starts, then from own_climb_templates alone, then `extra.after`); stops
-// early (*cut = true) when the wall-clock budget is spent.
+// `extra.secondary` its secondary starts, then from own_climb_templates alone, then `extra.after`, the
+// climb's best templates with both placements of their replicas, and the folds of the best templates:
+// fold_best); stops early (*cut = true) when the wall-clock budget is spent.
 std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templates, const ExtraTemplates& extra,
                                              const PlanRequest& r, long global, const PlanTimer& timer, long* priced, bool* cut) {
   const Estimator est(*r.cluster, *r.topo, *r.model);
@@ -184,6 +199,7 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
   const IterationLowerBound lower_bound(*r.cluster, *r.model, global);
   double best_priced = std::numeric_limits<double>::infinity();
   bool after_climb = false;  // extra.after: both placements of every class's replicas priced
+  std::vector<PricedTemplate> completed;  // every template that completed, with its best price
   const TemplatePricer complete = [&](const Template& t) -> std::optional<double> {
     if (timer.wall_budget_spent(r)) {
       *cut = true;
@@ -200,7 +216,10 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
       if (!best || c.priced_s < *best) best = c.priced_s;
       all.push_back(std::move(c));
     }
-    if (best) best_priced = std::min(best_priced, *best);
+    if (best) {
+      best_priced = std::min(best_priced, *best);
+      completed.push_back({t, *best});
+    }
     return best;
   };
   // The climbs share their prices: a template one of them priced is not completed again for the other.
@@ -232,6 +251,7 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
     ++polished;
     complete(p.t);
   }
+  fold_best(completed, *r.cluster, *r.model, complete);
   std::stable_sort(all.begin(), all.end(), [](const CompletedPlan& a, const CompletedPlan& b) { return a.priced_s < b.priced_s; });
   return all;
 }

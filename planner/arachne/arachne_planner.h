@@ -21,7 +21,8 @@
 //      source also prices every uniform layout (uniform_templates: the grid Megatron-LM's and AMP's
 //      searches cover) after the local search, so that they cannot steer the climb, each with both
 //      placements of its replicas (pipeline by pipeline, and stage by stage: the data-parallel peers of a
-//      stage on one node), as are then the kArachneReplacedTemplates best templates of the climb;
+//      stage on one node), as are then the kArachneReplacedTemplates best templates of the climb, and last
+//      (every source) the folds of the kArachneFoldedTemplates best templates priced (fold_neighbors);
 //   3. the local search from the templates of step 2 (planner/template/neighbors.h: `--refine` rounds of
 //      moves from the best-priced templates, more while they gain), and for the default source a second one
 //      from the heuristic generator's templates alone, sharing the first one's prices, so that the
@@ -139,6 +140,11 @@ inline constexpr int kArachneWholeSpaceMaxGpus = 16;
 // all turn seed 12 config 3 from 0.978 into 1.106 x Sailor; but 4 and 16 change the plans of the paper's
 // Alibaba replay, whose extra reconfigurations and lost work cost 15 % of its tokens, and 2 does not.
 inline constexpr int kArachneReplacedTemplates = 2;
+// Last, the best templates priced so far, up to this many, have their folds (fold_neighbors: a class's
+// replicas as more TP groups per stage, and back) completed with both placements: the templates that the
+// steps after the climb price best (uniform layouts, replicas placed stage by stage) were never expanded,
+// and on one node a stage's data-parallel peers run faster as TP groups of one pipeline than as replicas.
+inline constexpr int kArachneFoldedTemplates = 2;
 
 // When no proposed template completes within memory, the beam widens by this factor, up to this width.
 inline constexpr int kArachneWidenFactor = 4;

@@ -462,6 +462,13 @@ std::vector<Template> template_neighbors(const Template& start, const Cluster& c
   return sink.take();
 }
 
+std::vector<Template> fold_neighbors(const Template& start, const Cluster& cluster, const ModelConfig& model) {
+  const Template t = canonical(start);
+  MoveSink sink(t, cluster, model);
+  for (std::size_t c = 0; c < t.pipelines.size(); ++c) fold_moves(t, c, sink);
+  return sink.take();
+}
+
 std::vector<PricedTemplate> local_search(const std::vector<Template>& start, const Cluster& cluster,
                                          const ModelConfig& model, const TemplatePricer& price,
                                          const LocalSearchOptions& opt) {

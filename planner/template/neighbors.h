@@ -40,6 +40,9 @@
 namespace arachne::planner {
 
 std::vector<Template> template_neighbors(const Template& t, const Cluster& cluster, const ModelConfig& model);
+// The fold moves alone (data parallelism moved between a class's replicas and its stages' TP groups), under
+// the same rules: templates that template_neighbors(t) holds too.
+std::vector<Template> fold_neighbors(const Template& t, const Cluster& cluster, const ModelConfig& model);
 
 // A template's price: the best estimated iteration time of its completed plans, or nullopt when none fits.
 using TemplatePricer = std::function<std::optional<double>(const Template&)>;

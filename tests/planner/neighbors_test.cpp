@@ -101,6 +101,15 @@ TEST(TemplateNeighbors, FoldMovesTradeReplicasForGroupsPerStage) {
   const std::vector<Template> from_wide = template_neighbors(parse_template("1x[A100-80:tp2x4 | V100-32:tp2x4]"), c, m);
   EXPECT_TRUE(contains(from_wide, "4x[A100-80:tp2x1 | V100-32:tp2x1]"));
   EXPECT_TRUE(contains(from_wide, "2x[A100-80:tp2x2 | V100-32:tp2x2]"));
+  // fold_neighbors: exactly these four moves' results here, each also a neighbour.
+  for (const std::string start : {"4x[A100-80:tp2x1 | V100-32:tp2x1]", "1x[A100-80:tp2x4 | V100-32:tp2x4]"}) {
+    const std::vector<Template> folds = fold_neighbors(parse_template(start), c, m);
+    const std::vector<Template> all = template_neighbors(parse_template(start), c, m);
+    EXPECT_EQ(folds.size(), 2u) << start;
+    for (const Template& f : folds) EXPECT_TRUE(contains(all, to_text(f))) << to_text(f);
+  }
+  EXPECT_TRUE(contains(fold_neighbors(parse_template("4x[A100-80:tp2x1 | V100-32:tp2x1]"), c, m), "1x[A100-80:tp2x4 | V100-32:tp2x4]"));
+  EXPECT_TRUE(fold_neighbors(parse_template("1x[A100-80:tp2x1 | V100-32:tp2x1]"), c, m).empty());  // nothing to fold
 }
 
 // Idle GPUs: 2 free A100s are one more TP-2 group, on the first A100 stage (two stages would need 4); the 8
