@@ -156,7 +156,7 @@ int run_evaluate(const std::vector<std::string>& args, const std::string& comman
        "arachne template sources to compare (policy, random, heuristic, exhaustive), or none")
       ("oracle-max-gpus", po::value<std::string>()->value_name("G")->default_value("4"), "run the oracle only up to this size")
       ("beam", po::value<std::string>()->value_name("K")->default_value("8"), "arachne: templates proposed (K)")
-      ("simulate-top", po::value<std::string>()->value_name("N")->default_value("3"), "arachne: best-priced plans simulated")
+      ("simulate-top", po::value<std::string>()->value_name("N")->default_value("3"), "arachne: best-priced plan structures simulated")
       ("refine", po::value<std::string>()->value_name("R")->default_value(std::to_string(planner::PlanRequest{}.arachne_refine)), planner::refine_help().c_str())
       ("exhaustive-cap", po::value<std::string>()->value_name("N")->default_value("2000"),
        "ablation exhaustive: most templates enumerated (a cut is recorded as search_complete = false)")

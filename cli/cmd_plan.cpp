@@ -52,7 +52,7 @@ Usage:
 Planners ('arachne list planners'): arachne (the learned planner: --beam templates proposed by the
 policy and as many of the hand-written heuristic generator, --refine rounds of local moves from the best of
 them and again from the generator's alone, every template completed and priced by the fast estimator, the
---simulate-top best simulated;
+--simulate-top best-priced structures simulated;
 --arachne-templates replaces that source by another, everything else equal: the policy alone, random walks
 over the template grammar, the heuristic generator alone, or the restricted enumeration, at most
 --exhaustive-cap templates); megatron, amp,
@@ -140,7 +140,7 @@ int run_plan(const std::vector<std::string>& args, const std::string& command_li
       ("cost-model", po::value<std::string>()->value_name("own|simulator")->default_value("own"), "what the baselines price candidates with")
       ("flashflex-refine", po::bool_switch(), "FlashFlex: add our hill-climbing refinement (row flashflex+refine)")
       ("beam", po::value<std::string>()->value_name("K")->default_value("8"), "arachne: templates decoded by beam search")
-      ("simulate-top", po::value<std::string>()->value_name("N")->default_value("3"), "arachne: best-priced plans simulated")
+      ("simulate-top", po::value<std::string>()->value_name("N")->default_value("3"), "arachne: best-priced plan structures simulated")
       ("refine", po::value<std::string>()->value_name("R")->default_value(std::to_string(planner::PlanRequest{}.arachne_refine)), planner::refine_help().c_str())
       ("policy", po::value<std::string>()->value_name("FILE"), "arachne: policy weights (default: the shipped configs/policy/arachne.weights)")
       ("arachne-templates", po::value<std::string>()->value_name("SOURCE")->default_value(planner::template_source_name(planner::PlanRequest{}.arachne_templates)),

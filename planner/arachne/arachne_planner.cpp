@@ -182,10 +182,21 @@ void fold_best(std::vector<PricedTemplate> completed, const Cluster& cluster, co
   }
 }
 
+// The `count` best-priced distinct templates of `completed`, each priced by `complete` once more.
+void complete_best_again(std::vector<PricedTemplate> completed, int count, const TemplatePricer& complete) {
+  std::stable_sort(completed.begin(), completed.end(), [](const PricedTemplate& a, const PricedTemplate& b) { return a.priced_s < b.priced_s; });
+  std::set<Template> done;
+  for (const PricedTemplate& p : completed) {
+    if (static_cast<int>(done.size()) >= count) break;
+    if (done.insert(p.t).second) complete(p.t);
+  }
+}
+
 // Every template completed and priced, best price first (the local search climbing from `templates`, with
 // `extra.secondary` its secondary starts, then from own_climb_templates alone, then `extra.after`, the
-// climb's best templates with both placements of their replicas, and the folds of the best templates:
-// fold_best); stops early (*cut = true) when the wall-clock budget is spent.
+// climb's best templates with both placements of their replicas, the folds of the best templates
+// (fold_best), and the best templates with the other layer partition of equal max stage time:
+// complete_best_again); stops early (*cut = true) when the wall-clock budget is spent.
 std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templates, const ExtraTemplates& extra,
                                              const PlanRequest& r, long global, const PlanTimer& timer, long* priced, bool* cut) {
   const Estimator est(*r.cluster, *r.topo, *r.model);
@@ -199,6 +210,7 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
   const IterationLowerBound lower_bound(*r.cluster, *r.model, global);
   double best_priced = std::numeric_limits<double>::infinity();
   bool after_climb = false;  // extra.after: both placements of every class's replicas priced
+  PartitionTies ties = PartitionTies::EarliestCut;
   std::vector<PricedTemplate> completed;  // every template that completed, with its best price
   const TemplatePricer complete = [&](const Template& t) -> std::optional<double> {
     if (timer.wall_budget_spent(r)) {
@@ -211,7 +223,8 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
     // Nor is a memory level priced whose compute alone, analytically, is no faster than that plan.
     const CompletionOptions opt{.max_candidates = r.arachne_completions,
                                 .skip_analytic_above_s = best_priced,
-                                .data_parallel_placement = after_climb};
+                                .data_parallel_placement = after_climb,
+                                .partition_ties = ties};
     for (CompletedPlan& c : complete_template(t, {r.cluster, r.topo, r.model, global, &cache}, price, opt)) {
       if (!best || c.priced_s < *best) best = c.priced_s;
       all.push_back(std::move(c));
@@ -252,6 +265,8 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
     complete(p.t);
   }
   fold_best(completed, *r.cluster, *r.model, complete);
+  ties = PartitionTies::LatestCut;
+  complete_best_again(completed, kArachneRepartitionedTemplates, complete);
   std::stable_sort(all.begin(), all.end(), [](const CompletedPlan& a, const CompletedPlan& b) { return a.priced_s < b.priced_s; });
   return all;
 }
@@ -313,17 +328,36 @@ PlanResult ArachnePlanner::plan(const PlanRequest& request) {
   const std::vector<CompletedPlan> candidates = widening_candidates(request, global, timer, &result.own_model_evaluations, &enumerated, &cut);
   Evaluator eval(request);
   double best = std::numeric_limits<double>::infinity();
-  std::set<Template> structures;  // of the plans simulated
-  for (const CompletedPlan& c : candidates) {
-    if (eval.evaluations() >= request.arachne_simulate || eval.exhausted()) break;
-    if (result.plan && c.priced_s > kArachneSimulateWithin * candidates.front().priced_s) break;  // so are the rest
-    if (!structures.insert(simulation_structure(c.plan, *request.cluster)).second) continue;
+  const auto simulate = [&](const CompletedPlan& c) {
     const std::optional<double> t = eval.iteration_time(c.plan);
     if (t && *t < best) {
       best = *t;
       result.plan = c.plan;
       result.predicted_iteration_time_s = c.priced_s;
     }
+  };
+  std::vector<Template> structure(candidates.size());  // of each candidate, made when first needed
+  const auto structure_of = [&](size_t i) -> const Template& {
+    if (structure[i].pipelines.empty()) structure[i] = simulation_structure(candidates[i].plan, *request.cluster);
+    return structure[i];
+  };
+  // The structures completed with the latest-cut rule too (a few templates: complete_best_again).
+  std::set<Template> both_rules;
+  for (size_t j = 0; j < candidates.size(); ++j)
+    if (candidates[j].ties == PartitionTies::LatestCut) both_rules.insert(structure_of(j));
+  std::set<Template> structures;  // simulated
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    if (static_cast<int>(structures.size()) >= request.arachne_simulate || eval.exhausted()) break;
+    if (result.plan && candidates[i].priced_s > kArachneSimulateWithin * candidates.front().priced_s) break;  // so are the rest
+    if (!structures.insert(structure_of(i)).second) continue;
+    simulate(candidates[i]);
+    if (both_rules.count(structure_of(i)) == 0) continue;
+    // The same structure's best-priced plan of the other rule for equal partitions.
+    for (size_t j = i + 1; j < candidates.size() && !eval.exhausted(); ++j)
+      if (candidates[j].ties != candidates[i].ties && structure_of(j) == structure_of(i)) {
+        simulate(candidates[j]);
+        break;
+      }
   }
   result.evaluations = eval.evaluations();
   result.search_complete = enumerated && !cut && !eval.exhausted();

@@ -22,7 +22,8 @@
 //      searches cover) after the local search, so that they cannot steer the climb, each with both
 //      placements of its replicas (pipeline by pipeline, and stage by stage: the data-parallel peers of a
 //      stage on one node), as are then the kArachneReplacedTemplates best templates of the climb, and last
-//      (every source) the folds of the kArachneFoldedTemplates best templates priced (fold_neighbors);
+//      (every source) the folds of the kArachneFoldedTemplates best templates priced (fold_neighbors) and
+//      the kArachneRepartitionedTemplates best templates with the other min-max layer partition;
 //   3. the local search from the templates of step 2 (planner/template/neighbors.h: `--refine` rounds of
 //      moves from the best-priced templates, more while they gain), and for the default source a second one
 //      from the heuristic generator's templates alone, sharing the first one's prices, so that the
@@ -34,11 +35,14 @@
 //      again with a beam kArachneWidenFactor times as wide, up to kArachneWidestBeam (every source but
 //      `exhaustive`, whose space is fixed): where the first templates all run out of memory, more of them
 //      are tried before the planner gives up;
-//   4. the `simulate` best-priced plans simulated (each counted against the request's budget), but only
-//      those priced within kArachneSimulateWithin of the best once one simulated plan fits, and one plan per
-//      structure (simulation_structure: another completion of a template simulated already, or its fold,
-//      is skipped, so that the estimator's error on one structure cannot fill every simulation); the
-//      fastest simulated plan is returned.
+//   4. the best-priced plans of the `simulate` best-priced structures simulated (each counted against the
+//      request's budget), but only those priced within kArachneSimulateWithin of the best once one simulated
+//      plan fits: one plan per structure (simulation_structure: another completion of a template simulated
+//      already, or its fold, is skipped, so that the estimator's error on one structure cannot fill every
+//      simulation) and rule for equal partitions - where a structure was completed with both rules, its
+//      best-priced plan of each is simulated (the estimator ranks the two partitions' fill and drain less
+//      surely than the simulator: the one priced faster simulated 2.6 % slower on a held-out configuration);
+//      the fastest simulated plan is returned.
 // No LibTorch: the policy's weights are read from a file (default: the shipped configs/policy/
 // arachne.weights; DESIGN.md "Planners").
 #pragma once
@@ -145,6 +149,11 @@ inline constexpr int kArachneReplacedTemplates = 2;
 // steps after the climb price best (uniform layouts, replicas placed stage by stage) were never expanded,
 // and on one node a stage's data-parallel peers run faster as TP groups of one pipeline than as replicas.
 inline constexpr int kArachneFoldedTemplates = 2;
+// Then the best templates priced so far, up to this many, are completed once more with the other min-max
+// layer partition (PartitionTies::LatestCut: of equal splits, earlier stages take the extra layers): both
+// split the layers at the same slowest stage time, but the 1F1B fill and drain differ, and the estimator
+// prices that.
+inline constexpr int kArachneRepartitionedTemplates = 3;
 
 // When no proposed template completes within memory, the beam widens by this factor, up to this width.
 inline constexpr int kArachneWidenFactor = 4;

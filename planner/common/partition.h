@@ -40,19 +40,27 @@ std::vector<int> minmax_partition_table(int layers, int stages, const Fill& fill
 }
 }  // namespace detail
 
+// Which of several splits of equal max cost the table keeps for a stage: the earliest cut point (the
+// default: later stages take the extra layers) or the latest (earlier stages take them). Both are min-max
+// partitions; a pipeline's 1F1B time can still differ between them (the stage a layer lands on changes the
+// fill and drain), so a caller may price both.
+enum class PartitionTies { EarliestCut, LatestCut };
+
 // The same with the cost as any callable (inlined: for callers in a hot loop).
 template <class Cost>
-std::vector<int> minmax_partition_with(int layers, int stages, const Cost& cost) {
+std::vector<int> minmax_partition_with(int layers, int stages, const Cost& cost,
+                                       PartitionTies ties = PartitionTies::EarliestCut) {
+  const bool latest = ties == PartitionTies::LatestCut;
   const double inf = std::numeric_limits<double>::infinity();
   return detail::minmax_partition_table(layers, stages, [&](int s, const double* prev, double* row, int* cuts, int max_end) {
     for (int e = s; e <= max_end; ++e)
       for (int b = s - 1; b < e; ++b) {
         // A split whose first s - 1 stages already cost at least the best so far cannot lower it (the
         // max only grows): its cost is not needed.
-        if (prev[b] == inf || prev[b] >= row[e]) continue;
+        if (prev[b] == inf || prev[b] > row[e] || (prev[b] == row[e] && !latest)) continue;
         const double c = cost(s - 1, b, e);
         const double v = prev[b] > c ? prev[b] : c;
-        if (v < row[e]) {  // strict: ties keep the earlier cut point
+        if (v < row[e] || (latest && v == row[e])) {  // cut points ascend: strict keeps the earliest of equals
           row[e] = v;
           cuts[e] = b;
         }
@@ -70,8 +78,10 @@ std::vector<int> minmax_partition_with(int layers, int stages, const Cost& cost)
 // nearest cut to the left with a smaller prefix cost: every cut between costs no less, so it is passed over
 // too), the same cuts the one-by-one scan passes over.
 template <class Cost>
-std::vector<int> minmax_partition_monotone_with(int layers, int stages, const Cost& cost) {
+std::vector<int> minmax_partition_monotone_with(int layers, int stages, const Cost& cost,
+                                                PartitionTies ties = PartitionTies::EarliestCut) {
   const double inf = std::numeric_limits<double>::infinity();
+  const bool latest = ties == PartitionTies::LatestCut;
   std::vector<int> smaller(static_cast<size_t>(layers) + 1);  // per cut b of row s - 1: its previous-smaller cut
   return detail::minmax_partition_table(layers, stages, [&](int s, const double* prev, double* row, int* cuts, int max_end) {
     for (int b = s - 1; b < max_end; ++b) {
@@ -93,7 +103,9 @@ std::vector<int> minmax_partition_monotone_with(int layers, int stages, const Co
         const double c = cost(s - 1, b, e);
         if (c > row[e] || c == inf) break;  // so does every cut further left
         const double v = prev[b] > c ? prev[b] : c;
-        if (v <= row[e]) {  // not strict: of equal splits the leftmost cut wins, as in minmax_partition_with
+        // Cut points descend from the seed's right: of equal splits the leftmost wins unless `latest`, where
+        // one right of the seed replaces it and the first met (the rightmost) stays.
+        if (v < row[e] || (v == row[e] && (!latest || b > cuts[e]))) {
           row[e] = v;
           cuts[e] = b;
         }

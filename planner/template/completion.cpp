@@ -191,7 +191,7 @@ bool zero1_helps(const Layout& layout) {
 
 // The class costs at one memory level, built from the class's first pipeline (replicas share the types).
 std::vector<PipelineCosts> class_costs(const Template& t, const Layout& layout, LayerTimes& times, StageMemoryLines& memory,
-                                       MemoryLevel level) {
+                                       MemoryLevel level, PartitionTies ties) {
   // ZeRO-1 shards over every group holding a layer (sim/exec/stage_work.cpp): each other pipeline holds the
   // stage's first layer in at least its narrowest stage's groups.
   auto fewest_groups = [](const PlacedPipeline& p) {
@@ -216,7 +216,7 @@ std::vector<PipelineCosts> class_costs(const Template& t, const Layout& layout, 
       s.zero1_dp = static_cast<int>(p.stages[j].groups.size()) + all_fewest - fewest_groups(p);
       stages.push_back(std::move(s));
     }
-    out.emplace_back(times, memory, std::move(stages), level);
+    out.emplace_back(times, memory, std::move(stages), level, ties);
   }
   return out;
 }
@@ -522,8 +522,8 @@ class Pricer {
  public:
   using Admit = std::function<bool(const BatchSplit&)>;
   Pricer(const Template& t, const Layout& layout, std::vector<PipelineCosts>& costs, const CompletionInput& in,
-         const PlanPricer& price, MemoryLevel level, Admit admit, int budget)
-      : t_(t), layout_(layout), costs_(costs), in_(in), price_(price), level_(level), admit_(std::move(admit)),
+         const PlanPricer& price, MemoryLevel level, PartitionTies ties, Admit admit, int budget)
+      : t_(t), layout_(layout), costs_(costs), in_(in), price_(price), level_(level), ties_(ties), admit_(std::move(admit)),
         budget_(budget) {}
 
   // The priced time of the split (nullopt: not admitted, over budget, invalid, or out of memory).
@@ -539,7 +539,7 @@ class Pricer {
     }
     ++calls_;
     const std::optional<double> time = price_(plan);
-    if (time) done_.push_back({std::move(plan), *time});
+    if (time) done_.push_back({std::move(plan), *time, ties_});
     return seen_[s] = time;
   }
   bool spent() const { return calls_ >= budget_; }
@@ -552,6 +552,7 @@ class Pricer {
   const CompletionInput& in_;
   const PlanPricer& price_;
   MemoryLevel level_;
+  PartitionTies ties_;
   Admit admit_;
   int budget_;
   int calls_ = 0;
@@ -600,8 +601,8 @@ struct Level {
   MemoryLevel memory;
   std::vector<PipelineCosts> costs;
   BatchPlanner batch;
-  Level(const Template& t, const Layout& layout, CompletionCache::Impl& cache, MemoryLevel m, long global)
-      : memory(m), costs(class_costs(t, layout, cache.times, cache.memory, m)), batch(layout, costs, global) {}
+  Level(const Template& t, const Layout& layout, CompletionCache::Impl& cache, MemoryLevel m, PartitionTies ties, long global)
+      : memory(m), costs(class_costs(t, layout, cache.times, cache.memory, m, ties)), batch(layout, costs, global) {}
   // The level `m`, ZeRO-1 on, after `before`, the same recompute without it: its classes share before's
   // caches (PipelineCosts' constructor from same_times).
   Level(const Level& before, const Layout& layout, MemoryLevel m, long global)
@@ -667,7 +668,7 @@ std::vector<CompletedPlan> price_levels(const Template& t, const Layout& layout,
     const bool zero1_after_off = memory.zero1 && !levels.empty() && !levels.back()->memory.zero1 &&
                                  levels.back()->memory.recompute == memory.recompute;
     levels.push_back(zero1_after_off ? std::make_unique<Level>(*levels.back(), layout, memory, in.global_batch)
-                                     : std::make_unique<Level>(t, layout, cache, memory, in.global_batch));
+                                     : std::make_unique<Level>(t, layout, cache, memory, opt.partition_ties, in.global_batch));
     Level& level = *levels.back();
     const std::optional<BatchSplit> split = level.batch.split();
     if (split) {
@@ -677,7 +678,7 @@ std::vector<CompletedPlan> price_levels(const Template& t, const Layout& layout,
         Pricer::Admit admit = [needs = needs_recompute(levels), &level, skip = opt.skip_analytic_above_s](const BatchSplit& s) {
           return level.batch.time(s) < skip && needs(s);
         };
-        Pricer pricer(t, layout, level.costs, in, price, memory, std::move(admit), opt.max_priced);
+        Pricer pricer(t, layout, level.costs, in, price, memory, opt.partition_ties, std::move(admit), opt.max_priced);
         price_candidates(level.batch, *split, static_cast<int>(t.pipelines.size()), pricer);
         std::vector<CompletedPlan> priced = pricer.take();
         if (!priced.empty()) gate.record(memory, analytic_s);

@@ -22,6 +22,7 @@
 #include <optional>
 #include <vector>
 
+#include "planner/common/partition.h"
 #include "planner/template/template.h"
 #include "sim/hw/topology.h"
 
@@ -42,11 +43,14 @@ struct CompletionOptions {
   // `replicas_by_stage`: the data-parallel peers of a stage on one node where they fit), both placements
   // priced. Off: the default placement only.
   bool data_parallel_placement = false;
+  // Which of equal min-max layer partitions each pipeline takes (partition.h PartitionTies).
+  PartitionTies partition_ties = PartitionTies::EarliestCut;
 };
 
 struct CompletedPlan {
   Plan plan;
   double priced_s = 0;  // what `price` said
+  PartitionTies ties = PartitionTies::EarliestCut;  // the options' rule for equal partitions
 };
 
 // What completion derives from the cluster and model alone (the profiler's per-layer times, stage memory by

@@ -157,8 +157,8 @@ double StageMemoryLines::bytes(Lines& lines, const Query& q, int begin, int end,
 }
 
 PipelineCosts::PipelineCosts(LayerTimes& times, StageMemoryLines& memory, std::vector<StageCostSpec> stages,
-                             MemoryLevel level)
-    : times_(times), memory_(memory), stages_(std::move(stages)), level_(level), layers_(times.profiler().model().layers) {
+                             MemoryLevel level, PartitionTies ties)
+    : times_(times), memory_(memory), stages_(std::move(stages)), level_(level), ties_(ties), layers_(times.profiler().model().layers) {
   for (const StageCostSpec& s : stages_) {
     min_micro_batch_ = std::max(min_micro_batch_, static_cast<int>(s.groups.size()));
     memory_queries_.emplace_back();
@@ -185,7 +185,7 @@ PipelineCosts::PipelineCosts(LayerTimes& times, StageMemoryLines& memory, std::v
 }
 
 PipelineCosts::PipelineCosts(const PipelineCosts& same_times, MemoryLevel level)
-    : PipelineCosts(same_times.times_, same_times.memory_, same_times.stages_, level) {
+    : PipelineCosts(same_times.times_, same_times.memory_, same_times.stages_, level, same_times.ties_) {
   if (level.recompute != same_times.level_.recompute || !level.zero1)
     throw std::invalid_argument("PipelineCosts: sharing needs the same recompute and ZeRO-1 on");
   shared_ = same_times.shared_;
@@ -320,7 +320,7 @@ const std::vector<int>& PipelineCosts::partition(int b, long m) {
     };
     // The cost never falls as a range grows to the left: prefix sums of layer times, the embedding at 0,
     // and a memory limit that admits a range admits every later start (max_ends is non-decreasing).
-    bounds = minmax_partition_monotone_with(layers_, depth(), cost);
+    bounds = minmax_partition_monotone_with(layers_, depth(), cost, ties_);
     if (bounds.empty()) too_big_.emplace_back(b, cap);
     if (!limited) shared_->free_partitions.emplace(k, std::make_pair(level_.zero1, bounds));
   }
@@ -448,7 +448,7 @@ std::pair<double, double> PipelineCosts::unlimited_stages(int b) {
   tables.assign(depth(), nullptr);
   for (int j = 0; j < depth(); ++j) tables[j] = &group_tables(j, b);
   auto cost = [&](int j, int begin, int end) { return slowest_group_s(*tables[j], begin, end); };
-  const std::vector<int> bounds = minmax_partition_monotone_with(layers_, depth(), cost);
+  const std::vector<int> bounds = minmax_partition_monotone_with(layers_, depth(), cost, ties_);
   double sum = 0, slowest = 0;
   for (int j = 0; j < depth(); ++j) {
     const double t = cost(j, bounds[j], bounds[j + 1]);

@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "planner/common/partition.h"
 #include "planner/common/profile.h"
 #include "sim/model/model.h"
 
@@ -139,8 +140,10 @@ class PipelineCosts {
  public:
   static constexpr double kInf = std::numeric_limits<double>::infinity();
 
-  PipelineCosts(LayerTimes& times, StageMemoryLines& memory, std::vector<StageCostSpec> stages, MemoryLevel level);
-  // The same class at `level`, of the same recompute as `same_times` with ZeRO-1 on (a limit that rules out no
+  // `ties`: which of equal min-max partitions partition() keeps (partition.h PartitionTies).
+  PipelineCosts(LayerTimes& times, StageMemoryLines& memory, std::vector<StageCostSpec> stages, MemoryLevel level,
+                PartitionTies ties = PartitionTies::EarliestCut);
+  // The same class at `level` (and ties), of the same recompute as `same_times` with ZeRO-1 on (a limit that rules out no
   // layer range `same_times` admits: ZeRO-1 only shards the optimizer state). It shares what does not depend
   // on memory (group shares, layer tables, work bounds, unlimited partitions) and the partitions either
   // works out where the memory limit ruled out no range the min-max search looked at: the search, seeing the
@@ -184,6 +187,7 @@ class PipelineCosts {
   StageMemoryLines& memory_;
   std::vector<StageCostSpec> stages_;
   MemoryLevel level_;
+  PartitionTies ties_;
   int layers_ = 0;
   int min_micro_batch_ = 1;
   // (b, in-flight cap) pairs with no partition that fits: memory grows with b and with the micro-batches in

@@ -1,7 +1,8 @@
 // The min-max layer partition with early exit for costs that grow to the left
 // (planner/common/partition.h minmax_partition_monotone_with) against the plain dynamic program: the same
 // boundaries, ties included, on random costs of that kind - stage speeds, per-layer times with many equal
-// values (so splits tie), embedding and head terms and memory limits that admit every later start.
+// values (so splits tie), embedding and head terms and memory limits that admit every later start; with either
+// rule for equal splits.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -62,6 +63,37 @@ TEST(Partition, MonotoneVariantGivesThePlainProgramsBoundaries) {
   // Both outcomes occur, or the comparison proves little.
   EXPECT_GT(feasible, 1000);
   EXPECT_GT(infeasible, 100);
+}
+
+// The max stage cost of a partition (infinity when empty).
+template <class Cost>
+double max_cost(const std::vector<int>& bounds, const Cost& cost) {
+  if (bounds.empty()) return std::numeric_limits<double>::infinity();
+  double m = 0;
+  for (size_t s = 0; s + 1 < bounds.size(); ++s) m = std::max(m, cost(static_cast<int>(s), bounds[s], bounds[s + 1]));
+  return m;
+}
+
+TEST(Partition, LatestCutTiesGiveAnotherMinMaxSplitTheSameInBothVariants) {
+  std::mt19937_64 rng(12);
+  int differ = 0;
+  for (int i = 0; i < 3000; ++i) {
+    const int layers = std::uniform_int_distribution<int>(1, 40)(rng);
+    const int stages = std::uniform_int_distribution<int>(1, std::min(layers + 1, 24))(rng);
+    const RandomCost c = draw(rng, layers, stages);
+    const std::vector<int> early = minmax_partition_with(layers, stages, c);
+    const std::vector<int> late = minmax_partition_with(layers, stages, c, PartitionTies::LatestCut);
+    EXPECT_EQ(minmax_partition_monotone_with(layers, stages, c, PartitionTies::LatestCut), late) << "case " << i;
+    ASSERT_EQ(early.empty(), late.empty()) << "case " << i;
+    if (early.empty()) continue;
+    // Both are min-max: the same largest stage cost.
+    EXPECT_EQ(max_cost(late, c), max_cost(early, c)) << "case " << i;
+    // Of the last stage's equal splits the latest cut is kept: it starts no earlier.
+    EXPECT_GE(late[stages - 1], early[stages - 1]) << "case " << i;
+    differ += late != early;
+  }
+  // Ties are common in these costs, so the rules must part somewhere, or the test proves nothing.
+  EXPECT_GT(differ, 300);
 }
 
 }  // namespace
