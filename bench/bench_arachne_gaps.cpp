@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
     r.topo = &topo;
     r.model = &cfg.model;
     r.global_batch = cfg.global_batch;
-    const std::vector<CompletedPlan> plans = arachne_priced_plans(r, cfg.global_batch);
+    const std::vector<CompletedPlan> plans = arachne_priced_plans(r, cfg.global_batch).merged();
     std::printf("| %d | %d | %s |", i, cfg.cluster.total_gpus(), cfg.model.name.c_str());
     double first = 0, fastest = 0, fastest_price = 1;
     const bool moe = cfg.model.moe.has_value();

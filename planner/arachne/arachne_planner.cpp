@@ -182,6 +182,25 @@ void fold_best(std::vector<PricedTemplate> completed, const Cluster& cluster, co
   }
 }
 
+// From the best-priced template of `completed`, steps to its best-priced neighbour (template_neighbors,
+// priced by `price`) while that is cheaper, at most kArachneDescentSteps times: the climb leaves its last
+// round's templates and those priced after it unexpanded, so the best template may be one move from a
+// better one.
+void descend_from_best(const std::vector<PricedTemplate>& completed, const Cluster& cluster, const ModelConfig& model,
+                       const TemplatePricer& price) {
+  const auto best = std::min_element(completed.begin(), completed.end(),
+                                     [](const PricedTemplate& a, const PricedTemplate& b) { return a.priced_s < b.priced_s; });
+  if (best == completed.end()) return;
+  PricedTemplate at = *best;
+  for (int step = 0; step < kArachneDescentSteps; ++step) {
+    std::optional<PricedTemplate> next;
+    for (const Template& n : template_neighbors(at.t, cluster, model))
+      if (const std::optional<double> p = price(n); p && *p < (next ? next->priced_s : at.priced_s)) next = PricedTemplate{n, *p};
+    if (!next) return;
+    at = *next;
+  }
+}
+
 // The `count` best-priced distinct templates of `completed`, each priced by `complete` once more.
 void complete_best_again(std::vector<PricedTemplate> completed, int count, const TemplatePricer& complete) {
   std::stable_sort(completed.begin(), completed.end(), [](const PricedTemplate& a, const PricedTemplate& b) { return a.priced_s < b.priced_s; });
@@ -192,12 +211,17 @@ void complete_best_again(std::vector<PricedTemplate> completed, int count, const
   }
 }
 
-// Every template completed and priced, best price first (the local search climbing from `templates`, with
+void sort_by_price(std::vector<CompletedPlan>& plans) {
+  std::stable_sort(plans.begin(), plans.end(), [](const CompletedPlan& a, const CompletedPlan& b) { return a.priced_s < b.priced_s; });
+}
+
+// Every template completed and priced (the local search climbing from `templates`, with
 // `extra.secondary` its secondary starts, then from own_climb_templates alone, then `extra.after`, the
 // climb's best templates with both placements of their replicas, the folds of the best templates
-// (fold_best), and the best templates with the other layer partition of equal max stage time:
-// complete_best_again); stops early (*cut = true) when the wall-clock budget is spent.
-std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templates, const ExtraTemplates& extra,
+// (fold_best), the best templates with the other layer partition of equal max stage time
+// (complete_best_again), and last a descent from the best template: descend_from_best); stops early (*cut =
+// true) when the wall-clock budget is spent.
+PricedPlans priced_candidates(const std::vector<Template>& templates, const ExtraTemplates& extra,
                                              const PlanRequest& r, long global, const PlanTimer& timer, long* priced, bool* cut) {
   const Estimator est(*r.cluster, *r.topo, *r.model);
   const PlanPricer price = [&](const Plan& p) -> std::optional<double> {
@@ -212,7 +236,8 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
   bool after_climb = false;  // extra.after: both placements of every class's replicas priced
   PartitionTies ties = PartitionTies::EarliestCut;
   std::vector<PricedTemplate> completed;  // every template that completed, with its best price
-  const TemplatePricer complete = [&](const Template& t) -> std::optional<double> {
+  std::map<Template, std::optional<double>> after_prices;  // the best price of each completion after the climbs
+  const TemplatePricer complete_now = [&](const Template& t) -> std::optional<double> {
     if (timer.wall_budget_spent(r)) {
       *cut = true;
       return std::nullopt;
@@ -234,6 +259,14 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
       completed.push_back({t, *best});
     }
     return best;
+  };
+  const TemplatePricer complete = [&](const Template& t) -> std::optional<double> {
+    const std::optional<double> p = complete_now(t);
+    if (after_climb && !*cut) {
+      std::optional<double>& known = after_prices[t];
+      if (p && (!known || *p < *known)) known = p;
+    }
+    return p;
   };
   // The climbs share their prices: a template one of them priced is not completed again for the other.
   std::map<Template, std::optional<double>> climb_prices;
@@ -265,18 +298,36 @@ std::vector<CompletedPlan> priced_candidates(const std::vector<Template>& templa
     complete(p.t);
   }
   fold_best(completed, *r.cluster, *r.model, complete);
+  // The descent prices each template once: its price from the climbs or after them, else a completion,
+  // at most kArachneDescentMaxCompleted of them.
+  int descent_completed = 0;
+  const TemplatePricer descent_price = [&](const Template& t) -> std::optional<double> {
+    if (const auto it = climb_prices.find(t); it != climb_prices.end()) return it->second;
+    if (const auto it = after_prices.find(t); it != after_prices.end()) return it->second;
+    if (descent_completed >= kArachneDescentMaxCompleted) return std::nullopt;
+    ++descent_completed;
+    return complete(t);
+  };
   ties = PartitionTies::LatestCut;
   complete_best_again(completed, kArachneRepartitionedTemplates, complete);
-  std::stable_sort(all.begin(), all.end(), [](const CompletedPlan& a, const CompletedPlan& b) { return a.priced_s < b.priced_s; });
-  return all;
+  ties = PartitionTies::EarliestCut;
+  const size_t before_descent = all.size();
+  descend_from_best(completed, *r.cluster, *r.model, descent_price);
+  PricedPlans out;
+  out.descent.assign(std::make_move_iterator(all.begin() + static_cast<long>(before_descent)), std::make_move_iterator(all.end()));
+  all.resize(before_descent);
+  out.plans = std::move(all);
+  sort_by_price(out.plans);
+  sort_by_price(out.descent);
+  return out;
 }
 
 // priced_candidates of the proposed templates; while none completes within memory (and the budget lasts),
 // the same with a beam kArachneWidenFactor times as wide, up to kArachneWidestBeam.
-std::vector<CompletedPlan> widening_candidates(const PlanRequest& request, long global, const PlanTimer& timer, long* priced,
-                                               bool* enumerated, bool* cut) {
+PricedPlans widening_candidates(const PlanRequest& request, long global, const PlanTimer& timer, long* priced,
+                                bool* enumerated, bool* cut) {
   const ExtraTemplates extra = extra_templates(request, global);  // the same at every beam width
-  std::vector<CompletedPlan> candidates =
+  PricedPlans candidates =
       priced_candidates(proposed_templates(request, global, enumerated), extra, request, global, timer, priced, cut);
   if (request.arachne_templates == TemplateSource::Exhaustive) return candidates;
   PlanRequest wider = request;
@@ -287,14 +338,67 @@ std::vector<CompletedPlan> widening_candidates(const PlanRequest& request, long 
   return candidates;
 }
 
+// Step 4: the best-priced plans of the `arachne_simulate` best-priced structures simulated, each with its
+// structure's best plan under the other rule for equal partitions where it has one (the header), then the
+// descent's best plan where it is priced below all of them and its structure was not simulated; the fastest
+// goes into *result, with the simulations counted. Returns whether the request's simulation budget ran out.
+bool simulate_best(const PricedPlans& candidates, const PlanRequest& request, PlanResult* result) {
+  const std::vector<CompletedPlan>& plans = candidates.plans;
+  Evaluator eval(request);
+  double best = std::numeric_limits<double>::infinity();
+  const auto simulate = [&](const CompletedPlan& c) {
+    const std::optional<double> t = eval.iteration_time(c.plan);
+    if (t && *t < best) {
+      best = *t;
+      result->plan = c.plan;
+      result->predicted_iteration_time_s = c.priced_s;
+    }
+  };
+  std::vector<Template> structure(plans.size());  // of each plan, made when first needed
+  const auto structure_of = [&](size_t i) -> const Template& {
+    if (structure[i].pipelines.empty()) structure[i] = simulation_structure(plans[i].plan, *request.cluster);
+    return structure[i];
+  };
+  // The structures completed with the latest-cut rule too (a few templates: complete_best_again).
+  std::set<Template> both_rules;
+  for (size_t j = 0; j < plans.size(); ++j)
+    if (plans[j].ties == PartitionTies::LatestCut) both_rules.insert(structure_of(j));
+  std::set<Template> structures;  // simulated
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (static_cast<int>(structures.size()) >= request.arachne_simulate || eval.exhausted()) break;
+    if (result->plan && plans[i].priced_s > kArachneSimulateWithin * plans.front().priced_s) break;  // so are the rest
+    if (!structures.insert(structure_of(i)).second) continue;
+    simulate(plans[i]);
+    if (both_rules.count(structure_of(i)) == 0) continue;
+    for (size_t j = i + 1; j < plans.size() && !eval.exhausted(); ++j)
+      if (plans[j].ties != plans[i].ties && structure_of(j) == structure_of(i)) {
+        simulate(plans[j]);
+        break;
+      }
+  }
+  const std::vector<CompletedPlan>& descent = candidates.descent;
+  if (!descent.empty() && !eval.exhausted() && (plans.empty() || descent.front().priced_s < plans.front().priced_s) &&
+      structures.insert(simulation_structure(descent.front().plan, *request.cluster)).second)
+    simulate(descent.front());
+  result->evaluations = eval.evaluations();
+  return eval.exhausted();
+}
+
 }  // namespace
 
-std::vector<CompletedPlan> arachne_priced_plans(const PlanRequest& request, long global_batch, long* priced) {
+PricedPlans arachne_priced_plans(const PlanRequest& request, long global_batch, long* priced) {
   const PlanTimer timer;
   long count = 0;
   bool enumerated = true, cut = false;
-  std::vector<CompletedPlan> out = widening_candidates(request, global_batch, timer, &count, &enumerated, &cut);
+  PricedPlans out = widening_candidates(request, global_batch, timer, &count, &enumerated, &cut);
   if (priced != nullptr) *priced = count;
+  return out;
+}
+
+std::vector<CompletedPlan> PricedPlans::merged() const {
+  std::vector<CompletedPlan> out = plans;
+  out.insert(out.end(), descent.begin(), descent.end());
+  sort_by_price(out);
   return out;
 }
 
@@ -325,42 +429,9 @@ PlanResult ArachnePlanner::plan(const PlanRequest& request) {
   if (auto early = refused_request(request, name(), timer, &global)) return *early;
   PlanResult result;
   bool enumerated = true, cut = false;
-  const std::vector<CompletedPlan> candidates = widening_candidates(request, global, timer, &result.own_model_evaluations, &enumerated, &cut);
-  Evaluator eval(request);
-  double best = std::numeric_limits<double>::infinity();
-  const auto simulate = [&](const CompletedPlan& c) {
-    const std::optional<double> t = eval.iteration_time(c.plan);
-    if (t && *t < best) {
-      best = *t;
-      result.plan = c.plan;
-      result.predicted_iteration_time_s = c.priced_s;
-    }
-  };
-  std::vector<Template> structure(candidates.size());  // of each candidate, made when first needed
-  const auto structure_of = [&](size_t i) -> const Template& {
-    if (structure[i].pipelines.empty()) structure[i] = simulation_structure(candidates[i].plan, *request.cluster);
-    return structure[i];
-  };
-  // The structures completed with the latest-cut rule too (a few templates: complete_best_again).
-  std::set<Template> both_rules;
-  for (size_t j = 0; j < candidates.size(); ++j)
-    if (candidates[j].ties == PartitionTies::LatestCut) both_rules.insert(structure_of(j));
-  std::set<Template> structures;  // simulated
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    if (static_cast<int>(structures.size()) >= request.arachne_simulate || eval.exhausted()) break;
-    if (result.plan && candidates[i].priced_s > kArachneSimulateWithin * candidates.front().priced_s) break;  // so are the rest
-    if (!structures.insert(structure_of(i)).second) continue;
-    simulate(candidates[i]);
-    if (both_rules.count(structure_of(i)) == 0) continue;
-    // The same structure's best-priced plan of the other rule for equal partitions.
-    for (size_t j = i + 1; j < candidates.size() && !eval.exhausted(); ++j)
-      if (candidates[j].ties != candidates[i].ties && structure_of(j) == structure_of(i)) {
-        simulate(candidates[j]);
-        break;
-      }
-  }
-  result.evaluations = eval.evaluations();
-  result.search_complete = enumerated && !cut && !eval.exhausted();
+  const PricedPlans candidates = widening_candidates(request, global, timer, &result.own_model_evaluations, &enumerated, &cut);
+  const bool exhausted = simulate_best(candidates, request, &result);
+  result.search_complete = enumerated && !cut && !exhausted;
   if (!result.plan) result.reason = candidates.empty() ? "no proposed template could be completed within memory" : "every simulated candidate ran out of memory";
   return timer.finish(result);
 }

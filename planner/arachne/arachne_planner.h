@@ -22,8 +22,9 @@
 //      searches cover) after the local search, so that they cannot steer the climb, each with both
 //      placements of its replicas (pipeline by pipeline, and stage by stage: the data-parallel peers of a
 //      stage on one node), as are then the kArachneReplacedTemplates best templates of the climb, and last
-//      (every source) the folds of the kArachneFoldedTemplates best templates priced (fold_neighbors) and
-//      the kArachneRepartitionedTemplates best templates with the other min-max layer partition;
+//      (every source) the folds of the kArachneFoldedTemplates best templates priced (fold_neighbors), a
+//      descent of up to kArachneDescentSteps moves from the best template, and the
+//      kArachneRepartitionedTemplates best templates with the other min-max layer partition;
 //   3. the local search from the templates of step 2 (planner/template/neighbors.h: `--refine` rounds of
 //      moves from the best-priced templates, more while they gain), and for the default source a second one
 //      from the heuristic generator's templates alone, sharing the first one's prices, so that the
@@ -75,10 +76,19 @@ std::string arachne_label(TemplateSource source);
 // exhaustive source's cap cut the enumeration.
 std::vector<Template> proposed_templates(const PlanRequest& request, long global_batch, bool* complete = nullptr);
 
-// Steps 2-3 of the planner: the proposed templates completed and priced, every completed plan, best price
-// first (what step 4 simulates from); *priced (optional): the estimator's pricings. Deterministic unless
-// the request's wall-clock budget cuts it.
-std::vector<CompletedPlan> arachne_priced_plans(const PlanRequest& request, long global_batch, long* priced = nullptr);
+// The plans steps 2-3 priced, each list best price first: those of every step but the last descent, and the
+// descent's, kept apart so that in step 4 they add a simulation instead of displacing one.
+struct PricedPlans {
+  std::vector<CompletedPlan> plans;
+  std::vector<CompletedPlan> descent;
+  bool empty() const { return plans.empty() && descent.empty(); }
+  std::vector<CompletedPlan> merged() const;  // both lists in one, best price first
+};
+
+// Steps 2-3 of the planner: the proposed templates completed and priced, every completed plan (what step 4
+// simulates from); *priced (optional): the estimator's pricings. Deterministic unless the request's
+// wall-clock budget cuts it.
+PricedPlans arachne_priced_plans(const PlanRequest& request, long global_batch, long* priced = nullptr);
 
 // The --refine option's help text (plan, evaluate), with the extension rules' constants below.
 std::string refine_help();
@@ -149,6 +159,11 @@ inline constexpr int kArachneReplacedTemplates = 2;
 // steps after the climb price best (uniform layouts, replicas placed stage by stage) were never expanded,
 // and on one node a stage's data-parallel peers run faster as TP groups of one pipeline than as replicas.
 inline constexpr int kArachneFoldedTemplates = 2;
+// Then a descent from the best template priced so far: to its best-priced neighbour while that is cheaper,
+// at most this many steps and this many templates completed (a multi-class template over hundreds of GPUs
+// has thousands of neighbours).
+inline constexpr int kArachneDescentSteps = 4;
+inline constexpr int kArachneDescentMaxCompleted = 200;
 // Then the best templates priced so far, up to this many, are completed once more with the other min-max
 // layer partition (PartitionTies::LatestCut: of equal splits, earlier stages take the extra layers): both
 // split the layers at the same slowest stage time, but the 1F1B fill and drain differ, and the estimator
