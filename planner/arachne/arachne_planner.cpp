@@ -222,7 +222,7 @@ void sort_by_price(std::vector<CompletedPlan>& plans) {
 // (complete_best_again), and last a descent from the best template: descend_from_best); stops early (*cut =
 // true) when the wall-clock budget is spent.
 PricedPlans priced_candidates(const std::vector<Template>& templates, const ExtraTemplates& extra,
-                                             const PlanRequest& r, long global, const PlanTimer& timer, long* priced, bool* cut) {
+                              const PlanRequest& r, long global, const PlanTimer& timer, long* priced, bool* cut) {
   const Estimator est(*r.cluster, *r.topo, *r.model);
   const PlanPricer price = [&](const Plan& p) -> std::optional<double> {
     ++*priced;

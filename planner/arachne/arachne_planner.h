@@ -22,9 +22,9 @@
 //      searches cover) after the local search, so that they cannot steer the climb, each with both
 //      placements of its replicas (pipeline by pipeline, and stage by stage: the data-parallel peers of a
 //      stage on one node), as are then the kArachneReplacedTemplates best templates of the climb, and last
-//      (every source) the folds of the kArachneFoldedTemplates best templates priced (fold_neighbors), a
-//      descent of up to kArachneDescentSteps moves from the best template, and the
-//      kArachneRepartitionedTemplates best templates with the other min-max layer partition;
+//      (every source) the folds of the kArachneFoldedTemplates best templates priced (fold_neighbors), the
+//      kArachneRepartitionedTemplates best templates with the other min-max layer partition, and a descent
+//      of up to kArachneDescentSteps moves from the best template (its plans kept apart: PricedPlans);
 //   3. the local search from the templates of step 2 (planner/template/neighbors.h: `--refine` rounds of
 //      moves from the best-priced templates, more while they gain), and for the default source a second one
 //      from the heuristic generator's templates alone, sharing the first one's prices, so that the
@@ -43,7 +43,8 @@
 //      simulation) and rule for equal partitions - where a structure was completed with both rules, its
 //      best-priced plan of each is simulated (the estimator ranks the two partitions' fill and drain less
 //      surely than the simulator: the one priced faster simulated 2.6 % slower on a held-out configuration);
-//      the fastest simulated plan is returned.
+//      then the descent's best plan, where it is priced below all of them (an addition: it displaces no plan
+//      that would be simulated without the descent); the fastest simulated plan is returned.
 // No LibTorch: the policy's weights are read from a file (default: the shipped configs/policy/
 // arachne.weights; DESIGN.md "Planners").
 #pragma once
