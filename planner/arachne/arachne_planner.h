@@ -164,6 +164,9 @@ inline constexpr int kArachneFoldedTemplates = 2;
 // at most this many steps and this many templates completed (a multi-class template over hundreds of GPUs
 // has thousands of neighbours).
 inline constexpr int kArachneDescentSteps = 4;
+// The most simulations step 4 runs for `--simulate-top N`: each of the N structures under both rules for
+// equal partitions, and the descent's plan.
+inline constexpr int arachne_max_simulations(int simulate_top) { return 2 * simulate_top + 1; }
 inline constexpr int kArachneDescentMaxCompleted = 200;
 // Then the best templates priced so far, up to this many, are completed once more with the other min-max
 // layer partition (PartitionTies::LatestCut: of equal splits, earlier stages take the extra layers): both

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "planner/arachne/arachne_planner.h"
 #include "sim/hw/gpu.h"
 #include "tests/sim/test_support.h"
 
@@ -536,7 +537,7 @@ TEST(CliLearned, GenDataTrainAndPlanEndToEnd) {
   const nlohmann::json p = nlohmann::json::parse(plan.out)["results"][0];
   EXPECT_EQ(p["planner"], "arachne");
   EXPECT_FALSE(p["plan"].is_null());
-  EXPECT_LE(p["evaluations"].get<long>(), 3);  // the default --simulate-top
+  EXPECT_LE(p["evaluations"].get<long>(), planner::arachne_max_simulations(3));  // the default --simulate-top
   expect_one_error_line(dir.run("plan --cluster A100-80:1x4 --model gpt3-1.3b --planner arachne --policy missing.weights"));
 }
 
