@@ -168,16 +168,26 @@ ExtraTemplates extra_templates(const PlanRequest& r, long global) {
   return {secondary_templates(r, global), uniform_templates(*r.cluster, *r.model, global)};
 }
 
-// The kArachneFoldedTemplates best-priced distinct templates of `completed`: their folds (fold_neighbors)
-// priced by `complete`, each once.
-void fold_best(std::vector<PricedTemplate> completed, const Cluster& cluster, const ModelConfig& model,
-               const TemplatePricer& complete) {
+// The `count` best-priced distinct templates of `completed`, best first.
+std::vector<Template> best_distinct(std::vector<PricedTemplate> completed, int count) {
   std::stable_sort(completed.begin(), completed.end(), [](const PricedTemplate& a, const PricedTemplate& b) { return a.priced_s < b.priced_s; });
-  std::set<Template> bases, folds;
+  std::vector<Template> out;
+  std::set<Template> seen;
   for (const PricedTemplate& p : completed) {
-    if (static_cast<int>(bases.size()) >= kArachneFoldedTemplates) break;
-    if (!bases.insert(p.t).second) continue;
-    for (const Template& f : fold_neighbors(p.t, cluster, model))
+    if (static_cast<int>(out.size()) >= count) break;
+    if (seen.insert(p.t).second) out.push_back(p.t);
+  }
+  return out;
+}
+
+// The kArachneFoldedTemplates best-priced distinct templates of `completed`: their folds (fold_neighbors)
+// priced by `complete`, each once (none that is one of those templates, in order, already).
+void fold_best(const std::vector<PricedTemplate>& completed, const Cluster& cluster, const ModelConfig& model,
+               const TemplatePricer& complete) {
+  std::set<Template> bases, folds;
+  for (const Template& base : best_distinct(completed, kArachneFoldedTemplates)) {
+    bases.insert(base);
+    for (const Template& f : fold_neighbors(base, cluster, model))
       if (bases.count(f) == 0 && folds.insert(f).second) complete(f);
   }
 }
@@ -202,13 +212,8 @@ void descend_from_best(const std::vector<PricedTemplate>& completed, const Clust
 }
 
 // The `count` best-priced distinct templates of `completed`, each priced by `complete` once more.
-void complete_best_again(std::vector<PricedTemplate> completed, int count, const TemplatePricer& complete) {
-  std::stable_sort(completed.begin(), completed.end(), [](const PricedTemplate& a, const PricedTemplate& b) { return a.priced_s < b.priced_s; });
-  std::set<Template> done;
-  for (const PricedTemplate& p : completed) {
-    if (static_cast<int>(done.size()) >= count) break;
-    if (done.insert(p.t).second) complete(p.t);
-  }
+void complete_best_again(const std::vector<PricedTemplate>& completed, int count, const TemplatePricer& complete) {
+  for (const Template& t : best_distinct(completed, count)) complete(t);
 }
 
 void sort_by_price(std::vector<CompletedPlan>& plans) {
