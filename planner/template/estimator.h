@@ -15,23 +15,26 @@
 //  - each pipeline runs the simulator's own rank programs (sim/exec/pipeline_schedule.h rank_program:
 //    Megatron's warm-up / steady state / cool-down with blocking exchanges), one timeline per stage (the
 //    slowest of its TP groups), the exchanges' transfers paired in posting order as the simulator pairs
-//    them; a transfer lasts its latency plus its bottleneck link's load over capacity (no contention with
-//    other transfers); the bubbles follow from the recurrence, no bubble formula is assumed;
+//    them; a transfer lasts its latency plus its bottleneck link's load over capacity, and where transfers
+//    of other boundaries of its pipeline load the same link, plus the part of their loads that overlaps it
+//    (the overlaps taken from the schedule run with every transfer alone); the bubbles follow from the
+//    recurrence, no bubble formula is assumed;
 //  - gradient reduction: the simulator's segments and Megatron buckets (sim/exec/grad_sync.cpp), each
 //    bucket ready at its layer's point in the last backward, one at a time per communicator, timed as the
 //    simulator's collective flows (sim/net/collectives.h collective_transfers) at their bottleneck link,
 //    no faster than the busiest link shared by several communicators can carry them all, and each
-//    communicator of a shared link no sooner than processor sharing of that link lets it; then the
+//    communicator of a shared link no sooner than processor sharing of that link lets it, a link's capacity
+//    shared with the MoE all-to-alls of the last backward still to run (spread evenly over the pass); then the
 //    tied-embedding all-reduces (timed the same way), the optimizer step and the ZeRO-1 all-gather after it;
 //  - MoE expert parallelism: per MoE layer the dispatch and combine all-to-alls (flat, sim/net/alltoall.h)
 //    at their bottleneck link, together with the all-to-alls of the same stage in every pipeline of the same
 //    shape (they run at once), and the routed experts at the expected load (multinomial routing with the
 //    capacity cut, sim/model/moe_routing.h), the slowest EP rank gating each layer;
 //  - memory: stage_memory (sim/model/memory.h) with the inputs build_stage_work gives it - the same verdict.
-// It ignores: contention of a pipeline transfer with any other traffic, and of an all-to-all with traffic
-// other than its stage's all-to-alls (timed on their links alone; the fitted p2p coefficient absorbs part
-// of it), the routing draw's variation around the
-// expected expert load, the coupling of pipelines through expert-parallel rendezvous, and the differences
+// It ignores: contention of a pipeline transfer with traffic other than its pipeline's transfers (the
+// fitted p2p coefficient absorbs part of it), and of an all-to-all with traffic other than its stage's
+// all-to-alls (timed on their links alone, though a gradient reduction on their links waits for them), the
+// routing draw's variation around the expected expert load, the coupling of pipelines through expert-parallel rendezvous, and the differences
 // between the TP groups of one stage (the stage runs at its slowest group's pace).
 #pragma once
 #include <map>
