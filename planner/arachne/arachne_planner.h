@@ -111,20 +111,19 @@ inline constexpr double kArachneSimulateWithin = 1.10;
 // On clusters of at most kArachneExtendMaxGpus GPUs, where a template completes in about a millisecond,
 // the local search goes on past `--refine` rounds while fewer than kArachneExtendBelow templates were tried
 // (LocalSearchOptions::extend_below), up to kArachneMaxRounds
-// rounds. Measured on 24 held-out configurations of 4-10 GPUs (README, "small clusters"): 1, 3 and 6
+// rounds. Measured on 24 held-out configurations of 4-10 GPUs (results/arachne-evaluation-small): 1, 3 and 6
 // rounds give 5, 3 and 1 losses to the best baseline for 0.015, 0.025 and 0.040 s median planning time.
 // 600 templates rather than 300: the same plans on those 24 and on the K-sweep's 27 cases, 0.5-1.1 % faster
 // ones on 3 of 52 held-out configurations of up to 1,024 GPUs, and Mixtral on 16 A100-80 and 16 V100-32
 // (configs/experiments/paper.yaml) 70.09 -> 68.15 s, where the climb to Metis's deep layout needs a fifth
-// round (README, "Deeper moves for mixed pipelines, and a longer climb on small clusters").
+// round.
 // Larger clusters extend only while a round gains (below): one round at 1,024 GPUs costs hundreds of milliseconds.
 inline constexpr int kArachneExtendMaxGpus = 64;
 inline constexpr long kArachneExtendBelow = 600;
 inline constexpr int kArachneMaxRounds = 6;
 // On every cluster the local search also goes on past `--refine` rounds, up to kArachneMaxRounds, while the
 // round before lowered the best estimated price by at least this fraction (LocalSearchOptions::
-// extend_while_gain): rounds are spent where they still pay (measured: README, "Local search until it stops
-// gaining").
+// extend_while_gain): rounds are spent where they still pay.
 inline constexpr double kArachneExtendWhileGain = 0.005;
 // ... pricing at most this many times the templates of the `--refine` rounds (LocalSearchOptions::
 // extend_max_factor): the climb at most triples the planning work.
@@ -142,7 +141,7 @@ inline constexpr int kArachneFastSubsetTemplates = 2;
 // on 2-4 GPUs (the space of a 4-GPU two-type cluster holds 100-200), where each completes in about a
 // millisecond. Measured on the 40 held-out configurations of 2-5 GPUs of results/arachne-oracle-ratio:
 // arachne over the oracle 0.997 -> 0.999 in geometric mean, minimum 0.958 -> 0.980, median planning time
-// 4.5 -> 6.6 ms (README, "Against the oracle on small clusters").
+// 4.5 -> 6.6 ms (README, "Against the oracle").
 inline constexpr long kArachneWholeSpaceUpTo = 200;
 // ... looked for only on clusters of at most this many GPUs (one 8-GPU node's space already holds more; the
 // walk to the cap would cost ~2 % of a 1,024-GPU plan).
@@ -151,7 +150,7 @@ inline constexpr int kArachneWholeSpaceMaxGpus = 16;
 // After the local search, its best templates with several replicas of a class, up to this many, are
 // completed again with the replicas also placed stage by stage (the data-parallel peers of a stage on one
 // node; CompletionOptions::data_parallel_placement), which the climb does not price (it would double every
-// completion). Measured on the fresh seeds 12-20 (README, "Data-parallel peers on one node"): 2, 4 and 16
+// completion). Measured on the fresh seeds 12-20: 2, 4 and 16
 // all turn seed 12 config 3 from 0.978 into 1.106 x Sailor; but 4 and 16 change the plans of the paper's
 // Alibaba replay, whose extra reconfigurations and lost work cost 15 % of its tokens, and 2 does not.
 inline constexpr int kArachneReplacedTemplates = 2;
