@@ -161,11 +161,15 @@ std::vector<Template> own_climb_templates(const PlanRequest& r, long global) {
   return heuristic_templates(*r.cluster, *r.model, r.arachne_beam, global);
 }
 
-// The default source's extra templates: secondary_templates, and on a one-type cluster its uniform layouts
-// after the climb (uniform_templates: the grid of Megatron-LM's and AMP's searches).
+// The default source's extra templates: secondary_templates, and after the climb on a one-type cluster its
+// uniform layouts (uniform_templates: the grid of Megatron-LM's and AMP's searches) and on any cluster the
+// one-stage-per-node pipelines that leave the weakest nodes idle where the nodes outnumber the layers
+// (node_stage_templates_over_layers).
 ExtraTemplates extra_templates(const PlanRequest& r, long global) {
   if (r.arachne_templates != TemplateSource::PolicyAndHeuristic) return {};
-  return {secondary_templates(r, global), uniform_templates(*r.cluster, *r.model, global)};
+  ExtraTemplates extra{secondary_templates(r, global), uniform_templates(*r.cluster, *r.model, global)};
+  for (Template& t : node_stage_templates_over_layers(*r.cluster, *r.model)) extra.after.push_back(std::move(t));
+  return extra;
 }
 
 // The `count` best-priced distinct templates of `completed`, best first.

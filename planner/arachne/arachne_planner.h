@@ -19,7 +19,9 @@
 //      round (LocalSearchOptions::secondary), so that these deep pipelines, which often price best at the
 //      start, do not take the slots of the other sources' best templates; on a one-type cluster the default
 //      source also prices every uniform layout (uniform_templates: the grid Megatron-LM's and AMP's
-//      searches cover) after the local search, so that they cannot steer the climb, each with both
+//      searches cover), and on any cluster whose nodes outnumber the layers the one-stage-per-node
+//      pipelines with the weakest nodes idle (node_stage_templates_over_layers), after the local search,
+//      so that they cannot steer the climb, each with both
 //      placements of its replicas (pipeline by pipeline, and stage by stage: the data-parallel peers of a
 //      stage on one node), as are then the kArachneReplacedTemplates best templates of the climb, and last
 //      (every source) the folds of the kArachneFoldedTemplates best templates priced (fold_neighbors), the

@@ -495,11 +495,15 @@ std::vector<PipelineTemplate> deep_spanning_pipelines(const Cluster& cluster, co
 // One pipeline with a stage per node of the types, the slowest type first (as rule 4) and its largest nodes
 // first, each stage TP over its node (the widest token width that fits the node and divides the heads, one
 // group per TP width it holds): the shape of Metis's plans on clusters of small nodes of unlike sizes, where
-// one TP width per type (rules 3 and 4) leaves the odd nodes out. nullopt when the nodes outnumber the
-// layers. Memory is left to completion: its partition under the memory limits gives a GPU of more memory
-// more layers, where the even split by speed of pipeline_fits would not fit.
+// one TP width per type (rules 3 and 4) leaves the odd nodes out. Where the nodes outnumber the layers:
+// nullopt, or with `idle_weakest` the nodes of least peak FLOP/s idle (of equal ones the latest in the
+// order), one stage per layer, and the stages in ascending peak FLOP/s (stable): with one layer per stage
+// the partition cannot give the last stage, which also computes the output layer and its logits, fewer
+// layers, so the strongest stage takes it (as the fastest type does in rule 4). Memory is left to
+// completion: its partition under the memory limits gives a GPU of more memory more layers, where the even
+// split by speed of pipeline_fits would not fit.
 std::optional<PipelineTemplate> node_stage_pipeline(const std::vector<TypeInfo>& types, const ModelConfig& model,
-                                                    const Profiler& prof) {
+                                                    const Profiler& prof, bool idle_weakest = false) {
   std::vector<const TypeInfo*> order = spanning_order(types, prof);
   std::reverse(order.begin(), order.end());
   std::vector<StagePlan> stages;
@@ -511,7 +515,15 @@ std::optional<PipelineTemplate> node_stage_pipeline(const std::vector<TypeInfo>&
       stages.push_back({t, tp, gpus / tp, t->peak * gpus});
     }
   }
-  if (static_cast<long>(stages.size()) > model.layers) return std::nullopt;
+  if (static_cast<long>(stages.size()) > model.layers && !idle_weakest) return std::nullopt;
+  while (static_cast<long>(stages.size()) > model.layers) {
+    std::size_t weakest = 0;
+    for (std::size_t i = 1; i < stages.size(); ++i)
+      if (stages[i].weight <= stages[weakest].weight) weakest = i;
+    stages.erase(stages.begin() + static_cast<std::ptrdiff_t>(weakest));
+  }
+  if (idle_weakest)
+    std::stable_sort(stages.begin(), stages.end(), [](const StagePlan& a, const StagePlan& b) { return a.weight < b.weight; });
   return make_class(stages, 1, model);
 }
 
@@ -601,6 +613,20 @@ std::vector<Template> fast_subset_templates(const Cluster& cluster, const ModelC
     if (auto p = node_stage_pipeline(fastest, model, prof)) c.add(Template{{*p}});
     if (j == types.size()) continue;  // rule 4 spans every type
     for (const PipelineTemplate& p : deep_spanning_pipelines(cluster, fastest, batch, model, prof, per_subset)) c.add(Template{{p}});
+  }
+  return c.take();
+}
+
+std::vector<Template> node_stage_templates_over_layers(const Cluster& cluster, const ModelConfig& model) {
+  const Profiler prof(cluster, model);
+  const std::vector<TypeInfo> types = types_by_speed(cluster, model, prof);
+  Collector c(cluster, model, static_cast<int>(types.size()));
+  for (std::size_t j = types.size(); j >= 1; --j) {
+    const std::vector<TypeInfo> fastest(types.begin(), types.begin() + static_cast<std::ptrdiff_t>(j));
+    long nodes = 0;
+    for (const TypeInfo& t : fastest) nodes += static_cast<long>(t.nodes.size());
+    if (nodes <= model.layers) continue;  // fast_subset_templates has this pipeline with every node
+    if (auto p = node_stage_pipeline(fastest, model, prof, true)) c.add(Template{{*p}});
   }
   return c.take();
 }

@@ -120,6 +120,14 @@ std::vector<Template> device_group_templates(const Cluster& cluster, const Model
 std::vector<Template> fast_subset_templates(const Cluster& cluster, const ModelConfig& model, int per_subset,
                                             long global_batch = 0);
 
+// The one-stage-per-node pipeline of fast_subset_templates where the nodes of the j fastest types outnumber
+// the layers (which it leaves out): one stage per layer, the nodes of least peak FLOP/s idle, the stages in
+// ascending peak FLOP/s, so that the strongest takes the last layer and the head. On many one-GPU nodes of a
+// fast type beside one large node of another, Sailor's plan has this shape: one-GPU stages, then the large
+// node as one TP stage. Proposed by the
+// arachne planner after its climb, like the uniform layouts, so that they cannot steer it.
+std::vector<Template> node_stage_templates_over_layers(const Cluster& cluster, const ModelConfig& model);
+
 // Every uniform layout of a one-type cluster (none on a cluster of several types): per TP width that a node
 // holds and that divides the heads, every depth up to the layers that splits the TP groups the nodes hold
 // evenly, as many identical pipelines as that leaves (at most one per sample of the global batch); MoE: at

@@ -238,7 +238,10 @@ TEST(ArachnePlanner, RefinementNeverWorsensTheBestEstimate) {
 // baseline's: both are simulated by the same deterministic simulator, and the baseline's template is one
 // reshape away from a proposed one, or proposed itself. A fifth cell, gpt3-13b on H100-PCIe and L40S nodes
 // of 4 GPUs with slow NICs (6.25 GB/s, fresh held-out seed 12), lost to Sailor (0.978 x) until the climb's
-// best templates were also completed with the data-parallel peers of each stage on one node.
+// best templates were also completed with the data-parallel peers of each stage on one node. A sixth,
+// Mixtral on 36 one-GPU H100 nodes, one 8-GPU A100-80 node and 2-GPU A100-40 nodes on slow NICs (fresh
+// held-out seed 19), lost to Sailor's 31 one-GPU H100 stages and the A100-80 node as one TP-8 stage (0.968 x)
+// until the one-stage-per-node pipeline left the weakest nodes idle where the nodes outnumber the layers.
 TEST(ArachnePlanner, MatchesTheBaselinesWhereItsTemplatesReachTheirStructure) {
   const TempClusterFile slow_nics(
       "arachne_slow_nics",
@@ -247,6 +250,13 @@ TEST(ArachnePlanner, MatchesTheBaselinesWhereItsTemplatesReachTheirStructure) {
       "  - {gpu: H100-PCIe, nodes: 15, gpus_per_node: 4, intra_node: {kind: pcie, bandwidth: 64 GB/s}, nic: {count: 4, bandwidth: 6.25 GB/s}}\n"
       "  - {gpu: L40S, nodes: 9, gpus_per_node: 4, intra_node: {kind: pcie, bandwidth: 32 GB/s}, nic: {count: 4, bandwidth: 6.25 GB/s}}\n"
       "  - {gpu: L40S, nodes: 2, gpus_per_node: 2, intra_node: {kind: pcie, bandwidth: 32 GB/s}, nic: {count: 4, bandwidth: 6.25 GB/s}}\n");
+  const TempClusterFile one_gpu_h100(
+      "arachne_one_gpu_h100",
+      "version: 1\nname: one-gpu-h100\n"
+      "network: {topology: leaf-spine, nodes_per_leaf: 8, oversubscription: 2, latency: 5 us}\nnode_groups:\n"
+      "  - {gpu: A100-40, nodes: 18, gpus_per_node: 2, intra_node: {kind: nvlink, bandwidth: 300 GB/s}, nic: {count: 8, bandwidth: 6.25 GB/s}}\n"
+      "  - {gpu: A100-80, nodes: 1, gpus_per_node: 8, intra_node: {kind: nvlink, bandwidth: 300 GB/s}, nic: {count: 8, bandwidth: 25 GB/s}}\n"
+      "  - {gpu: H100, nodes: 36, gpus_per_node: 1, intra_node: {kind: nvlink, bandwidth: 450 GB/s}, nic: {count: 8, bandwidth: 50 GB/s}}\n");
   struct Cell {
     std::string cluster;
     const char* model;
@@ -257,7 +267,8 @@ TEST(ArachnePlanner, MatchesTheBaselinesWhereItsTemplatesReachTheirStructure) {
                            Cell{"H200:7x2,L4:3x4,L40S:1x4,T4:3x2,T4:1x1,T4:1x1", "mixtral-8x7b", 32, "sailor"},
                            Cell{"A10:16x1,H200:2x4,H200:1x2,L4:15x1,L40S:2x8", "mixtral-8x7b", 64, "sailor"},
                            Cell{"H100:7x8", "mixtral-8x7b", 128, "amp"},
-                           Cell{slow_nics.path(), "gpt3-13b", 32, "sailor"}}) {
+                           Cell{slow_nics.path(), "gpt3-13b", 32, "sailor"},
+                           Cell{one_gpu_h100.path(), "mixtral-8x7b", 32, "sailor"}}) {
     const Cluster cluster = load_cluster(cell.cluster, GpuCatalog::load_default());
     const Topology topo(cluster);
     const ModelConfig model = load_model(cell.model);

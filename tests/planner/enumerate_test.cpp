@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
+#include <string>
 
 #include "planner/common/profile.h"
 #include "planner/template/completion.h"
@@ -524,6 +526,36 @@ TEST(FastSubsetTemplates, OneStagePerNodeHoldsAModelNoOtherTemplateFits) {
     EXPECT_FALSE(simulate_iteration(x.cluster, x.topo, x.model, plans.front().plan, SimOptions{}).oom) << to_text(t);
   }
   EXPECT_EQ(node_stages, 1);
+}
+
+// Where the nodes outnumber the layers (Mixtral: 32), the one-stage-per-node pipeline leaves the nodes of
+// least peak FLOP/s idle: over H100 and A100-80, the 8-GPU A100-80 node (2.5 PFLOP/s) as one TP-8 stage and
+// 31 of the 36 one-GPU H100 nodes (0.99 PFLOP/s each), the A100-80 stage last, where the head is (Sailor's
+// plan for such a cluster); over H100 alone, 32 of them; none over all three types (54 nodes would leave 22 idle, as over two) - and none where the nodes
+// are no more than the layers (fast_subset_templates has those).
+TEST(NodeStageTemplatesOverLayers, LeaveTheWeakestNodesIdle) {
+  const Cluster c = spec("A100-40:18x2,A100-80:1x8,H100:36x1");
+  const ModelConfig m = load_model("mixtral-8x7b");
+  ASSERT_EQ(m.layers, 32);
+  const std::vector<Template> all = node_stage_templates_over_layers(c, m);
+  expect_valid_distinct_canonical(all, c, m);
+  std::set<std::map<std::string, int>> layouts;  // stages by GPU type
+  for (const Template& t : all) {
+    ASSERT_EQ(t.pipelines.size(), 1u) << to_text(t);
+    const PipelineTemplate& p = t.pipelines.front();
+    EXPECT_EQ(p.replicas, 1) << to_text(t);
+    EXPECT_EQ(static_cast<long>(p.stages.size()), m.layers) << to_text(t);
+    std::map<std::string, int> types;
+    for (const StageTemplate& st : p.stages) {
+      ASSERT_EQ(st.kinds.size(), 1u) << to_text(t);
+      EXPECT_EQ(st.tp * st.kinds.front().groups, st.kinds.front().gpu_type == "A100-80" ? 8 : 1) << to_text(t);
+      ++types[st.kinds.front().gpu_type];
+    }
+    layouts.insert(types);
+    if (types.size() == 2) EXPECT_EQ(p.stages.back().kinds.front().gpu_type, "A100-80") << to_text(t);
+  }
+  EXPECT_EQ(layouts, (std::set<std::map<std::string, int>>{{{"A100-80", 1}, {"H100", 31}}, {{"H100", 32}}}));
+  EXPECT_TRUE(node_stage_templates_over_layers(spec("A100-80:1x8,H100:20x1"), m).empty());
 }
 
 // Every uniform layout of a one-type cluster, each using every GPU: on two 4-GPU A100 nodes and the small
