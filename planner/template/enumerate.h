@@ -124,8 +124,8 @@ std::vector<Template> fast_subset_templates(const Cluster& cluster, const ModelC
 // the layers (which it leaves out): one stage per layer, the nodes of least peak FLOP/s idle, the stages in
 // ascending peak FLOP/s, so that the strongest takes the last layer and the head. On many one-GPU nodes of a
 // fast type beside one large node of another, Sailor's plan has this shape: one-GPU stages, then the large
-// node as one TP stage. Proposed by the
-// arachne planner after its climb, like the uniform layouts, so that they cannot steer it.
+// node as one TP stage. Proposed by the arachne planner after its climb, like the uniform layouts, so that
+// they cannot steer it.
 std::vector<Template> node_stage_templates_over_layers(const Cluster& cluster, const ModelConfig& model);
 
 // Every uniform layout of a one-type cluster (none on a cluster of several types): per TP width that a node

@@ -531,8 +531,9 @@ TEST(FastSubsetTemplates, OneStagePerNodeHoldsAModelNoOtherTemplateFits) {
 // Where the nodes outnumber the layers (Mixtral: 32), the one-stage-per-node pipeline leaves the nodes of
 // least peak FLOP/s idle: over H100 and A100-80, the 8-GPU A100-80 node (2.5 PFLOP/s) as one TP-8 stage and
 // 31 of the 36 one-GPU H100 nodes (0.99 PFLOP/s each), the A100-80 stage last, where the head is (Sailor's
-// plan for such a cluster); over H100 alone, 32 of them; none over all three types (54 nodes would leave 22 idle, as over two) - and none where the nodes
-// are no more than the layers (fast_subset_templates has those).
+// plan for such a cluster); over H100 alone, 32 of them; over all three types the same as over two (the 18
+// two-GPU A100-40 nodes, 0.62 PFLOP/s each, are the weakest of the 55); none where the nodes are no more
+// than the layers (fast_subset_templates has those).
 TEST(NodeStageTemplatesOverLayers, LeaveTheWeakestNodesIdle) {
   const Cluster c = spec("A100-40:18x2,A100-80:1x8,H100:36x1");
   const ModelConfig m = load_model("mixtral-8x7b");
