@@ -286,12 +286,14 @@ PricedPlans priced_candidates(const std::vector<Template>& templates, const Extr
     return price;
   };
   const long extend = r.cluster->total_gpus() <= kArachneExtendMaxGpus ? kArachneExtendBelow : 0;
+  const bool long_climb = r.cluster->total_gpus() <= kArachneLongClimbMaxGpus;
   LocalSearchOptions climb{.rounds = r.arachne_refine,
                            .width = 2,
                            .extend_below = extend,
-                           .max_rounds = kArachneMaxRounds,
+                           .max_rounds = long_climb ? kArachneMaxGainingRounds : kArachneMaxRounds,
                            .extend_while_gain = kArachneExtendWhileGain,
                            .extend_max_factor = kArachneExtendMaxFactor,
+                           .max_gaining_rounds = kArachneMaxGainingRounds,
                            .secondary = &extra.secondary};
   const std::vector<PricedTemplate> climbed = local_search(templates, *r.cluster, *r.model, climb_price, climb);
   climb.secondary = nullptr;
@@ -424,9 +426,10 @@ Template simulation_structure(const Plan& plan, const Cluster& cluster) {
 
 std::string refine_help() {
   std::ostringstream out;
-  out << "arachne: rounds of local moves from the best-priced templates (then up to " << kArachneMaxRounds
+  out << "arachne: rounds of local moves from the best-priced templates (then up to " << kArachneMaxGainingRounds
       << " in all while the round before gained >= " << kArachneExtendWhileGain * 100 << " %, or on <= "
-      << kArachneExtendMaxGpus << " GPUs while < " << kArachneExtendBelow << " templates were tried)";
+      << kArachneExtendMaxGpus << " GPUs up to " << kArachneMaxRounds << " (" << kArachneMaxGainingRounds << " on <= "
+      << kArachneLongClimbMaxGpus << " GPUs) while < " << kArachneExtendBelow << " templates were tried)";
   return out.str();
 }
 

@@ -504,7 +504,8 @@ std::vector<PricedTemplate> local_search(const std::vector<Template>& start, con
   for (int round = 0;; ++round) {
     const bool few = count < opt.extend_below;
     const bool gaining = opt.extend_while_gain > 0 && after_round < before_round * (1 - opt.extend_while_gain);
-    const bool extend = opt.rounds > 0 && round < opt.max_rounds && (few || gaining);
+    const bool extend = opt.rounds > 0 && ((round < opt.max_rounds && (few || gaining)) ||
+                                           (round < opt.max_gaining_rounds && gaining));
     if (round >= opt.rounds && !extend) break;
     if (round == opt.rounds) required = count;
     if (round >= opt.rounds && !few && opt.extend_max_factor > 0) {

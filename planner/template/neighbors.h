@@ -62,6 +62,10 @@ struct LocalSearchOptions {
   // Rounds that go on only for their gain price at most this many times the templates priced by the end of
   // `rounds` in all (0: no cap), so that the climb at most multiplies the planning work by this factor.
   double extend_max_factor = 0;
+  // Past `max_rounds`, up to this many rounds in all, the search goes on only while the round before gained
+  // (extend_while_gain; the extend_max_factor cap still holds): a climb still gaining at max_rounds is not cut
+  // there. 0 (or not above max_rounds): no such rounds.
+  int max_gaining_rounds = 0;
   // Start templates of a secondary source (canonical): priced with the others, but in the first round only
   // the best of them is expanded, in a slot of its own beside the `width` best of the other starts, so that
   // a source whose templates price well and climb to worse optima does not take every slot.

@@ -267,6 +267,31 @@ TEST(TemplateLocalSearch, ExtendsPastItsRoundsWhileARoundGains) {
   EXPECT_EQ(best(halving, 0), parse_template("1x[A100-80:tp2x1]"));
 }
 
+// Past max_rounds the search goes on up to max_gaining_rounds only while the round before gained: with
+// room for one extra round (max_rounds 2) halving the price per TP doubling stops at TP 4, with gaining rounds
+// it climbs on to TP 8; where doubling TP past 2 gains only 0.2 %, the gaining rounds add nothing.
+TEST(TemplateLocalSearch, GoesOnPastItsLastRoundOnlyWhileGaining) {
+  const Cluster c = spec("A100-80:2x8");
+  const ModelConfig m = load_model("gpt3-1.3b");
+  const Template start = parse_template("1x[A100-80:tp1x1]");
+  const TemplatePricer halving = price_by_tp_width;
+  const TemplatePricer flattening = [](const Template& t) -> std::optional<double> {
+    const std::optional<double> halved = price_by_tp_width(t);
+    if (!halved || *halved >= 0.5) return halved;
+    return 0.5 * (1 - 0.002 * std::log2(0.5 / *halved));
+  };
+  const auto best = [&](const TemplatePricer& price, int gaining_rounds) {
+    return local_search({start}, c, m, price,
+                        {.rounds = 1, .width = 1, .extend_below = 1000, .max_rounds = 2, .extend_while_gain = 0.005,
+                         .max_gaining_rounds = gaining_rounds})
+        .front()
+        .t;
+  };
+  EXPECT_EQ(best(halving, 0), parse_template("1x[A100-80:tp4x1]"));
+  EXPECT_EQ(best(halving, 6), parse_template("1x[A100-80:tp8x1]"));
+  EXPECT_EQ(best(flattening, 6), parse_template("1x[A100-80:tp4x1]"));
+}
+
 // The rounds that go on for their gain price at most extend_max_factor times the templates of the required
 // rounds: at factor 1 the search stops where its rounds end, at 1.5 it prices no more than that and climbs
 // less far than without a cap.
