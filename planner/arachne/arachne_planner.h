@@ -31,7 +31,8 @@
 //      moves from the best-priced templates, more while they gain), and for the default source a second one
 //      from the heuristic generator's templates alone, sharing the first one's prices, so that the
 //      generator's climb is not lost where the other sources' better-priced starts lead the first one to a
-//      worse end; completion of every template by rule and a small candidate set, each candidate priced by the fast
+//      worse end, and a third from the policy's templates alone, for the `--refine` rounds only (no
+//      extension); completion of every template by rule and a small candidate set, each candidate priced by the fast
 //      estimator (planner/template/completion.h, estimator.h), except a template whose GEMM lower bound, or a
 //      memory level whose analytic split, is no faster than the best price so far; a wall-clock budget stops it (the templates
 //      completed so far are kept); when no template of the source completes within memory, steps 2-3 run
