@@ -292,6 +292,24 @@ TEST(ArachnePlanner, MatchesTheBaselinesWhereItsTemplatesReachTheirStructure) {
   }
 }
 
+// Arachne with the default source simulates no slower on the cluster file than with `alone` as its only
+// source (both plans simulated by the same deterministic simulator).
+void ExpectDefaultSourceNoSlowerThan(const std::string& cluster_path, const char* model_name, long batch,
+                                     TemplateSource alone) {
+  const Cluster cluster = load_cluster(cluster_path, GpuCatalog::load_default());
+  const Topology topo(cluster);
+  const ModelConfig model = load_model(model_name);
+  auto simulated = [&](TemplateSource source) {
+    PlanRequest r = request_for(cluster, topo, model, batch);
+    r.arachne_templates = source;
+    ArachnePlanner arachne;
+    return simulated_plan_s(arachne, r);
+  };
+  const double theirs = simulated(alone);
+  ASSERT_TRUE(std::isfinite(theirs));
+  EXPECT_LE(simulated(TemplateSource::PolicyAndHeuristic), theirs * (1 + 1e-9));
+}
+
 // The heuristic generator's templates are climbed again on their own: on 133 GPUs of A10 (on 0.78 GB/s
 // NICs), MI300X and V100-16 (held-out configuration 5 of results/arachne-evaluation) the climb from every
 // source ended 5.8 % slower than the generator's templates alone reach (0.3231 s against 0.3038 s
@@ -307,18 +325,7 @@ TEST(ArachnePlanner, ClimbsTheGeneratorsTemplatesOnTheirOwnToo) {
       "  - {gpu: A10, nodes: 1, gpus_per_node: 3, intra_node: {kind: pcie, bandwidth: 32 GB/s}, nic: {count: 1, bandwidth: 0.78125 GB/s}}\n"
       "  - {gpu: MI300X, nodes: 36, gpus_per_node: 1, intra_node: {kind: xgmi, bandwidth: 448 GB/s}, nic: {count: 8, bandwidth: 50 GB/s}}\n"
       "  - {gpu: V100-16, nodes: 13, gpus_per_node: 4, intra_node: {kind: nvlink, bandwidth: 150 GB/s}, nic: {count: 4, bandwidth: 25 GB/s}}\n");
-  const Cluster cluster = load_cluster(yaml.path(), GpuCatalog::load_default());
-  const Topology topo(cluster);
-  const ModelConfig model = load_model("gpt3-1.3b");
-  auto simulated = [&](TemplateSource source) {
-    PlanRequest r = request_for(cluster, topo, model, 256);
-    r.arachne_templates = source;
-    ArachnePlanner arachne;
-    return simulated_plan_s(arachne, r);
-  };
-  const double heuristic = simulated(TemplateSource::Heuristic);
-  ASSERT_TRUE(std::isfinite(heuristic));
-  EXPECT_LE(simulated(TemplateSource::PolicyAndHeuristic), heuristic * (1 + 1e-9));
+  ExpectDefaultSourceNoSlowerThan(yaml.path(), "gpt3-1.3b", 256, TemplateSource::Heuristic);
 }
 
 // The policy's templates are climbed on their own too: on 56 GPUs of GH200 (one-GPU nodes on 6.25 GB/s NICs),
@@ -335,18 +342,7 @@ TEST(ArachnePlanner, ClimbsThePolicysTemplatesOnTheirOwnToo) {
       "  - {gpu: GH200, nodes: 16, gpus_per_node: 1, intra_node: {kind: nvlink, bandwidth: 150 GB/s}, nic: {count: 4, bandwidth: 6.25 GB/s}}\n"
       "  - {gpu: H100-PCIe, nodes: 2, gpus_per_node: 4, intra_node: {kind: pcie, bandwidth: 64 GB/s}, nic: {count: 4, bandwidth: 25 GB/s}}\n"
       "  - {gpu: MI250X, nodes: 4, gpus_per_node: 8, intra_node: {kind: xgmi, bandwidth: 100 GB/s}, nic: {count: 4, bandwidth: 50 GB/s}}\n");
-  const Cluster cluster = load_cluster(yaml.path(), GpuCatalog::load_default());
-  const Topology topo(cluster);
-  const ModelConfig model = load_model("opt-350m");
-  auto simulated = [&](TemplateSource source) {
-    PlanRequest r = request_for(cluster, topo, model, 64);
-    r.arachne_templates = source;
-    ArachnePlanner arachne;
-    return simulated_plan_s(arachne, r);
-  };
-  const double policy = simulated(TemplateSource::Policy);
-  ASSERT_TRUE(std::isfinite(policy));
-  EXPECT_LE(simulated(TemplateSource::PolicyAndHeuristic), policy * (1 + 1e-9));
+  ExpectDefaultSourceNoSlowerThan(yaml.path(), "opt-350m", 64, TemplateSource::Policy);
 }
 
 // 24 H100 in nodes of two (held-out configuration 10 of fresh seed 15) with gpt3-6.7b, a global batch of
