@@ -212,20 +212,23 @@ void fold_best(const std::vector<PricedTemplate>& completed, const Cluster& clus
 // From the best-priced template of `completed`, steps to its best-priced neighbour (template_neighbors,
 // priced by `price`) while that is cheaper, at most kArachneDescentSteps times: the climb leaves its last
 // round's templates and those priced after it unexpanded, so the best template may be one move from a
-// better one.
-void descend_from_best(const std::vector<PricedTemplate>& completed, const Cluster& cluster, const ModelConfig& model,
-                       const TemplatePricer& price) {
+// better one. Returns the template it stepped to last (nullopt: no step).
+std::optional<Template> descend_from_best(const std::vector<PricedTemplate>& completed, const Cluster& cluster,
+                                          const ModelConfig& model, const TemplatePricer& price) {
   const auto best = std::min_element(completed.begin(), completed.end(),
                                      [](const PricedTemplate& a, const PricedTemplate& b) { return a.priced_s < b.priced_s; });
-  if (best == completed.end()) return;
+  if (best == completed.end()) return std::nullopt;
   PricedTemplate at = *best;
+  std::optional<Template> stepped;
   for (int step = 0; step < kArachneDescentSteps; ++step) {
     std::optional<PricedTemplate> next;
     for (const Template& n : template_neighbors(at.t, cluster, model))
       if (const std::optional<double> p = price(n); p && *p < (next ? next->priced_s : at.priced_s)) next = PricedTemplate{n, *p};
-    if (!next) return;
+    if (!next) break;
     at = *next;
+    stepped = at.t;
   }
+  return stepped;
 }
 
 // The `count` best-priced distinct templates of `completed`, each priced by `complete` once more.
@@ -241,9 +244,10 @@ void sort_by_price(std::vector<CompletedPlan>& plans) {
 // `extra.secondary` its secondary starts, then from own_climb_templates alone, then from
 // policy_climb_templates alone for the required rounds, then `extra.after`, the
 // climb's best templates with both placements of their replicas, the folds of the best templates
-// (fold_best), the best templates with the other layer partition of equal max stage time
-// (complete_best_again), and last a descent from the best template: descend_from_best); stops early (*cut =
-// true) when the wall-clock budget is spent.
+// (fold_best), the best templates with the other layer partition of equal max stage time and with every
+// recompute level priced (complete_best_again), and last a descent from the best template
+// (descend_from_best), whose last template is completed again with every recompute level priced); stops
+// early (*cut = true) when the wall-clock budget is spent.
 PricedPlans priced_candidates(const std::vector<Template>& templates, const ExtraTemplates& extra,
                               const PlanRequest& r, long global, const PlanTimer& timer, long* priced, bool* cut) {
   const Estimator est(*r.cluster, *r.topo, *r.model);
@@ -258,6 +262,7 @@ PricedPlans priced_candidates(const std::vector<Template>& templates, const Extr
   double best_priced = std::numeric_limits<double>::infinity();
   bool after_climb = false;  // extra.after: both placements of every class's replicas priced
   PartitionTies ties = PartitionTies::EarliestCut;
+  bool every_recompute_level = false;
   std::vector<PricedTemplate> completed;  // every template that completed, with its best price
   std::map<Template, std::optional<double>> after_prices;  // the best price of each completion after the climbs
   const TemplatePricer complete_now = [&](const Template& t) -> std::optional<double> {
@@ -272,7 +277,8 @@ PricedPlans priced_candidates(const std::vector<Template>& templates, const Extr
     const CompletionOptions opt{.max_candidates = r.arachne_completions,
                                 .skip_analytic_above_s = best_priced,
                                 .data_parallel_placement = after_climb,
-                                .partition_ties = ties};
+                                .partition_ties = ties,
+                                .price_every_recompute_level = every_recompute_level};
     for (CompletedPlan& c : complete_template(t, {r.cluster, r.topo, r.model, global, &cache}, price, opt)) {
       if (!best || c.priced_s < *best) best = c.priced_s;
       all.push_back(std::move(c));
@@ -339,8 +345,15 @@ PricedPlans priced_candidates(const std::vector<Template>& templates, const Extr
   ties = PartitionTies::LatestCut;
   complete_best_again(completed, kArachneRepartitionedTemplates, complete);
   ties = PartitionTies::EarliestCut;
+  every_recompute_level = true;
+  complete_best_again(completed, kArachneRecomputedTemplates, complete);
+  every_recompute_level = false;
   const size_t before_descent = all.size();
-  descend_from_best(completed, *r.cluster, *r.model, descent_price);
+  if (const std::optional<Template> end = descend_from_best(completed, *r.cluster, *r.model, descent_price)) {
+    every_recompute_level = true;  // the descent's last template, like the best templates before it
+    complete(*end);
+    every_recompute_level = false;
+  }
   PricedPlans out;
   out.descent.assign(std::make_move_iterator(all.begin() + static_cast<long>(before_descent)), std::make_move_iterator(all.end()));
   all.resize(before_descent);

@@ -25,8 +25,10 @@
 //      placements of its replicas (pipeline by pipeline, and stage by stage: the data-parallel peers of a
 //      stage on one node), as are then the kArachneReplacedTemplates best templates of the climb, and last
 //      (every source) the folds of the kArachneFoldedTemplates best templates priced (fold_neighbors), the
-//      kArachneRepartitionedTemplates best templates with the other min-max layer partition, and a descent
-//      of up to kArachneDescentSteps moves from the best template (its plans kept apart: PricedPlans);
+//      kArachneRepartitionedTemplates best templates with the other min-max layer partition, the
+//      kArachneRecomputedTemplates best templates with every recompute level priced, and a descent
+//      of up to kArachneDescentSteps moves from the best template, its last template again with every
+//      recompute level priced (these plans kept apart: PricedPlans);
 //   3. the local search from the templates of step 2 (planner/template/neighbors.h: `--refine` rounds of
 //      moves from the best-priced templates, more while they gain), and for the default source a second one
 //      from the heuristic generator's templates alone, sharing the first one's prices, so that the
@@ -81,7 +83,8 @@ std::string arachne_label(TemplateSource source);
 std::vector<Template> proposed_templates(const PlanRequest& request, long global_batch, bool* complete = nullptr);
 
 // The plans steps 2-3 priced, each list best price first: those of every step but the last descent, and the
-// descent's, kept apart so that in step 4 they add a simulation instead of displacing one.
+// descent's (with its last template's recompute levels), kept apart so that in step 4 they add a simulation
+// instead of displacing one.
 struct PricedPlans {
   std::vector<CompletedPlan> plans;
   std::vector<CompletedPlan> descent;
@@ -188,6 +191,12 @@ inline constexpr int kArachneDescentMaxCompleted = 200;
 // split the layers at the same slowest stage time, but the 1F1B fill and drain differ, and the estimator
 // prices that.
 inline constexpr int kArachneRepartitionedTemplates = 3;
+// And the best templates priced so far, up to this many, are completed once more with every recompute level
+// that memory leaves open priced (CompletionOptions::price_every_recompute_level): fewer, larger
+// micro-batches under recompute hide more of the gradient reduction behind the last backward pass, which the
+// analytic split (compute only) leaves out; so is the descent's last template (below). The training labels
+// do not price these levels.
+inline constexpr int kArachneRecomputedTemplates = 3;
 
 // When no proposed template completes within memory, the beam widens by this factor, up to this width.
 inline constexpr int kArachneWidenFactor = 4;

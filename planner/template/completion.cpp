@@ -673,7 +673,7 @@ std::vector<CompletedPlan> price_levels(const Template& t, const Layout& layout,
     const std::optional<BatchSplit> split = level.batch.split();
     if (split) {
       const double analytic_s = level.batch.time(*split);
-      if (gate.pays(memory, analytic_s) && analytic_s < opt.skip_analytic_above_s) {
+      if ((opt.price_every_recompute_level || gate.pays(memory, analytic_s)) && analytic_s < opt.skip_analytic_above_s) {
         // Priced: a candidate analytically faster than the caller's bound that needs this level's recompute.
         Pricer::Admit admit = [needs = needs_recompute(levels), &level, skip = opt.skip_analytic_above_s](const BatchSplit& s) {
           return level.batch.time(s) < skip && needs(s);

@@ -45,6 +45,11 @@ struct CompletionOptions {
   bool data_parallel_placement = false;
   // Which of equal min-max layer partitions each pipeline takes (partition.h PartitionTies).
   PartitionTies partition_ties = PartitionTies::EarliestCut;
+  // Price a level of more recompute even where its analytic split is no faster than the levels of less
+  // recompute (the rule of step 4): the analytic split leaves out communication, and fewer, larger
+  // micro-batches hide more of the gradient reduction behind the last backward pass. Levels where memory
+  // decided nothing are still left out.
+  bool price_every_recompute_level = false;
 };
 
 struct CompletedPlan {
