@@ -214,7 +214,7 @@ void fold_best(const std::vector<PricedTemplate>& completed, const Cluster& clus
 // round's templates and those priced after it unexpanded, so the best template may be one move from a
 // better one. Returns the template it stepped to last (nullopt: no step).
 std::optional<Template> descend_from_best(const std::vector<PricedTemplate>& completed, const Cluster& cluster,
-                                          const ModelConfig& model, const TemplatePricer& price) {
+                                          const ModelConfig& model, StageMoves moves, const TemplatePricer& price) {
   const auto best = std::min_element(completed.begin(), completed.end(),
                                      [](const PricedTemplate& a, const PricedTemplate& b) { return a.priced_s < b.priced_s; });
   if (best == completed.end()) return std::nullopt;
@@ -222,7 +222,7 @@ std::optional<Template> descend_from_best(const std::vector<PricedTemplate>& com
   std::optional<Template> stepped;
   for (int step = 0; step < kArachneDescentSteps; ++step) {
     std::optional<PricedTemplate> next;
-    for (const Template& n : template_neighbors(at.t, cluster, model))
+    for (const Template& n : template_neighbors(at.t, cluster, model, moves))
       if (const std::optional<double> p = price(n); p && *p < (next ? next->priced_s : at.priced_s)) next = PricedTemplate{n, *p};
     if (!next) break;
     at = *next;
@@ -242,7 +242,7 @@ void sort_by_price(std::vector<CompletedPlan>& plans) {
 
 // Every template completed and priced (the local search climbing from `templates`, with
 // `extra.secondary` its secondary starts, then from own_climb_templates alone, then from
-// policy_climb_templates alone for the required rounds, then `extra.after`, the
+// policy_climb_templates and from `extra.secondary` alone for the required rounds, then `extra.after`, the
 // climb's best templates with both placements of their replicas, the folds of the best templates
 // (fold_best), the best templates with the other layer partition of equal max stage time and with every
 // recompute level priced (complete_best_again), and last a descent from the best template
@@ -307,6 +307,7 @@ PricedPlans priced_candidates(const std::vector<Template>& templates, const Extr
   };
   const long extend = r.cluster->total_gpus() <= kArachneExtendMaxGpus ? kArachneExtendBelow : 0;
   const bool long_climb = r.cluster->total_gpus() <= kArachneLongClimbMaxGpus;
+  const StageMoves stage_moves = r.cluster->total_gpus() > kArachneRunEndsAboveGpus ? StageMoves::RunEnds : StageMoves::Every;
   LocalSearchOptions climb{.rounds = r.arachne_refine,
                            .width = 2,
                            .extend_below = extend,
@@ -314,13 +315,17 @@ PricedPlans priced_candidates(const std::vector<Template>& templates, const Extr
                            .extend_while_gain = kArachneExtendWhileGain,
                            .extend_max_factor = kArachneExtendMaxFactor,
                            .max_gaining_rounds = kArachneMaxGainingRounds,
-                           .secondary = &extra.secondary};
+                           .secondary = &extra.secondary,
+                           .stage_moves = stage_moves};
   const std::vector<PricedTemplate> climbed = local_search(templates, *r.cluster, *r.model, climb_price, climb);
   climb.secondary = nullptr;
   local_search(own_climb_templates(r, global), *r.cluster, *r.model, climb_price, climb);
   LocalSearchOptions required = climb;
   required.max_rounds = required.max_gaining_rounds = 0;
   local_search(policy_climb_templates(r, global), *r.cluster, *r.model, climb_price, required);
+  // And from the deep pipelines over the fastest types alone, for the required rounds: in the first climb
+  // only their best start had a slot of its own.
+  local_search({extra.secondary.begin(), extra.secondary.end()}, *r.cluster, *r.model, climb_price, required);
   after_climb = true;
   for (const Template& t : extra.after) complete(t);
   // The climb's best templates with replicas again, now with their replicas' other placement too.
@@ -349,7 +354,7 @@ PricedPlans priced_candidates(const std::vector<Template>& templates, const Extr
   complete_best_again(completed, kArachneRecomputedTemplates, complete);
   every_recompute_level = false;
   const size_t before_descent = all.size();
-  if (const std::optional<Template> end = descend_from_best(completed, *r.cluster, *r.model, descent_price)) {
+  if (const std::optional<Template> end = descend_from_best(completed, *r.cluster, *r.model, stage_moves, descent_price)) {
     every_recompute_level = true;  // the descent's last template, like the best templates before it
     complete(*end);
     every_recompute_level = false;

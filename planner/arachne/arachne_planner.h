@@ -33,8 +33,10 @@
 //      moves from the best-priced templates, more while they gain), and for the default source a second one
 //      from the heuristic generator's templates alone, sharing the first one's prices, so that the
 //      generator's climb is not lost where the other sources' better-priced starts lead the first one to a
-//      worse end, and a third from the policy's templates alone, for the `--refine` rounds only (no
-//      extension); completion of every template by rule and a small candidate set, each candidate priced by the fast
+//      worse end, and a third from the policy's templates alone and a fourth from the deep pipelines over
+//      the fastest types alone, each for the `--refine` rounds only (no extension); on clusters of more
+//      than kArachneRunEndsAboveGpus GPUs the climbs and the descent move stages only at the ends of runs
+//      of identical stages; completion of every template by rule and a small candidate set, each candidate priced by the fast
 //      estimator (planner/template/completion.h, estimator.h), except a template whose GEMM lower bound, or a
 //      memory level whose analytic split, is no faster than the best price so far; a wall-clock budget stops it (the templates
 //      completed so far are kept); when no template of the source completes within memory, steps 2-3 run
@@ -57,6 +59,7 @@
 
 #include "planner/planner.h"
 #include "planner/template/completion.h"
+#include "planner/template/neighbors.h"
 #include "planner/template/template.h"
 
 namespace arachne::planner {
@@ -197,6 +200,16 @@ inline constexpr int kArachneRepartitionedTemplates = 3;
 // analytic split (compute only) leaves out; so is the descent's last template (below). The training labels
 // do not price these levels.
 inline constexpr int kArachneRecomputedTemplates = 3;
+// On clusters of more than this many GPUs the climbs and the descent move stages only at the ends of runs of
+// identical stages (StageMoves::RunEnds in planner/template/neighbors.h); on smaller clusters, and in the
+// labeler's search, every stage. Measured (arachne-only runs of the fresh seeds 12-20, the 12 and 40
+// held-out, small, oracle-ratio and planning-time sets, against every stage): on their 11 clusters of more
+// than 512 GPUs, and the paper's 1,024-GPU one, the same plans but one, 1.4 % faster, with 1.3-3.1x fewer
+// pricings on five cells (that one, Mixtral on 1,008 GPUs: 12,120 -> 3,903 pricings, 55 -> 9.0 s); on
+// clusters of 129-512 GPUs it moved 17 cells by -7.2 % to +8.5 % (product +12 %) and three of the paper's
+// cells by -0.3 % to -2.9 %, on smaller ones 16 cells by -13.8 % to +4.5 % (product -18 %): a narrower climb
+// ends elsewhere, where a climb over every stage costs little.
+inline constexpr int kArachneRunEndsAboveGpus = 512;
 
 // When no proposed template completes within memory, the beam widens by this factor, up to this width.
 inline constexpr int kArachneWidenFactor = 4;

@@ -441,9 +441,15 @@ void kind_moves(const Template& t, std::size_t c, std::size_t j, std::size_t k, 
   }
 }
 
+// Whether stage j of the stages lies inside a run of identical consecutive stages (not at either end).
+bool inside_run(const std::vector<StageTemplate>& stages, std::size_t j) {
+  return j > 0 && j + 1 < stages.size() && stages[j - 1] == stages[j] && stages[j + 1] == stages[j];
+}
+
 }  // namespace
 
-std::vector<Template> template_neighbors(const Template& start, const Cluster& cluster, const ModelConfig& model) {
+std::vector<Template> template_neighbors(const Template& start, const Cluster& cluster, const ModelConfig& model,
+                                         StageMoves stages) {
   const Template t = canonical(start);
   MoveSink sink(t, cluster, model);
   for (std::size_t c = 0; c < t.pipelines.size(); ++c) {
@@ -455,6 +461,7 @@ std::vector<Template> template_neighbors(const Template& start, const Cluster& c
     split_depth_moves(t, c, sink);
     run_moves(t, c, sink);
     for (std::size_t j = 0; j < t.pipelines[c].stages.size(); ++j) {
+      if (stages == StageMoves::RunEnds && inside_run(t.pipelines[c].stages, j)) continue;
       stage_moves(t, c, j, sink);
       for (std::size_t k = 0; k < t.pipelines[c].stages[j].kinds.size(); ++k) kind_moves(t, c, j, k, sink);
     }
@@ -529,7 +536,7 @@ std::vector<PricedTemplate> local_search(const std::vector<Template>& start, con
     }
     if (frontier.empty()) break;
     for (const Template& f : frontier)
-      for (const Template& n : template_neighbors(f, cluster, model)) try_template(n);
+      for (const Template& n : template_neighbors(f, cluster, model, opt.stage_moves)) try_template(n);
     before_round = after_round;
     after_round = best_price();
   }

@@ -39,7 +39,18 @@
 
 namespace arachne::planner {
 
-std::vector<Template> template_neighbors(const Template& t, const Cluster& cluster, const ModelConfig& model);
+// Which stages the per-stage and per-kind moves start from.
+enum class StageMoves {
+  Every,
+  // Only the first and the last stage of each run of identical consecutive stages (and every stage of no
+  // such run): a move at a stage inside the run differs from the same move at the run's ends only in the
+  // changed stage's place within the run (how many micro-batches 1F1B keeps in flight on it: fewer than on
+  // the run's first stage, more than on its last). A pipeline of 30 identical stages has 2 such stages.
+  RunEnds,
+};
+
+std::vector<Template> template_neighbors(const Template& t, const Cluster& cluster, const ModelConfig& model,
+                                         StageMoves stages = StageMoves::Every);
 // The fold moves alone (data parallelism moved between a class's replicas and its stages' TP groups), under
 // the same rules: templates that template_neighbors(t) holds too.
 std::vector<Template> fold_neighbors(const Template& t, const Cluster& cluster, const ModelConfig& model);
@@ -70,6 +81,7 @@ struct LocalSearchOptions {
   // the best of them is expanded, in a slot of its own beside the `width` best of the other starts, so that
   // a source whose templates price well and climb to worse optima does not take every slot.
   const std::set<Template>* secondary = nullptr;
+  StageMoves stage_moves = StageMoves::Every;  // the neighbours expanded (template_neighbors)
 };
 
 struct PricedTemplate {

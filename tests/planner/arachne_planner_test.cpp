@@ -353,6 +353,35 @@ TEST(ArachnePlanner, ClimbsThePolicysTemplatesOnTheirOwnToo) {
   ExpectDefaultSourceNoSlowerThan(yaml.path(), "opt-350m", 64, TemplateSource::Policy);
 }
 
+// The fast-subset templates are climbed on their own too: on 56 GPUs of H200 (two-GPU nodes), MI250X, T4 (on
+// 1.56 GB/s NICs) and V100-16 (held-out configuration 23 of fresh seed 12) with gpt-moe-1.3b-64e, the climbs
+// from every source, from the generator's and from the policy's templates ended at one 11-stage H200
+// pipeline (0.4292 s simulated); the deep pipelines over the fast types reach one 23-stage pipeline over
+// H200, MI250X and V100-16, 4.5 % faster. Arachne must be at least as fast as that template's best-priced
+// completion.
+TEST(ArachnePlanner, ClimbsTheFastSubsetTemplatesOnTheirOwnToo) {
+  const TempClusterFile yaml(
+      "arachne_h200_mi250x_t4_v100",
+      "version: 1\nname: h200-mi250x-t4-v100\n"
+      "network: {topology: leaf-spine, nodes_per_leaf: 16, oversubscription: 3, latency: 5 us}\nnode_groups:\n"
+      "  - {gpu: H200, nodes: 6, gpus_per_node: 2, intra_node: {kind: nvlink, bandwidth: 450 GB/s}, nic: {count: 8, bandwidth: 25 GB/s}}\n"
+      "  - {gpu: H200, nodes: 2, gpus_per_node: 1, intra_node: {kind: nvlink, bandwidth: 450 GB/s}, nic: {count: 8, bandwidth: 25 GB/s}}\n"
+      "  - {gpu: MI250X, nodes: 7, gpus_per_node: 2, intra_node: {kind: xgmi, bandwidth: 100 GB/s}, nic: {count: 4, bandwidth: 50 GB/s}}\n"
+      "  - {gpu: T4, nodes: 6, gpus_per_node: 2, intra_node: {kind: pcie, bandwidth: 16 GB/s}, nic: {count: 1, bandwidth: 1.5625 GB/s}}\n"
+      "  - {gpu: V100-16, nodes: 4, gpus_per_node: 4, intra_node: {kind: nvlink, bandwidth: 150 GB/s}, nic: {count: 4, bandwidth: 25 GB/s}}\n");
+  const Cluster cluster = load_cluster(yaml.path(), GpuCatalog::load_default());
+  const Topology topo(cluster);
+  const ModelConfig model = load_model("gpt-moe-1.3b-64e");
+  std::string deep = "1x[H200:tp2x1";
+  for (int i = 0; i < 7; ++i) deep += " | MI250X:tp2x1";
+  for (int i = 0; i < 4; ++i) deep += " | V100-16:tp4x1";
+  for (int i = 0; i < 10; ++i) deep += " | H200:tp1x1";
+  const double deep_s = completed_template_s(cluster, topo, model, deep + " | H200:tp2x1]", 64);
+  ASSERT_LT(deep_s, std::numeric_limits<double>::infinity());
+  ArachnePlanner arachne;
+  EXPECT_LE(simulated_plan_s(arachne, request_for(cluster, topo, model, 64)), deep_s * (1 + 1e-9));
+}
+
 // 24 H100 in nodes of two (held-out configuration 10 of fresh seed 15) with gpt3-6.7b, a global batch of
 // 64: the best-priced completion of one pipeline of 12 stages of two TP-1 groups, with the given rule for
 // equal min-max partitions, simulated.

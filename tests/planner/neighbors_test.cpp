@@ -44,6 +44,33 @@ TEST(TemplateNeighbors, AreRunnableCanonicalDistinctAndExcludeTheStart) {
   }
 }
 
+// StageMoves::RunEnds leaves out only moves that start at a stage inside a run of three or more identical
+// stages: on templates without such a run the two neighbourhoods are the same; on a 10-stage run the run-end
+// neighbourhood is a strict subset, and it still holds the moves at the run's ends (the first stage twice as
+// wide, the last stage moved to another GPU type) and the class-wide reshapes.
+TEST(TemplateNeighbors, RunEndsLeaveOutOnlyMovesInsideRuns) {
+  const Cluster c = spec("A100-80:2x8,V100-32:2x4");
+  const ModelConfig m = load_model("gpt3-1.3b");
+  auto as_set = [](const std::vector<Template>& ts) { return std::set<Template>(ts.begin(), ts.end()); };
+  for (const char* text : {"2x[A100-80:tp4x1 | V100-32:tp2x1]", "1x[A100-80:tp2x1 | A100-80:tp2x1 | V100-32:tp2x2]"}) {
+    const Template t = parse_template(text);
+    EXPECT_EQ(as_set(template_neighbors(t, c, m, StageMoves::RunEnds)), as_set(template_neighbors(t, c, m))) << text;
+  }
+  std::string run = "1x[A100-80:tp1x1", first_wide = "1x[A100-80:tp2x1", last_moved = "1x[A100-80:tp1x1";
+  for (int i = 1; i < 10; ++i) {
+    run += " | A100-80:tp1x1";
+    first_wide += " | A100-80:tp1x1";
+    last_moved += i + 1 < 10 ? " | A100-80:tp1x1" : " | V100-32:tp1x1";
+  }
+  const Template deep = parse_template(run + "]");
+  const std::set<Template> every = as_set(template_neighbors(deep, c, m)), ends = as_set(template_neighbors(deep, c, m, StageMoves::RunEnds));
+  EXPECT_LT(ends.size(), every.size());
+  EXPECT_TRUE(std::includes(every.begin(), every.end(), ends.begin(), ends.end()));
+  EXPECT_EQ(ends.count(canonical(parse_template(first_wide + "]"))), 1u);
+  EXPECT_EQ(ends.count(canonical(parse_template(last_moved + "]"))), 1u);
+  EXPECT_EQ(ends.count(canonical(parse_template("2x[A100-80:tp1x1 | A100-80:tp1x1 | A100-80:tp1x1 | A100-80:tp1x1 | A100-80:tp1x1]"))), 1u);
+}
+
 // One move of each kind from 2 pipelines of one 4-wide A100 stage, on 16 A100s and 8 V100s (gpt3-1.3b: 32
 // heads, so TP 1-8 all divide them).
 TEST(TemplateNeighbors, IncludeOneResultOfEveryMove) {
