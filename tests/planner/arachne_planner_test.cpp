@@ -89,6 +89,16 @@ class TempClusterFile {
   fs::path path_;
 };
 
+// A cluster YAML in a temporary file, loaded, with its topology and a bundled model.
+struct ClusterFromYaml {
+  TempClusterFile yaml;
+  Cluster cluster;
+  Topology topo;
+  ModelConfig model;
+  ClusterFromYaml(const std::string& stem, const std::string& text, const char* model_name)
+      : yaml(stem, text), cluster(load_cluster(yaml.path(), GpuCatalog::load_default())), topo(cluster), model(load_model(model_name)) {}
+};
+
 // The simulated iteration time of the planner's plan for r (infinity without a plan or out of memory).
 double simulated_plan_s(Planner& planner, const PlanRequest& r) {
   const PlanResult res = planner.plan(r);
@@ -360,7 +370,7 @@ TEST(ArachnePlanner, ClimbsThePolicysTemplatesOnTheirOwnToo) {
 // H200, MI250X and V100-16, 4.5 % faster. Arachne must be at least as fast as that template's best-priced
 // completion.
 TEST(ArachnePlanner, ClimbsTheFastSubsetTemplatesOnTheirOwnToo) {
-  const TempClusterFile yaml(
+  const ClusterFromYaml c(
       "arachne_h200_mi250x_t4_v100",
       "version: 1\nname: h200-mi250x-t4-v100\n"
       "network: {topology: leaf-spine, nodes_per_leaf: 16, oversubscription: 3, latency: 5 us}\nnode_groups:\n"
@@ -368,31 +378,28 @@ TEST(ArachnePlanner, ClimbsTheFastSubsetTemplatesOnTheirOwnToo) {
       "  - {gpu: H200, nodes: 2, gpus_per_node: 1, intra_node: {kind: nvlink, bandwidth: 450 GB/s}, nic: {count: 8, bandwidth: 25 GB/s}}\n"
       "  - {gpu: MI250X, nodes: 7, gpus_per_node: 2, intra_node: {kind: xgmi, bandwidth: 100 GB/s}, nic: {count: 4, bandwidth: 50 GB/s}}\n"
       "  - {gpu: T4, nodes: 6, gpus_per_node: 2, intra_node: {kind: pcie, bandwidth: 16 GB/s}, nic: {count: 1, bandwidth: 1.5625 GB/s}}\n"
-      "  - {gpu: V100-16, nodes: 4, gpus_per_node: 4, intra_node: {kind: nvlink, bandwidth: 150 GB/s}, nic: {count: 4, bandwidth: 25 GB/s}}\n");
-  const Cluster cluster = load_cluster(yaml.path(), GpuCatalog::load_default());
-  const Topology topo(cluster);
-  const ModelConfig model = load_model("gpt-moe-1.3b-64e");
+      "  - {gpu: V100-16, nodes: 4, gpus_per_node: 4, intra_node: {kind: nvlink, bandwidth: 150 GB/s}, nic: {count: 4, bandwidth: 25 GB/s}}\n",
+      "gpt-moe-1.3b-64e");
   std::string deep = "1x[H200:tp2x1";
   for (int i = 0; i < 7; ++i) deep += " | MI250X:tp2x1";
   for (int i = 0; i < 4; ++i) deep += " | V100-16:tp4x1";
   for (int i = 0; i < 10; ++i) deep += " | H200:tp1x1";
-  const double deep_s = completed_template_s(cluster, topo, model, deep + " | H200:tp2x1]", 64);
+  const double deep_s = completed_template_s(c.cluster, c.topo, c.model, deep + " | H200:tp2x1]", 64);
   ASSERT_LT(deep_s, std::numeric_limits<double>::infinity());
   ArachnePlanner arachne;
-  EXPECT_LE(simulated_plan_s(arachne, request_for(cluster, topo, model, 64)), deep_s * (1 + 1e-9));
+  EXPECT_LE(simulated_plan_s(arachne, request_for(c.cluster, c.topo, c.model, 64)), deep_s * (1 + 1e-9));
 }
 
 // 24 H100 in nodes of two (held-out configuration 10 of fresh seed 15) with gpt3-6.7b, a global batch of
 // 64: the best-priced completion of one pipeline of 12 stages of two TP-1 groups, with the given rule for
 // equal min-max partitions, simulated.
-struct H100Pairs {
-  TempClusterFile yaml{"arachne_h100_pairs",
-                       "version: 1\nname: h100-pairs\n"
-                       "network: {topology: leaf-spine, nodes_per_leaf: 8, oversubscription: 1, latency: 5 us}\nnode_groups:\n"
-                       "  - {gpu: H100, nodes: 12, gpus_per_node: 2, intra_node: {kind: nvlink, bandwidth: 450 GB/s}, nic: {count: 8, bandwidth: 25 GB/s}}\n"};
-  Cluster cluster = load_cluster(yaml.path(), GpuCatalog::load_default());
-  Topology topo{cluster};
-  ModelConfig model = load_model("gpt3-6.7b");
+struct H100Pairs : ClusterFromYaml {
+  H100Pairs()
+      : ClusterFromYaml("arachne_h100_pairs",
+                        "version: 1\nname: h100-pairs\n"
+                        "network: {topology: leaf-spine, nodes_per_leaf: 8, oversubscription: 1, latency: 5 us}\nnode_groups:\n"
+                        "  - {gpu: H100, nodes: 12, gpus_per_node: 2, intra_node: {kind: nvlink, bandwidth: 450 GB/s}, nic: {count: 8, bandwidth: 25 GB/s}}\n",
+                        "gpt3-6.7b") {}
   double folded_s(PartitionTies ties) const {
     std::string stages;
     for (int i = 0; i < 12; ++i) stages += std::string(i ? " | " : "") + "H100:tp1x2";
@@ -427,16 +434,15 @@ TEST(ArachnePlanner, CompletesTheBestTemplatesWithTheOtherEqualPartitionToo) {
 }
 
 // 278 H200 and 144 V100-16 (held-out configuration 1 of fresh seed 19) with gpt3-13b at a global batch of 512.
-struct H200AndV100 {
-  TempClusterFile yaml{"arachne_h200_v100",
-                       "version: 1\nname: h200-v100\n"
-                       "network: {topology: leaf-spine, nodes_per_leaf: 16, oversubscription: 1, latency: 5 us}\nnode_groups:\n"
-                       "  - {gpu: H200, nodes: 34, gpus_per_node: 8, intra_node: {kind: nvlink, bandwidth: 450 GB/s}, nic: {count: 8, bandwidth: 100 GB/s}}\n"
-                       "  - {gpu: H200, nodes: 1, gpus_per_node: 6, intra_node: {kind: nvlink, bandwidth: 450 GB/s}, nic: {count: 8, bandwidth: 100 GB/s}}\n"
-                       "  - {gpu: V100-16, nodes: 18, gpus_per_node: 8, intra_node: {kind: nvlink, bandwidth: 150 GB/s}, nic: {count: 4, bandwidth: 3.125 GB/s}}\n"};
-  Cluster cluster = load_cluster(yaml.path(), GpuCatalog::load_default());
-  Topology topo{cluster};
-  ModelConfig model = load_model("gpt3-13b");
+struct H200AndV100 : ClusterFromYaml {
+  H200AndV100()
+      : ClusterFromYaml("arachne_h200_v100",
+                        "version: 1\nname: h200-v100\n"
+                        "network: {topology: leaf-spine, nodes_per_leaf: 16, oversubscription: 1, latency: 5 us}\nnode_groups:\n"
+                        "  - {gpu: H200, nodes: 34, gpus_per_node: 8, intra_node: {kind: nvlink, bandwidth: 450 GB/s}, nic: {count: 8, bandwidth: 100 GB/s}}\n"
+                        "  - {gpu: H200, nodes: 1, gpus_per_node: 6, intra_node: {kind: nvlink, bandwidth: 450 GB/s}, nic: {count: 8, bandwidth: 100 GB/s}}\n"
+                        "  - {gpu: V100-16, nodes: 18, gpus_per_node: 8, intra_node: {kind: nvlink, bandwidth: 150 GB/s}, nic: {count: 4, bandwidth: 3.125 GB/s}}\n",
+                        "gpt3-13b") {}
   PlanRequest request() const { return request_for(cluster, topo, model, 512); }
 };
 
