@@ -133,8 +133,9 @@ void fill_moves(const Template& t, std::size_t c, MoveSink& sink) {
 //     pipeline at 1,024 GPUs: its micro-batch shares; in bench_arachne none of them was the best) and a
 //     class folded into one deep pipeline beside other classes (the batch split between a deep and shallow
 //     pipelines costs completion ~10x a one-class template on the evaluation's 56-GPU opt-350m cell).
-// EP over pipelines keeps the part of its width that divides r'. One step trades tensor, pipeline and data
-// parallelism or fills the free GPUs, where single-stage moves need a step per stage.
+// EP over pipelines keeps the part of its width that divides r', and each shape comes without EP too (every
+// stage of the class at once; per-stage EP moves would need a step per stage). One step trades tensor,
+// pipeline and data parallelism or fills the free GPUs, where single-stage moves need a step per stage.
 void reshape_moves(const Template& t, std::size_t c, MoveSink& sink) {
   const PipelineTemplate& cls = t.pipelines[c];
   const StageTemplate& s = cls.stages.front();
@@ -149,7 +150,14 @@ void reshape_moves(const Template& t, std::size_t c, MoveSink& sink) {
     if (s.ep_scope == EpScope::Pipelines) shaped.ep = std::gcd(s.ep, replicas);
     out.pipelines[c].replicas = replicas;
     out.pipelines[c].stages.assign(stages, shaped);
-    return sink.add(out);
+    const bool added = sink.add(out);
+    // And without EP over the pipelines: a deeper pipeline holds fewer layers per GPU, so every expert may
+    // now fit on each rank, with no all-to-all between pipelines over the NICs.
+    if (shaped.ep > 1 && shaped.ep_scope == EpScope::Pipelines) {
+      for (StageTemplate& x : out.pipelines[c].stages) x.ep = 1;
+      sink.add(out);
+    }
+    return added;
   };
   // At the class's GPUs: one of TP and replicas changed, the stage count following (rounded down).
   const long gpus = static_cast<long>(n) * s.tp * r;

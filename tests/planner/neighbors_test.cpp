@@ -194,6 +194,9 @@ TEST(TemplateNeighbors, MacroMovesReachOtherParallelismTradesInOneStep) {
   const std::vector<Template> from_ep = template_neighbors(parse_template("8x[H200:tp1x1 ep8/pipelines]"), h200, moe);
   EXPECT_TRUE(contains(from_ep, deep("H200:tp2x1", 7)));  // EP over one pipeline: none
   EXPECT_TRUE(contains(from_ep, "4x[H200:tp1x1 ep4/pipelines | H200:tp1x1 ep4/pipelines]"));
+  // And each such shape without EP: every expert on each rank of the deeper pipelines.
+  EXPECT_TRUE(contains(from_ep, "4x[H200:tp1x1 | H200:tp1x1]"));
+  EXPECT_TRUE(contains(from_ep, "4x[H200:tp1x1 | H200:tp1x1 | H200:tp1x1]"));  // on the free H200s
 
   const Cluster ap = spec("A100-80:1x4,P100:1x4");
   const ModelConfig llama = load_model("llama2-13b");
