@@ -1,4 +1,5 @@
-// The plotting scripts (scripts/plot_trace.py, plot_replay.py, plot_replay_compare.py, plot_planning_time.py)
+// The plotting scripts (scripts/plot_trace.py, plot_replay.py, plot_replay_compare.py, plot_planning_time.py,
+// wall_budget_table.py)
 // run by /usr/bin/python3: each
 // writes a real PNG (magic bytes, more than a trivial size), atomically (no temporary file left behind),
 // and a bad input leaves no output. Skipped when /usr/bin/python3 lacks matplotlib or h5py, except under
@@ -181,6 +182,42 @@ TEST(PlotScripts, PlanningTimeWritesTablesAndPng) {
   EXPECT_NE(summary.find("~8 GPUs"), std::string::npos);
   EXPECT_TRUE(is_png(d / "planning_time.png"));
   EXPECT_GT(fs::file_size(d / "planning_time.png"), 5000u);
+}
+
+// The committed evaluations given as the runs of a cap: every plan is its own committed plan, so the cap's
+// row must say exactly what the committed row says (ratios over the uncapped plan 1.000), and the table and
+// figure are written. A cap without runs fails and writes nothing.
+TEST(PlotScripts, WallBudgetTableComparesRunsWithTheCommittedCells) {
+  PLOT_SCRIPTS_REQUIRE_PYTHON();
+  const fs::path d = temp_dir("wall_budget");
+  const fs::path source(ARACHNE_SOURCE_DIR);
+  const fs::path runs = d / "runs" / "cap-7";
+  fs::create_directories(runs);
+  for (int s = 12; s <= 20; ++s)
+    fs::create_directory_symlink(source / "results/arachne-evaluation-fresh" / ("seed-" + std::to_string(s)), runs / ("fresh-" + std::to_string(s)));
+  fs::create_directory_symlink(source / "results/arachne-evaluation", runs / "heldout-12");
+  for (const int g : {64, 256, 1024})
+    fs::create_directory_symlink(source / "results/arachne-planning-time" / ("gpus-" + std::to_string(g)), runs / ("gpus-" + std::to_string(g)));
+  const auto table = [&](const std::string& out, const std::string& caps) {
+    return shell("cd '" + source.string() + "' && /usr/bin/python3 scripts/wall_budget_table.py '" + (d / out).string() + "' '" +
+                 (d / "runs").string() + "' " + caps + " 2> '" + (d / (out + ".err")).string() + "'");
+  };
+  ASSERT_EQ(table("out", "7"), 0) << slurp(d / "out.err");
+  const std::string summary = slurp(d / "out" / "summary.md");
+  const auto row = [&](const std::string& label) {
+    const size_t at = summary.find("| " + label + " |");
+    if (at == std::string::npos) return std::string();
+    const size_t cells = summary.find('|', at + 1);
+    return summary.substr(cells, summary.find('\n', at) - cells);
+  };
+  ASSERT_FALSE(row("7 s").empty()) << summary;
+  EXPECT_EQ(row("7 s"), row("none (committed)")) << summary;
+  EXPECT_NE(row("7 s").find("| 1.000 |"), std::string::npos) << summary;
+  EXPECT_TRUE(is_png(d / "out" / "wall_budget.png"));
+  EXPECT_EQ(hidden_files(d / "out"), 0);
+  EXPECT_NE(table("missing", "7 8"), 0);  // no runs of cap 8
+  EXPECT_FALSE(fs::exists(d / "missing" / "summary.md"));
+  EXPECT_FALSE(fs::exists(d / "missing" / "wall_budget.png"));
 }
 
 }  // namespace
