@@ -4,7 +4,7 @@
 Usage: /usr/bin/python3 scripts/wall_budget_table.py OUT_DIR RUNS_DIR CAP [CAP ...]
 
 Reads RUNS_DIR/cap-CAP/SET/evaluation.h5 (arachne alone under `--budget-wall CAP`, written by
-scripts/arachne_wall_budget.sh; SET is fresh-S, heldout-12 or gpus-G) and the committed evaluation of the
+scripts/arachne_wall_budget.sh; SET is fresh-S, heldout-12 or gpus-G, the sets of the first cap's directory) and the committed evaluation of the
 same configurations (results/arachne-evaluation-fresh/seed-S, results/arachne-evaluation,
 results/arachne-planning-time/gpus-G: the five baselines' cells and arachne's own without a tight cap), and
 writes
@@ -31,9 +31,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from plot_common import BASELINES, csv_text, save_png_or_report, text, write_atomically
 
-SETS = [f"fresh-{s}" for s in range(12, 21)] + ["heldout-12"] + [f"gpus-{g}" for g in (64, 256, 1024)]
-
-
 def committed_path(name):
     """The committed evaluation of the set's configurations."""
     kind, _, arg = name.partition("-")
@@ -58,11 +55,11 @@ def tokens(cell):
     return 0.0 if math.isnan(t) else t
 
 
-def rows_of(cap, runs):
+def rows_of(cap, runs, sets):
     """The cap's rows: one per configuration of every set that has a baseline plan (cap None: the committed
     arachne cells)."""
     rows = []
-    for name in SETS:
+    for name in sets:
         ref = cells(committed_path(name))
         run = ref if cap is None else cells(os.path.join(runs, f"cap-{cap}", name, "evaluation.h5"))
         for config, planners in sorted(run.items()):
@@ -97,7 +94,11 @@ def main(argv):
         print("usage: wall_budget_table.py OUT_DIR RUNS_DIR CAP [CAP ...]", file=sys.stderr)
         return 2
     out, runs, caps = argv[1], argv[2], argv[3:]
-    per_cap = [(cap, rows_of(cap, runs)) for cap in caps] + [(None, rows_of(None, runs))]
+    # The sets the script ran, in its order: fresh seeds, the held-out set, then the sizes ascending.
+    order = {"fresh": 0, "heldout": 1, "gpus": 2}
+    sets = sorted(os.listdir(os.path.join(runs, f"cap-{caps[0]}")),
+                  key=lambda n: (order.get(n.partition("-")[0], 3), int(n.partition("-")[2] or 0)))
+    per_cap = [(cap, rows_of(cap, runs, sets)) for cap in caps] + [(None, rows_of(None, runs, sets))]
     lines = ["# Arachne under a wall-clock budget", "",
              "`scripts/arachne_wall_budget.sh`: arachne alone under `--budget-wall CAP` (one configuration at a "
              "time) on the configurations of the committed fresh seeds 12-20, the 12 held-out and the planning-time "
