@@ -539,6 +539,16 @@ PipelineTemplate folded(PipelineTemplate p) {
   return p;
 }
 
+// Rule 2 over `types`: one pipeline class per type, rule 1's first template of each.
+Template rule_two(const std::vector<TypeInfo>& types, const ModelConfig& model, const Profiler& prof, long batch) {
+  Template t;
+  for (const TypeInfo& type : types) {
+    const std::vector<PipelineTemplate> ps = homogeneous_for_type(type, model, prof, batch);
+    if (!ps.empty()) t.pipelines.push_back(ps.front());
+  }
+  return t;
+}
+
 class Collector {
  public:
   Collector(const Cluster& c, const ModelConfig& m, int k) : cluster_(c), model_(m), k_(k), order_(type_order(c)) {}
@@ -606,12 +616,13 @@ std::vector<Template> fast_subset_templates(const Cluster& cluster, const ModelC
   if (per_subset < 1 || node_sizes_by_type(cluster).size() < 2) return {};
   const Profiler prof(cluster, model);
   const std::vector<TypeInfo> types = types_by_speed(cluster, model, prof);
-  Collector c(cluster, model, (per_subset + 1) * static_cast<int>(types.size()));
+  Collector c(cluster, model, (per_subset + 2) * static_cast<int>(types.size()));
   const long batch = batch_or_model(global_batch, model);
   for (std::size_t j = types.size(); j >= 1; --j) {
     const std::vector<TypeInfo> fastest(types.begin(), types.begin() + static_cast<std::ptrdiff_t>(j));
     if (auto p = node_stage_pipeline(fastest, model, prof)) c.add(Template{{*p}});
     if (j == types.size()) continue;  // rule 4 spans every type
+    if (j > 1) c.add(rule_two(fastest, model, prof, batch));
     for (const PipelineTemplate& p : deep_spanning_pipelines(cluster, fastest, batch, model, prof, per_subset)) c.add(Template{{p}});
   }
   return c.take();
