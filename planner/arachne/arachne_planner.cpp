@@ -8,6 +8,8 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <string>
+#include <unordered_map>
 
 #include "planner/arachne/features.h"
 #include "planner/arachne/labeler.h"
@@ -85,7 +87,7 @@ std::vector<Template> whole_small_space(const Cluster& cluster, const ModelConfi
   return std::move(e.templates);
 }
 
-// The default source's deep pipelines over the fastest types: proposed last, and a secondary source of the
+// The default source's templates over the fastest types (fast_subset_templates): proposed last, and a secondary source of the
 // local search (LocalSearchOptions::secondary: one slot of their own in the first round).
 std::set<Template> secondary_templates(const PlanRequest& r, long global) {
   if (r.arachne_templates != TemplateSource::PolicyAndHeuristic) return {};
@@ -251,10 +253,17 @@ void sort_by_price(std::vector<CompletedPlan>& plans) {
 PricedPlans priced_candidates(const std::vector<Template>& templates, const ExtraTemplates& extra,
                               const PlanRequest& r, long global, const PlanTimer& timer, long* priced, bool* cut) {
   const Estimator est(*r.cluster, *r.topo, *r.model);
+  // Each plan is estimated once: the passes after the climbs complete templates again (other placements,
+  // partitions, recompute levels), and most of their plans were built before.
+  std::unordered_map<std::string, std::optional<double>> estimates;  // by execution_key
   const PlanPricer price = [&](const Plan& p) -> std::optional<double> {
-    ++*priced;
-    const Estimate e = est.estimate(p);
-    return e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
+    const auto [it, fresh] = estimates.try_emplace(execution_key(p));
+    if (fresh) {
+      ++*priced;
+      const Estimate e = est.estimate(p);
+      it->second = e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
+    }
+    return it->second;
   };
   CompletionCache cache(*r.cluster, *r.model);  // per-layer times and stage memory, shared by the templates
   std::vector<CompletedPlan> all;
@@ -323,7 +332,7 @@ PricedPlans priced_candidates(const std::vector<Template>& templates, const Extr
   LocalSearchOptions required = climb;
   required.max_rounds = required.max_gaining_rounds = 0;
   local_search(policy_climb_templates(r, global), *r.cluster, *r.model, climb_price, required);
-  // And from the deep pipelines over the fastest types alone, for the required rounds: in the first climb
+  // And from the templates over the fastest types alone, for the required rounds: in the first climb
   // only their best start had a slot of its own.
   local_search({extra.secondary.begin(), extra.secondary.end()}, *r.cluster, *r.model, climb_price, required);
   after_climb = true;

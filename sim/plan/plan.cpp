@@ -70,4 +70,46 @@ int Plan::physical_stages(int pipeline) const {
   return n;
 }
 
+namespace {
+
+// Appends the bytes of a trivially copyable value.
+template <class T>
+void put(std::string& key, const T& v) {
+  key.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+}  // namespace
+
+std::string execution_key(const Plan& plan) {
+  std::string key;
+  put(key, plan.schedule);
+  put(key, plan.interleave);
+  put(key, plan.recompute);
+  put(key, plan.sequence_parallel);
+  put(key, plan.zero1);
+  put(key, plan.overlap_grad_reduce);
+  put(key, plan.pipelines.size());
+  for (const Pipeline& p : plan.pipelines) {
+    put(key, p.micro_batch);
+    put(key, p.micro_batches);
+    put(key, p.stages.size());
+    for (const Stage& s : p.stages) {
+      put(key, s.layer_begin);
+      put(key, s.layer_end);
+      put(key, s.ep);
+      put(key, s.ep_scope);
+      put(key, s.experts.size());
+      for (const int e : s.experts) put(key, e);
+      put(key, s.groups.size());
+      for (const TpGroup& g : s.groups) {
+        put(key, g.tp);
+        put(key, g.share);
+        put(key, g.gpus.size());
+        for (const GpuId id : g.gpus) put(key, id);
+      }
+    }
+  }
+  return key;
+}
+
 }  // namespace arachne

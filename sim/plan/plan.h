@@ -79,6 +79,11 @@ struct Plan {
   int physical_stages(int pipeline) const;
 };
 
+// Every field of `plan` that its execution depends on, packed into a string: two plans with equal keys run
+// the same way (the simulator and the planners' estimators give them the same times); the YAML source lines
+// and the selectors as written are left out. For memoising the pricing of plans built twice.
+std::string execution_key(const Plan& plan);
+
 // Megatron-style homogeneous shorthand (DESIGN.md): tp*pp*dp GPUs from the nodes in listing order,
 // ranked TP fastest, then DP, then PP; even layer split.
 struct Shorthand {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -357,6 +358,47 @@ TEST(PlanYaml, ReadsFileAndReportsMissingFile) {
 }
 
 // ------------------------------------------------------------------ shorthand
+
+// execution_key: a plan read back from its YAML (source lines and selectors as written, "n0:0-1" rather
+// than GPU lists) has the key of the plan built in code; a change of any field the execution depends on
+// changes it.
+TEST(PlanExecutionKey, EqualForTheSamePlanAndDifferentForAnyExecutionField) {
+  const Cluster c = two_by_four();
+  Plan a = plan_from_shorthand(Shorthand{.tp = 2, .pp = 2, .dp = 2, .micro_batch = 4}, c, gpt3_1_3b());
+  a.pipelines[0].stages[0].ep = 2;
+  a.pipelines[0].stages[0].experts = {40, 24};
+  const Plan read = parse_plan_yaml_text(plan_to_yaml(a, c), "a.yaml", c);
+  ASSERT_GE(read.pipelines.at(0).line, 0);
+  EXPECT_EQ(execution_key(read), execution_key(a));
+  const std::vector<std::function<void(Plan&)>> changes{
+      [](Plan& p) { p.schedule = Schedule::GPipe; },
+      [](Plan& p) { p.interleave = 2; },
+      [](Plan& p) { p.recompute = Recompute::Full; },
+      [](Plan& p) { p.sequence_parallel = true; },
+      [](Plan& p) { p.zero1 = true; },
+      [](Plan& p) { p.overlap_grad_reduce = false; },
+      [](Plan& p) { p.pipelines.pop_back(); },
+      [](Plan& p) { p.pipelines[1].micro_batch = 2; },
+      [](Plan& p) { p.pipelines[1].micro_batches = 3; },
+      [](Plan& p) { p.pipelines[1].stages.pop_back(); },
+      [](Plan& p) { p.pipelines[1].stages[0].layer_end -= 1; },
+      [](Plan& p) { p.pipelines[1].stages[1].layer_begin -= 1; },
+      [](Plan& p) { p.pipelines[0].stages[0].ep = 4; },
+      [](Plan& p) { p.pipelines[0].stages[0].ep_scope = EpScope::Stage; },
+      [](Plan& p) { p.pipelines[0].stages[0].experts = {32, 32}; },
+      [](Plan& p) { p.pipelines[0].stages[0].experts.clear(); },
+      [](Plan& p) { p.pipelines[1].stages[1].groups[0].tp = 1; },
+      [](Plan& p) { p.pipelines[1].stages[1].groups[0].share = 0.5; },
+      [](Plan& p) { std::swap(p.pipelines[1].stages[1].groups[0].gpus[0], p.pipelines[1].stages[1].groups[0].gpus[1]); },
+      [](Plan& p) { p.pipelines[1].stages[1].groups[0].gpus.pop_back(); },
+  };
+  std::set<std::string> keys{execution_key(a)};
+  for (size_t i = 0; i < changes.size(); ++i) {
+    Plan changed = a;
+    changes[i](changed);
+    EXPECT_TRUE(keys.insert(execution_key(changed)).second) << "change " << i << " left the key unchanged";
+  }
+}
 
 TEST(PlanShorthand, MegatronRankOrderTpThenDpThenPp) {
   // Megatron ranks: r = pp_rank*(dp*tp) + dp_rank*tp + tp_rank; rank r is GPU r (nodes in listing order).
