@@ -87,8 +87,9 @@ std::vector<Template> whole_small_space(const Cluster& cluster, const ModelConfi
   return std::move(e.templates);
 }
 
-// The default source's templates over the fastest types (fast_subset_templates): proposed last, and a secondary source of the
-// local search (LocalSearchOptions::secondary: one slot of their own in the first round).
+// The default source's templates over the fastest types (fast_subset_templates): proposed last, and a
+// secondary source of the local search (LocalSearchOptions::secondary: one slot of their own in the first
+// round).
 std::set<Template> secondary_templates(const PlanRequest& r, long global) {
   if (r.arachne_templates != TemplateSource::PolicyAndHeuristic) return {};
   const std::vector<Template> ts = fast_subset_templates(*r.cluster, *r.model, kArachneFastSubsetTemplates, global);
