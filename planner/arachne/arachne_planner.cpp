@@ -87,9 +87,8 @@ std::vector<Template> whole_small_space(const Cluster& cluster, const ModelConfi
   return std::move(e.templates);
 }
 
-// The default source's templates over the fastest types (fast_subset_templates): proposed last, and a
-// secondary source of the local search (LocalSearchOptions::secondary: one slot of their own in the first
-// round).
+// The default source's deep pipelines over the fastest types: proposed last, and a secondary source of the
+// local search (LocalSearchOptions::secondary: one slot of their own in the first round).
 std::set<Template> secondary_templates(const PlanRequest& r, long global) {
   if (r.arachne_templates != TemplateSource::PolicyAndHeuristic) return {};
   const std::vector<Template> ts = fast_subset_templates(*r.cluster, *r.model, kArachneFastSubsetTemplates, global);
@@ -104,6 +103,7 @@ std::vector<Template> source_templates(const PlanRequest& r, long global, bool* 
       std::vector<Template> both = policy_templates(r, global);
       for (Template& t : heuristic_templates(*r.cluster, *r.model, r.arachne_beam, global)) both.push_back(std::move(t));
       for (Template& t : device_group_templates(*r.cluster, *r.model, kArachneDeviceGroupTemplates, global)) both.push_back(std::move(t));
+      for (Template& t : fast_data_parallel_templates(*r.cluster, *r.model, global)) both.push_back(std::move(t));
       for (Template& t : whole_small_space(*r.cluster, *r.model, space)) both.push_back(std::move(t));
       for (const Template& t : secondary_templates(r, global)) both.push_back(t);
       return both;
@@ -333,7 +333,7 @@ PricedPlans priced_candidates(const std::vector<Template>& templates, const Extr
   LocalSearchOptions required = climb;
   required.max_rounds = required.max_gaining_rounds = 0;
   local_search(policy_climb_templates(r, global), *r.cluster, *r.model, climb_price, required);
-  // And from the templates over the fastest types alone, for the required rounds: in the first climb
+  // And from the deep pipelines over the fastest types alone, for the required rounds: in the first climb
   // only their best start had a slot of its own.
   local_search({extra.secondary.begin(), extra.secondary.end()}, *r.cluster, *r.model, climb_price, required);
   after_climb = true;

@@ -8,14 +8,14 @@
 //      generator, `exhaustive` = every template of the restricted enumeration, at most
 //      arachne_exhaustive_cap of them (random and exhaustive use the restricted space the training labels
 //      come from, LabelOptions::enumeration in planner/arachne/labeler.h); the default source (policy+
-//      heuristic) adds the heuristic generator's templates and kArachneDeviceGroupTemplates device-group
+//      heuristic) adds the heuristic generator's templates, data parallelism over the fastest GPU types
+//      only (fast_data_parallel_templates) and kArachneDeviceGroupTemplates device-group
 //      templates (one pipeline whose stages hold many data-parallel TP groups, Metis's shape;
 //      device_group_templates in planner/template/enumerate.h), which the local search (step 3) folds,
 //      unfolds, widens with idle GPUs and splits into pipelines of different depths
 //      (planner/template/neighbors.h), where the restricted space holds at most kArachneWholeSpaceUpTo
-//      templates (clusters of a few GPUs), every one of them, and last deep pipelines and data-parallel
-//      classes over the fastest GPU types only, the others idle (kArachneFastSubsetTemplates deep ones
-//      per subset: fast_subset_templates), a
+//      templates (clusters of a few GPUs), every one of them, and last deep pipelines over the fastest GPU
+//      types only, the others idle (kArachneFastSubsetTemplates per subset: fast_subset_templates), a
 //      secondary source of the local search: its best template takes one slot of its own in the first
 //      round (LocalSearchOptions::secondary), so that these deep pipelines, which often price best at the
 //      start, do not take the slots of the other sources' best templates; on a one-type cluster the default

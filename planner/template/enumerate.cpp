@@ -616,15 +616,25 @@ std::vector<Template> fast_subset_templates(const Cluster& cluster, const ModelC
   if (per_subset < 1 || node_sizes_by_type(cluster).size() < 2) return {};
   const Profiler prof(cluster, model);
   const std::vector<TypeInfo> types = types_by_speed(cluster, model, prof);
-  Collector c(cluster, model, (per_subset + 2) * static_cast<int>(types.size()));
+  Collector c(cluster, model, (per_subset + 1) * static_cast<int>(types.size()));
   const long batch = batch_or_model(global_batch, model);
   for (std::size_t j = types.size(); j >= 1; --j) {
     const std::vector<TypeInfo> fastest(types.begin(), types.begin() + static_cast<std::ptrdiff_t>(j));
     if (auto p = node_stage_pipeline(fastest, model, prof)) c.add(Template{{*p}});
     if (j == types.size()) continue;  // rule 4 spans every type
-    if (j > 1) c.add(rule_two(fastest, model, prof, batch));
     for (const PipelineTemplate& p : deep_spanning_pipelines(cluster, fastest, batch, model, prof, per_subset)) c.add(Template{{p}});
   }
+  return c.take();
+}
+
+std::vector<Template> fast_data_parallel_templates(const Cluster& cluster, const ModelConfig& model, long global_batch) {
+  if (node_sizes_by_type(cluster).size() < 3) return {};
+  const Profiler prof(cluster, model);
+  const std::vector<TypeInfo> types = types_by_speed(cluster, model, prof);
+  Collector c(cluster, model, static_cast<int>(types.size()));
+  const long batch = batch_or_model(global_batch, model);
+  for (std::size_t j = types.size() - 1; j >= 2; --j)
+    c.add(rule_two(std::vector<TypeInfo>(types.begin(), types.begin() + static_cast<std::ptrdiff_t>(j)), model, prof, batch));
   return c.take();
 }
 

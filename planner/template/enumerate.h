@@ -105,19 +105,13 @@ std::vector<Template> heuristic_templates(const Cluster& cluster, const ModelCon
 // generator by the arachne planner.
 std::vector<Template> device_group_templates(const Cluster& cluster, const ModelConfig& model, int k, long global_batch = 0);
 
-// Templates over the fastest types, where the cluster has two types or more: for j = types down to 1,
+// Deep pipelines over the fastest types, where the cluster has two types or more: for j = types down to 1,
 // over the j fastest types (peak FLOP/s), the other types idle,
 //   - one pipeline of one stage per node, TP over the node, the slowest type and the largest nodes first
 //     (Metis's shape on small nodes of unlike sizes, which one TP width per type cannot place), where the
 //     nodes are no more than the layers;
 //   - for j < types, rule 4 (one spanning pipeline past the depth bound; with one type, that type's
-//     pipelines as deep as the layers allow) at up to `per_subset` replica counts;
-//   - for 1 < j < types, rule 2 over the j types (one pipeline class per type, rule 1's first template of
-//     each): data parallelism across the fast types only. A class on slow NICs holds back the gradient
-//     all-reduce of every replica: on 1,024 GPUs of H100, A100-80, V100-32 and T4 (the arachne benchmark's
-//     cluster) gpt3-13b as rule 2 over H100 and A100-80 simulates at least 1.3 times faster than over
-//     those and V100-32, whose 6.25 GB/s of NIC per GPU (against 25 and 50) the ring waits for
-//     (FastSubsetTemplates.DataParallelOverTheFastTypesLeavesSlowNicsOut).
+//     pipelines as deep as the layers allow) at up to `per_subset` replica counts.
 // Deep pipelines over the fast types win where the slow types' memory or NICs hold the rest back: Sailor
 // (Strati et al. SOSP'25) plans them so, leaving GPU types out entirely, one-GPU H100-PCIe nodes in one
 // pipeline with an H100 node beside slow L40S and P100 nodes, or deep pipelines of H200 only beside 99
@@ -125,6 +119,17 @@ std::vector<Template> device_group_templates(const Cluster& cluster, const Model
 // policy and the heuristic generator by the arachne planner.
 std::vector<Template> fast_subset_templates(const Cluster& cluster, const ModelConfig& model, int per_subset,
                                             long global_batch = 0);
+
+// Rule 2 of heuristic_templates over the j fastest types (peak FLOP/s), for j = types - 1 down to 2, the
+// other types idle: one pipeline class per type, rule 1's first template of each - data parallelism across
+// the fast types only. Canonical, distinct, each with an empty template_problem and a token form; none on
+// clusters of fewer than three types. A class on slow NICs holds back the gradient all-reduce of every
+// replica: on 1,024 GPUs of H100, A100-80, V100-32 and T4 (the arachne benchmark's cluster) gpt3-13b as rule
+// 2 over H100 and A100-80 simulates at least 1.3 times faster than over those and V100-32, whose 6.25 GB/s of
+// NIC per GPU (against 25 and 50) the ring waits for
+// (FastDataParallelTemplates.LeaveTheSlowNicsOutOfTheGradientAllReduce). Proposed beside the policy and the
+// heuristic generator by the arachne planner.
+std::vector<Template> fast_data_parallel_templates(const Cluster& cluster, const ModelConfig& model, long global_batch = 0);
 
 // The one-stage-per-node pipeline of fast_subset_templates where the nodes of the j fastest types outnumber
 // the layers (which it leaves out): one stage per layer, the nodes of least peak FLOP/s idle, the stages in

@@ -452,30 +452,21 @@ struct EstimatedCase {
 };
 
 // The templates use the j fastest types (peak FLOP/s: H100 > H100-PCIe > L40S > P100), every j from 3 down
-// to 1 where one fits; all four types only in a pipeline of one stage per node; canonical, distinct,
-// runnable. Those of several pipeline classes are rule 2 over the j fastest types (1 < j < 4): one class
-// per type, each the heuristic generator's own template of that type; the others have one class.
+// to 1 where one fits, one pipeline class each; all four types only in a pipeline of one stage per node;
+// canonical, distinct, runnable.
 TEST(FastSubsetTemplates, SpanTheFastestTypesOnly) {
   const Cluster c = spec("H100:1x8,H100-PCIe:14x1,L40S:8x2,P100:6x4");
   const ModelConfig m = load_model("gpt3-13b");
   const std::vector<std::string> by_speed{"H100", "H100-PCIe", "L40S", "P100"};
   const std::vector<Template> all = fast_subset_templates(c, m, 2, 64);
   expect_valid_distinct_canonical(all, c, m);
-  std::set<PipelineTemplate> per_type;  // the heuristic generator's one-class templates
-  for (const Template& t : heuristic_templates(c, m, 64, 64))
-    if (t.pipelines.size() == 1 && t.gpus_by_type().size() == 1) per_type.insert(t.pipelines.front());
-  std::set<std::size_t> subsets, data_parallel;
+  std::set<std::size_t> subsets;
   for (const Template& t : all) {
+    ASSERT_EQ(t.pipelines.size(), 1u) << to_text(t);
     const auto used = t.gpus_by_type();
     std::size_t j = 0;
     while (j < by_speed.size() && used.count(by_speed[j])) ++j;
     EXPECT_EQ(used.size(), j) << to_text(t) << ": not the fastest types";
-    if (t.pipelines.size() > 1) {
-      EXPECT_EQ(t.pipelines.size(), j) << to_text(t);
-      for (const PipelineTemplate& p : t.pipelines) EXPECT_EQ(per_type.count(p), 1u) << to_text(t);
-      data_parallel.insert(j);
-      continue;
-    }
     if (j == by_speed.size()) {
       EXPECT_EQ(t.pipelines.front().replicas, 1) << to_text(t);
       EXPECT_EQ(t.pipelines.front().stages.size(), c.nodes.size()) << to_text(t);
@@ -483,7 +474,6 @@ TEST(FastSubsetTemplates, SpanTheFastestTypesOnly) {
     subsets.insert(j);
   }
   EXPECT_EQ(subsets, (std::set<std::size_t>{1, 2, 3, 4}));
-  EXPECT_EQ(data_parallel, (std::set<std::size_t>{2, 3}));
   EXPECT_EQ(fast_subset_templates(c, m, 2, 64), all);
   EXPECT_TRUE(fast_subset_templates(spec("H100:4x8"), m, 2, 64).empty());
 }
@@ -514,20 +504,46 @@ TEST(FastSubsetTemplates, DeepPipelineOverTheFastTypesBeatsEveryHeuristicTemplat
   EXPECT_LT(subsets * 1.3, heuristic);
 }
 
-// Why rule 2 over the fast types only. GPT-3 13B at TP 8 (rule 1 on 8-GPU nodes) leaves each GPU 1/8 of
-// the 12.9 G gradients, all-reduced in fp32 (sim/exec/stage_work.cpp) over the data-parallel replicas
-// through the NICs: a ring moves about twice the shard per GPU, 2 x 4 B x 1.6 G = 12.9 GB, which at 6.25 GB/s
-// per V100-32 GPU (4 x 100 Gbit/s per 8-GPU node, configs/gpus.yaml) takes 2.1 s, against 0.5 s at the
+// Rule 2 over the j fastest types, j from types - 1 down to 2 (peak FLOP/s: H100 > H100-PCIe > L40S >
+// P100): one class per type, each the heuristic generator's own one-class template of that type; canonical,
+// distinct, runnable; none on two types.
+TEST(FastDataParallelTemplates, OneClassPerTypeOverTheFastestTypes) {
+  const Cluster c = spec("H100:1x8,H100-PCIe:14x1,L40S:8x2,P100:6x4");
+  const ModelConfig m = load_model("gpt3-13b");
+  const std::vector<std::string> by_speed{"H100", "H100-PCIe", "L40S", "P100"};
+  const std::vector<Template> all = fast_data_parallel_templates(c, m, 64);
+  expect_valid_distinct_canonical(all, c, m);
+  std::set<PipelineTemplate> per_type;  // the heuristic generator's one-class templates
+  for (const Template& t : heuristic_templates(c, m, 64, 64))
+    if (t.pipelines.size() == 1 && t.gpus_by_type().size() == 1) per_type.insert(t.pipelines.front());
+  std::vector<std::size_t> subsets;
+  for (const Template& t : all) {
+    const auto used = t.gpus_by_type();
+    std::size_t j = 0;
+    while (j < by_speed.size() && used.count(by_speed[j])) ++j;
+    EXPECT_EQ(used.size(), j) << to_text(t) << ": not the fastest types";
+    EXPECT_EQ(t.pipelines.size(), j) << to_text(t);
+    for (const PipelineTemplate& p : t.pipelines) EXPECT_EQ(per_type.count(p), 1u) << to_text(t);
+    subsets.push_back(j);
+  }
+  EXPECT_EQ(subsets, (std::vector<std::size_t>{3, 2}));
+  EXPECT_EQ(fast_data_parallel_templates(c, m, 64), all);
+  EXPECT_TRUE(fast_data_parallel_templates(spec("H100:4x8,A100-80:4x8"), m, 64).empty());
+}
+
+// Why they are proposed. GPT-3 13B at TP 8 (rule 1 on 8-GPU nodes) leaves each GPU 1/8 of the 12.9 G
+// gradients, all-reduced in fp32 (sim/exec/stage_work.cpp) over the data-parallel replicas through the
+// NICs: a ring moves about twice the shard per GPU, 2 x 4 B x 1.6 G = 12.9 GB, which at 6.25 GB/s per
+// V100-32 GPU (4 x 100 Gbit/s per 8-GPU node, configs/gpus.yaml) takes 2.1 s, against 0.5 s at the
 // A100-80's 25 GB/s and less at the H100's 50. Compute is about 1 s (the H100 and A100-80 replicas get
 // samples in proportion to speed): the pair's all-reduce mostly hides behind the backward pass (<= ~1.5 s
 // per iteration), while with V100-32 in the ring the iteration cannot end before the 2.1 s all-reduce, for
 // 9 % more peak FLOP/s (32 x 8 x 125 TFLOP/s beside 32 x 8 x 989 + 40 x 8 x 312). So rule 2 over the three
 // fastest types must simulate at least 1.3 times slower than over the two.
-TEST(FastSubsetTemplates, DataParallelOverTheFastTypesLeavesSlowNicsOut) {
+TEST(FastDataParallelTemplates, LeaveTheSlowNicsOutOfTheGradientAllReduce) {
   const EstimatedCase x("A100-80:40x8,H100:32x8,V100-32:32x8,T4:48x4", "gpt3-13b", 1024);
-  std::map<std::size_t, double> simulated;  // by the number of types of the rule-2 template
-  for (const Template& t : fast_subset_templates(x.cluster, x.model, 2, x.batch)) {
-    if (t.pipelines.size() < 2) continue;
+  std::map<std::size_t, double> simulated;  // by the number of types
+  for (const Template& t : fast_data_parallel_templates(x.cluster, x.model, x.batch)) {
     const std::vector<CompletedPlan> plans = complete_template(t, {&x.cluster, &x.topo, &x.model, x.batch}, x.price, {.max_candidates = 1});
     ASSERT_FALSE(plans.empty()) << to_text(t);
     const SimResult r = simulate_iteration(x.cluster, x.topo, x.model, plans.front().plan, SimOptions{});
