@@ -539,13 +539,12 @@ PipelineTemplate folded(PipelineTemplate p) {
   return p;
 }
 
-// Rule 2 over `types`: one pipeline class per type, rule 1's first template of each.
-Template rule_two(const std::vector<TypeInfo>& types, const ModelConfig& model, const Profiler& prof, long batch) {
+// Rule 2 over the first j types of `per_type` (rule 1's templates of each type, fastest first): one pipeline
+// class per type, rule 1's first template of each (a type without one left out).
+Template rule_two(const std::vector<std::vector<PipelineTemplate>>& per_type, std::size_t j) {
   Template t;
-  for (const TypeInfo& type : types) {
-    const std::vector<PipelineTemplate> ps = homogeneous_for_type(type, model, prof, batch);
-    if (!ps.empty()) t.pipelines.push_back(ps.front());
-  }
+  for (std::size_t i = 0; i < j; ++i)
+    if (!per_type[i].empty()) t.pipelines.push_back(per_type[i].front());
   return t;
 }
 
@@ -584,13 +583,9 @@ std::vector<Template> heuristic_templates(const Cluster& cluster, const ModelCon
   if (!per_type.empty() && !per_type.front().empty()) c.add(Template{{per_type.front().front()}});
   for (const PipelineTemplate& p : spanning_pipelines(types, batch, model, prof, 3)) c.add(Template{{p}});
   // Rule 1's node-TP template of the other types, rule 2, then rule 1's narrow-TP templates.
-  Template all_types;
   for (const std::vector<PipelineTemplate>& ps : per_type)
-    if (!ps.empty()) {
-      c.add(Template{{ps.front()}});
-      all_types.pipelines.push_back(ps.front());
-    }
-  if (all_types.pipelines.size() > 1) c.add(all_types);
+    if (!ps.empty()) c.add(Template{{ps.front()}});
+  if (const Template all_types = rule_two(per_type, per_type.size()); all_types.pipelines.size() > 1) c.add(all_types);
   for (const std::vector<PipelineTemplate>& ps : per_type)
     for (const PipelineTemplate& p : ps) c.add(Template{{p}});
   // Rule 4 in the slots left: rule 3 past its depth bound, the deepest pipelines first.
@@ -633,8 +628,9 @@ std::vector<Template> fast_data_parallel_templates(const Cluster& cluster, const
   const std::vector<TypeInfo> types = types_by_speed(cluster, model, prof);
   Collector c(cluster, model, static_cast<int>(types.size()));
   const long batch = batch_or_model(global_batch, model);
-  for (std::size_t j = types.size() - 1; j >= 2; --j)
-    c.add(rule_two(std::vector<TypeInfo>(types.begin(), types.begin() + static_cast<std::ptrdiff_t>(j)), model, prof, batch));
+  std::vector<std::vector<PipelineTemplate>> per_type;  // rule 1, all types but the slowest
+  for (std::size_t i = 0; i + 1 < types.size(); ++i) per_type.push_back(homogeneous_for_type(types[i], model, prof, batch));
+  for (std::size_t j = types.size() - 1; j >= 2; --j) c.add(rule_two(per_type, j));
   return c.take();
 }
 
