@@ -378,10 +378,15 @@ class BatchPlanner {
   // (slowest time, pipelines within a part in 10^12 of it): lower is better.
   std::pair<double, int> objective(const std::vector<long>& a) {
     times_.resize(a.size());
+    for (size_t u = 0; u < a.size(); ++u) times_[u] = unit_time(u, a[u]);
+    return objective_of_times();
+  }
+  // objective() from each unit's time in times_.
+  std::pair<double, int> objective_of_times() const {
     double worst = 0;
-    for (size_t u = 0; u < a.size(); ++u) worst = std::max(worst, times_[u] = unit_time(u, a[u]));
+    for (const double t : times_) worst = std::max(worst, t);
     int at = 0;
-    for (size_t u = 0; u < a.size(); ++u)
+    for (size_t u = 0; u < times_.size(); ++u)
       if (times_[u] >= worst * (1 - 1e-12)) at += static_cast<int>(unit_size(u));
     return {worst, at};
   }
@@ -389,26 +394,30 @@ class BatchPlanner {
   std::vector<long> move_scratch_;  // local_moves' scratch: the split after a move
 
   // The first unit of each state (class and samples), in unit order.
-  std::vector<int> distinct_units(const std::vector<long>& a) const {
+  std::vector<int> distinct_units(const std::vector<long>& a) {
     std::vector<int> out;
+    std::vector<std::pair<int, long>>& states = states_scratch_;  // of the units in `out`
+    states.clear();
     for (size_t u = 0; u < a.size(); ++u) {
-      const int c = layout_.units[u].pipeline_class;
-      const bool seen = std::any_of(out.begin(), out.end(), [&](int k) { return layout_.units[k].pipeline_class == c && a[k] == a[u]; });
-      if (!seen) out.push_back(static_cast<int>(u));
+      const std::pair<int, long> state{layout_.units[u].pipeline_class, a[u]};
+      if (std::find(states.begin(), states.end(), state) != states.end()) continue;
+      states.push_back(state);
+      out.push_back(static_cast<int>(u));
     }
     return out;
   }
+  std::vector<std::pair<int, long>> states_scratch_;
 
   // Moves samples from the slowest unit to whichever unit state (and amount) lowers the objective most, while it
   // falls (samples are integers, so the proportional split is only close; divisibility makes the time of n
   // samples uneven in n, hence amounts beyond one step).
   void local_moves(std::vector<long>& a) {
     for (long guard = 0; guard < 4 * global_; ++guard) {
-      const auto current = objective(a);
+      const auto current = objective(a);  // fills times_
       int slow = 0;
       for (size_t u = 1; u < a.size(); ++u)
-        if (unit_time(u, a[u]) > unit_time(slow, a[slow])) slow = static_cast<int>(u);
-      const MoveObjective after(*this, a);
+        if (times_[u] > times_[slow]) slow = static_cast<int>(u);
+      const MoveObjective after(*this, times_);
       long best_d = 0;
       int best_v = -1;
       auto best_obj = current;
@@ -439,10 +448,9 @@ class BatchPlanner {
   // The same comparisons of the same times as objective(): the same result.
   class MoveObjective {
    public:
-    MoveObjective(BatchPlanner& bp, const std::vector<long>& a) : bp_(bp) {
-      const size_t n = a.size();
-      time_.resize(n);
-      for (size_t u = 0; u < n; ++u) time_[u] = bp.unit_time(u, a[u]);
+    // `times`: each unit's time before the move.
+    MoveObjective(BatchPlanner& bp, const std::vector<double>& times) : bp_(bp), time_(times) {
+      const size_t n = times.size();
       order_.resize(n);
       std::iota(order_.begin(), order_.end(), 0);
       std::sort(order_.begin(), order_.end(), [&](int x, int y) { return time_[x] > time_[y] || (time_[x] == time_[y] && x < y); });

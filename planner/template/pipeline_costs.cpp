@@ -195,6 +195,7 @@ const std::vector<int>& PipelineCosts::shares(int stage, int b) {
   const auto k = std::make_pair(stage_kind_[stage], b);
   if (auto it = shared_->shares.find(k); it != shared_->shares.end()) return it->second;
   const int n = static_cast<int>(stages_[stage].groups.size());
+  if (n == 1) return shared_->shares.emplace(k, std::vector<int>{b}).first->second;  // what the split below gives
   // A group's time for s samples over the model's layers: the shares hold for every layer range.
   const StageCostSpec& st = stages_[stage];
   auto t = [&](int g, int s) {
@@ -208,23 +209,32 @@ const std::vector<int>& PipelineCosts::shares(int stage, int b) {
   std::vector<int> s(split.begin(), split.end());
   // Single-sample moves from the slowest group to the group that stays fastest with one more, while the
   // slowest time falls (integer shares: the proportional split can be a sample off).
+  // Each group's time at its share (now) and with one sample more (plus, NaN until needed), kept across moves.
+  std::vector<double> now(n), plus(n, std::nan(""));
+  for (int g = 0; g < n; ++g) now[g] = t(g, s[g]);
+  auto up = [&](int g) {
+    if (std::isnan(plus[g])) plus[g] = t(g, s[g] + 1);
+    return plus[g];
+  };
   for (int guard = 0; guard < b; ++guard) {
     int slow = 0;
     for (int g = 1; g < n; ++g)
-      if (t(g, s[g]) > t(slow, s[slow])) slow = g;
+      if (now[g] > now[slow]) slow = g;
     if (s[slow] <= 1) break;
     int fast = -1;
     for (int g = 0; g < n; ++g)
-      if (g != slow && (fast < 0 || t(g, s[g] + 1) < t(fast, s[fast] + 1))) fast = g;
+      if (g != slow && (fast < 0 || up(g) < up(fast))) fast = g;
     if (fast < 0) break;
     double rest = 0;  // the slowest of the groups the move leaves alone
     for (int g = 0; g < n; ++g)
-      if (g != slow && g != fast) rest = std::max(rest, t(g, s[g]));
-    const double before = t(slow, s[slow]);
-    const double after = std::max({rest, t(slow, s[slow] - 1), t(fast, s[fast] + 1)});
-    if (!(after < before)) break;
+      if (g != slow && g != fast) rest = std::max(rest, now[g]);
+    const double less = t(slow, s[slow] - 1);
+    const double after = std::max({rest, less, up(fast)});
+    if (!(after < now[slow])) break;
     --s[slow];
     ++s[fast];
+    plus[slow] = now[slow], now[slow] = less;
+    now[fast] = plus[fast], plus[fast] = std::nan("");
   }
   return shared_->shares.emplace(k, std::move(s)).first->second;
 }
@@ -306,12 +316,8 @@ const std::vector<int>& PipelineCosts::partition(int b, long m) {
   if (b >= min_micro_batch_ && !known_too_big(b, cap)) {
     std::vector<const std::vector<int>*>& ends = ends_scratch_;
     ends.assign(depth(), nullptr);
-    std::vector<const std::vector<const LayerTimes::Table*>*>& tables = tables_scratch_;  // per stage, per group
-    tables.assign(depth(), nullptr);
-    for (int j = 0; j < depth(); ++j) {
-      ends[j] = &max_ends(j, b, std::min<long>(depth() - j, m));
-      tables[j] = &group_tables(j, b);
-    }
+    const std::vector<const std::vector<const LayerTimes::Table*>*>& tables = stage_tables(b);  // per stage, per group
+    for (int j = 0; j < depth(); ++j) ends[j] = &max_ends(j, b, std::min<long>(depth() - j, m));
     bool limited = false;  // a range the search looked at was ruled out by memory
     auto cost = [&](int j, int begin, int end) {
       if (end <= (*ends[j])[begin]) return slowest_group_s(*tables[j], begin, end);
@@ -337,8 +343,17 @@ template <class Visit>
 bool PipelineCosts::for_each_stage_time(int b, long m, Visit visit) {
   const std::vector<int>& bounds = partition(b, m);
   if (bounds.empty()) return false;
-  for (int j = 0; j < depth(); ++j) visit(slowest_group_s(group_tables(j, b), bounds[j], bounds[j + 1]));
+  const std::vector<const std::vector<const LayerTimes::Table*>*>& tables = stage_tables(b);
+  for (int j = 0; j < depth(); ++j) visit(slowest_group_s(*tables[j], bounds[j], bounds[j + 1]));
   return true;
+}
+
+const std::vector<const std::vector<const LayerTimes::Table*>*>& PipelineCosts::stage_tables(int b) {
+  if (b >= static_cast<int>(stage_tables_.size())) stage_tables_.resize(b + 1);
+  std::vector<const std::vector<const LayerTimes::Table*>*>& out = stage_tables_[b];
+  if (out.empty())
+    for (int j = 0; j < depth(); ++j) out.push_back(&group_tables(j, b));
+  return out;
 }
 
 double PipelineCosts::time(long n, int b) {
@@ -359,17 +374,19 @@ double PipelineCosts::work_lower_bound(int b) {
   if (auto it = shared_->work.find(b); it != shared_->work.end()) return it->second;
   // A stage's time over a range is its slowest group's, so at least any one group's: per layer, the fastest
   // group of the fastest stage bounds what the layer adds to the stage sum, whatever the partition.
+  // Stages of one kind have the same tables: each kind once (the first stage of a kind is the kind).
   std::vector<const std::vector<const LayerTimes::Table*>*>& tables = tables_scratch_;
-  tables.assign(depth(), nullptr);
-  for (int j = 0; j < depth(); ++j) tables[j] = &group_tables(j, b);
+  tables.clear();
+  for (int j = 0; j < depth(); ++j)
+    if (stage_kind_[j] == j) tables.push_back(&group_tables(j, b));
   double embedding = kInf, head = kInf;
-  for (const LayerTimes::Table* t : *tables.front()) embedding = std::min(embedding, t->embedding);
-  for (const LayerTimes::Table* t : *tables.back()) head = std::min(head, t->head);
+  for (const LayerTimes::Table* t : group_tables(0, b)) embedding = std::min(embedding, t->embedding);
+  for (const LayerTimes::Table* t : group_tables(depth() - 1, b)) head = std::min(head, t->head);
   double w = embedding + head;
   for (int l = 0; l < layers_; ++l) {
     double layer = kInf;
-    for (int j = 0; j < depth(); ++j)
-      for (const LayerTimes::Table* t : *tables[j]) layer = std::min(layer, t->prefix[l + 1] - t->prefix[l]);
+    for (const std::vector<const LayerTimes::Table*>* kind : tables)
+      for (const LayerTimes::Table* t : *kind) layer = std::min(layer, t->prefix[l + 1] - t->prefix[l]);
     w += layer;
   }
   return shared_->work.emplace(b, w).first->second;
@@ -467,12 +484,13 @@ bool PipelineCosts::limit_shapes_partition(int b, long m) {
   // the limit rules out from x is the one a layer past max_ends (times grow with the range).
   for (int j = 0; j < depth(); ++j) {
     const std::vector<int>& ends = max_ends(j, b, std::min<long>(depth() - j, m));
+    const std::vector<const LayerTimes::Table*>& tables = group_tables(j, b);
     const int last_end = layers_ - (depth() - 1 - j);
     const int last_start = j == 0 ? 0 : last_end - 1;
     for (int x = j; x <= last_start; ++x) {
       const int end = j + 1 == depth() ? layers_ : ends[x] + 1;
       if (ends[x] >= end || end > last_end) continue;  // nothing within reach is ruled out
-      if (slowest_group_s(group_tables(j, b), x, end) < slowest) return true;
+      if (slowest_group_s(tables, x, end) < slowest) return true;
     }
   }
   return false;

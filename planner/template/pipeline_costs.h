@@ -8,6 +8,7 @@
 #pragma once
 #include <limits>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -235,6 +236,10 @@ class PipelineCosts {
   // The distinct layer-time tables of stage `stage`'s groups at their shares of micro-batch b (in no
   // particular order: every use takes the slowest or the fastest).
   const std::vector<const LayerTimes::Table*>& group_tables(int stage, int b);
+  // group_tables(j, b) of every stage j (the tables live in shared_); the reference stays valid (a deque
+  // grown at its end keeps its elements in place).
+  const std::vector<const std::vector<const LayerTimes::Table*>*>& stage_tables(int b);
+  std::deque<std::vector<const std::vector<const LayerTimes::Table*>*>> stage_tables_;  // by b; empty: not yet
   // A lower bound on the sum of the stage times of one micro-batch of b, over every partition.
   double work_lower_bound(int b);
   // max_end[x]: the largest end such that every group of the stage fits layers [x, end) in memory (x if none).

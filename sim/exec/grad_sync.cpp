@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <numeric>
 #include <map>
-#include <set>
 #include <stdexcept>
 #include <utility>
 
@@ -47,10 +46,11 @@ GradBuckets gradient_buckets(const ModelConfig& model, const std::vector<GradBuc
   const int nw = static_cast<int>(workers.size());
   GradBuckets out;
   // Segment boundaries: every stage boundary of every pipeline.
-  std::set<int> cuts{0, model.layers};
+  std::vector<int> bounds{0, model.layers};
   for (const GradBucketWorker& w : workers)
-    for (const GradBucketChunk& c : w.chunks) cuts.insert(c.layer_begin), cuts.insert(c.layer_end);
-  const std::vector<int> bounds(cuts.begin(), cuts.end());
+    for (const GradBucketChunk& c : w.chunks) bounds.push_back(c.layer_begin), bounds.push_back(c.layer_end);
+  std::sort(bounds.begin(), bounds.end());
+  bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
   int communicators = static_cast<int>(bounds.size());  // dense: one per segment; expert groups get ids after these
 
   for (size_t s = 0; s + 1 < bounds.size(); ++s) {
@@ -74,7 +74,7 @@ GradBuckets gradient_buckets(const ModelConfig& model, const std::vector<GradBuc
       cur.holders = hs;
       cur.lcm_tp = lcm_tp;
       cur.communicator = static_cast<int>(s);
-      out.buckets.push_back(cur);
+      out.buckets.push_back(std::move(cur));
       cur = GradBucket{};
     };
     cur.layer_begin = cur.layer_end = b;
@@ -107,7 +107,7 @@ GradBuckets gradient_buckets(const ModelConfig& model, const std::vector<GradBuc
           eb.communicator = expert_comm[key];
           eb.full_params = key.second * mp.experts;
           for (const GradHolder& h : members) eb.lcm_tp = std::lcm(eb.lcm_tp, workers[h.worker].tp);
-          out.buckets.push_back(eb);
+          out.buckets.push_back(std::move(eb));
         }
       } else {
         cur.full_params += layer_params_per_rank(model, l, 1);

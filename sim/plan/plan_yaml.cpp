@@ -740,40 +740,40 @@ void validate_plan(const Plan& plan, const Cluster& cluster, const ModelConfig& 
       const Stage& s = p.stages[j];
       if (s.ep <= 1 || s.ep_scope != EpScope::Pipelines) continue;
       const int first = i / s.ep * s.ep, last = first + s.ep - 1;
-      const std::string block = "pipelines " + std::to_string(first) + "-" + std::to_string(last);
+      auto block = [first, last] { return "pipelines " + std::to_string(first) + "-" + std::to_string(last); };  // for messages only
       if (last >= np)
-        fail(s.line, stage_path(i, j) + ".ep", "ep=" + std::to_string(s.ep) + " with ep_scope pipelines needs " + block +
+        fail(s.line, stage_path(i, j) + ".ep", "ep=" + std::to_string(s.ep) + " with ep_scope pipelines needs " + block() +
                                                    ", the plan has " + std::to_string(np) + " pipelines");
       for (int q = first; q <= last; ++q) {
         if (q == i) continue;
         const Pipeline& other = plan.pipelines[q];
         if (j >= static_cast<int>(other.stages.size()))
           fail(other.line, "pipelines[" + std::to_string(q) + "].stages",
-               "pipelines[" + std::to_string(q) + "] has no stage " + std::to_string(j) + ", but it is in the EP group (" + block +
+               "pipelines[" + std::to_string(q) + "] has no stage " + std::to_string(j) + ", but it is in the EP group (" + block() +
                    ") of " + stage_path(i, j));
         const Stage& o = other.stages[j];
-        const std::string opath = stage_path(q, j);
+        auto opath = [q, j] { return stage_path(q, j); };
         if (o.layer_begin != s.layer_begin || o.layer_end != s.layer_end)
-          fail(o.line, opath + ".layers", "EP group " + block + " needs equal layer ranges: " + opath + " has " + range_text(o) + ", " +
+          fail(o.line, opath() + ".layers", "EP group " + block() + " needs equal layer ranges: " + opath() + " has " + range_text(o) + ", " +
                                               stage_path(i, j) + " has " + range_text(s));
         if (o.ep != s.ep || o.ep_scope != s.ep_scope)
-          fail(o.line, opath + ".ep", "EP group " + block + " needs the same ep and ep_scope: " + opath + " has ep=" + std::to_string(o.ep) +
+          fail(o.line, opath() + ".ep", "EP group " + block() + " needs the same ep and ep_scope: " + opath() + " has ep=" + std::to_string(o.ep) +
                                           " (" + to_string(o.ep_scope) + "), " + stage_path(i, j) + " has ep=" + std::to_string(s.ep) + " (" +
                                           to_string(s.ep_scope) + ")");
         if (o.experts != s.experts)
-          fail(o.line, opath + ".experts", "EP group " + block + " needs the same experts placement as " + stage_path(i, j));
+          fail(o.line, opath() + ".experts", "EP group " + block() + " needs the same experts placement as " + stage_path(i, j));
         // The EP peers meet at every MoE layer of every micro-batch, in schedule order: the pipelines of
         // the block must run the same schedule (same depth and micro-batch count) and pair their TP groups
         // one to one, as Megatron-Core's identical data-parallel replicas do; otherwise the rendezvous can
         // wait on a pass that the peer's schedule runs later (a deadlock).
         if (other.stages.size() != p.stages.size() || other.micro_batches != p.micro_batches)
           fail(other.line, "pipelines[" + std::to_string(q) + "]",
-               "EP group " + block + " needs pipelines of the same depth and micro-batch count: pipelines[" + std::to_string(q) +
+               "EP group " + block() + " needs pipelines of the same depth and micro-batch count: pipelines[" + std::to_string(q) +
                    "] has " + std::to_string(other.stages.size()) + " stages and " + std::to_string(other.micro_batches) +
                    " micro-batches, pipelines[" + std::to_string(i) + "] " + std::to_string(p.stages.size()) + " and " +
                    std::to_string(p.micro_batches));
         if (o.groups.size() != s.groups.size())
-          fail(o.line, opath + ".groups", "EP group " + block + " pairs TP groups one to one: " + opath + " has " +
+          fail(o.line, opath() + ".groups", "EP group " + block() + " pairs TP groups one to one: " + opath() + " has " +
                                               std::to_string(o.groups.size()) + " groups, " + stage_path(i, j) + " has " +
                                               std::to_string(s.groups.size()));
       }
