@@ -77,6 +77,64 @@ const LayerTimes::Table& LayerTimes::table(int type, int tp, int samples, Recomp
   return *slot;
 }
 
+const LayerTimes::StageGroups& LayerTimes::stage_groups(const std::vector<int>& types, int tp, int b, Recompute recompute) {
+  std::vector<int>& key = key_scratch_;
+  key.assign({tp, b, static_cast<int>(recompute)});
+  key.insert(key.end(), types.begin(), types.end());
+  if (auto it = stage_groups_.find(key); it != stage_groups_.end()) return it->second;
+  StageGroups out;
+  out.shares = group_shares(types, tp, b, recompute);
+  for (size_t g = 0; g < types.size(); ++g) out.tables.push_back(&table(types[g], tp, out.shares[g], recompute));
+  std::sort(out.tables.begin(), out.tables.end());
+  out.tables.erase(std::unique(out.tables.begin(), out.tables.end()), out.tables.end());
+  return stage_groups_.emplace(key, std::move(out)).first->second;
+}
+
+std::vector<int> LayerTimes::group_shares(const std::vector<int>& types, int tp, int b, Recompute recompute) {
+  const int n = static_cast<int>(types.size());
+  if (n == 1) return {b};  // what the split below gives
+  // A group's time for s samples over the model's layers: the shares hold for every layer range.
+  auto t = [&](int g, int s) {
+    const Table& tb = table(types[g], tp, s, recompute);
+    return tb.prefix.back() - tb.prefix.front();
+  };
+  std::vector<double> speed(n);
+  const int even = std::max(1, b / n);
+  for (int g = 0; g < n; ++g) speed[g] = even / t(g, even);
+  std::vector<long> split = proportional_split(b, speed);
+  std::vector<int> s(split.begin(), split.end());
+  // Single-sample moves from the slowest group to the group that stays fastest with one more, while the
+  // slowest time falls (integer shares: the proportional split can be a sample off). Each group's time at its
+  // share (now) and with one sample more (plus, NaN until needed) is kept across moves.
+  std::vector<double> now(n), plus(n, std::nan(""));
+  for (int g = 0; g < n; ++g) now[g] = t(g, s[g]);
+  auto up = [&](int g) {
+    if (std::isnan(plus[g])) plus[g] = t(g, s[g] + 1);
+    return plus[g];
+  };
+  for (int guard = 0; guard < b; ++guard) {
+    int slow = 0;
+    for (int g = 1; g < n; ++g)
+      if (now[g] > now[slow]) slow = g;
+    if (s[slow] <= 1) break;
+    int fast = -1;
+    for (int g = 0; g < n; ++g)
+      if (g != slow && (fast < 0 || up(g) < up(fast))) fast = g;
+    if (fast < 0) break;
+    double rest = 0;  // the slowest of the groups the move leaves alone
+    for (int g = 0; g < n; ++g)
+      if (g != slow && g != fast) rest = std::max(rest, now[g]);
+    const double less = t(slow, s[slow] - 1);
+    const double after = std::max({rest, less, up(fast)});
+    if (!(after < now[slow])) break;
+    --s[slow];
+    ++s[fast];
+    plus[slow] = now[slow], now[slow] = less;
+    now[fast] = plus[fast], plus[fast] = std::nan("");
+  }
+  return s;
+}
+
 double LayerTimes::layers_s(const ProfileKey& key, int begin, int end) {
   const Table& t = table(key);
   return t.prefix[end] - t.prefix[begin];
@@ -191,52 +249,14 @@ PipelineCosts::PipelineCosts(const PipelineCosts& same_times, MemoryLevel level)
   shared_ = same_times.shared_;
 }
 
-const std::vector<int>& PipelineCosts::shares(int stage, int b) {
+const std::vector<int>& PipelineCosts::shares(int stage, int b) { return groups(stage, b).shares; }
+
+const LayerTimes::StageGroups& PipelineCosts::groups(int stage, int b) {
   const auto k = std::make_pair(stage_kind_[stage], b);
-  if (auto it = shared_->shares.find(k); it != shared_->shares.end()) return it->second;
-  const int n = static_cast<int>(stages_[stage].groups.size());
-  if (n == 1) return shared_->shares.emplace(k, std::vector<int>{b}).first->second;  // what the split below gives
-  // A group's time for s samples over the model's layers: the shares hold for every layer range.
-  const StageCostSpec& st = stages_[stage];
-  auto t = [&](int g, int s) {
-    const LayerTimes::Table& table = times_.table(time_types_[stage][g], st.tp, s, level_.recompute);
-    return table.prefix[layers_] - table.prefix[0];
-  };
-  std::vector<double> speed(n);
-  const int even = std::max(1, b / n);
-  for (int g = 0; g < n; ++g) speed[g] = even / t(g, even);
-  std::vector<long> split = proportional_split(b, speed);
-  std::vector<int> s(split.begin(), split.end());
-  // Single-sample moves from the slowest group to the group that stays fastest with one more, while the
-  // slowest time falls (integer shares: the proportional split can be a sample off).
-  // Each group's time at its share (now) and with one sample more (plus, NaN until needed), kept across moves.
-  std::vector<double> now(n), plus(n, std::nan(""));
-  for (int g = 0; g < n; ++g) now[g] = t(g, s[g]);
-  auto up = [&](int g) {
-    if (std::isnan(plus[g])) plus[g] = t(g, s[g] + 1);
-    return plus[g];
-  };
-  for (int guard = 0; guard < b; ++guard) {
-    int slow = 0;
-    for (int g = 1; g < n; ++g)
-      if (now[g] > now[slow]) slow = g;
-    if (s[slow] <= 1) break;
-    int fast = -1;
-    for (int g = 0; g < n; ++g)
-      if (g != slow && (fast < 0 || up(g) < up(fast))) fast = g;
-    if (fast < 0) break;
-    double rest = 0;  // the slowest of the groups the move leaves alone
-    for (int g = 0; g < n; ++g)
-      if (g != slow && g != fast) rest = std::max(rest, now[g]);
-    const double less = t(slow, s[slow] - 1);
-    const double after = std::max({rest, less, up(fast)});
-    if (!(after < now[slow])) break;
-    --s[slow];
-    ++s[fast];
-    plus[slow] = now[slow], now[slow] = less;
-    now[fast] = plus[fast], plus[fast] = std::nan("");
-  }
-  return shared_->shares.emplace(k, std::move(s)).first->second;
+  if (auto it = shared_->groups.find(k); it != shared_->groups.end()) return *it->second;
+  const LayerTimes::StageGroups& g = times_.stage_groups(time_types_[stage], stages_[stage].tp, b, level_.recompute);
+  shared_->groups.emplace(k, &g);
+  return g;
 }
 
 const std::vector<int>& PipelineCosts::max_ends(int stage, int b, long in_flight) {
@@ -283,20 +303,6 @@ const std::vector<int>& PipelineCosts::max_ends(int stage, int b, long in_flight
     out[x] = end;
   }
   return max_ends_.emplace(key, std::move(out)).first->second;
-}
-
-const std::vector<const LayerTimes::Table*>& PipelineCosts::group_tables(int stage, int b) {
-  const auto k = std::make_pair(stage_kind_[stage], b);
-  if (auto it = shared_->group_tables.find(k); it != shared_->group_tables.end()) return it->second;
-  const std::vector<int>& s = shares(stage, b);
-  const StageCostSpec& st = stages_[stage];
-  std::vector<const LayerTimes::Table*> out;
-  for (size_t g = 0; g < s.size(); ++g) out.push_back(&times_.table(time_types_[stage][g], st.tp, s[g], level_.recompute));
-  // Groups of one type at one share have one table; their users take the slowest or fastest group, so each
-  // table once is the same answer.
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return shared_->group_tables.emplace(k, std::move(out)).first->second;
 }
 
 bool PipelineCosts::known_too_big(int b, long cap) const {

@@ -72,12 +72,24 @@ class LayerTimes {
   // parallelism: a lookup without strings, for completion's inner loops.
   int type_id(const std::string& gpu_type);
   const Table& table(int type, int tp, int samples, Recompute recompute);
+  // A stage's TP groups (GPU types by type_id, in group order, TP width tp) at micro-batch b: each group's
+  // samples, summing to b (proportional to the groups' speeds over the whole model, then single-sample moves
+  // from the slowest group while the slowest time falls), and the distinct tables of the groups at their
+  // samples (ordered by address: every use takes the slowest or the fastest). The reference stays valid.
+  struct StageGroups {
+    std::vector<int> shares;
+    std::vector<const Table*> tables;
+  };
+  const StageGroups& stage_groups(const std::vector<int>& types, int tp, int b, Recompute recompute);
 
  private:
   const Profiler& profiler_;
   std::map<ProfileKey, Table> tables_;
   std::vector<std::string> types_;
   std::unordered_map<std::uint64_t, const Table*> by_id_;  // (type, tp, samples, recompute) -> tables_ entry
+  std::vector<int> group_shares(const std::vector<int>& types, int tp, int b, Recompute recompute);  // StageGroups::shares
+  std::map<std::vector<int>, StageGroups> stage_groups_;  // by (tp, b, recompute, types...)
+  std::vector<int> key_scratch_;                            // stage_groups' key
 };
 
 // Per-GPU bytes of a stage's layer range (sim/model/memory.h stage_memory), for every pipeline class,
@@ -201,8 +213,7 @@ class PipelineCosts {
   std::map<std::pair<int, long>, std::vector<int>> partitions_;         // (b, micro-batches in flight cap)
   // What classes of the same stages and recompute share (the constructor from same_times).
   struct SharedCaches {
-    std::map<std::pair<int, int>, std::vector<int>> shares;                              // (stage kind, b)
-    std::map<std::pair<int, int>, std::vector<const LayerTimes::Table*>> group_tables;  // (stage kind, b)
+    std::map<std::pair<int, int>, const LayerTimes::StageGroups*> groups;  // (stage kind, b): in times_
     std::map<int, double> work;                                                          // b -> work_lower_bound(b)
     std::map<int, std::pair<double, double>> unlimited_stages;                           // by b
     // Partitions whose search met no range ruled out by memory, with the ZeRO-1 setting that found them.
@@ -235,7 +246,8 @@ class PipelineCosts {
 
   // The distinct layer-time tables of stage `stage`'s groups at their shares of micro-batch b (in no
   // particular order: every use takes the slowest or the fastest).
-  const std::vector<const LayerTimes::Table*>& group_tables(int stage, int b);
+  const std::vector<const LayerTimes::Table*>& group_tables(int stage, int b) { return groups(stage, b).tables; }
+  const LayerTimes::StageGroups& groups(int stage, int b);
   // group_tables(j, b) of every stage j (the tables live in shared_); the reference stays valid (a deque
   // grown at its end keeps its elements in place).
   const std::vector<const std::vector<const LayerTimes::Table*>*>& stage_tables(int b);
