@@ -1,5 +1,5 @@
 // The plotting scripts (scripts/plot_trace.py, plot_replay.py, plot_replay_compare.py, plot_planning_time.py,
-// wall_budget_table.py)
+// wall_budget_table.py, ablation_table.py)
 // run by /usr/bin/python3: each
 // writes a real PNG (magic bytes, more than a trivial size), atomically (no temporary file left behind),
 // and a bad input leaves no output. Skipped when /usr/bin/python3 lacks matplotlib or h5py, except under
@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 #include <string>
 
 namespace arachne {
@@ -218,6 +219,45 @@ TEST(PlotScripts, WallBudgetTableComparesRunsWithTheCommittedCells) {
   EXPECT_NE(table("missing", "7 8"), 0);  // no runs of cap 8
   EXPECT_FALSE(fs::exists(d / "missing" / "summary.md"));
   EXPECT_FALSE(fs::exists(d / "missing" / "wall_budget.png"));
+}
+
+// The committed fresh evaluations given as the untrained-policy variant's runs: every plan is arachne's
+// committed plan, so its row is 1.000 over arachne on dense and MoE models, and the table and figure are
+// written. A variant whose runs lack a row it reports (climbs needs the ablation rows) fails and writes
+// nothing, as does a runs directory with no variant.
+TEST(PlotScripts, AblationTableComparesRunsWithTheCommittedCells) {
+  PLOT_SCRIPTS_REQUIRE_PYTHON();
+  const fs::path d = temp_dir("ablation_table");
+  const fs::path source(ARACHNE_SOURCE_DIR);
+  const auto link_fresh = [&](const fs::path& runs) {
+    fs::create_directories(runs);
+    for (int s = 12; s <= 20; ++s)
+      fs::create_directory_symlink(source / "results/arachne-evaluation-fresh" / ("seed-" + std::to_string(s)),
+                                   runs / ("seed-" + std::to_string(s)));
+  };
+  link_fresh(d / "runs" / "untrained-policy");
+  link_fresh(d / "bad" / "climbs");
+  fs::create_directories(d / "empty");
+  const auto table = [&](const std::string& out, const std::string& runs) {
+    return shell("cd '" + source.string() + "' && /usr/bin/python3 scripts/ablation_table.py '" + (d / out).string() + "' '" +
+                 (d / runs).string() + "' 2> '" + (d / (out + ".err")).string() + "'");
+  };
+  ASSERT_EQ(table("out", "runs"), 0) << slurp(d / "out.err");
+  const std::string summary = slurp(d / "out" / "summary.md");
+  const size_t at = summary.find("| untrained policy (default search) | arachne |");
+  ASSERT_NE(at, std::string::npos) << summary;
+  std::vector<std::string> cells;  // the row's cells after the variant and the row
+  std::stringstream row(summary.substr(at, summary.find('\n', at) - at));
+  for (std::string cell; std::getline(row, cell, '|');) cells.push_back(cell);
+  ASSERT_GE(cells.size(), 13u) << summary;
+  EXPECT_EQ(cells[7], " 1.000 ") << summary;   // dense, over arachne's committed plan
+  EXPECT_EQ(cells[12], " 1.000 ") << summary;  // MoE, over arachne's committed plan
+  EXPECT_TRUE(is_png(d / "out" / "ablations.png"));
+  EXPECT_EQ(hidden_files(d / "out"), 0);
+  EXPECT_NE(table("bad_out", "bad"), 0);
+  EXPECT_FALSE(fs::exists(d / "bad_out" / "summary.md"));
+  EXPECT_NE(table("empty_out", "empty"), 0);
+  EXPECT_FALSE(fs::exists(d / "empty_out" / "summary.md"));
 }
 
 }  // namespace
