@@ -248,7 +248,7 @@ class PipelineCosts {
   // particular order: every use takes the slowest or the fastest).
   const std::vector<const LayerTimes::Table*>& group_tables(int stage, int b) { return groups(stage, b).tables; }
   const LayerTimes::StageGroups& groups(int stage, int b);
-  // group_tables(j, b) of every stage j (the tables live in shared_); the reference stays valid (a deque
+  // group_tables(j, b) of every stage j (the tables live in times_); the reference stays valid (a deque
   // grown at its end keeps its elements in place).
   const std::vector<const std::vector<const LayerTimes::Table*>*>& stage_tables(int b);
   std::deque<std::vector<const std::vector<const LayerTimes::Table*>*>> stage_tables_;  // by b; empty: not yet
