@@ -17,7 +17,6 @@ Configurations where no baseline found a plan are left out. A row that found no 
 ratio and is left out of the geometric means.
 Needs Debian's python3-matplotlib and python3-h5py (use /usr/bin/python3). Files are written atomically.
 """
-import math
 import os
 import statistics
 import sys
@@ -25,10 +24,10 @@ import sys
 import matplotlib
 
 matplotlib.use("Agg")
-import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
-from plot_common import BASELINES, csv_text, save_png_or_report, text, write_atomically
+from evaluation_cells import best_baseline, cells, ratio_row, summary_row, tokens  # noqa: E402
+from plot_common import csv_text, save_png_or_report, write_atomically  # noqa: E402
 
 SEEDS = range(12, 21)
 # Each variant's directory, its title, and the rows of its runs that the table reports.
@@ -40,18 +39,8 @@ VARIANTS = (
 )
 
 
-def cells(path):
-    """{config: {planner: cell}} of an evaluation.h5."""
-    out = {}
-    with h5py.File(path, "r") as f:
-        for c in f["cells"][:]:
-            out.setdefault(int(c["config"]), {})[text(c["planner"])] = c
-    return out
 
 
-def tokens(cell):
-    t = float(cell["tokens_per_s"])
-    return 0.0 if math.isnan(t) else t
 
 
 def rows_of(runs, variant, planners):
@@ -60,33 +49,16 @@ def rows_of(runs, variant, planners):
         ref = cells(f"results/arachne-evaluation-fresh/seed-{seed}/evaluation.h5")
         run = cells(os.path.join(runs, variant, f"seed-{seed}", "evaluation.h5"))
         for config, found in sorted(run.items()):
-            best = max((tokens(ref[config][b]) for b in BASELINES if b in ref[config]), default=0.0)
+            best = best_baseline(ref[config])
             if best <= 0:
                 continue
             committed = tokens(ref[config]["arachne"])
             for planner in planners:
                 if planner not in found:
                     raise LookupError(f"{variant}/seed-{seed}: configuration {config} has no {planner} row")
-                a = found[planner]
                 rows.append({"variant": variant, "row": planner, "seed": seed, "config": config,
-                             "gpus": int(a["gpus"]), "model": text(a["model"]), "moe": int(bool(a["moe"])),
-                             "tokens_per_s": tokens(a), "best_baseline_tokens_per_s": best,
-                             "ratio": tokens(a) / best,
-                             "over_committed": tokens(a) / committed if committed > 0 else float("nan"),
-                             "planning_s": float(a["planning_s"])})
+                             **ratio_row(found[planner], best, committed)})
     return rows
-
-
-def geomean(values):
-    values = [v for v in values if v > 0 and not math.isnan(v)]
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
-
-
-def summary_row(rows, moe):
-    r = [x for x in rows if x["moe"] == moe]
-    ratios = [x["ratio"] for x in r]
-    return (len(r), geomean(ratios), min(ratios) if ratios else float("nan"), sum(x < 0.995 for x in ratios),
-            geomean([x["over_committed"] for x in r]))
 
 
 def main(argv):

@@ -18,7 +18,6 @@ Configurations where no baseline found a plan are left out of the ratios. A conf
 found no plan under the cap counts as 0 in the least ratio and is left out of the geometric means.
 Needs Debian's python3-matplotlib and python3-h5py (use /usr/bin/python3). Files are written atomically.
 """
-import math
 import os
 import statistics
 import sys
@@ -26,10 +25,10 @@ import sys
 import matplotlib
 
 matplotlib.use("Agg")
-import h5py  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 
-from plot_common import BASELINES, csv_text, save_png_or_report, text, write_atomically
+from evaluation_cells import best_baseline, cells, ratio_row, summary_row, tokens  # noqa: E402
+from plot_common import csv_text, save_png_or_report, write_atomically  # noqa: E402
 
 def committed_path(name):
     """The committed evaluation of the set's configurations."""
@@ -41,18 +40,8 @@ def committed_path(name):
     return f"results/arachne-planning-time/gpus-{arg}/evaluation.h5"
 
 
-def cells(path):
-    """{config: {planner: cell}} of an evaluation.h5."""
-    out = {}
-    with h5py.File(path, "r") as f:
-        for c in f["cells"][:]:
-            out.setdefault(int(c["config"]), {})[text(c["planner"])] = c
-    return out
 
 
-def tokens(cell):
-    t = float(cell["tokens_per_s"])
-    return 0.0 if math.isnan(t) else t
 
 
 def rows_of(cap, runs, sets):
@@ -63,30 +52,12 @@ def rows_of(cap, runs, sets):
         ref = cells(committed_path(name))
         run = ref if cap is None else cells(os.path.join(runs, f"cap-{cap}", name, "evaluation.h5"))
         for config, planners in sorted(run.items()):
-            best = max((tokens(ref[config][b]) for b in BASELINES if b in ref[config]), default=0.0)
+            best = best_baseline(ref[config])
             if best <= 0 or "arachne" not in planners:
                 continue
-            a = planners["arachne"]
-            committed = tokens(ref[config]["arachne"])
             rows.append({"cap_s": "none" if cap is None else cap, "set": name, "config": config,
-                         "gpus": int(a["gpus"]), "model": text(a["model"]), "moe": int(bool(a["moe"])),
-                         "tokens_per_s": tokens(a), "best_baseline_tokens_per_s": best,
-                         "ratio": tokens(a) / best,
-                         "over_committed": tokens(a) / committed if committed > 0 else float("nan"),
-                         "planning_s": float(a["planning_s"])})
+                         **ratio_row(planners["arachne"], best, tokens(ref[config]["arachne"]))})
     return rows
-
-
-def geomean(values):
-    values = [v for v in values if v > 0 and not math.isnan(v)]
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else float("nan")
-
-
-def summary_row(rows, moe):
-    r = [x for x in rows if x["moe"] == moe]
-    ratios = [x["ratio"] for x in r]
-    return (len(r), geomean(ratios), min(ratios) if ratios else float("nan"), sum(x < 0.995 for x in ratios),
-            geomean([x["over_committed"] for x in r]))
 
 
 def main(argv):
