@@ -9,7 +9,7 @@
 # scripts/ablation_table.py compares every plan with the committed baseline cells and arachne's committed
 # cells and writes summary.md, ablations.csv and ablations.png to OUT_DIR. The runs go under RUNS_DIR (not
 # committed); evaluate keeps a shard per finished configuration, so the same command after a kill computes
-# only what is missing. ~30 minutes on one core.
+# only what is missing. ~45 minutes on one core.
 #   usage: scripts/arachne_fresh_ablations.sh [OUT_DIR] [RUNS_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
