@@ -705,6 +705,43 @@ TEST(Completion, ZeroOneClassSharingCachesAnswersAsAFreshOne) {
   EXPECT_GT(limited, 20);
 }
 
+TEST(Completion, ClassOnLayerTimesWarmedByOtherClassesAnswersAsOnFreshOnes) {
+  // LayerTimes keeps each stage's group shares and tables (stage_groups) for every class and template that
+  // asks later. Over random pipeline classes, a class built on layer times and memory lines that other random
+  // classes have used must answer every query exactly as the same class on fresh ones: partitions, stage
+  // times, best micro-batch choices, lower bounds, speeds and memory_decided.
+  int two_group_stages = 0;
+  for_each_class_model([&](const char* name, LayerTimes& warm_times, StageMemoryLines& warm_memory) {
+    std::mt19937 rng(31);
+    for (int draw = 0; draw < 30; ++draw) {
+      const Recompute recompute = static_cast<Recompute>(rng() % 3);
+      const MemoryLevel level{recompute, rng() % 2 == 0};
+      for (int other = 0; other < 3; ++other) {  // warm the shared caches with other classes
+        PipelineCosts c(warm_times, warm_memory, random_class(rng, kClassTypes, [] { return 2; }), level);
+        for (int q = 0; q < 12; ++q) c.best(1 + static_cast<long>(rng() % 96));
+      }
+      const std::vector<StageCostSpec> stages = random_class(rng, kClassTypes, [] { return 2; });
+      for (const StageCostSpec& st : stages) two_group_stages += st.groups.size() == 2 ? 1 : 0;
+      LayerTimes fresh_times(warm_times.profiler());
+      StageMemoryLines fresh_memory(warm_times.profiler());
+      PipelineCosts warm(warm_times, warm_memory, stages, level), fresh(fresh_times, fresh_memory, stages, level);
+      for (int q = 0; q < 16; ++q) {
+        const int b = 1 + static_cast<int>(rng() % 32);
+        const long m = 1 + static_cast<long>(rng() % 16), n = b * m;
+        ASSERT_EQ(warm.partition(b, m), fresh.partition(b, m)) << name << " draw " << draw << " b=" << b << " m=" << m;
+        EXPECT_EQ(warm.stage_times(b, m), fresh.stage_times(b, m));
+        for (int j = 0; j < warm.depth(); ++j) EXPECT_EQ(warm.shares(j, b), fresh.shares(j, b)) << "stage " << j;
+        EXPECT_EQ(warm.best(n).time_s, fresh.best(n).time_s) << name << " draw " << draw << " n=" << n;
+        EXPECT_EQ(warm.best(n).micro_batch, fresh.best(n).micro_batch);
+        EXPECT_EQ(warm.best_lower_bound(n + 1), fresh.best_lower_bound(n + 1));
+      }
+      EXPECT_EQ(warm.speed(64), fresh.speed(64));
+      EXPECT_EQ(warm.memory_decided(), fresh.memory_decided()) << name << " draw " << draw;
+    }
+  });
+  EXPECT_GT(two_group_stages, 20);  // stages whose shares are split, not only whole micro-batches
+}
+
 // Whether the template space holds the plan's structure: every stage's groups share one tp (template_of
 // throws otherwise), and EP across pipelines (ep_scope pipelines) joins replicas of one pipeline class
 // (template_problem; the simulator would also run EP blocks of pipelines of different structure).
