@@ -391,7 +391,6 @@ class BatchPlanner {
     return {worst, at};
   }
   std::vector<double> times_;  // objective's scratch: each unit's time
-  std::vector<long> move_scratch_;  // local_moves' scratch: the split after a move
 
   // The first unit of each state (class and samples), in unit order.
   std::vector<int> distinct_units(const std::vector<long>& a) {
