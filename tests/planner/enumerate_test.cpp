@@ -603,7 +603,9 @@ TEST(NodeStageTemplatesOverLayers, LeaveTheWeakestNodesIdle) {
       ++types[st.kinds.front().gpu_type];
     }
     layouts.insert(types);
-    if (types.size() == 2) EXPECT_EQ(p.stages.back().kinds.front().gpu_type, "A100-80") << to_text(t);
+    if (types.size() == 2) {
+      EXPECT_EQ(p.stages.back().kinds.front().gpu_type, "A100-80") << to_text(t);
+    }
   }
   EXPECT_EQ(layouts, (std::set<std::map<std::string, int>>{{{"A100-80", 1}, {"H100", 31}}, {{"H100", 32}}}));
   EXPECT_TRUE(node_stage_templates_over_layers(spec("A100-80:1x8,H100:20x1"), m).empty());

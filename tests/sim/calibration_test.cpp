@@ -44,11 +44,15 @@ TEST(Calibration, SingleNodeTwoFoldOutOfSampleMape) {
     held_out[k] = calibration_mape(fold[1 - k], g);
     std::printf("[calibration] fold %d: fitted on %zu runs (MAPE %.2f %%), held-out MAPE %.2f %% on %zu runs\n",
                 k, fold[k].size(), 100 * fit.mape, 100 * held_out[k], fold[1 - k].size());
-    if (reduced) EXPECT_LT(held_out[k], calibration_mape(fold[1 - k], start)) << "fold " << k;
+    if (reduced) {
+      EXPECT_LT(held_out[k], calibration_mape(fold[1 - k], start)) << "fold " << k;
+    }
   }
   const double mape = (held_out[0] + held_out[1]) / 2;
   std::printf("[calibration] single-node two-fold MAPE: %.2f %%%s\n", 100 * mape, reduced ? " (reduced sizes)" : "");
-  if (!reduced) EXPECT_LE(mape, 0.12);
+  if (!reduced) {
+    EXPECT_LE(mape, 0.12);
+  }
 }
 
 TEST(Calibration, MultiNodeOutOfSampleMapeWithCatalogConstants) {

@@ -223,7 +223,9 @@ TEST(Replay, StablePoolLeavesAVolatileNodeIdleWhenItsDeparturesCostMoreThanItAdd
   EXPECT_GT(stable.totals.tokens_trained, 1.5 * all.totals.tokens_trained);
   EXPECT_LT(stable.totals.work_lost_s, 0.2 * all.totals.work_lost_s);
   for (const ReplayInterval& iv : stable.intervals)
-    if (iv.start_s >= 3600) EXPECT_EQ(iv.gpus_used, 8) << "at " << iv.start_s;
+    if (iv.start_s >= 3600) {
+      EXPECT_EQ(iv.gpus_used, 8) << "at " << iv.start_s;
+    }
 }
 
 // Without departures the stable pool rule offers the one pool and changes nothing.

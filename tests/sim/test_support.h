@@ -54,6 +54,23 @@ inline pid_t pid_of_no_live_process() {
   return pid;
 }
 
+// A fresh directory `arachne_<name>_<pid>` in the test temporary directory, removed with what it holds when
+// the object goes out of scope. It is a path: `d / "file"`.
+class ScratchDir : public std::filesystem::path {
+ public:
+  explicit ScratchDir(const std::string& name)
+      : std::filesystem::path(std::filesystem::path(::testing::TempDir()) / ("arachne_" + name + "_" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(*this);
+    std::filesystem::create_directories(*this);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  ~ScratchDir() {
+    std::error_code ignored;  // a test's leftovers must not throw from a destructor
+    std::filesystem::remove_all(*this, ignored);
+  }
+};
+
 inline std::string configs() { return std::string(ARACHNE_SOURCE_DIR) + "/configs"; }
 
 // A small dense GPT-style model (8 layers, hidden 1024, 16 heads: many divisors for TP/PP) that simulates

@@ -17,6 +17,7 @@ namespace arachne {
 namespace {
 
 namespace fs = std::filesystem;
+using test::ScratchDir;
 
 struct CliRun {
   int code = 0;
@@ -36,17 +37,10 @@ CliRun run(const std::string& args, const fs::path& dir) {
   return {WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, slurp(out), slurp(err)};
 }
 
-fs::path temp_dir(const std::string& name) {
-  const fs::path d = fs::path(testing::TempDir()) / ("arachne_trace_cli_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
 const std::string kFixture = std::string(ARACHNE_SOURCE_DIR) + "/traces/native_small.csv";
 
 TEST(TraceCli, StatsAndConvertRoundTrip) {
-  const fs::path d = temp_dir("stats");
+  const ScratchDir d("trace_cli_stats");
   const CliRun s = run("trace stats --trace '" + kFixture + "' --json", d);
   ASSERT_EQ(s.code, 0) << s.err;
   const auto j = nlohmann::json::parse(s.out);
@@ -60,7 +54,7 @@ TEST(TraceCli, StatsAndConvertRoundTrip) {
 }
 
 TEST(TraceCli, ReplayPrintsDesignJsonAndWritesHdf5) {
-  const fs::path d = temp_dir("replay");
+  const ScratchDir d("trace_cli_replay");
   const CliRun r = run("replay --trace '" + kFixture + "' --model gpt3-1.3b --planner megatron --planning-time 5 "
                     "--budget 20 --json --out r.h5", d);
   ASSERT_EQ(r.code, 0) << r.err;
@@ -80,7 +74,7 @@ TEST(TraceCli, ReplayPrintsDesignJsonAndWritesHdf5) {
 // uncapped (results/arachne-planning-time), so a 1 s cap must show as ~1 s of planning on the one replan
 // (planners stop within 0.2 s of their cap: README, `--budget-wall`).
 TEST(TraceCli, ReplayBudgetWallCapsEachReplan) {
-  const fs::path d = temp_dir("wall");
+  const ScratchDir d("trace_cli_wall");
   std::ofstream t(d / "t.csv");
   t << "time_s,node,gpu_type,gpus\n";
   for (int i = 0; i < 4; ++i) t << "0,a" << i << ",A100-80,8\n0,v" << i << ",V100-32,8\n";
@@ -98,7 +92,7 @@ TEST(TraceCli, ReplayBudgetWallCapsEachReplan) {
 }
 
 TEST(TraceCli, MalformedTraceRowIsBadInputWithFileAndLine) {
-  const fs::path d = temp_dir("bad");
+  const ScratchDir d("trace_cli_bad");
   std::ofstream(d / "bad.csv") << "time_s,node,gpu_type,gpus\n0,a,A100-80,8\n10,a,A100-80,eight\n";
   const CliRun r = run("replay --trace bad.csv --model gpt3-1.3b --planner megatron --out r.h5", d);
   EXPECT_EQ(r.code, 2);
@@ -107,7 +101,7 @@ TEST(TraceCli, MalformedTraceRowIsBadInputWithFileAndLine) {
 }
 
 TEST(TraceCli, UnknownGpuTypeIsAClearError) {
-  const fs::path d = temp_dir("unknown");
+  const ScratchDir d("trace_cli_unknown");
   std::ofstream(d / "t.csv") << "time_s,node,gpu_type,gpus\n0,a,B300,8\n";
   const CliRun r = run("trace stats --trace t.csv", d);
   EXPECT_EQ(r.code, 2);
