@@ -4,7 +4,7 @@
 Usage: /usr/bin/python3 scripts/ablation_table.py OUT_DIR RUNS_DIR
 
 Reads RUNS_DIR/VARIANT/seed-S/evaluation.h5 for S = 12..20 (written by scripts/arachne_fresh_ablations.sh;
-VARIANT is climbs, no-climb, beam-16 or untrained-policy: those of them that RUNS_DIR holds, at least one; each
+VARIANT is climbs, no-climb, beam-16, untrained-policy or untrained-no-climb: those of them that RUNS_DIR holds, at least one; each
 needs the rows the table reports for it) and the committed evaluation of the same configurations
 (results/arachne-evaluation-fresh/seed-S: the five baselines' cells and arachne's own), and writes
   OUT_DIR/ablations.csv  one row per variant, row (arachne or an ablation) and configuration: tokens/s, the
@@ -35,12 +35,9 @@ VARIANTS = (
     ("climbs", "default search (climbs)", ("arachne", "arachne[policy]", "arachne[heuristic]", "arachne[random]")),
     ("no-climb", "--refine 0 (no climb)", ("arachne", "arachne[policy]", "arachne[heuristic]", "arachne[random]")),
     ("beam-16", "--beam 16 (default search)", ("arachne", "arachne[heuristic]")),
-    ("untrained-policy", "untrained policy (default search)", ("arachne",)),
+    ("untrained-policy", "untrained policy (default search)", ("arachne", "arachne[policy]")),
+    ("untrained-no-climb", "untrained policy, --refine 0", ("arachne", "arachne[policy]")),
 )
-
-
-
-
 
 
 def rows_of(runs, variant, planners):
@@ -86,8 +83,9 @@ def main(argv):
              "policy's K alone, the generator's K alone, K random walks over the grammar; K = 8 unless the variant "
              "says): with the default search; with `--refine 0` (no climb; the passes after it - folds, "
              "repartitions, recompute levels, a descent of at most 4 moves - still run); and with `--beam 16` "
-             "(arachne with the policy's 16 and the generator's 16, and the generator's 16 alone); and arachne with "
-             "an untrained policy (the weights `train` starts from, seed 1). Tokens/s over "
+             "(arachne with the policy's 16 and the generator's 16, and the generator's 16 alone); and arachne and "
+             "the policy's K alone with an untrained policy (the weights `train` starts from, seed 1), with and "
+             "without the climb. Tokens/s over "
              "the best of the five baselines' committed plans (configurations where one has a plan) and over "
              "arachne's committed plan; one configuration at a time. Data: ablations.csv.", "",
              "| variant | row | dense: n | geo. mean | least | below 0.995 | over arachne | MoE: n | geo. mean "
@@ -103,7 +101,7 @@ def main(argv):
     write_atomically(os.path.join(out, "summary.md"), "\n".join(lines) + "\n")
     write_atomically(os.path.join(out, "ablations.csv"), csv_text([x for *_, rows in table for x in rows]))
 
-    fig, ax = plt.subplots(figsize=(7.2, 4.0))
+    fig, ax = plt.subplots(figsize=(8.4, 4.0))
     labels = [f"{planner}\n{variant}" for variant, _, planner, _ in table]
     xs = range(len(table))
     for offset, moe, name, colour in ((-0.2, 0, "dense", "tab:blue"), (0.2, 1, "MoE", "tab:orange")):

@@ -3,13 +3,14 @@
 # configurations of the committed fresh seeds 12-20, arachne and its ablations (policy, heuristic, random)
 # with the default search (`climbs`), the same with `--refine 0` (`no-climb`), and at `--beam 16`
 # (`beam-16`: arachne with the policy's 16 and the generator's 16, and the generator's 16 alone - as many
-# starts as arachne's default 8 + 8), and arachne with an untrained policy (`untrained-policy`: the
-# weights `train` starts from, seed 1, everything else as shipped), one configuration at a time
+# starts as arachne's default 8 + 8), and arachne and the policy's 8 alone with an untrained policy (the
+# weights `train` starts from, seed 1, everything else as shipped), with the default search
+# (`untrained-policy`) and with `--refine 0` (`untrained-no-climb`), one configuration at a time
 # (--threads 1); then
 # scripts/ablation_table.py compares every plan with the committed baseline cells and arachne's committed
 # cells and writes summary.md, ablations.csv and ablations.png to OUT_DIR. The runs go under RUNS_DIR (not
 # committed); evaluate keeps a shard per finished configuration, so the same command after a kill computes
-# only what is missing. ~45 minutes on one core.
+# only what is missing. ~55 minutes on one core.
 #   usage: scripts/arachne_fresh_ablations.sh [OUT_DIR] [RUNS_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +30,8 @@ fi
 variants=("climbs|--ablations policy,heuristic,random"
           "no-climb|--ablations policy,heuristic,random --refine 0"
           "beam-16|--ablations heuristic --beam 16"
-          "untrained-policy|--ablations none --policy $untrained/policy.weights")
+          "untrained-policy|--ablations policy --policy $untrained/policy.weights"
+          "untrained-no-climb|--ablations policy --refine 0 --policy $untrained/policy.weights")
 for entry in "${variants[@]}"; do
   variant=${entry%%|*}
   read -r -a args <<< "${entry#*|}"

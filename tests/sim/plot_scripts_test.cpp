@@ -18,10 +18,13 @@
 #include <sstream>
 #include <string>
 
+#include "tests/sim/test_support.h"
+
 namespace arachne {
 namespace {
 
 namespace fs = std::filesystem;
+using test::ScratchDir;
 
 int shell(const std::string& cmd) {
   const int rc = std::system(cmd.c_str());
@@ -40,13 +43,6 @@ bool python_has_plot_modules() {
       GTEST_SKIP() << "/usr/bin/python3 cannot import matplotlib and h5py";                    \
     }                                                                                          \
   } while (0)
-
-fs::path temp_dir(const std::string& name) {
-  const fs::path d = fs::path(testing::TempDir()) / ("arachne_plot_scripts_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
 
 std::string script(const std::string& name) { return std::string(ARACHNE_SOURCE_DIR) + "/scripts/" + name; }
 
@@ -69,7 +65,7 @@ int hidden_files(const fs::path& dir) {
 
 TEST(PlotScripts, TracePlotWritesPng) {
   PLOT_SCRIPTS_REQUIRE_PYTHON();
-  const fs::path d = temp_dir("trace");
+  const ScratchDir d("plot_scripts_trace");
   const fs::path png = d / "trace.png";
   const int rc = shell("/usr/bin/python3 '" + script("plot_trace.py") + "' '" + png.string() + "' '" +
                        ARACHNE_SOURCE_DIR + "/traces/native_small.csv' 'native small' 2> '" +
@@ -85,7 +81,7 @@ TEST(PlotScripts, TracePlotWritesPng) {
 
 TEST(PlotScripts, TracePlotBadInputLeavesNoFile) {
   PLOT_SCRIPTS_REQUIRE_PYTHON();
-  const fs::path d = temp_dir("trace_bad");
+  const ScratchDir d("plot_scripts_trace_bad");
   {
     std::ofstream f(d / "bad.csv");
     f << "time,node,type,gpus\n0,a,A100-40,8\n";  // wrong header
@@ -99,7 +95,7 @@ TEST(PlotScripts, TracePlotBadInputLeavesNoFile) {
 
 TEST(PlotScripts, ReplayPlotWritesPng) {
   PLOT_SCRIPTS_REQUIRE_PYTHON();
-  const fs::path d = temp_dir("replay");
+  const ScratchDir d("plot_scripts_replay");
   const fs::path h5 = d / "r.h5", png = d / "replay.png";
   const int replay_rc = shell("cd '" + d.string() + "' && '" + ARACHNE_BINARY + "' replay --trace '" +
                               ARACHNE_SOURCE_DIR +
@@ -119,7 +115,7 @@ TEST(PlotScripts, ReplayPlotWritesPng) {
 
 TEST(PlotScripts, ReplayPlotMissingFileLeavesNoPng) {
   PLOT_SCRIPTS_REQUIRE_PYTHON();
-  const fs::path d = temp_dir("replay_bad");
+  const ScratchDir d("plot_scripts_replay_bad");
   const fs::path png = d / "replay.png";
   const int rc = shell("/usr/bin/python3 '" + script("plot_replay.py") + "' '" + png.string() + "' '" +
                        (d / "missing.h5").string() + "' 2> /dev/null");
@@ -136,7 +132,7 @@ std::string slurp(const fs::path& p) {
 // one here, so exactly 1.000), and the cumulative-tokens figure is a real PNG.
 TEST(PlotScripts, ReplayCompareWritesTablesAndPng) {
   PLOT_SCRIPTS_REQUIRE_PYTHON();
-  const fs::path d = temp_dir("replay_compare");
+  const ScratchDir d("plot_scripts_replay_compare");
   fs::create_directories(d / "small");
   for (const std::string p : {"megatron", "arachne"}) {
     const int rc = shell("'" + std::string(ARACHNE_BINARY) + "' replay --trace '" + ARACHNE_SOURCE_DIR +
@@ -159,7 +155,7 @@ TEST(PlotScripts, ReplayCompareWritesTablesAndPng) {
 
 TEST(PlotScripts, ReplayCompareWithoutReplaysFailsAndWritesNothing) {
   PLOT_SCRIPTS_REQUIRE_PYTHON();
-  const fs::path d = temp_dir("replay_compare_empty");
+  const ScratchDir d("plot_scripts_replay_compare_empty");
   EXPECT_NE(shell("/usr/bin/python3 '" + script("plot_replay_compare.py") + "' '" + d.string() + "' 2> /dev/null"), 0);
   EXPECT_TRUE(fs::is_empty(d));
 }
@@ -167,7 +163,7 @@ TEST(PlotScripts, ReplayCompareWithoutReplaysFailsAndWritesNothing) {
 // One small evaluation read as the ~8-GPU size: one CSV row per planner, a summary row per planner, a PNG.
 TEST(PlotScripts, PlanningTimeWritesTablesAndPng) {
   PLOT_SCRIPTS_REQUIRE_PYTHON();
-  const fs::path d = temp_dir("planning_time");
+  const ScratchDir d("plot_scripts_planning_time");
   const int erc = shell("'" + std::string(ARACHNE_BINARY) + "' evaluate --out '" + (d / "gpus-8").string() +
                         "' --configs 1 --seed 1 --min-gpus 8 --max-gpus 8 --planners arachne,megatron --ablations none"
                         " --budget-wall 10 > /dev/null 2> '" + (d / "eval.err").string() + "'");
@@ -190,7 +186,7 @@ TEST(PlotScripts, PlanningTimeWritesTablesAndPng) {
 // figure are written. A cap without runs fails and writes nothing.
 TEST(PlotScripts, WallBudgetTableComparesRunsWithTheCommittedCells) {
   PLOT_SCRIPTS_REQUIRE_PYTHON();
-  const fs::path d = temp_dir("wall_budget");
+  const ScratchDir d("plot_scripts_wall_budget");
   const fs::path source(ARACHNE_SOURCE_DIR);
   const fs::path runs = d / "runs" / "cap-7";
   fs::create_directories(runs);
@@ -221,21 +217,36 @@ TEST(PlotScripts, WallBudgetTableComparesRunsWithTheCommittedCells) {
   EXPECT_FALSE(fs::exists(d / "missing" / "wall_budget.png"));
 }
 
-// The committed fresh evaluations given as the untrained-policy variant's runs: every plan is arachne's
-// committed plan, so its row is 1.000 over arachne on dense and MoE models, and the table and figure are
-// written. A variant whose runs lack a row it reports (climbs needs the ablation rows) fails and writes
-// nothing, as does a runs directory with no variant.
+// The committed fresh evaluations, with arachne's cells copied as the policy's row, given as the
+// untrained-policy variant's runs: every plan is arachne's committed plan, so both its rows are 1.000 over
+// arachne on dense and MoE models, and the table and figure are written. A variant whose runs lack a row it
+// reports (climbs needs the ablation rows) fails and writes nothing, as does a runs directory with no variant.
 TEST(PlotScripts, AblationTableComparesRunsWithTheCommittedCells) {
   PLOT_SCRIPTS_REQUIRE_PYTHON();
-  const fs::path d = temp_dir("ablation_table");
+  const ScratchDir d("plot_scripts_ablation_table");
   const fs::path source(ARACHNE_SOURCE_DIR);
+  const auto fresh = [&](int seed) { return source / "results/arachne-evaluation-fresh" / ("seed-" + std::to_string(seed)); };
   const auto link_fresh = [&](const fs::path& runs) {
     fs::create_directories(runs);
-    for (int s = 12; s <= 20; ++s)
-      fs::create_directory_symlink(source / "results/arachne-evaluation-fresh" / ("seed-" + std::to_string(s)),
-                                   runs / ("seed-" + std::to_string(s)));
+    for (int s = 12; s <= 20; ++s) fs::create_directory_symlink(fresh(s), runs / ("seed-" + std::to_string(s)));
   };
-  link_fresh(d / "runs" / "untrained-policy");
+  {
+    std::ofstream add(d / "add_policy_row.py");
+    add << "import sys, h5py, numpy as np\n"
+           "with h5py.File(sys.argv[1], 'r') as f, h5py.File(sys.argv[2], 'w') as g:\n"
+           "    f.copy('configs', g)\n"
+           "    cells = f['cells'][:]\n"
+           "    extra = cells[[c['planner'] in (b'arachne', 'arachne') for c in cells]].copy()\n"
+           "    extra['planner'] = 'arachne[policy]'\n"
+           "    g.create_dataset('cells', data=np.concatenate([cells, extra]), dtype=f['cells'].dtype)\n";
+  }
+  for (int s = 12; s <= 20; ++s) {
+    const fs::path seed = d / "runs" / "untrained-policy" / ("seed-" + std::to_string(s));
+    fs::create_directories(seed);
+    ASSERT_EQ(shell("/usr/bin/python3 '" + (d / "add_policy_row.py").string() + "' '" + (fresh(s) / "evaluation.h5").string() +
+                    "' '" + (seed / "evaluation.h5").string() + "'"),
+              0);
+  }
   link_fresh(d / "bad" / "climbs");
   fs::create_directories(d / "empty");
   const auto table = [&](const std::string& out, const std::string& runs) {
@@ -244,14 +255,16 @@ TEST(PlotScripts, AblationTableComparesRunsWithTheCommittedCells) {
   };
   ASSERT_EQ(table("out", "runs"), 0) << slurp(d / "out.err");
   const std::string summary = slurp(d / "out" / "summary.md");
-  const size_t at = summary.find("| untrained policy (default search) | arachne |");
-  ASSERT_NE(at, std::string::npos) << summary;
-  std::vector<std::string> cells;  // the row's cells after the variant and the row
-  std::stringstream row(summary.substr(at, summary.find('\n', at) - at));
-  for (std::string cell; std::getline(row, cell, '|');) cells.push_back(cell);
-  ASSERT_GE(cells.size(), 13u) << summary;
-  EXPECT_EQ(cells[7], " 1.000 ") << summary;   // dense, over arachne's committed plan
-  EXPECT_EQ(cells[12], " 1.000 ") << summary;  // MoE, over arachne's committed plan
+  for (const std::string name : {"arachne", "arachne[policy]"}) {
+    const size_t at = summary.find("| untrained policy (default search) | " + name + " |");
+    ASSERT_NE(at, std::string::npos) << summary;
+    std::vector<std::string> cells;  // the row's cells after the variant and the row
+    std::stringstream row(summary.substr(at, summary.find('\n', at) - at));
+    for (std::string cell; std::getline(row, cell, '|');) cells.push_back(cell);
+    ASSERT_GE(cells.size(), 13u) << summary;
+    EXPECT_EQ(cells[7], " 1.000 ") << name << "\n" << summary;   // dense, over arachne's committed plan
+    EXPECT_EQ(cells[12], " 1.000 ") << name << "\n" << summary;  // MoE, over arachne's committed plan
+  }
   EXPECT_TRUE(is_png(d / "out" / "ablations.png"));
   EXPECT_EQ(hidden_files(d / "out"), 0);
   EXPECT_NE(table("bad_out", "bad"), 0);
