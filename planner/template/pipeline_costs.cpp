@@ -90,6 +90,21 @@ const LayerTimes::StageGroups& LayerTimes::stage_groups(const std::vector<int>& 
   return stage_groups_.emplace(key, std::move(out)).first->second;
 }
 
+std::pair<double, double> LayerTimes::unlimited_stages(const std::vector<const StageGroups*>& stages, PartitionTies ties) {
+  auto& known = unlimited_[ties == PartitionTies::LatestCut];
+  if (auto it = known.find(stages); it != known.end()) return it->second;
+  const int depth = static_cast<int>(stages.size());
+  auto cost = [&](int j, int begin, int end) { return slowest_group_s(stages[j]->tables, begin, end); };
+  const std::vector<int> bounds = minmax_partition_monotone_with(profiler_.model().layers, depth, cost, ties);
+  double sum = 0, slowest = 0;
+  for (int j = 0; j < depth; ++j) {
+    const double t = cost(j, bounds[j], bounds[j + 1]);
+    sum += t;
+    slowest = std::max(slowest, t);
+  }
+  return known.emplace(stages, std::make_pair(sum, slowest)).first->second;
+}
+
 std::vector<int> LayerTimes::group_shares(const std::vector<int>& types, int tp, int b, Recompute recompute) {
   const int n = static_cast<int>(types.size());
   if (n == 1) return {b};  // what the split below gives
@@ -260,7 +275,7 @@ const LayerTimes::StageGroups& PipelineCosts::groups(int stage, int b) {
 }
 
 const std::vector<int>& PipelineCosts::max_ends(int stage, int b, long in_flight) {
-  const auto key = std::make_tuple(stage_kind_[stage], b, in_flight);
+  const std::uint64_t key = cache_key(b, in_flight, stage_kind_[stage]);
   if (auto it = max_ends_.find(key); it != max_ends_.end()) return it->second;
   const std::vector<int>& s = shares(stage, b);
   const size_t groups = s.size();
@@ -314,11 +329,12 @@ bool PipelineCosts::known_too_big(int b, long cap) const {
 const std::vector<int>& PipelineCosts::partition(int b, long m) {
   const long cap = std::min<long>(m, depth());
   const auto k = std::make_pair(b, cap);
-  if (auto it = partitions_.find(k); it != partitions_.end()) return it->second;
+  const std::uint64_t key = cache_key(b, cap);
+  if (auto it = partitions_.find(key); it != partitions_.end()) return it->second;
   std::vector<int> bounds;
   // Found free of the limit by a class whose limit is no looser (ZeRO-1 off, or on as here).
   if (auto it = shared_->free_partitions.find(k); it != shared_->free_partitions.end() && (level_.zero1 || !it->second.first))
-    return partitions_.emplace(k, it->second.second).first->second;
+    return partitions_.emplace(key, it->second.second).first->second;
   if (b >= min_micro_batch_ && !known_too_big(b, cap)) {
     std::vector<const std::vector<int>*>& ends = ends_scratch_;
     ends.assign(depth(), nullptr);
@@ -336,7 +352,7 @@ const std::vector<int>& PipelineCosts::partition(int b, long m) {
     if (bounds.empty()) too_big_.emplace_back(b, cap);
     if (!limited) shared_->free_partitions.emplace(k, std::make_pair(level_.zero1, bounds));
   }
-  return partitions_.emplace(k, std::move(bounds)).first->second;
+  return partitions_.emplace(key, std::move(bounds)).first->second;
 }
 
 std::vector<double> PipelineCosts::stage_times(int b, long m) {
@@ -404,7 +420,8 @@ PipelineCosts::Choice PipelineCosts::best(long n) {
   if (best_[n].micro_batch >= 0) return best_[n];
   // Branch and bound over the divisors: the stage sum is at least the work bound W and the slowest stage at
   // least W / depth, so time(n, b) >= W (1 + (m - 1) / depth); sizes are tried in ascending bound and the
-  // rest skipped once the bound reaches the best time (exact: the same choice as trying every divisor).
+  // rest skipped once the bound reaches the best time; a size whose tighter time_lower_bound reaches it is
+  // skipped too (exact: the same choice as trying every divisor).
   std::vector<long>& divisors = divisors_;
   divisors.clear();
   for (long d = 1; d * d <= n; ++d)
@@ -427,14 +444,24 @@ PipelineCosts::Choice PipelineCosts::best(long n) {
   }
   std::sort(order.begin(), order.end());
   Choice c;
+  auto cannot_win = [&](double bound, int b) { return bound > c.time_s || (bound == c.time_s && b > c.micro_batch); };
   for (const auto& [bound, b] : order) {
-    if (bound > c.time_s || (bound == c.time_s && b > c.micro_batch)) break;
+    if (cannot_win(bound, b)) break;
+    // With fewer micro-batches than stages each n has a partition of its own (its in-flight cap): the
+    // tighter bound, one per size, may spare it. (With more, n shares the size's one partition.)
+    if (n / b < depth() && cannot_win(time_lower_bound(n, b), b)) continue;
     const double t = time(n, b);
     if (t == kInf) ruled_out.push_back(b);  // b divides n: only memory makes it infinite
     if (t < c.time_s || (t == c.time_s && b < c.micro_batch)) c = {t, b};
   }
   if (!memory_decided_) memory_decided_ = memory_decides(n, c);
   return best_[n] = c;
+}
+
+double PipelineCosts::time_lower_bound(long n, int b) {
+  // The stage sum of every partition is at least the work bound, and its slowest stage at least the slowest
+  // of the min-max partition free of the memory limit (the limit only narrows the partitions to choose from).
+  return work_lower_bound(b) + static_cast<double>(n / b - 1) * unlimited_stages(b).second;
 }
 
 double PipelineCosts::best_lower_bound(long n) {
@@ -467,18 +494,10 @@ bool PipelineCosts::memory_decides(long n, const Choice& c) {
 
 std::pair<double, double> PipelineCosts::unlimited_stages(int b) {
   if (auto it = shared_->unlimited_stages.find(b); it != shared_->unlimited_stages.end()) return it->second;
-  std::vector<const std::vector<const LayerTimes::Table*>*>& tables = tables_scratch_;
-  tables.assign(depth(), nullptr);
-  for (int j = 0; j < depth(); ++j) tables[j] = &group_tables(j, b);
-  auto cost = [&](int j, int begin, int end) { return slowest_group_s(*tables[j], begin, end); };
-  const std::vector<int> bounds = minmax_partition_monotone_with(layers_, depth(), cost, ties_);
-  double sum = 0, slowest = 0;
-  for (int j = 0; j < depth(); ++j) {
-    const double t = cost(j, bounds[j], bounds[j + 1]);
-    sum += t;
-    slowest = std::max(slowest, t);
-  }
-  return shared_->unlimited_stages.emplace(b, std::make_pair(sum, slowest)).first->second;
+  std::vector<const LayerTimes::StageGroups*>& stages = stage_groups_scratch_;
+  stages.clear();
+  for (int j = 0; j < depth(); ++j) stages.push_back(&groups(j, b));
+  return shared_->unlimited_stages.emplace(b, times_.unlimited_stages(stages, ties_)).first->second;
 }
 
 bool PipelineCosts::limit_shapes_partition(int b, long m) {

@@ -6,6 +6,7 @@
 // Times are the profiler's (planner/common/profile.h: the simulator's per-layer kernel and intra-node TP
 // costs); memory is the simulator's own per-stage formula (sim/model/memory.h) with the stage's EP experts.
 #pragma once
+#include <array>
 #include <limits>
 #include <cstdint>
 #include <deque>
@@ -81,6 +82,10 @@ class LayerTimes {
     std::vector<const Table*> tables;
   };
   const StageGroups& stage_groups(const std::vector<int>& types, int tp, int b, Recompute recompute);
+  // The stage sum and the slowest stage of the min-max layer partition (`ties` among equal ones) of a
+  // pipeline whose stage j has the groups `stages[j]` (of stage_groups, at one micro-batch size), without
+  // memory limits: what every class of those stages would work out, worked out once.
+  std::pair<double, double> unlimited_stages(const std::vector<const StageGroups*>& stages, PartitionTies ties);
 
  private:
   const Profiler& profiler_;
@@ -90,6 +95,7 @@ class LayerTimes {
   std::vector<int> group_shares(const std::vector<int>& types, int tp, int b, Recompute recompute);  // StageGroups::shares
   std::map<std::vector<int>, StageGroups> stage_groups_;  // by (tp, b, recompute, types...)
   std::vector<int> key_scratch_;                            // stage_groups' key
+  std::array<std::map<std::vector<const StageGroups*>, std::pair<double, double>>, 2> unlimited_;  // by ties
 };
 
 // Per-GPU bytes of a stage's layer range (sim/model/memory.h stage_memory), for every pipeline class,
@@ -186,6 +192,9 @@ class PipelineCosts {
   // A lower bound on best(n).time_s from the per-layer times alone (no partition): best()'s own bound,
   // the work bound W(b) (1 + (n / b - 1) / depth), at its lowest over the divisors b that may fit.
   double best_lower_bound(long n);
+  // A lower bound on time(n, b): the work bound W(b) plus n / b - 1 times the slowest stage of the min-max
+  // partition without the memory limit.
+  double time_lower_bound(long n, int b);
   // Steady-state samples per second: the best b / slowest-stage time over power-of-two b up to max_b.
   double speed(long max_b);
   // Whether the memory limit decided one of best()'s choices so far: a micro-batch size it ruled out had a
@@ -210,7 +219,7 @@ class PipelineCosts {
   // The first stage of each stage's spec (tp, EP, ZeRO-1 shards, groups' types and experts): what shares,
   // layer tables and memory limits depend on, so stages of one spec share them.
   std::vector<int> stage_kind_;
-  std::map<std::pair<int, long>, std::vector<int>> partitions_;         // (b, micro-batches in flight cap)
+  std::unordered_map<std::uint64_t, std::vector<int>> partitions_;  // by cache_key(b, micro-batches in flight cap)
   // What classes of the same stages and recompute share (the constructor from same_times).
   struct SharedCaches {
     std::map<std::pair<int, int>, const LayerTimes::StageGroups*> groups;  // (stage kind, b): in times_
@@ -256,7 +265,12 @@ class PipelineCosts {
   double work_lower_bound(int b);
   // max_end[x]: the largest end such that every group of the stage fits layers [x, end) in memory (x if none).
   const std::vector<int>& max_ends(int stage, int b, long in_flight);
-  std::map<std::tuple<int, int, long>, std::vector<int>> max_ends_;  // (stage kind, b, in flight)
+  std::unordered_map<std::uint64_t, std::vector<int>> max_ends_;  // by cache_key(b, in flight, stage kind)
+  // One integer for (b, count, kind), b below 2^24 samples, count and kind below 2^20 (at most the depth):
+  // the caches above are looked up hundreds of thousands of times a plan.
+  static std::uint64_t cache_key(int b, long count, int kind = 0) {
+    return static_cast<std::uint64_t>(b) << 40 | static_cast<std::uint64_t>(count) << 20 | static_cast<std::uint64_t>(kind);
+  }
   // Scratch of max_ends, partition, work_lower_bound and unlimited_stages (none calls another while it
   // uses them).
   std::vector<StageMemoryLines::Query> queries_scratch_;
@@ -264,6 +278,7 @@ class PipelineCosts {
   std::vector<size_t> distinct_scratch_;
   std::vector<const std::vector<int>*> ends_scratch_;
   std::vector<const std::vector<const LayerTimes::Table*>*> tables_scratch_;
+  std::vector<const LayerTimes::StageGroups*> stage_groups_scratch_;  // unlimited_stages' key
 };
 
 }  // namespace arachne::planner

@@ -485,30 +485,47 @@ TEST(Completion, ImpossibleTemplatesGiveNoPlan) {
 }
 
 TEST(Completion, BestMicroBatchIsTheBestDivisor) {
-  // PipelineCosts::best prunes divisors with a lower bound; it must choose what trying every divisor chooses,
-  // and best_lower_bound must not exceed that choice.
-  const Cluster c = parse_cluster_spec("A100-80:1x2,V100-32:1x2", GpuCatalog::load_default());
-  const ModelConfig m = load_model("gpt3-1.3b");
-  const Profiler profiler(c, m);
-  LayerTimes times(profiler);
-  StageMemoryLines memory(profiler);
-  for (const MemoryLevel level : memory_levels(true)) {
-    PipelineCosts costs(times, memory, {{1, 1, {{"A100-80"}, {"V100-32"}}, 2}, {1, 1, {{"V100-32"}}, 2}}, level);
-    PipelineCosts fresh(times, memory, {{1, 1, {{"A100-80"}, {"V100-32"}}, 2}, {1, 1, {{"V100-32"}}, 2}}, level);
-    for (long n = 1; n <= 96; ++n) {
-      double best = PipelineCosts::kInf;
-      int best_b = 0;
-      for (int b = 1; b <= n; ++b)
-        if (const double t = costs.time(n, b); t < best) {
-          best = t;
-          best_b = b;
-        }
-      EXPECT_LE(fresh.best_lower_bound(n), best) << "n=" << n;  // a bound before any choice is made
-      const PipelineCosts::Choice got = costs.best(n);
-      EXPECT_EQ(got.micro_batch, best_b) << "n=" << n;
-      EXPECT_EQ(got.time_s, best) << "n=" << n;
+  // PipelineCosts::best prunes divisors with lower bounds; it must choose what trying every divisor chooses,
+  // time_lower_bound must not exceed any divisor's time, and best_lower_bound must not exceed the choice. On
+  // a two-stage class and on a six-stage class of three types where memory limits the partitions (gpt3-2.7b
+  // on 16 GB T4 stages).
+  // Returns whether memory decided a choice at some level.
+  const auto check = [](const std::string& spec, const std::string& model, const std::vector<StageCostSpec>& stages) {
+    bool memory_decided = false;
+    const Cluster c = parse_cluster_spec(spec, GpuCatalog::load_default());
+    const ModelConfig m = load_model(model);
+    const Profiler profiler(c, m);
+    LayerTimes times(profiler);
+    StageMemoryLines memory(profiler);
+    for (const MemoryLevel level : memory_levels(true)) {
+      PipelineCosts costs(times, memory, stages, level);
+      PipelineCosts fresh(times, memory, stages, level);
+      PipelineCosts bounds(times, memory, stages, level);
+      for (long n = 1; n <= 96; ++n) {
+        double best = PipelineCosts::kInf;
+        int best_b = 0;
+        for (int b = 1; b <= n; ++b)
+          if (const double t = costs.time(n, b); t < best) {
+            best = t;
+            best_b = b;
+          }
+        for (int b = 1; b <= n; ++b)
+          if (n % b == 0 && b >= bounds.min_micro_batch()) {
+            EXPECT_LE(bounds.time_lower_bound(n, b), costs.time(n, b)) << model << " n=" << n << " b=" << b;
+          }
+        EXPECT_LE(fresh.best_lower_bound(n), best) << model << " n=" << n;  // a bound before any choice is made
+        const PipelineCosts::Choice got = costs.best(n);
+        EXPECT_EQ(got.micro_batch, best_b) << model << " n=" << n;
+        EXPECT_EQ(got.time_s, best) << model << " n=" << n;
+      }
+      memory_decided = memory_decided || costs.memory_decided();
     }
-  }
+    return memory_decided;
+  };
+  check("A100-80:1x2,V100-32:1x2", "gpt3-1.3b", {{1, 1, {{"A100-80"}, {"V100-32"}}, 2}, {1, 1, {{"V100-32"}}, 2}});
+  EXPECT_TRUE(check("A100-80:1x2,V100-32:1x2,T4:1x4", "gpt3-2.7b",
+        {{1, 1, {{"A100-80"}}, 1}, {1, 1, {{"V100-32"}}, 1}, {1, 1, {{"V100-32"}}, 1}, {1, 1, {{"T4"}}, 1},
+         {1, 1, {{"T4"}}, 1}, {1, 1, {{"T4"}, {"T4"}}, 1}}));
 }
 
 // StageMemoryLines keeps one line per layer-range kind for every micro-batch size and ZeRO-1 degree. Its
