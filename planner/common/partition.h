@@ -13,18 +13,27 @@ namespace arachne::planner {
 // layers or every split has infinite cost.
 std::vector<int> minmax_partition(int layers, int stages, const std::function<double(int stage, int begin, int end)>& cost);
 
+// Buffers of the partition tables, kept by a caller that works out many partitions so that each one
+// allocates only its result. The partitions are the same with or without them.
+struct PartitionScratch {
+  std::vector<double> best;
+  std::vector<int> cut, smaller;
+};
+
 namespace detail {
 // The linear-partition table both variants below fill (Skiena, The Algorithm Design Manual, §8.5):
 // best[s][e], the min over splits of layers [0, e) into s stages of the max stage cost, and cut[s][e], the
 // start of the last stage. fill(s, prev, row, cuts, max_end) fills row s for e in [s, max_end] from row
 // s - 1 (max_end leaves a layer for each later stage). Returns the boundaries, empty when none is finite.
 template <class Fill>
-std::vector<int> minmax_partition_table(int layers, int stages, const Fill& fill) {
+std::vector<int> minmax_partition_table(int layers, int stages, const Fill& fill, PartitionScratch& scratch) {
   if (stages < 1 || stages > layers) return {};
   const double inf = std::numeric_limits<double>::infinity();
   const int width = layers + 1;
-  std::vector<double> best(static_cast<size_t>(stages + 1) * width, inf);
-  std::vector<int> cut(static_cast<size_t>(stages + 1) * width, -1);
+  std::vector<double>& best = scratch.best;
+  std::vector<int>& cut = scratch.cut;
+  best.assign(static_cast<size_t>(stages + 1) * width, inf);
+  cut.assign(static_cast<size_t>(stages + 1) * width, -1);
   best[0] = 0;
   for (int s = 1; s <= stages; ++s)
     fill(s, &best[static_cast<size_t>(s - 1) * width], &best[static_cast<size_t>(s) * width],
@@ -52,6 +61,7 @@ std::vector<int> minmax_partition_with(int layers, int stages, const Cost& cost,
                                        PartitionTies ties = PartitionTies::EarliestCut) {
   const bool latest = ties == PartitionTies::LatestCut;
   const double inf = std::numeric_limits<double>::infinity();
+  PartitionScratch scratch;
   return detail::minmax_partition_table(layers, stages, [&](int s, const double* prev, double* row, int* cuts, int max_end) {
     for (int e = s; e <= max_end; ++e)
       for (int b = s - 1; b < e; ++b) {
@@ -65,7 +75,7 @@ std::vector<int> minmax_partition_with(int layers, int stages, const Cost& cost,
           cuts[e] = b;
         }
       }
-  });
+  }, scratch);
 }
 
 // The same partition (the same boundaries, ties included) for a cost that never falls as a stage grows
@@ -77,12 +87,17 @@ std::vector<int> minmax_partition_with(int layers, int stages, const Cost& cost,
 // whose first stages alone cost more than the best are passed over along previous-smaller links (each cut's
 // nearest cut to the left with a smaller prefix cost: every cut between costs no less, so it is passed over
 // too), the same cuts the one-by-one scan passes over.
+// `scratch`: the caller's buffers (PartitionScratch), else the call's own.
 template <class Cost>
 std::vector<int> minmax_partition_monotone_with(int layers, int stages, const Cost& cost,
-                                                PartitionTies ties = PartitionTies::EarliestCut) {
+                                                PartitionTies ties = PartitionTies::EarliestCut,
+                                                PartitionScratch* scratch = nullptr) {
   const double inf = std::numeric_limits<double>::infinity();
   const bool latest = ties == PartitionTies::LatestCut;
-  std::vector<int> smaller(static_cast<size_t>(layers) + 1);  // per cut b of row s - 1: its previous-smaller cut
+  PartitionScratch own;
+  PartitionScratch& buffers = scratch ? *scratch : own;
+  std::vector<int>& smaller = buffers.smaller;  // per cut b of row s - 1: its previous-smaller cut (written before read)
+  smaller.resize(static_cast<size_t>(layers) + 1);
   return detail::minmax_partition_table(layers, stages, [&](int s, const double* prev, double* row, int* cuts, int max_end) {
     for (int b = s - 1; b < max_end; ++b) {
       int k = b - 1;
@@ -111,7 +126,7 @@ std::vector<int> minmax_partition_monotone_with(int layers, int stages, const Co
         }
       }
     }
-  });
+  }, buffers);
 }
 
 }  // namespace arachne::planner

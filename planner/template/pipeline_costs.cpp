@@ -95,7 +95,7 @@ std::pair<double, double> LayerTimes::unlimited_stages(const std::vector<const S
   if (auto it = known.find(stages); it != known.end()) return it->second;
   const int depth = static_cast<int>(stages.size());
   auto cost = [&](int j, int begin, int end) { return slowest_group_s(stages[j]->tables, begin, end); };
-  const std::vector<int> bounds = minmax_partition_monotone_with(profiler_.model().layers, depth, cost, ties);
+  const std::vector<int> bounds = minmax_partition_monotone_with(profiler_.model().layers, depth, cost, ties, &partition_scratch_);
   double sum = 0, slowest = 0;
   for (int j = 0; j < depth; ++j) {
     const double t = cost(j, bounds[j], bounds[j + 1]);
@@ -348,7 +348,7 @@ const std::vector<int>& PipelineCosts::partition(int b, long m) {
     };
     // The cost never falls as a range grows to the left: prefix sums of layer times, the embedding at 0,
     // and a memory limit that admits a range admits every later start (max_ends is non-decreasing).
-    bounds = minmax_partition_monotone_with(layers_, depth(), cost, ties_);
+    bounds = minmax_partition_monotone_with(layers_, depth(), cost, ties_, &partition_scratch_);
     if (bounds.empty()) too_big_.emplace_back(b, cap);
     if (!limited) shared_->free_partitions.emplace(k, std::make_pair(level_.zero1, bounds));
   }

@@ -96,6 +96,7 @@ class LayerTimes {
   std::map<std::vector<int>, StageGroups> stage_groups_;  // by (tp, b, recompute, types...)
   std::vector<int> key_scratch_;                            // stage_groups' key
   std::array<std::map<std::vector<const StageGroups*>, std::pair<double, double>>, 2> unlimited_;  // by ties
+  PartitionScratch partition_scratch_;  // unlimited_stages' tables
 };
 
 // Per-GPU bytes of a stage's layer range (sim/model/memory.h stage_memory), for every pipeline class,
@@ -279,6 +280,7 @@ class PipelineCosts {
   std::vector<const std::vector<int>*> ends_scratch_;
   std::vector<const std::vector<const LayerTimes::Table*>*> tables_scratch_;
   std::vector<const LayerTimes::StageGroups*> stage_groups_scratch_;  // unlimited_stages' key
+  PartitionScratch partition_scratch_;                                // partition's tables
 };
 
 }  // namespace arachne::planner
