@@ -402,7 +402,11 @@ bool simulate_best(const PricedPlans& candidates, const PlanRequest& request, Pl
   const std::vector<CompletedPlan>& plans = candidates.plans;
   Evaluator eval(request);
   double best = std::numeric_limits<double>::infinity();
+  // A plan is simulated once: both rules for equal partitions give the same plan where no stage's layer
+  // count has a tie (e.g. one-stage pipelines), and its second simulation could not change the result.
+  std::set<std::string> simulated;
   const auto simulate = [&](const CompletedPlan& c) {
+    if (!simulated.insert(execution_key(c.plan)).second) return;
     const std::optional<double> t = eval.iteration_time(c.plan);
     if (t && *t < best) {
       best = *t;

@@ -52,7 +52,9 @@
 //      best-priced plan of each is simulated (the estimator ranks the two partitions' fill and drain less
 //      surely than the simulator: the one priced faster simulated 2.6 % slower on a held-out configuration);
 //      then the descent's best plan, where it is priced below all of them (an addition: it displaces no plan
-//      that would be simulated without the descent); the fastest simulated plan is returned.
+//      that would be simulated without the descent); each distinct plan (execution_key) is simulated once -
+//      both rules give the same plan where no layer split has a tie, as in one-stage pipelines; the fastest
+//      simulated plan is returned.
 // No LibTorch: the policy's weights are read from a file (default: the shipped configs/policy/
 // arachne.weights; DESIGN.md "Planners").
 #pragma once
