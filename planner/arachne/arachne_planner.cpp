@@ -424,9 +424,10 @@ bool simulate_best(const PricedPlans& candidates, const PlanRequest& request, Pl
   for (size_t j = 0; j < plans.size(); ++j)
     if (plans[j].ties == PartitionTies::LatestCut) both_rules.insert(structure_of(j));
   std::set<Template> structures;  // simulated
+  const double within = arachne_simulate_within(*request.model);
   for (size_t i = 0; i < plans.size(); ++i) {
     if (static_cast<int>(structures.size()) >= request.arachne_simulate || eval.exhausted()) break;
-    if (result->plan && plans[i].priced_s > kArachneSimulateWithin * plans.front().priced_s) break;  // so are the rest
+    if (result->plan && plans[i].priced_s > within * plans.front().priced_s) break;  // so are the rest
     if (!structures.insert(structure_of(i)).second) continue;
     simulate(plans[i]);
     if (both_rules.count(structure_of(i)) == 0) continue;

@@ -177,16 +177,20 @@ TEST(ArachnePlanner, WidensItsBeamWhenNoProposedTemplateFits) {
 }
 
 // The final simulations: the best-priced plans in price order, one per structure, as many structures as
-// --simulate-top allows, but none priced more than kArachneSimulateWithin above the best once one simulated
+// --simulate-top allows, but none priced more than arachne_simulate_within above the best once one simulated
 // plan fits, each followed by its structure's best plan under the other rule for equal partitions, then the
 // descent's best plan where it is priced below them all and its structure is new; the returned plan is the
 // fastest of them, its prediction its price.
 TEST(ArachnePlanner, SimulatesOnlyPlansPricedCloseToTheBest) {
   const GpuCatalog catalog = GpuCatalog::load_default();
-  for (const char* spec : {"A100-80:40x8,H100:32x8,V100-32:32x8,T4:48x4", "A100-80:2x8,V100-32:4x4"}) {
+  // Dense and MoE models: each has its own window.
+  const std::pair<const char*, const char*> cases[] = {{"A100-80:40x8,H100:32x8,V100-32:32x8,T4:48x4", "gpt3-1.3b"},
+                                                       {"A100-80:2x8,V100-32:4x4", "gpt3-1.3b"},
+                                                       {"A100-80:2x8,V100-32:4x4", "gpt-moe-1.3b-64e"}};
+  for (const auto& [spec, model_name] : cases) {
     const Cluster cluster = load_cluster(spec, catalog);
     const Topology topo(cluster);
-    const ModelConfig model = load_model("gpt3-1.3b");
+    const ModelConfig model = load_model(model_name);
     const PlanRequest r = request_for(cluster, topo, model, model.global_batch);
     const PricedPlans priced = arachne_priced_plans(r, r.global_batch);
     const std::vector<CompletedPlan>& plans = priced.plans;
@@ -203,7 +207,7 @@ TEST(ArachnePlanner, SimulatesOnlyPlansPricedCloseToTheBest) {
     };
     std::set<Template> structures;
     for (size_t i = 0; i < plans.size(); ++i) {
-      if (static_cast<long>(structures.size()) == r.arachne_simulate || (fastest && plans[i].priced_s > kArachneSimulateWithin * plans.front().priced_s)) break;
+      if (static_cast<long>(structures.size()) == r.arachne_simulate || (fastest && plans[i].priced_s > arachne_simulate_within(model) * plans.front().priced_s)) break;
       const Template s = simulation_structure(plans[i].plan, cluster);
       if (!structures.insert(s).second) continue;
       simulate(plans[i]);
