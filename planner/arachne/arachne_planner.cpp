@@ -69,6 +69,7 @@ const PolicyNet& load_policy(const std::string& path_or_empty) {
 namespace {
 
 std::vector<Template> policy_templates(const PlanRequest& r, long global) {
+  if (r.arachne_templates != TemplateSource::Policy && r.arachne_templates != TemplateSource::PolicyAndHeuristic) return {};
   const PolicyNet& net = load_policy(r.arachne_policy);
   const std::vector<std::string> types = type_order(*r.cluster);
   std::vector<Template> out;
@@ -95,12 +96,12 @@ std::set<Template> secondary_templates(const PlanRequest& r, long global) {
   return {ts.begin(), ts.end()};
 }
 
-// The source's templates (before the warm start and repeats are handled).
-std::vector<Template> source_templates(const PlanRequest& r, long global, bool* complete) {
+// The source's templates (before the warm start and repeats are handled); `policy`: policy_templates(r, global).
+std::vector<Template> source_templates(const PlanRequest& r, long global, const std::vector<Template>& policy, bool* complete) {
   const EnumerationLimits space = LabelOptions{}.enumeration;  // the restricted space of the training labels
   switch (r.arachne_templates) {
     case TemplateSource::PolicyAndHeuristic: {
-      std::vector<Template> both = policy_templates(r, global);
+      std::vector<Template> both = policy;
       for (Template& t : heuristic_templates(*r.cluster, *r.model, r.arachne_beam, global)) both.push_back(std::move(t));
       for (Template& t : device_group_templates(*r.cluster, *r.model, kArachneDeviceGroupTemplates, global)) both.push_back(std::move(t));
       for (Template& t : fast_data_parallel_templates(*r.cluster, *r.model, global)) both.push_back(std::move(t));
@@ -109,7 +110,7 @@ std::vector<Template> source_templates(const PlanRequest& r, long global, bool* 
       return both;
     }
     case TemplateSource::Policy:
-      return policy_templates(r, global);
+      return policy;
     case TemplateSource::Random:
       return sample_templates(*r.cluster, *r.model, space, r.arachne_beam, r.seed);
     case TemplateSource::Heuristic:
@@ -125,9 +126,9 @@ std::vector<Template> source_templates(const PlanRequest& r, long global, bool* 
   throw std::invalid_argument("unknown template source");
 }
 
-}  // namespace
-
-std::vector<Template> proposed_templates(const PlanRequest& r, long global, bool* complete) {
+// proposed_templates with the policy's templates (policy_templates) decoded already: the planner decodes
+// them once for its starts and the policy's own climb.
+std::vector<Template> proposed_with(const PlanRequest& r, long global, const std::vector<Template>& policy, bool* complete) {
   bool whole = true;
   std::vector<Template> out;
   std::set<Template> seen;
@@ -139,10 +140,16 @@ std::vector<Template> proposed_templates(const PlanRequest& r, long global, bool
       // The previous plan lies outside the template space (mixed TP in a stage): no warm start.
     }
   }
-  for (Template& t : source_templates(r, global, &whole))
+  for (Template& t : source_templates(r, global, policy, &whole))
     if (seen.insert(t).second) out.push_back(std::move(t));
   if (complete != nullptr) *complete = whole;
   return out;
+}
+
+}  // namespace
+
+std::vector<Template> proposed_templates(const PlanRequest& r, long global, bool* complete) {
+  return proposed_with(r, global, policy_templates(r, global), complete);
 }
 
 namespace {
@@ -172,9 +179,9 @@ std::vector<Template> own_climb_templates(const PlanRequest& r, long global) {
 // best baseline, deepseek-moe-16b on 748 MI250X (config 34 of the 40 held-out) 1.83 x faster, no cell
 // slower, 2.9 % more pricings. With the extension rounds too it changed 13 cells, three of them slower (down
 // to -2.0 %: the climbs share prices, so the later steps start elsewhere), for 13 % more pricings.
-std::vector<Template> policy_climb_templates(const PlanRequest& r, long global) {
+std::vector<Template> policy_climb_templates(const PlanRequest& r, const std::vector<Template>& policy) {
   if (r.arachne_templates != TemplateSource::PolicyAndHeuristic) return {};
-  return policy_templates(r, global);
+  return policy;
 }
 
 // The default source's extra templates: secondary_templates, and after the climb on a one-type cluster its
@@ -245,13 +252,14 @@ void sort_by_price(std::vector<CompletedPlan>& plans) {
 
 // Every template completed and priced (the local search climbing from `templates`, with
 // `extra.secondary` its secondary starts, then from own_climb_templates alone, then from
-// policy_climb_templates and from `extra.secondary` alone for the required rounds, then `extra.after`, the
+// the policy's templates (`policy`: policy_templates) and from `extra.secondary` alone for the required
+// rounds, then `extra.after`, the
 // climb's best templates with both placements of their replicas, the folds of the best templates
 // (fold_best), the best templates with the other layer partition of equal max stage time and with every
 // recompute level priced (complete_best_again), and last a descent from the best template
 // (descend_from_best), whose last template is completed again with every recompute level priced); stops
 // early (*cut = true) when the wall-clock budget is spent.
-PricedPlans priced_candidates(const std::vector<Template>& templates, const ExtraTemplates& extra,
+PricedPlans priced_candidates(const std::vector<Template>& templates, const std::vector<Template>& policy, const ExtraTemplates& extra,
                               const PlanRequest& r, long global, const PlanTimer& timer, long* priced, bool* cut) {
   const Estimator est(*r.cluster, *r.topo, *r.model);
   // Each plan is estimated once: the passes after the climbs complete templates again (other placements,
@@ -332,7 +340,7 @@ PricedPlans priced_candidates(const std::vector<Template>& templates, const Extr
   local_search(own_climb_templates(r, global), *r.cluster, *r.model, climb_price, climb);
   LocalSearchOptions required = climb;
   required.max_rounds = required.max_gaining_rounds = 0;
-  local_search(policy_climb_templates(r, global), *r.cluster, *r.model, climb_price, required);
+  local_search(policy_climb_templates(r, policy), *r.cluster, *r.model, climb_price, required);
   // And from the deep pipelines over the fastest types alone, for the required rounds: in the first climb
   // only their best start had a slot of its own.
   local_search({extra.secondary.begin(), extra.secondary.end()}, *r.cluster, *r.model, climb_price, required);
@@ -383,13 +391,16 @@ PricedPlans priced_candidates(const std::vector<Template>& templates, const Extr
 PricedPlans widening_candidates(const PlanRequest& request, long global, const PlanTimer& timer, long* priced,
                                 bool* enumerated, bool* cut) {
   const ExtraTemplates extra = extra_templates(request, global);  // the same at every beam width
-  PricedPlans candidates =
-      priced_candidates(proposed_templates(request, global, enumerated), extra, request, global, timer, priced, cut);
+  const auto candidates_at = [&](const PlanRequest& r) {
+    const std::vector<Template> policy = policy_templates(r, global);  // the beam at r's width, decoded once
+    return priced_candidates(proposed_with(r, global, policy, enumerated), policy, extra, r, global, timer, priced, cut);
+  };
+  PricedPlans candidates = candidates_at(request);
   if (request.arachne_templates == TemplateSource::Exhaustive) return candidates;
   PlanRequest wider = request;
   while (candidates.empty() && !*cut && wider.arachne_beam < kArachneWidestBeam) {
     wider.arachne_beam = std::min(kArachneWidestBeam, wider.arachne_beam * kArachneWidenFactor);
-    candidates = priced_candidates(proposed_templates(wider, global, enumerated), extra, wider, global, timer, priced, cut);
+    candidates = candidates_at(wider);
   }
   return candidates;
 }
