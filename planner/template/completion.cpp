@@ -619,6 +619,12 @@ struct Level {
     for (const PipelineCosts& c : before) out.emplace_back(c, m);
     return out;
   }
+  // A lower bound on the analytic time of every split of this level: its classes' time_floor.
+  double floor() {
+    double out = 0;
+    for (PipelineCosts& c : costs) out = std::max(out, c.time_floor());
+    return out;
+  }
   // Whether memory decided a choice of this level's batch split or micro-batch sizes (always when no split fits).
   bool memory_decided(bool split) const {
     return !split || std::any_of(costs.begin(), costs.end(), [](const PipelineCosts& c) { return c.memory_decided(); });
@@ -677,6 +683,10 @@ std::vector<CompletedPlan> price_levels(const Template& t, const Layout& layout,
     levels.push_back(zero1_after_off ? std::make_unique<Level>(*levels.back(), layout, memory, in.global_batch)
                                      : std::make_unique<Level>(t, layout, cache, memory, opt.partition_ties, in.global_batch));
     Level& level = *levels.back();
+    // Every class takes a sample, so a class whose floor is no faster than the caller's bound leaves every
+    // split of this level no faster: its split is not worked out (nor, with more recompute and slower
+    // layers, would it be faster there).
+    if (level.floor() >= opt.skip_analytic_above_s) continue;
     const std::optional<BatchSplit> split = level.batch.split();
     if (split) {
       const double analytic_s = level.batch.time(*split);

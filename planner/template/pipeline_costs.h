@@ -9,6 +9,7 @@
 #include <array>
 #include <limits>
 #include <cstdint>
+#include <cmath>
 #include <deque>
 #include <map>
 #include <memory>
@@ -193,6 +194,11 @@ class PipelineCosts {
   // A lower bound on best(n).time_s from the per-layer times alone (no partition): best()'s own bound,
   // the work bound W(b) (1 + (n / b - 1) / depth), at its lowest over the divisors b that may fit.
   double best_lower_bound(long n);
+  // A lower bound on best(n).time_s for every n: the work bound with one sample on every TP group (each
+  // group of a stage takes at least one sample of any micro-batch, and a layer's time grows with its
+  // samples: Completion.LayerTimesGrowWithSamplesAndRecompute), so no split of the batch that gives this
+  // class a sample runs faster.
+  double time_floor();
   // A lower bound on time(n, b): the work bound W(b) plus n / b - 1 times the slowest stage of the min-max
   // partition without the memory limit.
   double time_lower_bound(long n, int b);
@@ -245,6 +251,7 @@ class PipelineCosts {
   std::vector<std::vector<double>> usable_bytes_;
 
   bool memory_decided_ = false;
+  double time_floor_ = std::nan("");  // time_floor(); NaN: not computed yet
   std::vector<int> ruled_out_;  // best()'s scratch: sizes that do not fit
   // Whether the memory limit may have decided best(n)'s choice c (memory_decided()).
   bool memory_decides(long n, const Choice& c);

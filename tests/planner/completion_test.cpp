@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <random>
 #include <set>
@@ -486,7 +487,8 @@ TEST(Completion, ImpossibleTemplatesGiveNoPlan) {
 
 TEST(Completion, BestMicroBatchIsTheBestDivisor) {
   // PipelineCosts::best prunes divisors with lower bounds; it must choose what trying every divisor chooses,
-  // time_lower_bound must not exceed any divisor's time, and best_lower_bound must not exceed the choice. On
+  // time_lower_bound must not exceed any divisor's time, and best_lower_bound and time_floor must not exceed
+  // the choice (time_floor for any number of samples). On
   // a two-stage class and on a six-stage class of three types where memory limits the partitions (gpt3-2.7b
   // on 16 GB T4 stages).
   // Returns whether memory decided a choice at some level.
@@ -514,6 +516,7 @@ TEST(Completion, BestMicroBatchIsTheBestDivisor) {
             EXPECT_LE(bounds.time_lower_bound(n, b), costs.time(n, b)) << model << " n=" << n << " b=" << b;
           }
         EXPECT_LE(fresh.best_lower_bound(n), best) << model << " n=" << n;  // a bound before any choice is made
+        EXPECT_LE(fresh.time_floor(), best) << model << " n=" << n;
         const PipelineCosts::Choice got = costs.best(n);
         EXPECT_EQ(got.micro_batch, best_b) << model << " n=" << n;
         EXPECT_EQ(got.time_s, best) << model << " n=" << n;
@@ -526,6 +529,66 @@ TEST(Completion, BestMicroBatchIsTheBestDivisor) {
   EXPECT_TRUE(check("A100-80:1x2,V100-32:1x2,T4:1x4", "gpt3-2.7b",
         {{1, 1, {{"A100-80"}}, 1}, {1, 1, {{"V100-32"}}, 1}, {1, 1, {{"V100-32"}}, 1}, {1, 1, {{"T4"}}, 1},
          {1, 1, {{"T4"}}, 1}, {1, 1, {{"T4"}, {"T4"}}, 1}}));
+}
+
+// The floor is the time of one sample through a one-stage class of one TP group (its stage sum), not a
+// looser number.
+TEST(Completion, TimeFloorIsOneSampleThroughAOneGroupClass) {
+  const Cluster c = parse_cluster_spec("A100-80:1x8", GpuCatalog::load_default());
+  const ModelConfig m = load_model("gpt3-1.3b");
+  const Profiler profiler(c, m);
+  LayerTimes times(profiler);
+  StageMemoryLines memory(profiler);
+  for (const MemoryLevel level : memory_levels(false)) {
+    PipelineCosts costs(times, memory, {{2, 1, {{"A100-80"}}, 1}}, level);
+    const double one = costs.time(1, 1);
+    ASSERT_LT(one, PipelineCosts::kInf);
+    EXPECT_NEAR(costs.time_floor(), one, 1e-12 * one);
+  }
+}
+
+// What PipelineCosts::time_floor and the completion's floor skip rest on: a layer's time (and the embedding's
+// and the head's) grows with the samples of its micro-batch and with the recompute level, for every GPU type
+// of the catalog, bundled model and TP width of one node.
+TEST(Completion, LayerTimesGrowWithSamplesAndRecompute) {
+  const GpuCatalog catalog = GpuCatalog::load_default();
+  std::vector<std::string> models;
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::path(configs_dir()) / "models"))
+    models.push_back(e.path().stem().string());
+  std::sort(models.begin(), models.end());
+  ASSERT_GE(models.size(), 10u);
+  long checked = 0;
+  for (const std::string& type : catalog.names()) {
+    const Cluster c = parse_cluster_spec(type + ":1x8", catalog);
+    for (const std::string& name : models) {
+      const ModelConfig m = load_model(name);
+      const Profiler profiler(c, m);
+      LayerTimes times(profiler);
+      const int id = times.type_id(type);
+      for (const int tp : {1, 2, 4, 8}) {
+        if (m.heads % tp != 0 || (m.kv_heads > 0 && m.kv_heads % tp != 0)) continue;
+        const LayerTimes::Table* less_recompute = nullptr;  // at the same samples
+        for (int samples = 1; samples <= 32; ++samples) {
+          less_recompute = nullptr;
+          for (const Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+            const LayerTimes::Table& t = times.table(id, tp, samples, r);
+            const auto grows = [&](const LayerTimes::Table& before, const std::string& what) {
+              EXPECT_LE(before.embedding, t.embedding) << type << " " << name << " tp " << tp << " " << what;
+              EXPECT_LE(before.head, t.head) << type << " " << name << " tp " << tp << " " << what;
+              for (int l = 0; l < m.layers; ++l)
+                ASSERT_LE(before.prefix[l + 1] - before.prefix[l], t.prefix[l + 1] - t.prefix[l])
+                    << type << " " << name << " tp " << tp << " layer " << l << " " << what;
+            };
+            if (samples > 1) grows(times.table(id, tp, samples - 1, r), "samples " + std::to_string(samples));
+            if (less_recompute != nullptr) grows(*less_recompute, "recompute at samples " + std::to_string(samples));
+            less_recompute = &t;
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 10000);
 }
 
 // StageMemoryLines keeps one line per layer-range kind for every micro-batch size and ZeRO-1 degree. Its
