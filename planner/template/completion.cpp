@@ -707,6 +707,22 @@ std::vector<CompletedPlan> price_levels(const Template& t, const Layout& layout,
   return plans;
 }
 
+// The largest one_sample_work of the template's classes at the least recompute: no plan of the template
+// runs faster, at any memory level (every class takes a sample).
+double template_floor(const Template& t, LayerTimes& times) {
+  double out = 0;
+  for (const PipelineTemplate& p : t.pipelines) {
+    std::vector<FloorStage> stages;
+    for (const StageTemplate& s : p.stages) {
+      FloorStage f{s.tp, {}};
+      for (const GroupKind& k : s.kinds) f.types.push_back(times.type_id(k.gpu_type));
+      stages.push_back(std::move(f));
+    }
+    out = std::max(out, one_sample_work(times, stages, Recompute::None));
+  }
+  return out;
+}
+
 // A request completion can work on: a cluster, a model, a batch, and a template the cluster can run
 // (template_problem: types, widths, EP, GPU counts, packing).
 bool usable(const Template& t, const CompletionInput& in) {
@@ -722,6 +738,8 @@ std::vector<CompletedPlan> complete_template(const Template& t, const Completion
   CompletionCache& cache = in.cache ? *in.cache : own.emplace(*in.cluster, *in.model);
   if (&cache.impl().cluster != in.cluster || &cache.impl().model != in.model)
     throw std::invalid_argument("complete_template: the cache belongs to another cluster or model");
+  // No level of the template could be priced (price_levels' floor, at the least recompute).
+  if (template_floor(t, cache.impl().times) >= opt.skip_analytic_above_s) return {};
   const bool replicated = std::any_of(t.pipelines.begin(), t.pipelines.end(), [](const PipelineTemplate& p) { return p.replicas > 1; });
   std::vector<CompletedPlan> plans;
   for (const bool by_stage : {false, true}) {

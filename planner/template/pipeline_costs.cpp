@@ -464,24 +464,27 @@ double PipelineCosts::time_lower_bound(long n, int b) {
   return work_lower_bound(b) + static_cast<double>(n / b - 1) * unlimited_stages(b).second;
 }
 
-double PipelineCosts::time_floor() {
-  if (!std::isnan(time_floor_)) return time_floor_;
-  // work_lower_bound's sum with every group at one sample: per layer the fastest such group of any stage,
-  // the embedding on the first stage's and the head on the last stage's.
-  std::vector<double> layer(layers_, kInf);
-  double embedding = kInf, head = kInf;
-  for (int j = 0; j < depth(); ++j) {
-    if (stage_kind_[j] != j && j != depth() - 1) continue;  // a stage of an earlier stage's kind: its tables
-    for (const int type : time_types_[j]) {
-      const LayerTimes::Table& t = times_.table(type, stages_[j].tp, 1, level_.recompute);
+double one_sample_work(LayerTimes& times, const std::vector<FloorStage>& stages, Recompute recompute) {
+  const int layers = times.profiler().model().layers;
+  std::vector<double> layer(layers, PipelineCosts::kInf);
+  double embedding = PipelineCosts::kInf, head = PipelineCosts::kInf;
+  for (size_t j = 0; j < stages.size(); ++j)
+    for (const int type : stages[j].types) {
+      const LayerTimes::Table& t = times.table(type, stages[j].tp, 1, recompute);
       if (j == 0) embedding = std::min(embedding, t.embedding);
-      if (j == depth() - 1) head = std::min(head, t.head);
-      for (int l = 0; l < layers_; ++l) layer[l] = std::min(layer[l], t.prefix[l + 1] - t.prefix[l]);
+      if (j + 1 == stages.size()) head = std::min(head, t.head);
+      for (int l = 0; l < layers; ++l) layer[l] = std::min(layer[l], t.prefix[l + 1] - t.prefix[l]);
     }
-  }
   double w = embedding + head;
   for (const double x : layer) w += x;
-  return time_floor_ = w;
+  return w;
+}
+
+double PipelineCosts::time_floor() {
+  if (!std::isnan(time_floor_)) return time_floor_;
+  std::vector<FloorStage> stages;
+  for (int j = 0; j < depth(); ++j) stages.push_back({stages_[j].tp, time_types_[j]});
+  return time_floor_ = one_sample_work(times_, stages, level_.recompute);
 }
 
 double PipelineCosts::best_lower_bound(long n) {

@@ -157,6 +157,18 @@ class StageMemoryLines {
   std::unordered_map<Query, Lines, QueryHash, QueryEqual> lines_;
 };
 
+// One stage for one_sample_work: its TP width and its groups' GPU types (LayerTimes::type_id).
+struct FloorStage {
+  int tp = 1;
+  std::vector<int> types;
+};
+// The work bound of one micro-batch with one sample on every TP group of `stages` (a pipeline's, in order):
+// per layer its fastest group on any stage, plus the fastest embedding of the first stage's groups and the
+// fastest head of the last stage's. Each group of a stage takes at least one sample of any micro-batch, and a
+// layer's time grows with its samples and with recompute (Completion.LayerTimesGrowWithSamplesAndRecompute),
+// so no micro-batch through any layer partition of these stages, at this recompute level or more, takes less.
+double one_sample_work(LayerTimes& times, const std::vector<FloorStage>& stages, Recompute recompute);
+
 class PipelineCosts {
  public:
   static constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -194,10 +206,8 @@ class PipelineCosts {
   // A lower bound on best(n).time_s from the per-layer times alone (no partition): best()'s own bound,
   // the work bound W(b) (1 + (n / b - 1) / depth), at its lowest over the divisors b that may fit.
   double best_lower_bound(long n);
-  // A lower bound on best(n).time_s for every n: the work bound with one sample on every TP group (each
-  // group of a stage takes at least one sample of any micro-batch, and a layer's time grows with its
-  // samples: Completion.LayerTimesGrowWithSamplesAndRecompute), so no split of the batch that gives this
-  // class a sample runs faster.
+  // A lower bound on best(n).time_s for every n: one_sample_work of the class's stages, so no split of the
+  // batch that gives this class a sample runs faster.
   double time_floor();
   // A lower bound on time(n, b): the work bound W(b) plus n / b - 1 times the slowest stage of the min-max
   // partition without the memory limit.
