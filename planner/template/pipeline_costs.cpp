@@ -267,7 +267,7 @@ PipelineCosts::PipelineCosts(const PipelineCosts& same_times, MemoryLevel level)
 const std::vector<int>& PipelineCosts::shares(int stage, int b) { return groups(stage, b).shares; }
 
 const LayerTimes::StageGroups& PipelineCosts::groups(int stage, int b) {
-  const auto k = std::make_pair(stage_kind_[stage], b);
+  const std::uint64_t k = cache_key(b, 0, stage_kind_[stage]);
   if (auto it = shared_->groups.find(k); it != shared_->groups.end()) return *it->second;
   const LayerTimes::StageGroups& g = times_.stage_groups(time_types_[stage], stages_[stage].tp, b, level_.recompute);
   shared_->groups.emplace(k, &g);

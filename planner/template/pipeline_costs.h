@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -47,6 +48,22 @@ struct StageCostSpec {
   int ep = 1;
   std::vector<GroupCostSpec> groups;
   int zero1_dp = 1;  // a lower bound on the groups that hold the stage's first layer (ZeRO-1 shards)
+};
+
+// Hash of a sequence of integers or pointers (the caches below: looked up millions of times a plan).
+struct SequenceHash {
+  template <class T>
+  std::size_t operator()(const std::vector<T>& v) const {
+    std::uint64_t h = 0x9e3779b97f4a7c15ULL ^ v.size();
+    for (const T& x : v) {
+      std::uint64_t k;
+      if constexpr (std::is_pointer_v<T>) k = reinterpret_cast<std::uintptr_t>(x);
+      else k = static_cast<std::uint64_t>(static_cast<std::int64_t>(x));
+      h = (h ^ k) * 0xff51afd7ed558ccdULL;
+      h ^= h >> 32;
+    }
+    return static_cast<std::size_t>(h);
+  }
 };
 
 // Per-layer times of one profile key as prefix sums, so a stage's time is O(1).
@@ -94,9 +111,9 @@ class LayerTimes {
   std::vector<std::string> types_;
   std::unordered_map<std::uint64_t, const Table*> by_id_;  // (type, tp, samples, recompute) -> tables_ entry
   std::vector<int> group_shares(const std::vector<int>& types, int tp, int b, Recompute recompute);  // StageGroups::shares
-  std::map<std::vector<int>, StageGroups> stage_groups_;  // by (tp, b, recompute, types...)
+  std::unordered_map<std::vector<int>, StageGroups, SequenceHash> stage_groups_;  // by (tp, b, recompute, types...)
   std::vector<int> key_scratch_;                            // stage_groups' key
-  std::array<std::map<std::vector<const StageGroups*>, std::pair<double, double>>, 2> unlimited_;  // by ties
+  std::array<std::unordered_map<std::vector<const StageGroups*>, std::pair<double, double>, SequenceHash>, 2> unlimited_;  // by ties
   PartitionScratch partition_scratch_;  // unlimited_stages' tables
 };
 
@@ -239,7 +256,7 @@ class PipelineCosts {
   std::unordered_map<std::uint64_t, std::vector<int>> partitions_;  // by cache_key(b, micro-batches in flight cap)
   // What classes of the same stages and recompute share (the constructor from same_times).
   struct SharedCaches {
-    std::map<std::pair<int, int>, const LayerTimes::StageGroups*> groups;  // (stage kind, b): in times_
+    std::unordered_map<std::uint64_t, const LayerTimes::StageGroups*> groups;  // by cache_key(b, 0, stage kind): in times_
     std::map<int, double> work;                                                          // b -> work_lower_bound(b)
     std::map<int, std::pair<double, double>> unlimited_stages;                           // by b
     // Partitions whose search met no range ruled out by memory, with the ZeRO-1 setting that found them.
