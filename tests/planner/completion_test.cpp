@@ -485,6 +485,18 @@ TEST(Completion, ImpossibleTemplatesGiveNoPlan) {
   EXPECT_TRUE(complete_template(gpt_1_3b_on_small, f.input(), simulator(f.cluster, f.topo, f.model)).empty());
 }
 
+// What PipelineCosts needs of a cluster and a model: their profiler's layer times and stage memory.
+struct ClassCostInputs {
+  Cluster cluster;
+  ModelConfig model;
+  Profiler profiler;
+  LayerTimes times;
+  StageMemoryLines memory;
+  ClassCostInputs(const std::string& spec, const std::string& model_name)
+      : cluster(parse_cluster_spec(spec, GpuCatalog::load_default())), model(load_model(model_name)),
+        profiler(cluster, model), times(profiler), memory(profiler) {}
+};
+
 TEST(Completion, BestMicroBatchIsTheBestDivisor) {
   // PipelineCosts::best prunes divisors with lower bounds; it must choose what trying every divisor chooses,
   // time_lower_bound must not exceed any divisor's time, and best_lower_bound and time_floor must not exceed
@@ -494,11 +506,9 @@ TEST(Completion, BestMicroBatchIsTheBestDivisor) {
   // Returns whether memory decided a choice at some level.
   const auto check = [](const std::string& spec, const std::string& model, const std::vector<StageCostSpec>& stages) {
     bool memory_decided = false;
-    const Cluster c = parse_cluster_spec(spec, GpuCatalog::load_default());
-    const ModelConfig m = load_model(model);
-    const Profiler profiler(c, m);
-    LayerTimes times(profiler);
-    StageMemoryLines memory(profiler);
+    ClassCostInputs in(spec, model);
+    LayerTimes& times = in.times;
+    StageMemoryLines& memory = in.memory;
     for (const MemoryLevel level : memory_levels(true)) {
       PipelineCosts costs(times, memory, stages, level);
       PipelineCosts fresh(times, memory, stages, level);
@@ -534,13 +544,9 @@ TEST(Completion, BestMicroBatchIsTheBestDivisor) {
 // The floor is the time of one sample through a one-stage class of one TP group (its stage sum), not a
 // looser number.
 TEST(Completion, TimeFloorIsOneSampleThroughAOneGroupClass) {
-  const Cluster c = parse_cluster_spec("A100-80:1x8", GpuCatalog::load_default());
-  const ModelConfig m = load_model("gpt3-1.3b");
-  const Profiler profiler(c, m);
-  LayerTimes times(profiler);
-  StageMemoryLines memory(profiler);
+  ClassCostInputs in("A100-80:1x8", "gpt3-1.3b");
   for (const MemoryLevel level : memory_levels(false)) {
-    PipelineCosts costs(times, memory, {{2, 1, {{"A100-80"}}, 1}}, level);
+    PipelineCosts costs(in.times, in.memory, {{2, 1, {{"A100-80"}}, 1}}, level);
     const double one = costs.time(1, 1);
     ASSERT_LT(one, PipelineCosts::kInf);
     EXPECT_NEAR(costs.time_floor(), one, 1e-12 * one);
@@ -639,11 +645,10 @@ TEST(Completion, StageMemoryLinesAreStageMemoryAtEveryZeroOneDegree) {
 // stage timed as its slowest group and checked in memory for every group, from the groups' own shares.
 // gpt3-2.7b on these GPUs: the V100-32 groups' memory rules out some ranges, not all.
 TEST(Completion, PartitionOfStagesOfLikeGroupsMatchesBruteForceOverEveryGroup) {
-  const Cluster c = parse_cluster_spec("A100-80:1x4,V100-32:1x4", GpuCatalog::load_default());
-  const ModelConfig m = load_model("gpt3-2.7b");
-  const Profiler profiler(c, m);
-  LayerTimes times(profiler);
-  StageMemoryLines memory(profiler);
+  ClassCostInputs in("A100-80:1x4,V100-32:1x4", "gpt3-2.7b");
+  const ModelConfig& m = in.model;
+  LayerTimes& times = in.times;
+  StageMemoryLines& memory = in.memory;
   const std::vector<StageCostSpec> stages = {{1, 1, {{"A100-80"}, {"A100-80"}, {"V100-32"}}, 1},
                                              {1, 1, {{"V100-32"}, {"V100-32"}, {"V100-32"}}, 1},
                                              {2, 1, {{"A100-80"}, {"V100-32"}}, 1}};
@@ -661,7 +666,7 @@ TEST(Completion, PartitionOfStagesOfLikeGroupsMatchesBruteForceOverEveryGroup) {
         for (size_t g = 0; g < stages[j].groups.size(); ++g) {
           const std::string& type = stages[j].groups[g].gpu_type;
           const StageMemoryLines::Query q{stages[j].tp, share[g], -1, 1, 1, level};
-          if (memory.bytes(q, begin, end, in_flight) > profiler.gpu_memory_bytes(type)) return PipelineCosts::kInf;
+          if (memory.bytes(q, begin, end, in_flight) > in.profiler.gpu_memory_bytes(type)) return PipelineCosts::kInf;
           worst = std::max(worst, times.table(times.type_id(type), stages[j].tp, share[g], level.recompute).stage_s(begin, end));
         }
         return worst;
