@@ -554,8 +554,8 @@ TEST(Completion, TimeFloorIsOneSampleThroughAOneGroupClass) {
 }
 
 // What PipelineCosts::time_floor and the completion's floor skip rest on: a layer's time (and the embedding's
-// and the head's) grows with the samples of its micro-batch and with the recompute level, for every GPU type
-// of the catalog, bundled model and TP width of one node.
+// and the head's) grows with the samples of its micro-batch (1 to 1,024) and with the recompute level, for
+// every GPU type of the catalog, bundled model and TP width of one node.
 TEST(Completion, LayerTimesGrowWithSamplesAndRecompute) {
   const GpuCatalog catalog = GpuCatalog::load_default();
   std::vector<std::string> models;
@@ -563,6 +563,10 @@ TEST(Completion, LayerTimesGrowWithSamplesAndRecompute) {
     models.push_back(e.path().stem().string());
   std::sort(models.begin(), models.end());
   ASSERT_GE(models.size(), 10u);
+  // Every count up to 32 (where the GEMM efficiency still climbs), then up to a large global batch.
+  std::vector<int> sample_counts;
+  for (int s = 1; s <= 32; ++s) sample_counts.push_back(s);
+  for (const int s : {48, 64, 96, 128, 256, 512, 1024}) sample_counts.push_back(s);
   long checked = 0;
   for (const std::string& type : catalog.names()) {
     const Cluster c = parse_cluster_spec(type + ":1x8", catalog);
@@ -574,7 +578,8 @@ TEST(Completion, LayerTimesGrowWithSamplesAndRecompute) {
       for (const int tp : {1, 2, 4, 8}) {
         if (m.heads % tp != 0 || (m.kv_heads > 0 && m.kv_heads % tp != 0)) continue;
         const LayerTimes::Table* less_recompute = nullptr;  // at the same samples
-        for (int samples = 1; samples <= 32; ++samples) {
+        int before = 0;  // the samples checked before
+        for (const int samples : sample_counts) {
           less_recompute = nullptr;
           for (const Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full}) {
             const LayerTimes::Table& t = times.table(id, tp, samples, r);
@@ -585,11 +590,12 @@ TEST(Completion, LayerTimesGrowWithSamplesAndRecompute) {
                 ASSERT_LE(before.prefix[l + 1] - before.prefix[l], t.prefix[l + 1] - t.prefix[l])
                     << type << " " << name << " tp " << tp << " layer " << l << " " << what;
             };
-            if (samples > 1) grows(times.table(id, tp, samples - 1, r), "samples " + std::to_string(samples));
+            if (before > 0) grows(times.table(id, tp, before, r), "samples " + std::to_string(samples));
             if (less_recompute != nullptr) grows(*less_recompute, "recompute at samples " + std::to_string(samples));
             less_recompute = &t;
             ++checked;
           }
+          before = samples;
         }
       }
     }
