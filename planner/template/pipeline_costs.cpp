@@ -483,7 +483,12 @@ double one_sample_work(LayerTimes& times, const std::vector<FloorStage>& stages,
 double PipelineCosts::time_floor() {
   if (!std::isnan(time_floor_)) return time_floor_;
   std::vector<FloorStage> stages;
-  for (int j = 0; j < depth(); ++j) stages.push_back({stages_[j].tp, time_types_[j]});
+  for (int j = 0; j < depth(); ++j) {
+    std::vector<int> types = time_types_[j];  // one per group: each type once is enough for the least
+    std::sort(types.begin(), types.end());
+    types.erase(std::unique(types.begin(), types.end()), types.end());
+    stages.push_back({stages_[j].tp, std::move(types)});
+  }
   return time_floor_ = one_sample_work(times_, stages, level_.recompute);
 }
 
