@@ -3,7 +3,7 @@
 // the plans arachne_priced_plans returns (default settings) are simulated, the first `top` of them, and one
 // row per configuration prints each one's price and simulated time relative to the best-priced plan's, then a
 // summary: in how many configurations the fastest of them is not the best-priced, and the largest price
-// excess of such a fastest plan over the best price, dense and MoE apart. This is the measurement behind kArachneSimulateWithin
+// excess of such a fastest plan over the best price, dense and MoE apart. This is the measurement behind arachne_simulate_within
 // (planner/arachne/arachne_planner.h).
 //   build/bench_arachne_gaps CONFIGS SEED MAX_GPUS [TOP=3]
 #include <algorithm>
