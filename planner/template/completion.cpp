@@ -686,7 +686,7 @@ std::vector<CompletedPlan> price_levels(const Template& t, const Layout& layout,
     // Every class takes a sample, so a class whose floor is no faster than the caller's bound leaves every
     // split of this level no faster: its split is not worked out (nor, with more recompute and slower
     // layers, would it be faster there).
-    if (level.floor() >= opt.skip_analytic_above_s) continue;
+    if (opt.skip_analytic_above_s < kInf && level.floor() >= opt.skip_analytic_above_s) continue;
     const std::optional<BatchSplit> split = level.batch.split();
     if (split) {
       const double analytic_s = level.batch.time(*split);
@@ -739,7 +739,7 @@ std::vector<CompletedPlan> complete_template(const Template& t, const Completion
   if (&cache.impl().cluster != in.cluster || &cache.impl().model != in.model)
     throw std::invalid_argument("complete_template: the cache belongs to another cluster or model");
   // No level of the template could be priced (price_levels' floor, at the least recompute).
-  if (template_floor(t, cache.impl().times) >= opt.skip_analytic_above_s) return {};
+  if (opt.skip_analytic_above_s < kInf && template_floor(t, cache.impl().times) >= opt.skip_analytic_above_s) return {};
   const bool replicated = std::any_of(t.pipelines.begin(), t.pipelines.end(), [](const PipelineTemplate& p) { return p.replicas > 1; });
   std::vector<CompletedPlan> plans;
   for (const bool by_stage : {false, true}) {
