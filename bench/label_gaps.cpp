@@ -111,11 +111,11 @@ void explain(const ConfigRecord& rec, const GpuCatalog& catalog, const LabelOpti
   }
   const Estimator est(c, topo, m);
   const CompletionInput in{&c, &topo, &m, rec.global_batch};
-  const PlanPricer by_estimate = [&est](const Plan& p) -> std::optional<double> {
+  const PlanPricer by_estimate = [&est](const Plan& p, double) -> std::optional<double> {
     const Estimate e = est.estimate(p);
     return e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
   };
-  const PlanPricer by_simulation = [&](const Plan& p) -> std::optional<double> {
+  const PlanPricer by_simulation = [&](const Plan& p, double) -> std::optional<double> {
     const double s = simulated(c, topo, m, p);
     return std::isnan(s) ? std::nullopt : std::optional<double>(s);
   };

@@ -263,16 +263,22 @@ PricedPlans priced_candidates(const std::vector<Template>& templates, const std:
                               const PlanRequest& r, long global, const PlanTimer& timer, long* priced, bool* cut) {
   const Estimator est(*r.cluster, *r.topo, *r.model);
   // Each plan is estimated once: the passes after the climbs complete templates again (other placements,
-  // partitions, recompute levels), and most of their plans were built before.
-  std::unordered_map<std::string, std::optional<double>> estimates;  // by execution_key
-  const PlanPricer price = [&](const Plan& p) -> std::optional<double> {
+  // partitions, recompute levels), and most of their plans were built before. An estimate that stopped
+  // early holds only a lower bound: it is done again when a later caller needs more.
+  struct Known {
+    std::optional<double> s;  // nullopt: does not fit
+    bool lower_bound = false;
+  };
+  std::unordered_map<std::string, Known> estimates;  // by execution_key
+  const PlanPricer price = [&](const Plan& p, double stop_at_s) -> std::optional<double> {
     const auto [it, fresh] = estimates.try_emplace(execution_key(p));
-    if (fresh) {
+    Known& known = it->second;
+    if (fresh || (known.lower_bound && *known.s < stop_at_s)) {
       ++*priced;
-      const Estimate e = est.estimate(p);
-      it->second = e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
+      const Estimate e = est.estimate(p, stop_at_s);
+      known = {e.fits ? std::optional<double>(e.iteration_s) : std::nullopt, e.stopped};
     }
-    return it->second;
+    return known.s;
   };
   CompletionCache cache(*r.cluster, *r.model);  // per-layer times and stage memory, shared by the templates
   std::vector<CompletedPlan> all;

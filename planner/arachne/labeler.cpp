@@ -45,7 +45,7 @@ std::vector<Template> candidate_templates(const SampledConfig& cfg, const LabelO
 
 std::vector<Priced> price_templates(const std::vector<Template>& templates, const CompletionInput& in,
                                     const Estimator& est, int completions) {
-  const PlanPricer price = [&est](const Plan& p) -> std::optional<double> {
+  const PlanPricer price = [&est](const Plan& p, double) -> std::optional<double> {
     const Estimate e = est.estimate(p);
     if (!e.fits) return std::nullopt;
     return e.iteration_s;

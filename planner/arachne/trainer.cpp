@@ -144,7 +144,7 @@ std::optional<double> estimate_tokens(const Example& e, const std::vector<int>& 
   } catch (const std::invalid_argument&) {
     return std::nullopt;
   }
-  const PlanPricer price = [&e](const Plan& p) -> std::optional<double> {
+  const PlanPricer price = [&e](const Plan& p, double) -> std::optional<double> {
     const Estimate x = e.estimator->estimate(p);
     return x.fits ? std::optional<double>(x.iteration_s) : std::nullopt;
   };

@@ -523,18 +523,38 @@ Plan assemble(const Template& t, const Layout& layout, std::vector<PipelineCosts
   return plan;
 }
 
+// The `size` lowest prices of a template's plans so far (complete_template returns that many, best first):
+// a plan priced at or above the highest of them once there are `size` comes after all of them there.
+class KeptPrices {
+ public:
+  explicit KeptPrices(int size) : size_(std::max(size, 0)) {}
+  void add(double price) {
+    lowest_.insert(std::upper_bound(lowest_.begin(), lowest_.end(), price), price);
+    if (static_cast<int>(lowest_.size()) > size_) lowest_.pop_back();
+  }
+  // Plans priced at least this are not returned (infinity until there are `size`).
+  double cut() const { return static_cast<int>(lowest_.size()) < size_ || size_ == 0 ? kInf : lowest_.back(); }
+
+ private:
+  int size_;
+  std::vector<double> lowest_;  // ascending
+};
+
 // Prices candidates once each, in the order given, within the budget of pricer calls; a candidate that
 // fits at a cheaper memory level is not this level's (memory savers only where memory needs them).
 class Pricer {
  public:
   using Admit = std::function<bool(const BatchSplit&)>;
   Pricer(const Template& t, const Layout& layout, std::vector<PipelineCosts>& costs, const CompletionInput& in,
-         const PlanPricer& price, MemoryLevel level, PartitionTies ties, Admit admit, int budget)
+         const PlanPricer& price, MemoryLevel level, PartitionTies ties, Admit admit, int budget, KeptPrices& kept)
       : t_(t), layout_(layout), costs_(costs), in_(in), price_(price), level_(level), ties_(ties), admit_(std::move(admit)),
-        budget_(budget) {}
+        budget_(budget), kept_(kept) {}
 
-  // The priced time of the split (nullopt: not admitted, over budget, invalid, or out of memory).
-  std::optional<double> price(const BatchSplit& s) {
+  // The priced time of the split (nullopt: not admitted, over budget, invalid, or out of memory). With a
+  // plan priced below `beat_s` already, a split whose time is at least beat_s and at least the template's
+  // kept prices (KeptPrices::cut) can neither win nor be returned: its pricer may stop early, and the value
+  // that comes back (at least both) is not kept.
+  std::optional<double> price(const BatchSplit& s, std::optional<double> beat_s) {
     if (auto it = seen_.find(s); it != seen_.end()) return it->second;
     if (calls_ >= budget_) return std::nullopt;
     if (!admit_(s)) return seen_[s] = std::nullopt;
@@ -545,8 +565,12 @@ class Pricer {
       return seen_[s] = std::nullopt;
     }
     ++calls_;
-    const std::optional<double> time = price_(plan);
-    if (time) done_.push_back({std::move(plan), *time, ties_});
+    const double stop_at_s = beat_s ? std::max(*beat_s, kept_.cut()) : kInf;
+    const std::optional<double> time = price_(plan, stop_at_s);
+    if (time && *time < stop_at_s) {
+      kept_.add(*time);
+      done_.push_back({std::move(plan), *time, ties_});
+    }
     return seen_[s] = time;
   }
   bool spent() const { return calls_ >= budget_; }
@@ -562,6 +586,7 @@ class Pricer {
   PartitionTies ties_;
   Admit admit_;
   int budget_;
+  KeptPrices& kept_;
   int calls_ = 0;
   std::map<BatchSplit, std::optional<double>> seen_;
   std::vector<CompletedPlan> done_;
@@ -570,12 +595,12 @@ class Pricer {
 // The candidates the rules leave open: the split with each pipeline's best micro-batch size, the
 // runner-up sizes per class, then moves of samples between classes while the priced time falls.
 void price_candidates(BatchPlanner& batch, const BatchSplit& first, int classes, Pricer& pricer) {
-  std::optional<double> best_t = pricer.price(first);
+  std::optional<double> best_t = pricer.price(first, std::nullopt);
   BatchSplit best = first;
   for (int c = 0; c < classes; ++c)
     for (const int rank : {1, 2})
       if (auto other = batch.other_micro_batch(first, c, rank)) {
-        const std::optional<double> t = pricer.price(*other);
+        const std::optional<double> t = pricer.price(*other, best_t);
         if (t && (!best_t || *t < *best_t)) {
           best_t = t;
           best = *other;
@@ -584,7 +609,7 @@ void price_candidates(BatchPlanner& batch, const BatchSplit& first, int classes,
   for (bool improved = true; improved && !pricer.spent();) {
     improved = false;
     for (const BatchSplit& next : batch.neighbours(best)) {
-      const std::optional<double> t = pricer.price(next);
+      const std::optional<double> t = pricer.price(next, best_t);
       if (t && (!best_t || *t < *best_t)) {
         best_t = t;
         best = next;
@@ -669,7 +694,8 @@ class RecomputeGate {
 
 // Steps 2-5 at every memory level, cheapest first: costs, batch split, priced candidates.
 std::vector<CompletedPlan> price_levels(const Template& t, const Layout& layout, CompletionCache::Impl& cache,
-                                        const CompletionInput& in, const PlanPricer& price, const CompletionOptions& opt) {
+                                        const CompletionInput& in, const PlanPricer& price, const CompletionOptions& opt,
+                                        KeptPrices& kept) {
   std::vector<std::unique_ptr<Level>> levels;
   std::vector<CompletedPlan> plans;
   RecomputeGate gate;
@@ -695,7 +721,8 @@ std::vector<CompletedPlan> price_levels(const Template& t, const Layout& layout,
         Pricer::Admit admit = [needs = needs_recompute(levels), &level, skip = opt.skip_analytic_above_s](const BatchSplit& s) {
           return level.batch.time(s) < skip && needs(s);
         };
-        Pricer pricer(t, layout, level.costs, in, price, memory, opt.partition_ties, std::move(admit), opt.max_priced);
+        Pricer pricer(t, layout, level.costs, in, price, memory, opt.partition_ties, std::move(admit), opt.max_priced,
+                      kept);
         price_candidates(level.batch, *split, static_cast<int>(t.pipelines.size()), pricer);
         std::vector<CompletedPlan> priced = pricer.take();
         if (!priced.empty()) gate.record(memory, analytic_s);
@@ -742,13 +769,14 @@ std::vector<CompletedPlan> complete_template(const Template& t, const Completion
   if (opt.skip_analytic_above_s < kInf && template_floor(t, cache.impl().times) >= opt.skip_analytic_above_s) return {};
   const bool replicated = std::any_of(t.pipelines.begin(), t.pipelines.end(), [](const PipelineTemplate& p) { return p.replicas > 1; });
   std::vector<CompletedPlan> plans;
+  KeptPrices kept(opt.max_candidates);
   for (const bool by_stage : {false, true}) {
     if (by_stage && !(opt.data_parallel_placement && replicated)) break;
     auto placed = place_template(t, *in.cluster, by_stage);
     if (!placed) continue;
     const auto layout = plan_layout(t, std::move(*placed), *in.cluster, *in.model);
     if (!layout) continue;
-    for (CompletedPlan& p : price_levels(t, *layout, cache.impl(), in, price, opt)) plans.push_back(std::move(p));
+    for (CompletedPlan& p : price_levels(t, *layout, cache.impl(), in, price, opt, kept)) plans.push_back(std::move(p));
   }
   return best_first(std::move(plans), opt.max_candidates);
 }

@@ -28,8 +28,11 @@
 
 namespace arachne::planner {
 
-// Prices a validated plan: its iteration time in seconds, or nullopt when it does not fit in memory.
-using PlanPricer = std::function<std::optional<double>(const Plan&)>;
+// Prices a validated plan: its iteration time in seconds, or nullopt when it does not fit in memory. The
+// second argument, stop_at_s, lets a pricer stop early: where the time is at least stop_at_s it may return
+// any value from stop_at_s up to the time (completion asks so only where such a plan can neither be returned
+// nor change a choice). A pricer may ignore it and always return the time.
+using PlanPricer = std::function<std::optional<double>(const Plan&, double stop_at_s)>;
 
 struct CompletionOptions {
   int max_candidates = 8;  // plans returned (best first)

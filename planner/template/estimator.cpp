@@ -1421,7 +1421,7 @@ struct Estimator::Impl {
 
   mutable std::vector<std::vector<std::vector<int>>> worker_of_scratch;  // of estimate: lower's output
   mutable std::vector<Worker> workers_scratch;
-  Estimate estimate(const Plan& plan) const {
+  Estimate estimate(const Plan& plan, double stop_at_s) const {
     Estimate e;
     std::vector<std::vector<std::vector<int>>>& worker_of = worker_of_scratch;
     std::vector<Worker>& ws = workers_scratch;
@@ -1430,8 +1430,20 @@ struct Estimator::Impl {
     e.fits = e.peak_memory_fraction <= 1.0;
     if (!e.fits) return e;
     add_expert_parallel_time(plan, ws);
-    for (size_t p = 0; p < plan.pipelines.size(); ++p)
+    // Every worker finishes after its backward passes (reduce_gradients: reduced >= backward_done), and
+    // after its optimizer step.
+    const auto stop = [&](double at_least_s) {
+      if (at_least_s < stop_at_s) return false;
+      e.iteration_s = at_least_s, e.stopped = true;
+      return true;
+    };
+    for (size_t p = 0; p < plan.pipelines.size(); ++p) {
       e.pipeline_s = std::max(e.pipeline_s, run_pipeline(plan, static_cast<int>(p), worker_of, ws));
+      if (stop(e.pipeline_s)) return e;
+    }
+    double stepped = 0;
+    for (const Worker& w : ws) stepped = std::max(stepped, w.backward_done + w.optimizer_s);
+    if (stop(stepped)) return e;
     std::vector<Bucket> bks = buckets(ws, worker_of);
     bucket_memo.clear();
     index_alltoalls();
@@ -1474,6 +1486,6 @@ Estimator::Estimator(const Cluster& cluster, const Topology& topo, const ModelCo
 Estimator::~Estimator() = default;
 Estimator::Estimator(Estimator&&) noexcept = default;
 
-Estimate Estimator::estimate(const Plan& plan) const { return impl_->estimate(plan); }
+Estimate Estimator::estimate(const Plan& plan, double stop_at_s) const { return impl_->estimate(plan, stop_at_s); }
 
 }  // namespace arachne::planner

@@ -37,6 +37,7 @@
 // routing draw's variation around the expected expert load, the coupling of pipelines through expert-parallel rendezvous, and the differences
 // between the TP groups of one stage (the stage runs at its slowest group's pace).
 #pragma once
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -68,6 +69,9 @@ struct Estimate {
   // gradient reduction, optimizer step and ZeRO-1 all-gather add after it on the critical worker.
   double pipeline_s = 0;
   double after_pipeline_s = 0;
+  // The estimate stopped early (estimate's stop_at_s): iteration_s is only a lower bound, at least stop_at_s,
+  // and pipeline_s and after_pipeline_s are meaningless.
+  bool stopped = false;
 };
 
 // A lower bound on the iteration time of every plan of a dense model that trains `global_batch` samples on
@@ -99,7 +103,10 @@ class Estimator {
   ~Estimator();
   Estimator(Estimator&&) noexcept;
   // The plan must have passed validate_plan. Not thread-safe (caches): one estimator per thread.
-  Estimate estimate(const Plan& plan) const;
+  // With a finite stop_at_s, a plan that fits and whose time is shown to be at least stop_at_s before the
+  // gradient reduction is worked out comes back `stopped`: every pipeline's schedule, or its workers'
+  // backward passes plus their optimizer steps, already end no sooner (the iteration ends after both).
+  Estimate estimate(const Plan& plan, double stop_at_s = std::numeric_limits<double>::infinity()) const;
 
  private:
   struct Impl;

@@ -112,7 +112,7 @@ double simulated_plan_s(Planner& planner, const PlanRequest& r) {
 double completed_template_s(const Cluster& cluster, const Topology& topo, const ModelConfig& model, const std::string& text,
                             long batch, PartitionTies ties = PartitionTies::EarliestCut) {
   const Estimator est(cluster, topo, model);
-  const PlanPricer price = [&est](const Plan& p) -> std::optional<double> {
+  const PlanPricer price = [&est](const Plan& p, double) -> std::optional<double> {
     const Estimate e = est.estimate(p);
     return e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
   };
@@ -154,7 +154,7 @@ TEST(ArachnePlanner, WidensItsBeamWhenNoProposedTemplateFits) {
   r.arachne_beam = 1;
   const Estimator est(cluster, topo, model);
   CompletionCache cache(cluster, model);
-  const PlanPricer price = [&](const Plan& p) -> std::optional<double> {
+  const PlanPricer price = [&](const Plan& p, double) -> std::optional<double> {
     const Estimate e = est.estimate(p);
     return e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
   };

@@ -38,7 +38,7 @@ namespace {
 
 // The simulator as the pricer (memory enforced).
 PlanPricer simulator(const Cluster& c, const Topology& t, const ModelConfig& m) {
-  return [&c, &t, &m](const Plan& p) -> std::optional<double> {
+  return [&c, &t, &m](const Plan& p, double) -> std::optional<double> {
     const SimResult r = simulate_iteration(c, t, m, p, SimOptions{});
     if (r.oom) return std::nullopt;
     return r.iteration_time_s;
@@ -402,7 +402,7 @@ TEST(Completion, SharedCacheGivesTheSamePlansAsAFreshCompletion) {
   for (const char* name : {"gpt3-13b", "gpt-moe-1.3b-64e"}) {
     const Fixture f("A100-80:2x8,V100-32:2x4,T4:2x4", load_model(name));
     const Estimator est(f.cluster, f.topo, f.model);
-    const PlanPricer price = [&](const Plan& p) -> std::optional<double> {
+    const PlanPricer price = [&](const Plan& p, double) -> std::optional<double> {
       const Estimate e = est.estimate(p);
       return e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
     };
@@ -427,6 +427,44 @@ TEST(Completion, SharedCacheGivesTheSamePlansAsAFreshCompletion) {
   }
 }
 
+// A pricer may stop early where completion says the price can neither win nor be returned
+// (PlanPricer's stop_at_s): with the estimator stopping there, every template gives the plans and priced
+// times an estimator that always finishes gives it, bit for bit, for several numbers of returned plans, on a
+// dense and an MoE model; and some estimates did stop (the comparison is not of two identical runs).
+TEST(Completion, PricerStoppingEarlyGivesTheSamePlans) {
+  for (const char* name : {"gpt3-13b", "gpt-moe-1.3b-64e"}) {
+    const Fixture f("A100-80:2x8,V100-32:2x4,T4:2x4", load_model(name));
+    const Estimator est(f.cluster, f.topo, f.model);
+    const PlanPricer exact = [&](const Plan& p, double) -> std::optional<double> {
+      const Estimate e = est.estimate(p);
+      return e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
+    };
+    long stopped = 0;
+    const PlanPricer stopping = [&](const Plan& p, double stop_at_s) -> std::optional<double> {
+      const Estimate e = est.estimate(p, stop_at_s);
+      stopped += e.stopped ? 1 : 0;
+      return e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
+    };
+    std::vector<Template> templates = heuristic_templates(f.cluster, f.model, 8);
+    for (const Template& t : sample_templates(f.cluster, f.model, {}, 24, 7)) templates.push_back(t);
+    int completed = 0;
+    for (const int returned : {1, 2, 8})
+      for (const Template& t : templates) {
+        const CompletionOptions opt{.max_candidates = returned};
+        const auto want = complete_template(t, f.input(), exact, opt);
+        const auto got = complete_template(t, f.input(), stopping, opt);
+        ASSERT_EQ(want.size(), got.size()) << name << " " << returned << " " << to_text(t);
+        for (size_t i = 0; i < want.size(); ++i) {
+          EXPECT_EQ(plan_to_yaml(want[i].plan, f.cluster), plan_to_yaml(got[i].plan, f.cluster)) << to_text(t);
+          EXPECT_EQ(want[i].priced_s, got[i].priced_s) << to_text(t);
+        }
+        completed += want.empty() ? 0 : 1;
+      }
+    EXPECT_GE(completed, 3 * 8) << name;
+    EXPECT_GT(stopped, 0) << name;
+  }
+}
+
 // skip_analytic_above_s leaves unpriced every candidate whose analytic split is no faster than the bound.
 // The analytic split leaves out communication and the optimizer step, so it should not exceed the priced
 // time: with the bound just above a template's best price, completion still finds that plan (while pricing
@@ -436,7 +474,7 @@ TEST(Completion, AnalyticSkipKeepsTheBestPlanAndPricesLess) {
     const Fixture f("A100-80:2x8,V100-32:2x4,T4:2x4", load_model(name));
     const Estimator est(f.cluster, f.topo, f.model);
     long calls = 0;
-    const PlanPricer price = [&](const Plan& p) -> std::optional<double> {
+    const PlanPricer price = [&](const Plan& p, double) -> std::optional<double> {
       ++calls;
       const Estimate e = est.estimate(p);
       return e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;

@@ -27,7 +27,7 @@ Cluster spec(const std::string& s) { return parse_cluster_spec(s, GpuCatalog::lo
 
 // The estimator as the pricer, as the arachne planner completes templates.
 PlanPricer estimated(const Estimator& est) {
-  return [&est](const Plan& p) -> std::optional<double> {
+  return [&est](const Plan& p, double) -> std::optional<double> {
     const Estimate e = est.estimate(p);
     return e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
   };

@@ -281,6 +281,46 @@ TEST(Estimator, CachesGiveTheSameEstimatesAsAFreshEstimator) {
   }
 }
 
+// estimate(plan, stop_at_s) stops only where the finished estimate is at least stop_at_s, and then says a
+// time from stop_at_s up to the finished estimate; where it does not stop it is the finished estimate, bit
+// for bit, as it is a fresh estimator's after estimates that stopped. Random plans that fit (by the
+// simulator's check), of a dense and an MoE model, asked to stop at fractions of their own estimate around 1;
+// at half of it some of each model's stop (the test is not of an estimator that never stops).
+TEST(Estimator, StopsEarlyOnlyAtOrAboveTheAskedTime) {
+  for (const char* name : {"gpt3-1.3b", "gpt-moe-1.3b-64e"}) {
+    const ModelConfig model = load_model(name);
+    int fitting = 0, stopped_at_half = 0;
+    for (const char* spec : {"A100-80:2x4,V100-32:2x4", "H100:1x8,T4:3x2", "A100-80:2x8"}) {
+      const Cluster cluster = parse_cluster_spec(spec, GpuCatalog::load_default());
+      const Topology topo(cluster);
+      test::RandomPlanSpace space;
+      space.uneven_experts = true;
+      const Estimator est(cluster, topo, model);
+      for (const test::SimulatedPlan& drawn : test::draw_fitting_plans(cluster, topo, model, 32, 12, 5, 1000, space).plans) {
+        const Estimate full = est.estimate(drawn.plan);  // after the stopped estimates of the plans before
+        EXPECT_FALSE(full.stopped);
+        EXPECT_EQ(full.iteration_s, Estimator(cluster, topo, model).estimate(drawn.plan).iteration_s) << spec << " " << name;
+        if (!full.fits) continue;
+        ++fitting;
+        for (const double f : {0.5, 0.9, 0.999, 1.0, 1.001, 2.0}) {
+          const double stop_at = f * full.iteration_s;
+          const Estimate e = est.estimate(drawn.plan, stop_at);
+          ASSERT_TRUE(e.fits) << spec << " " << name;
+          if (e.stopped) {
+            EXPECT_GE(e.iteration_s, stop_at) << spec << " " << name << " at " << f;
+            EXPECT_LE(e.iteration_s, full.iteration_s) << spec << " " << name << " at " << f;
+          } else {
+            EXPECT_EQ(e.iteration_s, full.iteration_s) << spec << " " << name << " at " << f;
+          }
+          if (f == 0.5 && e.stopped) ++stopped_at_half;
+        }
+      }
+    }
+    EXPECT_GE(fitting, 8) << name;
+    EXPECT_GT(stopped_at_half, 0) << name;
+  }
+}
+
 // Mixtral (8 experts of 14 B-parameter FFNs, top-2) is outside the validation set's models, and the cells
 // where arachne lost to Sailor were Mixtral on H200. On random plans that fit on the H200 of those clusters
 // (EP peers of different TP widths, uneven experts) the estimator must meet the bar for a planner's
