@@ -1071,23 +1071,39 @@ struct Estimator::Impl {
   // local parameters (Megatron-LM DistributedDataParallel); routed-expert gradients per expert-data-parallel
   // group and MoE layer on the group's own communicator; the tied-embedding all-reduce per pipeline. Buckets
   // on one communicator have the same holders: it names their holder set.
-  std::vector<Bucket> buckets(const std::vector<Worker>& ws, const std::vector<std::vector<std::vector<int>>>& worker_of) const {
-    std::vector<GradBucketWorker> layout(ws.size());
-    for (size_t wi = 0; wi < ws.size(); ++wi) {
-      layout[wi].tp = ws[wi].tg->tp;
-      for (const Chunk& c : ws[wi].chunks) layout[wi].chunks.push_back({c.begin, c.end, c.ep_rank, c.local_experts});
-    }
+  // The buckets depend only on the layout below, which plans of one structure share (a completion prices
+  // batch splits of one layout in a row): the last layout's buckets are kept and handed out again.
+  struct BucketLayout {
+    std::vector<GradBucketWorker> workers;
+    std::vector<std::vector<std::vector<int>>> worker_of;
     std::vector<int> depth;
+    bool operator==(const BucketLayout&) const = default;
+  };
+  mutable BucketLayout bucket_layout, last_bucket_layout;
+  mutable std::vector<Bucket> last_buckets;
+  std::vector<Bucket>& buckets(const std::vector<Worker>& ws, const std::vector<std::vector<std::vector<int>>>& worker_of) const {
+    BucketLayout& layout = bucket_layout;
+    layout.workers.resize(ws.size());
+    for (size_t wi = 0; wi < ws.size(); ++wi) {
+      layout.workers[wi].tp = ws[wi].tg->tp;
+      layout.workers[wi].chunks.clear();
+      for (const Chunk& c : ws[wi].chunks) layout.workers[wi].chunks.push_back({c.begin, c.end, c.ep_rank, c.local_experts});
+    }
+    layout.worker_of = worker_of;
+    layout.depth.clear();
     for (const auto& stages : worker_of)
-      depth.push_back(stages.empty() ? 1 : static_cast<int>(stages.size()) / static_cast<int>(ws[stages[0][0]].chunks.size()));
-    std::vector<Bucket> out;
-    for (GradBucket& g : gradient_buckets(model, layout, worker_of, depth).buckets) {
+      layout.depth.push_back(stages.empty() ? 1 : static_cast<int>(stages.size()) / static_cast<int>(ws[stages[0][0]].chunks.size()));
+    // reduce_gradients sets every bucket's times before it reads them.
+    if (layout == last_bucket_layout) return last_buckets;
+    last_buckets.clear();
+    for (GradBucket& g : gradient_buckets(model, layout.workers, layout.worker_of, layout.depth).buckets) {
       Bucket bk;
       static_cast<GradBucket&>(bk) = std::move(g);
       bk.holder_set = bk.communicator;
-      out.push_back(std::move(bk));
+      last_buckets.push_back(std::move(bk));
     }
-    return out;
+    std::swap(last_bucket_layout, layout);
+    return last_buckets;
   }
 
   // One collective per TP slice of the bucket over the GPUs holding it (GradSync::launch, slice_members:
@@ -1444,7 +1460,7 @@ struct Estimator::Impl {
     double stepped = 0;
     for (const Worker& w : ws) stepped = std::max(stepped, w.backward_done + w.optimizer_s);
     if (stop(stepped)) return e;
-    std::vector<Bucket> bks = buckets(ws, worker_of);
+    std::vector<Bucket>& bks = buckets(ws, worker_of);
     bucket_memo.clear();
     index_alltoalls();
     reduce_gradients(plan, ws, bks);

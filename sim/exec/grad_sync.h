@@ -29,10 +29,12 @@ struct GradBucketChunk {
   int layer_begin = 0, layer_end = 0;
   int ep_rank = 0;
   double local_experts = -1;
+  bool operator==(const GradBucketChunk&) const = default;
 };
 struct GradBucketWorker {
   int tp = 1;
   std::vector<GradBucketChunk> chunks;
+  bool operator==(const GradBucketWorker&) const = default;
 };
 // A holder of a bucket's gradients: worker and chunk index.
 struct GradHolder {

@@ -250,8 +250,9 @@ TEST(EstimatorLowerBound, NeverExceedsTheSimulatedTimeOfRandomPlans) {
 }
 
 // The estimator's caches and scratch buffers (pass tables, collective shapes, rank programs kept or made
-// again, schedules) must not change an estimate: each random plan, estimated by one estimator after all the
-// plans before it, forwards and backwards, gives exactly what a fresh estimator gives. The batches reach
+// again, schedules, the last layout's gradient buckets) must not change an estimate: each random plan,
+// estimated by one estimator after all the plans before it, forwards and backwards (the last one twice in a
+// row), gives exactly what a fresh estimator gives. The batches reach
 // hundreds of micro-batches per pipeline, so long rank programs (made again per use) are among them.
 TEST(Estimator, CachesGiveTheSameEstimatesAsAFreshEstimator) {
   for (const char* spec : {"A100-80:2x4,V100-32:2x4", "H100:1x8,T4:3x2"}) {
