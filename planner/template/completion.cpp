@@ -291,8 +291,8 @@ class BatchPlanner {
 
   // Moves of samples from `s`: between every two units in different states (class and samples; units in
   // the same state are interchangeable), the smallest admissible amount and the amount best for the pair.
-  // Ordered by the analytic time after the move.
-  std::vector<BatchSplit> neighbours(const BatchSplit& s) {
+  // Ordered by the analytic time after the move (time() of the split), those below below_s only.
+  std::vector<BatchSplit> neighbours(const BatchSplit& s, double below_s) {
     std::vector<std::pair<double, std::vector<long>>> moves;
     const std::vector<int> states = distinct_units(s.samples);
     for (const int u : states)
@@ -318,7 +318,8 @@ class BatchPlanner {
           std::vector<long> a = s.samples;
           a[u] -= d / unit_size(u);
           a[v] += d / unit_size(v);
-          moves.emplace_back(objective(a).first, std::move(a));
+          const double analytic_s = objective(a).first;
+          if (analytic_s < below_s) moves.emplace_back(analytic_s, std::move(a));
         }
       }
     std::stable_sort(moves.begin(), moves.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
@@ -593,8 +594,9 @@ class Pricer {
 };
 
 // The candidates the rules leave open: the split with each pipeline's best micro-batch size, the
-// runner-up sizes per class, then moves of samples between classes while the priced time falls.
-void price_candidates(BatchPlanner& batch, const BatchSplit& first, int classes, Pricer& pricer) {
+// runner-up sizes per class, then moves of samples between classes while the priced time falls (moves
+// analytically no faster than analytic_below_s are not made: the pricer would not admit them).
+void price_candidates(BatchPlanner& batch, const BatchSplit& first, int classes, Pricer& pricer, double analytic_below_s) {
   std::optional<double> best_t = pricer.price(first, std::nullopt);
   BatchSplit best = first;
   for (int c = 0; c < classes; ++c)
@@ -608,7 +610,7 @@ void price_candidates(BatchPlanner& batch, const BatchSplit& first, int classes,
       }
   for (bool improved = true; improved && !pricer.spent();) {
     improved = false;
-    for (const BatchSplit& next : batch.neighbours(best)) {
+    for (const BatchSplit& next : batch.neighbours(best, analytic_below_s)) {
       const std::optional<double> t = pricer.price(next, best_t);
       if (t && (!best_t || *t < *best_t)) {
         best_t = t;
@@ -723,7 +725,7 @@ std::vector<CompletedPlan> price_levels(const Template& t, const Layout& layout,
         };
         Pricer pricer(t, layout, level.costs, in, price, memory, opt.partition_ties, std::move(admit), opt.max_priced,
                       kept);
-        price_candidates(level.batch, *split, static_cast<int>(t.pipelines.size()), pricer);
+        price_candidates(level.batch, *split, static_cast<int>(t.pipelines.size()), pricer, opt.skip_analytic_above_s);
         std::vector<CompletedPlan> priced = pricer.take();
         if (!priced.empty()) gate.record(memory, analytic_s);
         for (CompletedPlan& p : priced) plans.push_back(std::move(p));
