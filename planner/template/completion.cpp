@@ -427,9 +427,11 @@ class BatchPlanner {
         const long step = std::lcm(unit_size(slow), unit_size(v));
         for (long d = step; d <= kMaxMove * step && d / unit_size(slow) < a[slow]; d += step) {
           // Unit v's time after the move is at least its lower bound: above the best slowest time, the
-          // move cannot win, and its micro-batch choice is not worked out.
-          if (cls(v).best_lower_bound(a[v] + d / unit_size(v)) > best_obj.first) continue;
-          const auto obj = after(slow, a[slow] - d / unit_size(slow), v, a[v] + d / unit_size(v));
+          // move cannot win, and its micro-batch choice is not worked out; nor is the slow unit's time
+          // where v's own time is above it.
+          const long v_after = a[v] + d / unit_size(v);
+          if (cls(v).best_lower_bound(v_after) > best_obj.first || unit_time(v, v_after) > best_obj.first) continue;
+          const auto obj = after(slow, a[slow] - d / unit_size(slow), v, v_after);
           if (obj < best_obj) {
             best_obj = obj;
             best_v = v, best_d = d;
