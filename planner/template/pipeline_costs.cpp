@@ -77,11 +77,20 @@ const LayerTimes::Table& LayerTimes::table(int type, int tp, int samples, Recomp
   return *slot;
 }
 
-const LayerTimes::StageGroups& LayerTimes::stage_groups(const std::vector<int>& types, int tp, int b, Recompute recompute) {
-  std::vector<int>& key = key_scratch_;
-  key.assign({tp, b, static_cast<int>(recompute)});
-  key.insert(key.end(), types.begin(), types.end());
+int LayerTimes::type_set(const std::vector<int>& types) {
+  const auto [it, fresh] = type_sets_.try_emplace(types, static_cast<int>(type_set_types_.size()));
+  if (fresh) type_set_types_.push_back(types);
+  return it->second;
+}
+
+const LayerTimes::StageGroups& LayerTimes::stage_groups(int type_set, int tp, int b, Recompute recompute) {
+  // 24 bits of type set, 8 of TP width, 30 of samples, 2 of recompute.
+  if (type_set < 0 || type_set >= (1 << 24) || tp < 0 || tp >= (1 << 8) || b < 0 || b >= (1 << 30))
+    throw std::invalid_argument("LayerTimes::stage_groups: key out of range");
+  const std::uint64_t key = static_cast<std::uint64_t>(type_set) << 40 | static_cast<std::uint64_t>(tp) << 32 |
+                            static_cast<std::uint64_t>(b) << 2 | static_cast<std::uint64_t>(recompute);
   if (auto it = stage_groups_.find(key); it != stage_groups_.end()) return it->second;
+  const std::vector<int>& types = type_set_types_[type_set];
   StageGroups out;
   out.shares = group_shares(types, tp, b, recompute);
   for (size_t g = 0; g < types.size(); ++g) out.tables.push_back(&table(types[g], tp, out.shares[g], recompute));
@@ -242,6 +251,7 @@ PipelineCosts::PipelineCosts(LayerTimes& times, StageMemoryLines& memory, std::v
       usable_bytes_.back().push_back(times_.profiler().gpu_memory_bytes(g.gpu_type));
       time_types_.back().push_back(times_.type_id(g.gpu_type));
     }
+    time_type_set_.push_back(times_.type_set(time_types_.back()));
   }
   // Stages of one spec share their shares, layer tables and memory limits (each a function of the spec).
   auto same = [](const StageCostSpec& a, const StageCostSpec& b) {
@@ -269,7 +279,7 @@ const std::vector<int>& PipelineCosts::shares(int stage, int b) { return groups(
 const LayerTimes::StageGroups& PipelineCosts::groups(int stage, int b) {
   const std::uint64_t k = cache_key(b, 0, stage_kind_[stage]);
   if (auto it = shared_->groups.find(k); it != shared_->groups.end()) return *it->second;
-  const LayerTimes::StageGroups& g = times_.stage_groups(time_types_[stage], stages_[stage].tp, b, level_.recompute);
+  const LayerTimes::StageGroups& g = times_.stage_groups(time_type_set_[stage], stages_[stage].tp, b, level_.recompute);
   shared_->groups.emplace(k, &g);
   return g;
 }

@@ -99,7 +99,9 @@ class LayerTimes {
     std::vector<int> shares;
     std::vector<const Table*> tables;
   };
-  const StageGroups& stage_groups(const std::vector<int>& types, int tp, int b, Recompute recompute);
+  // A stage's group types (type_id, in group order) as a small integer, for stage_groups.
+  int type_set(const std::vector<int>& types);
+  const StageGroups& stage_groups(int type_set, int tp, int b, Recompute recompute);
   // The stage sum and the slowest stage of the min-max layer partition (`ties` among equal ones) of a
   // pipeline whose stage j has the groups `stages[j]` (of stage_groups, at one micro-batch size), without
   // memory limits: what every class of those stages would work out, worked out once.
@@ -111,8 +113,9 @@ class LayerTimes {
   std::vector<std::string> types_;
   std::unordered_map<std::uint64_t, const Table*> by_id_;  // (type, tp, samples, recompute) -> tables_ entry
   std::vector<int> group_shares(const std::vector<int>& types, int tp, int b, Recompute recompute);  // StageGroups::shares
-  std::unordered_map<std::vector<int>, StageGroups, SequenceHash> stage_groups_;  // by (tp, b, recompute, types...)
-  std::vector<int> key_scratch_;                            // stage_groups' key
+  std::unordered_map<std::vector<int>, int, SequenceHash> type_sets_;  // types -> type_set
+  std::vector<std::vector<int>> type_set_types_;                       // type_set -> types
+  std::unordered_map<std::uint64_t, StageGroups> stage_groups_;        // by (type_set, tp, b, recompute)
   std::array<std::unordered_map<std::vector<const StageGroups*>, std::pair<double, double>, SequenceHash>, 2> unlimited_;  // by ties
   PartitionScratch partition_scratch_;  // unlimited_stages' tables
 };
@@ -275,6 +278,7 @@ class PipelineCosts {
   // for LayerTimes (LayerTimes::type_id).
   std::vector<std::vector<StageMemoryLines::Query>> memory_queries_;
   std::vector<std::vector<int>> time_types_;
+  std::vector<int> time_type_set_;  // per stage: LayerTimes::type_set of time_types_
   std::vector<std::vector<double>> usable_bytes_;
 
   bool memory_decided_ = false;
