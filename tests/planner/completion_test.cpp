@@ -394,6 +394,23 @@ TEST(Completion, IsDeterministicAndRespectsMaxCandidates) {
   }
 }
 
+// The generator's 8 templates and 24 sampled ones (seed 7): structures of every kind on the fixture's cluster.
+std::vector<Template> mixed_templates(const Fixture& f) {
+  std::vector<Template> templates = heuristic_templates(f.cluster, f.model, 8);
+  for (const Template& t : sample_templates(f.cluster, f.model, {}, 24, 7)) templates.push_back(t);
+  return templates;
+}
+
+// The same plans with the same priced times, bit for bit, in the same order.
+void expect_same_plans(const std::vector<CompletedPlan>& want, const std::vector<CompletedPlan>& got, const Fixture& f,
+                       const Template& t) {
+  ASSERT_EQ(want.size(), got.size()) << to_text(t);
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(plan_to_yaml(want[i].plan, f.cluster), plan_to_yaml(got[i].plan, f.cluster)) << to_text(t);
+    EXPECT_EQ(want[i].priced_s, got[i].priced_s) << to_text(t);
+  }
+}
+
 // The cache only keeps what completion derives from the cluster and model: one cache shared by many
 // templates (each completed twice, the second time on a warm cache) gives every template the plans and
 // priced times a fresh completion gives it, bit for bit, on a dense and on an MoE model.
@@ -406,8 +423,7 @@ TEST(Completion, SharedCacheGivesTheSamePlansAsAFreshCompletion) {
       const Estimate e = est.estimate(p);
       return e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
     };
-    std::vector<Template> templates = heuristic_templates(f.cluster, f.model, 8);
-    for (const Template& t : sample_templates(f.cluster, f.model, {}, 24, 7)) templates.push_back(t);
+    const std::vector<Template> templates = mixed_templates(f);
     CompletionCache cache(f.cluster, f.model);
     CompletionInput shared = f.input();
     shared.cache = &cache;
@@ -415,12 +431,7 @@ TEST(Completion, SharedCacheGivesTheSamePlansAsAFreshCompletion) {
     for (int round = 0; round < 2; ++round)
       for (const Template& t : templates) {
         const auto fresh = complete_template(t, f.input(), price);
-        const auto cached = complete_template(t, shared, price);
-        ASSERT_EQ(fresh.size(), cached.size()) << to_text(t);
-        for (size_t i = 0; i < fresh.size(); ++i) {
-          EXPECT_EQ(plan_to_yaml(fresh[i].plan, f.cluster), plan_to_yaml(cached[i].plan, f.cluster)) << to_text(t);
-          EXPECT_EQ(fresh[i].priced_s, cached[i].priced_s) << to_text(t);
-        }
+        expect_same_plans(fresh, complete_template(t, shared, price), f, t);
         completed += fresh.empty() ? 0 : 1;
       }
     EXPECT_GE(completed, 2 * 8) << name;  // the comparison saw plans, not only empty completions
@@ -445,19 +456,13 @@ TEST(Completion, PricerStoppingEarlyGivesTheSamePlans) {
       stopped += e.stopped ? 1 : 0;
       return e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
     };
-    std::vector<Template> templates = heuristic_templates(f.cluster, f.model, 8);
-    for (const Template& t : sample_templates(f.cluster, f.model, {}, 24, 7)) templates.push_back(t);
+    const std::vector<Template> templates = mixed_templates(f);
     int completed = 0;
     for (const int returned : {1, 2, 8})
       for (const Template& t : templates) {
         const CompletionOptions opt{.max_candidates = returned};
         const auto want = complete_template(t, f.input(), exact, opt);
-        const auto got = complete_template(t, f.input(), stopping, opt);
-        ASSERT_EQ(want.size(), got.size()) << name << " " << returned << " " << to_text(t);
-        for (size_t i = 0; i < want.size(); ++i) {
-          EXPECT_EQ(plan_to_yaml(want[i].plan, f.cluster), plan_to_yaml(got[i].plan, f.cluster)) << to_text(t);
-          EXPECT_EQ(want[i].priced_s, got[i].priced_s) << to_text(t);
-        }
+        expect_same_plans(want, complete_template(t, f.input(), stopping, opt), f, t);
         completed += want.empty() ? 0 : 1;
       }
     EXPECT_GE(completed, 3 * 8) << name;
