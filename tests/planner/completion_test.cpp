@@ -394,6 +394,14 @@ TEST(Completion, IsDeterministicAndRespectsMaxCandidates) {
   }
 }
 
+// The estimator's price, never stopping early.
+PlanPricer estimated(const Estimator& est) {
+  return [&est](const Plan& p, double) -> std::optional<double> {
+    const Estimate e = est.estimate(p);
+    return e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
+  };
+}
+
 // The generator's 8 templates and 24 sampled ones (seed 7): structures of every kind on the fixture's cluster.
 std::vector<Template> mixed_templates(const Fixture& f) {
   std::vector<Template> templates = heuristic_templates(f.cluster, f.model, 8);
@@ -419,10 +427,7 @@ TEST(Completion, SharedCacheGivesTheSamePlansAsAFreshCompletion) {
   for (const char* name : {"gpt3-13b", "gpt-moe-1.3b-64e"}) {
     const Fixture f("A100-80:2x8,V100-32:2x4,T4:2x4", load_model(name));
     const Estimator est(f.cluster, f.topo, f.model);
-    const PlanPricer price = [&](const Plan& p, double) -> std::optional<double> {
-      const Estimate e = est.estimate(p);
-      return e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
-    };
+    const PlanPricer price = estimated(est);
     const std::vector<Template> templates = mixed_templates(f);
     CompletionCache cache(f.cluster, f.model);
     CompletionInput shared = f.input();
@@ -446,10 +451,7 @@ TEST(Completion, PricerStoppingEarlyGivesTheSamePlans) {
   for (const char* name : {"gpt3-13b", "gpt-moe-1.3b-64e"}) {
     const Fixture f("A100-80:2x8,V100-32:2x4,T4:2x4", load_model(name));
     const Estimator est(f.cluster, f.topo, f.model);
-    const PlanPricer exact = [&](const Plan& p, double) -> std::optional<double> {
-      const Estimate e = est.estimate(p);
-      return e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
-    };
+    const PlanPricer exact = estimated(est);
     long stopped = 0;
     const PlanPricer stopping = [&](const Plan& p, double stop_at_s) -> std::optional<double> {
       const Estimate e = est.estimate(p, stop_at_s);
