@@ -1075,11 +1075,10 @@ struct Estimator::Impl {
   // batch splits of one layout in a row): the last layout's buckets are kept and handed out again.
   struct BucketLayout {
     std::vector<GradBucketWorker> workers;
-    std::vector<std::vector<std::vector<int>>> worker_of;
     std::vector<int> depth;
-    bool operator==(const BucketLayout&) const = default;
+    std::vector<std::vector<std::vector<int>>> worker_of;
   };
-  mutable BucketLayout bucket_layout, last_bucket_layout;
+  mutable BucketLayout bucket_layout, last_bucket_layout;  // scratch, and the layout of last_buckets
   mutable std::vector<Bucket> last_buckets;
   std::vector<Bucket>& buckets(const std::vector<Worker>& ws, const std::vector<std::vector<std::vector<int>>>& worker_of) const {
     BucketLayout& layout = bucket_layout;
@@ -1089,20 +1088,22 @@ struct Estimator::Impl {
       layout.workers[wi].chunks.clear();
       for (const Chunk& c : ws[wi].chunks) layout.workers[wi].chunks.push_back({c.begin, c.end, c.ep_rank, c.local_experts});
     }
-    layout.worker_of = worker_of;
     layout.depth.clear();
     for (const auto& stages : worker_of)
       layout.depth.push_back(stages.empty() ? 1 : static_cast<int>(stages.size()) / static_cast<int>(ws[stages[0][0]].chunks.size()));
+    BucketLayout& last = last_bucket_layout;
     // reduce_gradients sets every bucket's times before it reads them.
-    if (layout == last_bucket_layout) return last_buckets;
+    if (layout.workers == last.workers && layout.depth == last.depth && worker_of == last.worker_of) return last_buckets;
     last_buckets.clear();
-    for (GradBucket& g : gradient_buckets(model, layout.workers, layout.worker_of, layout.depth).buckets) {
+    for (GradBucket& g : gradient_buckets(model, layout.workers, worker_of, layout.depth).buckets) {
       Bucket bk;
       static_cast<GradBucket&>(bk) = std::move(g);
       bk.holder_set = bk.communicator;
       last_buckets.push_back(std::move(bk));
     }
-    std::swap(last_bucket_layout, layout);
+    std::swap(last.workers, layout.workers);
+    std::swap(last.depth, layout.depth);
+    last.worker_of = worker_of;
     return last_buckets;
   }
 
