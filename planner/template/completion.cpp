@@ -255,6 +255,22 @@ class BatchPlanner {
         worst = std::max(worst, cls(u).time(s.samples[u], s.micro_batch[p]));
     return worst;
   }
+  // Whether no split has an analytic time below t: a pipeline takes at most its class's most_samples_below(t)
+  // samples for its time to be below t (a unit's time is its best micro-batch size's), and together they
+  // hold less than the batch.
+  bool no_split_below(double t) {
+    std::vector<long>& most = most_scratch_;  // per class; -1: not asked yet
+    most.assign(costs_.size(), -1);
+    long room = 0;
+    for (const PlacedPipeline& p : layout_.pipelines) {
+      long& m = most[p.pipeline_class];
+      if (m < 0) m = costs_[p.pipeline_class].most_samples_below(t, global_);
+      if (m == 0) return true;  // every pipeline takes a sample
+      room += m;
+      if (room >= global_) return false;
+    }
+    return true;
+  }
   // Whether every pipeline's micro-batches fit at this level.
   bool fits(const BatchSplit& s) { return time(s) < kInf; }
 
@@ -330,6 +346,7 @@ class BatchPlanner {
 
  private:
   static constexpr long kMaxMove = 64;  // largest move, in steps, the local search looks at
+  std::vector<long> most_scratch_;      // no_split_below's
   const Layout& layout_;
   std::vector<PipelineCosts>& costs_;
   long global_;
@@ -717,6 +734,8 @@ std::vector<CompletedPlan> price_levels(const Template& t, const Layout& layout,
     // split of this level no faster: its split is not worked out (nor, with more recompute and slower
     // layers, would it be faster there).
     if (opt.skip_analytic_above_s < kInf && level.floor() >= opt.skip_analytic_above_s) continue;
+    // Nor where no split's analytic time can be below the bound (a margin of 10^-9 for rounding).
+    if (opt.skip_analytic_above_s < kInf && level.batch.no_split_below(opt.skip_analytic_above_s * (1 + 1e-9))) continue;
     const std::optional<BatchSplit> split = level.batch.split();
     if (split) {
       const double analytic_s = level.batch.time(*split);
@@ -738,7 +757,7 @@ std::vector<CompletedPlan> price_levels(const Template& t, const Layout& layout,
   return plans;
 }
 
-// The largest one_sample_work of the template's classes at the least recompute: no plan of the template
+// The largest group_work (one sample) of the template's classes at the least recompute: no plan of the template
 // runs faster, at any memory level (every class takes a sample).
 double template_floor(const Template& t, LayerTimes& times) {
   double out = 0;
@@ -749,7 +768,7 @@ double template_floor(const Template& t, LayerTimes& times) {
       for (const GroupKind& k : s.kinds) f.types.push_back(times.type_id(k.gpu_type));
       stages.push_back(std::move(f));
     }
-    out = std::max(out, one_sample_work(times, stages, Recompute::None));
+    out = std::max(out, group_work(times, stages, Recompute::None, 1));
   }
   return out;
 }

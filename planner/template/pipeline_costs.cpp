@@ -284,9 +284,7 @@ const LayerTimes::StageGroups& PipelineCosts::groups(int stage, int b) {
   return g;
 }
 
-const std::vector<int>& PipelineCosts::max_ends(int stage, int b, long in_flight) {
-  const std::uint64_t key = cache_key(b, in_flight, stage_kind_[stage]);
-  if (auto it = max_ends_.find(key); it != max_ends_.end()) return it->second;
+void PipelineCosts::prepare_fits(int stage, int b) {
   const std::vector<int>& s = shares(stage, b);
   const size_t groups = s.size();
   std::vector<StageMemoryLines::Query>& queries = queries_scratch_;
@@ -303,28 +301,40 @@ const std::vector<int>& PipelineCosts::max_ends(int stage, int b, long in_flight
     });
     if (!seen) distinct.push_back(g);
   }
-  auto fits = [&](int begin, int end) {
-    for (const size_t g : distinct)
-      if (memory_.bytes(*lines[g], queries[g], begin, end, in_flight) > usable_bytes_[stage][g]) return false;
-    return true;
-  };
-  // A stage's memory grows with its layer range (more weights, activations, the head), so the largest
-  // fitting end never falls as the start moves right: one sweep of two pointers. The first start's end is
-  // bisected: below the last layer [0, end) only grows with end, and the whole model, which needs no
-  // pipeline buffers, is tried after every shorter range fits - the same end a scan from 0 stops at.
-  std::vector<int> out(layers_, 0);
-  int lo = 0, hi = layers_ - 1;
+}
+
+bool PipelineCosts::fits(int stage, int begin, int end, long in_flight) {
+  for (const size_t g : distinct_scratch_)
+    if (memory_.bytes(*lines_scratch_[g], queries_scratch_[g], begin, end, in_flight) > usable_bytes_[stage][g]) return false;
+  return true;
+}
+
+int PipelineCosts::first_max_end(int stage, int x, long in_flight) {
+  // Below the last layer [x, end) only grows with end; the whole rest of the model, which needs no pipeline
+  // buffers from the first layer, is tried after every shorter range fits - the same end a scan from x
+  // stops at.
+  int lo = x, hi = layers_ - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (fits(0, mid)) lo = mid;
+    if (fits(stage, x, mid, in_flight)) lo = mid;
     else hi = mid - 1;
   }
-  int end = lo;
-  if (end == layers_ - 1 && fits(0, layers_)) end = layers_;
+  return lo == layers_ - 1 && fits(stage, x, layers_, in_flight) ? layers_ : lo;
+}
+
+const std::vector<int>& PipelineCosts::max_ends(int stage, int b, long in_flight) {
+  const std::uint64_t key = cache_key(b, in_flight, stage_kind_[stage]);
+  if (auto it = max_ends_.find(key); it != max_ends_.end()) return it->second;
+  prepare_fits(stage, b);
+  // A stage's memory grows with its layer range (more weights, activations, the head), so the largest
+  // fitting end never falls as the start moves right: the first start's end bisected, then one sweep of
+  // two pointers.
+  std::vector<int> out(layers_, 0);
+  int end = first_max_end(stage, 0, in_flight);
   out[0] = end;
   for (int x = 1; x < layers_; ++x) {
     end = std::max(end, x);
-    while (end < layers_ && fits(x, end + 1)) ++end;
+    while (end < layers_ && fits(stage, x, end + 1, in_flight)) ++end;
     out[x] = end;
   }
   return max_ends_.emplace(key, std::move(out)).first->second;
@@ -474,13 +484,13 @@ double PipelineCosts::time_lower_bound(long n, int b) {
   return work_lower_bound(b) + static_cast<double>(n / b - 1) * unlimited_stages(b).second;
 }
 
-double one_sample_work(LayerTimes& times, const std::vector<FloorStage>& stages, Recompute recompute) {
+double group_work(LayerTimes& times, const std::vector<FloorStage>& stages, Recompute recompute, int samples) {
   const int layers = times.profiler().model().layers;
   std::vector<double> layer(layers, PipelineCosts::kInf);
   double embedding = PipelineCosts::kInf, head = PipelineCosts::kInf;
   for (size_t j = 0; j < stages.size(); ++j)
     for (const int type : stages[j].types) {
-      const LayerTimes::Table& t = times.table(type, stages[j].tp, 1, recompute);
+      const LayerTimes::Table& t = times.table(type, stages[j].tp, samples, recompute);
       if (j == 0) embedding = std::min(embedding, t.embedding);
       if (j + 1 == stages.size()) head = std::min(head, t.head);
       for (int l = 0; l < layers; ++l) layer[l] = std::min(layer[l], t.prefix[l + 1] - t.prefix[l]);
@@ -490,16 +500,20 @@ double one_sample_work(LayerTimes& times, const std::vector<FloorStage>& stages,
   return w;
 }
 
-double PipelineCosts::time_floor() {
-  if (!std::isnan(time_floor_)) return time_floor_;
-  std::vector<FloorStage> stages;
+const std::vector<FloorStage>& PipelineCosts::floor_stages() {
+  if (!floor_stages_.empty()) return floor_stages_;
   for (int j = 0; j < depth(); ++j) {
     std::vector<int> types = time_types_[j];  // one per group: each type once is enough for the least
     std::sort(types.begin(), types.end());
     types.erase(std::unique(types.begin(), types.end()), types.end());
-    stages.push_back({stages_[j].tp, std::move(types)});
+    floor_stages_.push_back({stages_[j].tp, std::move(types)});
   }
-  return time_floor_ = one_sample_work(times_, stages, level_.recompute);
+  return floor_stages_;
+}
+
+double PipelineCosts::time_floor() {
+  if (!std::isnan(time_floor_)) return time_floor_;
+  return time_floor_ = group_work(times_, floor_stages(), level_.recompute, 1);
 }
 
 double PipelineCosts::best_lower_bound(long n) {
@@ -518,6 +532,90 @@ double PipelineCosts::best_lower_bound(long n) {
     }
   }
   return out;
+}
+
+long PipelineCosts::most_samples_below(double t, long max_n) {
+  size_t widest = 1;
+  for (const std::vector<int>& types : time_types_) widest = std::max(widest, types.size());
+  return widest == 1 ? most_samples_by_size(t, max_n) : most_samples_by_share(t, max_n, static_cast<int>(widest));
+}
+
+// The most micro-batches m, at most `most`, with a time bound below t, the bound non-decreasing in m.
+template <class Bound>
+long most_micro_batches_below(double t, long most, Bound bound) {
+  long lo = 0, hi = most;  // bound(lo) < t or lo = 0; bound(hi + 1) >= t or hi = most
+  while (lo < hi) {
+    const long mid = lo + (hi - lo + 1) / 2;
+    if (bound(mid) < t) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+long PipelineCosts::most_samples_by_size(double t, long max_n) {
+  long out = 0;
+  for (int b = min_micro_batch_; b <= max_n; ++b) {
+    // One group per stage, whose share is all of b: its memory and its layers' times grow with b, so where no
+    // partition fits, or one micro-batch's work bound is not below t, neither is with more.
+    if (!may_fit(b)) break;
+    const double work = work_lower_bound(b);  // time_lower_bound(b, b)
+    if (!(work < t)) break;
+    // (One stage: its one group's time, which the work bound is.)
+    const double slowest = depth() == 1 ? work : unlimited_stages(b).second;
+    const long m = most_micro_batches_below(t, max_n / b, [&](long m) { return work + static_cast<double>(m - 1) * slowest; });
+    out = std::max(out, m * b);
+  }
+  return out;
+}
+
+long PipelineCosts::most_samples_by_share(double t, long max_n, int widest) {
+  // Sizes b in blocks of one least share s = ceil(b / widest): each stage's group of the largest share takes
+  // at least s samples, and a stage lasts as long as its slowest group, so the stage sum is at least
+  // group_work(s) and the slowest stage at least 1 / depth of it.
+  long out = 0;
+  for (long s = 1; widest * (s - 1) + 1 <= max_n; ++s) {
+    const double work = samples_floor(static_cast<int>(s)), slowest = work / depth();
+    if (!(slowest < t)) break;
+    if (depth() == 1 && !some_group_holds_the_model(static_cast<int>(s))) break;
+    const long b = std::min(widest * s, max_n);  // the block's largest size
+    if (b < min_micro_batch_) continue;
+    const long m = most_micro_batches_below(t, max_n, [&](long m) { return work + static_cast<double>(m - 1) * slowest; });
+    out = std::max(out, std::min(max_n, m * b));
+  }
+  return out;
+}
+
+bool PipelineCosts::some_group_holds_the_model(int samples) {
+  for (size_t g = 0; g < memory_queries_[0].size(); ++g) {
+    StageMemoryLines::Query q = memory_queries_[0][g];
+    q.samples = samples;
+    if (memory_.bytes(memory_.lines(q), q, 0, layers_, 1) <= usable_bytes_[0][g]) return true;
+  }
+  return false;
+}
+
+double PipelineCosts::samples_floor(int samples) {
+  std::vector<double>& known = shared_->samples_floor;
+  if (samples >= static_cast<int>(known.size())) known.resize(samples + 1, std::nan(""));
+  if (!std::isnan(known[samples])) return known[samples];
+  return known[samples] = group_work(times_, floor_stages(), level_.recompute, samples);
+}
+
+bool PipelineCosts::may_fit(int b) {
+  if (b < min_micro_batch_ || known_too_big(b, 1)) return false;
+  // Ranges that fit with one micro-batch in flight include every partition's (1F1B keeps at least one in
+  // flight on each stage); each stage taking the furthest end it can from where the last one ended reaches
+  // the last layer whenever some partition of them fits.
+  int x = 0;
+  for (int j = 0; j < depth() && x < layers_; ++j) {
+    if (auto it = max_ends_.find(cache_key(b, 1, stage_kind_[j])); it != max_ends_.end()) {
+      x = std::max(x, it->second[x]);
+      continue;
+    }
+    prepare_fits(j, b);
+    x = std::max(x, first_max_end(j, x, 1));
+  }
+  return x == layers_;
 }
 
 bool PipelineCosts::memory_decides(long n, const Choice& c) {

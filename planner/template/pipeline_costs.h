@@ -177,17 +177,19 @@ class StageMemoryLines {
   std::unordered_map<Query, Lines, QueryHash, QueryEqual> lines_;
 };
 
-// One stage for one_sample_work: its TP width and its groups' GPU types (LayerTimes::type_id).
+// One stage for group_work: its TP width and its groups' GPU types (LayerTimes::type_id).
 struct FloorStage {
   int tp = 1;
   std::vector<int> types;
 };
-// The work bound of one micro-batch with one sample on every TP group of `stages` (a pipeline's, in order):
-// per layer its fastest group on any stage, plus the fastest embedding of the first stage's groups and the
-// fastest head of the last stage's. Each group of a stage takes at least one sample of any micro-batch, and a
-// layer's time grows with its samples and with recompute (Completion.LayerTimesGrowWithSamplesAndRecompute),
-// so no micro-batch through any layer partition of these stages, at this recompute level or more, takes less.
-double one_sample_work(LayerTimes& times, const std::vector<FloorStage>& stages, Recompute recompute);
+// The work bound of `samples` samples on every TP group of `stages` (a pipeline's, in order): per layer its
+// fastest group on any stage, plus the fastest embedding of the first stage's groups and the fastest head of
+// the last stage's. A layer's time grows with its samples and with recompute
+// (Completion.LayerTimesGrowWithSamplesAndRecompute), so at this recompute level or more: with one sample
+// (each group of a stage takes at least one of any micro-batch) no micro-batch through any layer partition
+// of these stages takes less; with s samples, no partition's stage sum where one group of each stage takes
+// at least s (a stage lasts as long as its slowest group).
+double group_work(LayerTimes& times, const std::vector<FloorStage>& stages, Recompute recompute, int samples);
 
 class PipelineCosts {
  public:
@@ -226,12 +228,17 @@ class PipelineCosts {
   // A lower bound on best(n).time_s from the per-layer times alone (no partition): best()'s own bound,
   // the work bound W(b) (1 + (n / b - 1) / depth), at its lowest over the divisors b that may fit.
   double best_lower_bound(long n);
-  // A lower bound on best(n).time_s for every n: one_sample_work of the class's stages, so no split of the
-  // batch that gives this class a sample runs faster.
+  // A lower bound on best(n).time_s for every n: group_work of the class's stages with one sample, so no
+  // split of the batch that gives this class a sample runs faster.
   double time_floor();
   // A lower bound on time(n, b): the work bound W(b) plus n / b - 1 times the slowest stage of the min-max
   // partition without the memory limit.
   double time_lower_bound(long n, int b);
+  // The most samples n, at most max_n, whose time could be below t: some size b dividing n that fits with one
+  // micro-batch in flight (partition(b, 1); a size that does not fits at no count, nor does a larger one:
+  // known_too_big) has time_lower_bound(n, b) below t. So best(n).time_s < t only where n is at most this
+  // (0: for no n).
+  long most_samples_below(double t, long max_n);
   // Steady-state samples per second: the best b / slowest-stage time over power-of-two b up to max_b.
   double speed(long max_b);
   // Whether the memory limit decided one of best()'s choices so far: a micro-batch size it ruled out had a
@@ -261,6 +268,7 @@ class PipelineCosts {
   struct SharedCaches {
     std::unordered_map<std::uint64_t, const LayerTimes::StageGroups*> groups;  // by cache_key(b, 0, stage kind): in times_
     std::map<int, double> work;                                                          // b -> work_lower_bound(b)
+    std::vector<double> samples_floor;                                                   // by samples; NaN: not yet
     std::map<int, std::pair<double, double>> unlimited_stages;                           // by b
     // Partitions whose search met no range ruled out by memory, with the ZeRO-1 setting that found them.
     std::map<std::pair<int, long>, std::pair<bool, std::vector<int>>> free_partitions;  // (b, cap)
@@ -283,6 +291,21 @@ class PipelineCosts {
 
   bool memory_decided_ = false;
   double time_floor_ = std::nan("");  // time_floor(); NaN: not computed yet
+  std::vector<FloorStage> floor_stages_;  // per stage: its TP width and its groups' distinct types
+  const std::vector<FloorStage>& floor_stages();
+  // group_work of the class's stages with `samples` per group (cached by samples across the classes
+  // sharing caches).
+  double samples_floor(int samples);
+  // most_samples_below for classes of one TP group per stage (each size's own bounds) and of several (a bound
+  // per block of sizes that give the stages' largest groups the same least share).
+  long most_samples_by_size(double t, long max_n);
+  long most_samples_by_share(double t, long max_n, int widest);
+  // Whether some group of a one-stage class holds the whole model with `samples` samples and one micro-batch
+  // in flight (memory grows with samples: where none does, none does with more).
+  bool some_group_holds_the_model(int samples);
+  // Whether micro-batch b may fit: some layer partition fits with one micro-batch in flight (a necessary
+  // condition for partition(b, m) at every m).
+  bool may_fit(int b);
   std::vector<int> ruled_out_;  // best()'s scratch: sizes that do not fit
   // Whether the memory limit may have decided best(n)'s choice c (memory_decided()).
   bool memory_decides(long n, const Choice& c);
@@ -304,6 +327,12 @@ class PipelineCosts {
   double work_lower_bound(int b);
   // max_end[x]: the largest end such that every group of the stage fits layers [x, end) in memory (x if none).
   const std::vector<int>& max_ends(int stage, int b, long in_flight);
+  // The memory test of stage `stage`'s groups at micro-batch b: prepare_fits sets it up (in the scratch
+  // below), fits asks whether every group holds layers [begin, end) with `in_flight` micro-batches in flight.
+  void prepare_fits(int stage, int b);
+  bool fits(int stage, int begin, int end, long in_flight);
+  // The largest end such that the prepared stage fits layers [x, end) (x if none), bisected.
+  int first_max_end(int stage, int x, long in_flight);
   std::unordered_map<std::uint64_t, std::vector<int>> max_ends_;  // by cache_key(b, in flight, stage kind)
   // One integer for (b, count, kind), b below 2^24 samples, count and kind below 2^20 (at most the depth):
   // the caches above are looked up hundreds of thousands of times a plan.

@@ -586,6 +586,60 @@ TEST(Completion, BestMicroBatchIsTheBestDivisor) {
          {1, 1, {{"T4"}}, 1}, {1, 1, {{"T4"}, {"T4"}}, 1}}));
 }
 
+// What the completion's skip of a memory level rests on (no split's analytic time below the bound): no number
+// of samples whose best time is below t exceeds most_samples_below(t), on classes of one and of several TP
+// groups per stage, one and several stages, where memory limits the sizes and where it does not; and on a
+// one-stage class of one group, where the bound is each size's own time, it is that largest number.
+TEST(Completion, MostSamplesBelowBoundsEverySampleCountFasterThanIt) {
+  constexpr long kMaxSamples = 96;
+  const auto check = [](const std::string& spec, const std::string& model, const std::vector<StageCostSpec>& stages,
+                        bool exact) {
+    ClassCostInputs in(spec, model);
+    for (const MemoryLevel level : memory_levels(true)) {
+      PipelineCosts costs(in.times, in.memory, stages, level);
+      PipelineCosts bounds(in.times, in.memory, stages, level);
+      std::vector<double> best(kMaxSamples + 1, PipelineCosts::kInf);
+      for (long n = 1; n <= kMaxSamples; ++n) best[n] = costs.best(n).time_s;
+      // Thresholds between the distinct times (no time sits on one), and above them all.
+      std::vector<double> times;
+      for (long n = 1; n <= kMaxSamples; ++n)
+        if (best[n] < PipelineCosts::kInf) times.push_back(best[n]);
+      std::sort(times.begin(), times.end());
+      times.erase(std::unique(times.begin(), times.end()), times.end());
+      std::vector<double> thresholds{times.empty() ? 1.0 : times.front() / 2};
+      for (size_t i = 0; i + 1 < times.size(); ++i) thresholds.push_back((times[i] + times[i + 1]) / 2);
+      if (!times.empty()) thresholds.push_back(times.back() * 2);
+      for (const double t : thresholds) {
+        const long most = bounds.most_samples_below(t, kMaxSamples);
+        long largest = 0;  // the largest n whose best time is below t
+        for (long n = 1; n <= kMaxSamples; ++n)
+          if (best[n] < t) largest = n;
+        EXPECT_LE(largest, most) << model << " level " << static_cast<int>(level.recompute) << level.zero1 << " t=" << t;
+        if (exact) {
+          EXPECT_EQ(largest, most) << model << " level " << static_cast<int>(level.recompute) << level.zero1 << " t=" << t;
+        }
+      }
+    }
+  };
+  // One stage, one group: memory caps the micro-batch of gpt3-13b on eight A100-80s.
+  check("A100-80:1x8", "gpt3-13b", {{8, 1, {{"A100-80"}}, 1}}, true);
+  // One stage of two groups of one type (the bound of a block of sizes is its largest size's) and of
+  // different types.
+  check("A100-80:1x2", "gpt3-1.3b", {{1, 1, {{"A100-80"}, {"A100-80"}}, 2}}, false);
+  check("A100-80:1x2,V100-32:1x2", "gpt3-1.3b", {{1, 1, {{"A100-80"}, {"V100-32"}}, 2}}, false);
+  // Two stages of one group.
+  check("A100-80:1x2,V100-32:1x2", "gpt3-1.3b", {{1, 1, {{"A100-80"}}, 1}, {1, 1, {{"V100-32"}}, 1}}, false);
+  // Six stages where memory limits the partitions (gpt3-2.7b on 16 GB T4 stages), one group each, then with
+  // a last stage of two groups.
+  const std::vector<StageCostSpec> five{{1, 1, {{"A100-80"}}, 1}, {1, 1, {{"V100-32"}}, 1}, {1, 1, {{"V100-32"}}, 1},
+                                        {1, 1, {{"T4"}}, 1}, {1, 1, {{"T4"}}, 1}};
+  std::vector<StageCostSpec> six = five;
+  six.push_back({1, 1, {{"T4"}}, 1});
+  check("A100-80:1x2,V100-32:1x2,T4:1x4", "gpt3-2.7b", six, false);
+  six.back() = {1, 1, {{"T4"}, {"T4"}}, 1};
+  check("A100-80:1x2,V100-32:1x2,T4:1x4", "gpt3-2.7b", six, false);
+}
+
 // The floor is the time of one sample through a one-stage class of one TP group (its stage sum), not a
 // looser number.
 TEST(Completion, TimeFloorIsOneSampleThroughAOneGroupClass) {
