@@ -1094,6 +1094,7 @@ struct Estimator::Impl {
     BucketLayout& last = last_bucket_layout;
     // reduce_gradients sets every bucket's times before it reads them.
     if (layout.workers == last.workers && layout.depth == last.depth && worker_of == last.worker_of) return last_buckets;
+    bucket_memo.clear();  // of other buckets
     last_buckets.clear();
     for (GradBucket& g : gradient_buckets(model, layout.workers, worker_of, layout.depth).buckets) {
       Bucket bk;
@@ -1109,8 +1110,19 @@ struct Estimator::Impl {
 
   // One collective per TP slice of the bucket over the GPUs holding it (GradSync::launch, slice_members:
   // sorted, as NCCL builds rings), after the slowest holder's per-call overhead.
-  // Per holder set and collective kind: the phases and the overhead (memo of one estimate).
+  // Per holder set and collective kind: the phases and the overhead, while the buckets (their holders) and
+  // the workers' GPUs (bucket_gpus) stay the same.
   mutable std::map<std::pair<int, CollectiveKind>, std::pair<const CollectiveShape*, double>> bucket_memo;
+  mutable std::vector<std::vector<GpuId>> bucket_gpus;  // per worker, of bucket_memo
+  // Clears bucket_memo unless the workers have the GPUs it was worked out on.
+  void keep_bucket_memo_if_same_gpus(const std::vector<Worker>& ws) const {
+    bool same = bucket_gpus.size() == ws.size();
+    for (size_t w = 0; same && w < ws.size(); ++w) same = bucket_gpus[w] == ws[w].tg->gpus;
+    if (same) return;
+    bucket_memo.clear();
+    bucket_gpus.resize(ws.size());
+    for (size_t w = 0; w < ws.size(); ++w) bucket_gpus[w] = ws[w].tg->gpus;
+  }
   double bucket_s(const std::vector<Worker>& ws, const Bucket& bk, CollectiveKind kind, double bytes_per_param) const {
     if (bk.holders.size() < 2) return 0.0;
     auto it = bucket_memo.find({bk.holder_set, kind});
@@ -1462,7 +1474,7 @@ struct Estimator::Impl {
     for (const Worker& w : ws) stepped = std::max(stepped, w.backward_done + w.optimizer_s);
     if (stop(stepped)) return e;
     std::vector<Bucket>& bks = buckets(ws, worker_of);
-    bucket_memo.clear();
+    keep_bucket_memo_if_same_gpus(ws);
     index_alltoalls();
     reduce_gradients(plan, ws, bks);
     clear_alltoalls_index();

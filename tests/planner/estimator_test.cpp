@@ -264,7 +264,19 @@ TEST(Estimator, CachesGiveTheSameEstimatesAsAFreshEstimator) {
       test::RandomPlanSpace space;
       space.uneven_experts = true;
       std::vector<Plan> plans;
-      for (int i = 0; i < 24; ++i) plans.push_back(test::draw_random_plan(cluster, model, i % 2 ? 512 : 48, rng, space));
+      for (int i = 0; i < 24; ++i) {
+        plans.push_back(test::draw_random_plan(cluster, model, i % 2 ? 512 : 48, rng, space));
+        // On the A100-80 and V100-32 cluster, the same plan right after with the two types' GPUs swapped (the
+        // same layout of gradient buckets on other GPUs).
+        if (cluster.total_gpus() == 16) {
+          Plan swapped = plans.back();
+          for (Pipeline& pl : swapped.pipelines)
+            for (Stage& st : pl.stages)
+              for (TpGroup& g : st.groups)
+                for (GpuId& gpu : g.gpus) gpu = (gpu + 8) % 16;
+          plans.push_back(std::move(swapped));
+        }
+      }
       std::vector<Estimate> fresh;
       for (const Plan& p : plans) fresh.push_back(Estimator(cluster, topo, model).estimate(p));
       const Estimator shared(cluster, topo, model);
