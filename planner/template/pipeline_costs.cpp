@@ -574,9 +574,10 @@ long PipelineCosts::most_samples_by_share(double t, long max_n, int widest) {
   // group_work(s) and the slowest stage at least 1 / depth of it.
   long out = 0;
   for (long s = 1; widest * (s - 1) + 1 <= max_n; ++s) {
+    // Memory grows with samples, and so do the layers' times: where neither bound admits s, none admits more.
+    if (!least_share_may_fit(static_cast<int>(s))) break;
     const double work = samples_floor(static_cast<int>(s)), slowest = work / depth();
-    if (!(slowest < t)) break;
-    if (depth() == 1 && !some_group_holds_the_model(static_cast<int>(s))) break;
+    if (!(work < t)) break;
     const long b = std::min(widest * s, max_n);  // the block's largest size
     if (b < min_micro_batch_) continue;
     const long m = most_micro_batches_below(t, max_n, [&](long m) { return work + static_cast<double>(m - 1) * slowest; });
@@ -585,13 +586,36 @@ long PipelineCosts::most_samples_by_share(double t, long max_n, int widest) {
   return out;
 }
 
-bool PipelineCosts::some_group_holds_the_model(int samples) {
-  for (size_t g = 0; g < memory_queries_[0].size(); ++g) {
-    StageMemoryLines::Query q = memory_queries_[0][g];
-    q.samples = samples;
-    if (memory_.bytes(memory_.lines(q), q, 0, layers_, 1) <= usable_bytes_[0][g]) return true;
+bool PipelineCosts::least_share_may_fit(int samples) {
+  // Each stage's group of the largest share takes at least `samples` and holds the stage's layers, so
+  // ranges that fit some group of the stage with `samples` and one micro-batch in flight include every
+  // partition's: the furthest-end walk of may_fit over those.
+  int x = 0;
+  for (int j = 0; j < depth() && x < layers_; ++j) {
+    int reach = x;
+    const StageMemoryLines::Lines* done = nullptr;  // the last group's lines (groups of one kind repeat)
+    for (size_t g = 0; g < memory_queries_[j].size(); ++g) {
+      StageMemoryLines::Query q = memory_queries_[j][g];
+      q.samples = samples;
+      StageMemoryLines::Lines& lines = memory_.lines(q);
+      if (&lines == done && usable_bytes_[j][g] == usable_bytes_[j][g - 1]) continue;
+      done = &lines;
+      auto fits = [&](int end) { return memory_.bytes(lines, q, x, end, 1) <= usable_bytes_[j][g]; };
+      if (j + 1 == depth()) {  // the last stage: whether it holds the rest
+        if (fits(layers_)) return true;
+        continue;
+      }
+      int lo = x, hi = layers_ - 1;  // as first_max_end
+      while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (fits(mid)) lo = mid;
+        else hi = mid - 1;
+      }
+      reach = std::max(reach, lo == layers_ - 1 && fits(layers_) ? layers_ : lo);
+    }
+    x = reach;
   }
-  return false;
+  return x == layers_;
 }
 
 double PipelineCosts::samples_floor(int samples) {

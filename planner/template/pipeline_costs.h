@@ -300,9 +300,9 @@ class PipelineCosts {
   // per block of sizes that give the stages' largest groups the same least share).
   long most_samples_by_size(double t, long max_n);
   long most_samples_by_share(double t, long max_n, int widest);
-  // Whether some group of a one-stage class holds the whole model with `samples` samples and one micro-batch
-  // in flight (memory grows with samples: where none does, none does with more).
-  bool some_group_holds_the_model(int samples);
+  // Whether a micro-batch whose stages' largest groups each take at least `samples` may fit: a necessary
+  // condition, which fails for every larger number where it fails for one.
+  bool least_share_may_fit(int samples);
   // Whether micro-batch b may fit: some layer partition fits with one micro-batch in flight (a necessary
   // condition for partition(b, m) at every m).
   bool may_fit(int b);
