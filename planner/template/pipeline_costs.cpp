@@ -352,9 +352,11 @@ const std::vector<int>& PipelineCosts::partition(int b, long m) {
   const std::uint64_t key = cache_key(b, cap);
   if (auto it = partitions_.find(key); it != partitions_.end()) return it->second;
   std::vector<int> bounds;
-  // Found free of the limit by a class whose limit is no looser (ZeRO-1 off, or on as here).
-  if (auto it = shared_->free_partitions.find(k); it != shared_->free_partitions.end() && (level_.zero1 || !it->second.first))
-    return partitions_.emplace(key, it->second.second).first->second;
+  // Found free of the limit by a class whose limit is no looser (ZeRO-1 off, or on as here), at this cap or
+  // a larger one (more micro-batches in flight, a tighter limit): the search, meeting no range the limit
+  // rules out there, meets none here either and returns the same bounds.
+  for (auto it = shared_->free_partitions.lower_bound(k); it != shared_->free_partitions.end() && it->first.first == b; ++it)
+    if (level_.zero1 || !it->second.first) return partitions_.emplace(key, it->second.second).first->second;
   if (b >= min_micro_batch_ && !known_too_big(b, cap)) {
     std::vector<const std::vector<int>*>& ends = ends_scratch_;
     ends.assign(depth(), nullptr);

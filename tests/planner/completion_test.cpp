@@ -856,6 +856,30 @@ TEST(Completion, MoreRecomputeChoosesNoFasterWhereMemoryDecidedNothing) {
   EXPECT_GT(decided_cases, 50);
 }
 
+TEST(Completion, ClassAnswersPartitionsInAnyOrderAsAFreshOne) {
+  // A class reuses a partition whose search met no range the memory limit rules out for the same micro-batch
+  // at fewer micro-batches in flight. Over random classes, levels and orders of queries, each partition must
+  // be what a class built afresh for that one query finds.
+  int empty = 0, found = 0;
+  for_each_class_model([&](const char* name, LayerTimes& times, StageMemoryLines& memory) {
+    std::mt19937 rng(29);
+    for (int draw = 0; draw < 30; ++draw) {
+      const std::vector<StageCostSpec> stages = random_class(rng, kClassTypes, [&] { return 1 + static_cast<int>(rng() % 6); });
+      const MemoryLevel level{static_cast<Recompute>(rng() % 3), rng() % 2 == 0};
+      PipelineCosts warm(times, memory, stages, level);
+      for (int q = 0; q < 40; ++q) {
+        const int b = 1 + static_cast<int>(rng() % 24);
+        const long mb = 1 + static_cast<long>(rng() % 8);
+        const std::vector<int> got = warm.partition(b, mb);
+        ASSERT_EQ(got, PipelineCosts(times, memory, stages, level).partition(b, mb)) << name << " draw " << draw << " b=" << b << " m=" << mb;
+        (got.empty() ? empty : found) += 1;
+      }
+    }
+  });
+  EXPECT_GT(found, 100);  // partitions that fit and micro-batches that fit nowhere both occur
+  EXPECT_GT(empty, 20);
+}
+
 TEST(Completion, ZeroOneClassSharingCachesAnswersAsAFreshOne) {
   // A ZeRO-1 class built from the class without ZeRO-1 (same stages and recompute) shares its memory-free
   // caches and the partitions it found without meeting the memory limit. Over random pipeline classes, after
