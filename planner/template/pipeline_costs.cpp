@@ -573,12 +573,13 @@ long PipelineCosts::most_samples_by_size(double t, long max_n) {
 long PipelineCosts::most_samples_by_share(double t, long max_n, int widest) {
   // Sizes b in blocks of one least share s = ceil(b / widest): each stage's group of the largest share takes
   // at least s samples, and a stage lasts as long as its slowest group, so the stage sum is at least
-  // group_work(s) and the slowest stage at least 1 / depth of it.
+  // group_work(s), and the slowest stage at least share_slowest_floor(s) (so is the stage sum).
   long out = 0;
   for (long s = 1; widest * (s - 1) + 1 <= max_n; ++s) {
     // Memory grows with samples, and so do the layers' times: where neither bound admits s, none admits more.
     if (!least_share_may_fit(static_cast<int>(s))) break;
-    const double work = samples_floor(static_cast<int>(s)), slowest = work / depth();
+    const double slowest = share_slowest_floor(static_cast<int>(s));
+    const double work = std::max(samples_floor(static_cast<int>(s)), slowest);
     if (!(work < t)) break;
     const long b = std::min(widest * s, max_n);  // the block's largest size
     if (b < min_micro_batch_) continue;
@@ -618,6 +619,27 @@ bool PipelineCosts::least_share_may_fit(int samples) {
     x = reach;
   }
   return x == layers_;
+}
+
+double PipelineCosts::share_slowest_floor(int samples) {
+  std::vector<double>& known = shared_->share_slowest_floor;
+  if (samples >= static_cast<int>(known.size())) known.resize(samples + 1, std::nan(""));
+  if (!std::isnan(known[samples])) return known[samples];
+  // A stage's time over a range is at least its fastest type's with `samples` (its largest group's, at least
+  // that many samples, and times grow with samples); the min-max partition of those times has the least
+  // slowest stage of every partition (exact for such a cost: partition.h).
+  std::vector<std::vector<const LayerTimes::Table*>> tables(depth());
+  for (int j = 0; j < depth(); ++j)
+    for (const int type : floor_stages()[j].types) tables[j].push_back(&times_.table(type, stages_[j].tp, samples, level_.recompute));
+  auto cost = [&](int j, int begin, int end) {
+    double fastest = kInf;
+    for (const LayerTimes::Table* table : tables[j]) fastest = std::min(fastest, table->stage_s(begin, end));
+    return fastest;
+  };
+  const std::vector<int> bounds = minmax_partition_monotone_with(layers_, depth(), cost, ties_, &partition_scratch_);
+  double slowest = 0;
+  for (int j = 0; j < depth(); ++j) slowest = std::max(slowest, cost(j, bounds[j], bounds[j + 1]));
+  return known[samples] = slowest;
 }
 
 double PipelineCosts::samples_floor(int samples) {

@@ -268,7 +268,7 @@ class PipelineCosts {
   struct SharedCaches {
     std::unordered_map<std::uint64_t, const LayerTimes::StageGroups*> groups;  // by cache_key(b, 0, stage kind): in times_
     std::map<int, double> work;                                                          // b -> work_lower_bound(b)
-    std::vector<double> samples_floor;                                                   // by samples; NaN: not yet
+    std::vector<double> samples_floor, share_slowest_floor;                              // by samples; NaN: not yet
     std::map<int, std::pair<double, double>> unlimited_stages;                           // by b
     // Partitions whose search met no range ruled out by memory, with the ZeRO-1 setting that found them.
     std::map<std::pair<int, long>, std::pair<bool, std::vector<int>>> free_partitions;  // (b, cap)
@@ -296,6 +296,9 @@ class PipelineCosts {
   // group_work of the class's stages with `samples` per group (cached by samples across the classes
   // sharing caches).
   double samples_floor(int samples);
+  // A lower bound on the slowest stage of every partition where one group of each stage takes at least
+  // `samples` (cached like samples_floor).
+  double share_slowest_floor(int samples);
   // most_samples_below for classes of one TP group per stage (each size's own bounds) and of several (a bound
   // per block of sizes that give the stages' largest groups the same least share).
   long most_samples_by_size(double t, long max_n);
