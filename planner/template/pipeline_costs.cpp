@@ -571,17 +571,19 @@ long PipelineCosts::most_samples_by_size(double t, long max_n) {
 }
 
 long PipelineCosts::most_samples_by_share(double t, long max_n, int widest) {
-  // Sizes b in blocks of one least share s = ceil(b / widest): each stage's group of the largest share takes
-  // at least s samples, and a stage lasts as long as its slowest group, so the stage sum is at least
-  // group_work(s), and the slowest stage at least share_slowest_floor(s) (so is the stage sum).
+  // Sizes b in blocks of `widest`, block k from widest (k - 1) + 1 to widest k: each stage's group of the
+  // largest share takes at least least_share(j, k) samples, and a stage lasts as long as its slowest group,
+  // so the stage sum is at least group_work of the least of them, and the slowest stage at least
+  // share_slowest_floor(k) (so is the stage sum).
   long out = 0;
-  for (long s = 1; widest * (s - 1) + 1 <= max_n; ++s) {
-    // Memory grows with samples, and so do the layers' times: where neither bound admits s, none admits more.
-    if (!least_share_may_fit(static_cast<int>(s))) break;
-    const double slowest = share_slowest_floor(static_cast<int>(s));
-    const double work = std::max(samples_floor(static_cast<int>(s)), slowest);
+  for (long k = 1; widest * (k - 1) + 1 <= max_n; ++k) {
+    // Memory grows with samples, and so do the layers' times: where neither bound admits block k, none
+    // admits a later one.
+    if (!least_share_may_fit(static_cast<int>(k))) break;
+    const double slowest = share_slowest_floor(static_cast<int>(k));
+    const double work = std::max(samples_floor(static_cast<int>(k)), slowest);
     if (!(work < t)) break;
-    const long b = std::min(widest * s, max_n);  // the block's largest size
+    const long b = std::min(widest * k, max_n);  // the block's largest size
     if (b < min_micro_batch_) continue;
     const long m = most_micro_batches_below(t, max_n, [&](long m) { return work + static_cast<double>(m - 1) * slowest; });
     out = std::max(out, std::min(max_n, m * b));
@@ -589,17 +591,25 @@ long PipelineCosts::most_samples_by_share(double t, long max_n, int widest) {
   return out;
 }
 
-bool PipelineCosts::least_share_may_fit(int samples) {
-  // Each stage's group of the largest share takes at least `samples` and holds the stage's layers, so
-  // ranges that fit some group of the stage with `samples` and one micro-batch in flight include every
-  // partition's: the furthest-end walk of may_fit over those.
+int PipelineCosts::least_share(int stage, int block) {
+  const int widest = static_cast<int>(std::max_element(time_types_.begin(), time_types_.end(), [](const auto& x, const auto& y) {
+                                        return x.size() < y.size();
+                                      })->size());
+  const int groups = static_cast<int>(time_types_[stage].size());
+  return (widest * (block - 1) + 1 + groups - 1) / groups;
+}
+
+bool PipelineCosts::least_share_may_fit(int block) {
+  // Each stage's group of the largest share takes at least least_share samples and holds the stage's
+  // layers, so ranges that fit some group of the stage with that many and one micro-batch in flight include
+  // every partition's: the furthest-end walk of may_fit over those.
   int x = 0;
   for (int j = 0; j < depth() && x < layers_; ++j) {
     int reach = x;
     const StageMemoryLines::Lines* done = nullptr;  // the last group's lines (groups of one kind repeat)
     for (size_t g = 0; g < memory_queries_[j].size(); ++g) {
       StageMemoryLines::Query q = memory_queries_[j][g];
-      q.samples = samples;
+      q.samples = least_share(j, block);
       StageMemoryLines::Lines& lines = memory_.lines(q);
       if (&lines == done && usable_bytes_[j][g] == usable_bytes_[j][g - 1]) continue;
       done = &lines;
@@ -621,16 +631,17 @@ bool PipelineCosts::least_share_may_fit(int samples) {
   return x == layers_;
 }
 
-double PipelineCosts::share_slowest_floor(int samples) {
+double PipelineCosts::share_slowest_floor(int block) {
   std::vector<double>& known = shared_->share_slowest_floor;
-  if (samples >= static_cast<int>(known.size())) known.resize(samples + 1, std::nan(""));
-  if (!std::isnan(known[samples])) return known[samples];
-  // A stage's time over a range is at least its fastest type's with `samples` (its largest group's, at least
-  // that many samples, and times grow with samples); the min-max partition of those times has the least
-  // slowest stage of every partition (exact for such a cost: partition.h).
+  if (block >= static_cast<int>(known.size())) known.resize(block + 1, std::nan(""));
+  if (!std::isnan(known[block])) return known[block];
+  // A stage's time over a range is at least its fastest type's with least_share samples (its largest
+  // group's, at least that many, and times grow with samples); the min-max partition of those times has the
+  // least slowest stage of every partition (exact for such a cost: partition.h).
   std::vector<std::vector<const LayerTimes::Table*>> tables(depth());
   for (int j = 0; j < depth(); ++j)
-    for (const int type : floor_stages()[j].types) tables[j].push_back(&times_.table(type, stages_[j].tp, samples, level_.recompute));
+    for (const int type : floor_stages()[j].types)
+      tables[j].push_back(&times_.table(type, stages_[j].tp, least_share(j, block), level_.recompute));
   auto cost = [&](int j, int begin, int end) {
     double fastest = kInf;
     for (const LayerTimes::Table* table : tables[j]) fastest = std::min(fastest, table->stage_s(begin, end));
@@ -639,7 +650,7 @@ double PipelineCosts::share_slowest_floor(int samples) {
   const std::vector<int> bounds = minmax_partition_monotone_with(layers_, depth(), cost, ties_, &partition_scratch_);
   double slowest = 0;
   for (int j = 0; j < depth(); ++j) slowest = std::max(slowest, cost(j, bounds[j], bounds[j + 1]));
-  return known[samples] = slowest;
+  return known[block] = slowest;
 }
 
 double PipelineCosts::samples_floor(int samples) {

@@ -296,16 +296,19 @@ class PipelineCosts {
   // group_work of the class's stages with `samples` per group (cached by samples across the classes
   // sharing caches).
   double samples_floor(int samples);
-  // A lower bound on the slowest stage of every partition where one group of each stage takes at least
-  // `samples` (cached like samples_floor).
-  double share_slowest_floor(int samples);
+  // The least samples of the largest group of stage `stage` in a micro-batch of block `block` of
+  // most_samples_by_share: ceil((widest (block - 1) + 1) / the stage's groups).
+  int least_share(int stage, int block);
+  // A lower bound on the slowest stage of every partition of a micro-batch of block `block` (cached like
+  // samples_floor).
+  double share_slowest_floor(int block);
   // most_samples_below for classes of one TP group per stage (each size's own bounds) and of several (a bound
   // per block of sizes that give the stages' largest groups the same least share).
   long most_samples_by_size(double t, long max_n);
   long most_samples_by_share(double t, long max_n, int widest);
-  // Whether a micro-batch whose stages' largest groups each take at least `samples` may fit: a necessary
-  // condition, which fails for every larger number where it fails for one.
-  bool least_share_may_fit(int samples);
+  // Whether a micro-batch of block `block` may fit: a necessary condition, which fails for every later block
+  // where it fails for one.
+  bool least_share_may_fit(int block);
   // Whether micro-batch b may fit: some layer partition fits with one micro-batch in flight (a necessary
   // condition for partition(b, m) at every m).
   bool may_fit(int b);

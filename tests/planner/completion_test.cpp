@@ -626,6 +626,8 @@ TEST(Completion, MostSamplesBelowBoundsEverySampleCountFasterThanIt) {
   // One stage of two groups of one type (the bound of a block of sizes is its largest size's) and of
   // different types.
   check("A100-80:1x2", "gpt3-1.3b", {{1, 1, {{"A100-80"}, {"A100-80"}}, 2}}, false);
+  // Stages of different group counts: the one-group stage takes the whole micro-batch.
+  check("A100-80:1x4", "gpt3-1.3b", {{1, 1, {{"A100-80"}, {"A100-80"}}, 2}, {1, 1, {{"A100-80"}}, 2}}, false);
   check("A100-80:1x2,V100-32:1x2", "gpt3-1.3b", {{1, 1, {{"A100-80"}, {"V100-32"}}, 2}}, false);
   // Two stages of one group.
   check("A100-80:1x2,V100-32:1x2", "gpt3-1.3b", {{1, 1, {{"A100-80"}}, 1}, {1, 1, {{"V100-32"}}, 1}}, false);
