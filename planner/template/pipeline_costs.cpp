@@ -539,7 +539,9 @@ double PipelineCosts::best_lower_bound(long n) {
 long PipelineCosts::most_samples_below(double t, long max_n) {
   size_t widest = 1;
   for (const std::vector<int>& types : time_types_) widest = std::max(widest, types.size());
-  return widest == 1 ? most_samples_by_size(t, max_n) : most_samples_by_share(t, max_n, static_cast<int>(widest));
+  if (widest == 1) return most_samples_by_size(t, max_n);
+  // (Filling one sample at a time costs a step per size: for a few groups only.)
+  return depth() == 1 && widest <= kFilledGroups ? most_samples_by_filling(t, max_n) : most_samples_by_share(t, max_n, static_cast<int>(widest));
 }
 
 // The most micro-batches m, at most `most`, with a time bound below t, the bound non-decreasing in m.
@@ -565,6 +567,39 @@ long PipelineCosts::most_samples_by_size(double t, long max_n) {
     // (One stage: its one group's time, which the work bound is.)
     const double slowest = depth() == 1 ? work : unlimited_stages(b).second;
     const long m = most_micro_batches_below(t, max_n / b, [&](long m) { return work + static_cast<double>(m - 1) * slowest; });
+    out = std::max(out, m * b);
+  }
+  return out;
+}
+
+long PipelineCosts::most_samples_by_filling(double t, long max_n) {
+  // One stage of several groups: a micro-batch of b lasts as long as its slowest group over the whole model,
+  // at least the least such time over every split of b into the groups (each takes a sample), which the
+  // split adding each next sample where the time it gives is least attains (its largest time is the b-th
+  // smallest of the groups' times at 1, 2, ... samples, the first sample of each taken first).
+  const std::vector<int>& types = time_types_[0];
+  const int groups = static_cast<int>(types.size());
+  auto group_s = [&](int g, int samples) { return times_.table(types[g], stages_[0].tp, samples, level_.recompute).stage_s(0, layers_); };
+  std::vector<int> share(groups, 1);
+  std::vector<double> next(groups);  // each group's time with one sample more
+  double slowest = 0;
+  for (int g = 0; g < groups; ++g) slowest = std::max(slowest, group_s(g, 1)), next[g] = group_s(g, 2);
+  long out = 0;
+  int block = 0;  // of least_share_may_fit, checked
+  for (long b = groups; b <= max_n; ++b) {
+    if (b > groups) {
+      const int g = static_cast<int>(std::min_element(next.begin(), next.end()) - next.begin());
+      slowest = std::max(slowest, next[g]);
+      next[g] = group_s(g, ++share[g] + 1);
+    }
+    // The slowest time, and the memory of the group of the largest share (at least ceil(b / groups),
+    // least_share_may_fit's block of that number), grow with b.
+    if (!(slowest < t)) break;
+    if (const int k = static_cast<int>((b + groups - 1) / groups); k != block) {
+      block = k;
+      if (!least_share_may_fit(k)) break;
+    }
+    const long m = most_micro_batches_below(t, max_n / b, [&](long m) { return static_cast<double>(m) * slowest; });
     out = std::max(out, m * b);
   }
   return out;

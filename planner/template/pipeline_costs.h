@@ -302,10 +302,13 @@ class PipelineCosts {
   // A lower bound on the slowest stage of every partition of a micro-batch of block `block` (cached like
   // samples_floor).
   double share_slowest_floor(int block);
-  // most_samples_below for classes of one TP group per stage (each size's own bounds) and of several (a bound
-  // per block of sizes that give the stages' largest groups the same least share).
+  // most_samples_below for classes of one TP group per stage (each size's own bounds) and of several stages of
+  // several (a bound per block of sizes that give the stages' largest groups the same least share).
   long most_samples_by_size(double t, long max_n);
   long most_samples_by_share(double t, long max_n, int widest);
+  // most_samples_below for one stage of several groups: each size's least time over every split into them.
+  long most_samples_by_filling(double t, long max_n);
+  static constexpr int kFilledGroups = 8;  // the most groups most_samples_by_filling takes
   // Whether a micro-batch of block `block` may fit: a necessary condition, which fails for every later block
   // where it fails for one.
   bool least_share_may_fit(int block);
