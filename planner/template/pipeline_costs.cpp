@@ -357,7 +357,14 @@ const std::vector<int>& PipelineCosts::partition(int b, long m) {
   // rules out there, meets none here either and returns the same bounds.
   for (auto it = shared_->free_partitions.lower_bound(k); it != shared_->free_partitions.end() && it->first.first == b; ++it)
     if (level_.zero1 || !it->second.first) return partitions_.emplace(key, it->second.second).first->second;
-  if (b >= min_micro_batch_ && !known_too_big(b, cap)) {
+  if (b >= min_micro_batch_ && !known_too_big(b, cap) && depth() == 1) {
+    // One stage holds the whole model where max_ends' first end (the first the bisection finds) reaches it.
+    prepare_fits(0, b);
+    const bool fit = first_max_end(0, 0, 1) == layers_;
+    if (fit) bounds = {0, layers_};
+    else too_big_.emplace_back(b, cap);
+    if (fit) shared_->free_partitions.emplace(k, std::make_pair(level_.zero1, bounds));
+  } else if (b >= min_micro_batch_ && !known_too_big(b, cap)) {
     std::vector<const std::vector<int>*>& ends = ends_scratch_;
     ends.assign(depth(), nullptr);
     const std::vector<const std::vector<const LayerTimes::Table*>*>& tables = stage_tables(b);  // per stage, per group

@@ -751,6 +751,38 @@ TEST(Completion, StageMemoryLinesAreStageMemoryAtEveryZeroOneDegree) {
 // several groups of one type (PipelineCosts keeps each distinct layer table and memory line once): each
 // stage timed as its slowest group and checked in memory for every group, from the groups' own shares.
 // gpt3-2.7b on these GPUs: the V100-32 groups' memory rules out some ranges, not all.
+// A one-stage class's partition is the whole model where every group holds it and the model without its last
+// layer (the same end a scan of prefixes from the first layer stops at), else none: with one and two groups,
+// where memory rules some micro-batches out.
+TEST(Completion, OneStagePartitionIsTheWholeModelWhereItFits) {
+  int fitting = 0, ruled_out = 0;
+  const auto check = [&](const std::string& spec, const std::string& model, const StageCostSpec& stage) {
+    ClassCostInputs in(spec, model);
+    const int layers = in.model.layers;
+    for (const MemoryLevel level : memory_levels(true)) {
+      PipelineCosts costs(in.times, in.memory, {stage}, level);
+      for (int b = costs.min_micro_batch(); b <= 24; ++b) {
+        const std::vector<int>& share = costs.shares(0, b);
+        auto holds = [&](int end) {
+          for (size_t g = 0; g < stage.groups.size(); ++g) {
+            const StageMemoryLines::Query q{stage.tp, share[g], -1, 1, stage.zero1_dp, level};
+            if (in.memory.bytes(q, 0, end, 1) > in.profiler.gpu_memory_bytes(stage.groups[g].gpu_type)) return false;
+          }
+          return true;
+        };
+        const bool fits = holds(layers - 1) && holds(layers);
+        const std::vector<int> expected = fits ? std::vector<int>{0, layers} : std::vector<int>{};
+        for (const long mb : {1L, 4L}) EXPECT_EQ(costs.partition(b, mb), expected) << model << " b=" << b << " m=" << mb;
+        (fits ? fitting : ruled_out) += 1;
+      }
+    }
+  };
+  check("A100-80:1x8", "gpt3-13b", {8, 1, {{"A100-80"}}, 1});
+  check("A100-80:1x2,V100-32:1x2", "gpt3-2.7b", {1, 1, {{"A100-80"}, {"V100-32"}}, 1});
+  EXPECT_GT(fitting, 20);
+  EXPECT_GT(ruled_out, 20);
+}
+
 TEST(Completion, PartitionOfStagesOfLikeGroupsMatchesBruteForceOverEveryGroup) {
   ClassCostInputs in("A100-80:1x4,V100-32:1x4", "gpt3-2.7b");
   const ModelConfig& m = in.model;
