@@ -295,7 +295,12 @@ void PipelineCosts::prepare_fits(int stage, int b) {
   distinct.clear();
   for (size_t g = 0; g < groups; ++g) {
     queries[g].samples = s[g];
-    lines[g] = &memory_.lines(queries[g]);
+    // Groups of a stage differ in their queries only by their experts (and samples): a group like one
+    // before it has its lines.
+    const auto like = std::find_if(distinct.begin(), distinct.end(), [&](size_t d) {
+      return queries[d].samples == s[g] && queries[d].local_experts == queries[g].local_experts;
+    });
+    lines[g] = like != distinct.end() ? lines[*like] : &memory_.lines(queries[g]);
     const bool seen = std::any_of(distinct.begin(), distinct.end(), [&](size_t d) {
       return lines[d] == lines[g] && queries[d].samples == s[g] && usable_bytes_[stage][d] == usable_bytes_[stage][g];
     });
