@@ -9,32 +9,37 @@
 
 namespace arachne::planner {
 
-Plan build_plan(const std::vector<PipelineSpec>& pipelines, const Cluster& cluster, Recompute recompute,
-                Schedule schedule, bool selectors) {
+Plan build_plan(std::vector<PipelineSpec>&& pipelines, const Cluster& cluster, Recompute recompute, Schedule schedule,
+                bool selectors) {
   Plan plan;
   plan.schedule = schedule;
   plan.recompute = recompute;
-  for (const PipelineSpec& ps : pipelines) {
-    Pipeline p;
+  plan.pipelines.reserve(pipelines.size());
+  for (PipelineSpec& ps : pipelines) {
+    Pipeline& p = plan.pipelines.emplace_back();
     p.micro_batch = ps.micro_batch;
     p.micro_batches = ps.micro_batches;
-    for (const StageSpec& ss : ps.stages) {
-      Stage st;
+    p.stages.reserve(ps.stages.size());
+    for (StageSpec& ss : ps.stages) {
+      Stage& st = p.stages.emplace_back();
       st.layer_begin = ss.layer_begin;
       st.layer_end = ss.layer_end;
-      for (const GroupSpec& gs : ss.groups) {
-        TpGroup g;
-        g.gpus = gs.gpus;
+      st.groups.reserve(ss.groups.size());
+      for (GroupSpec& gs : ss.groups) {
+        TpGroup& g = st.groups.emplace_back();
+        if (selectors) g.selector = format_gpu_selector(gs.gpus, cluster);
+        g.gpus = std::move(gs.gpus);
         g.tp = gs.tp;
         g.share = gs.share;
-        if (selectors) g.selector = format_gpu_selector(gs.gpus, cluster);
-        st.groups.push_back(std::move(g));
       }
-      p.stages.push_back(std::move(st));
     }
-    plan.pipelines.push_back(std::move(p));
   }
   return plan;
+}
+
+Plan build_plan(const std::vector<PipelineSpec>& pipelines, const Cluster& cluster, Recompute recompute, Schedule schedule,
+                bool selectors) {
+  return build_plan(std::vector<PipelineSpec>(pipelines), cluster, recompute, schedule, selectors);
 }
 
 namespace {

@@ -27,8 +27,10 @@ struct PipelineSpec {
 
 // A 1F1B plan (or `schedule`) of the pipelines; selectors formatted for the cluster (unless `selectors` is
 // false: a selector only keeps a group's GPUs as text, and plan_to_yaml formats the GPUs of a group without
-// one alike). Not validated.
+// one alike). Not validated. The second form moves the groups' GPUs out of `pipelines`.
 Plan build_plan(const std::vector<PipelineSpec>& pipelines, const Cluster& cluster, Recompute recompute,
+                Schedule schedule = Schedule::OneFOneB, bool selectors = true);
+Plan build_plan(std::vector<PipelineSpec>&& pipelines, const Cluster& cluster, Recompute recompute,
                 Schedule schedule = Schedule::OneFOneB, bool selectors = true);
 
 // The Megatron-Core user's EP rule for a plan made by a planner that does not plan EP: for MoE models,

@@ -511,6 +511,7 @@ Plan assemble(const Template& t, const Layout& layout, std::vector<PipelineCosts
   for (size_t u = 0; u < layout.units.size(); ++u)
     for (const int p : layout.units[u].pipelines) samples[p] = split.samples[u];
   std::vector<PipelineSpec> specs;
+  specs.reserve(layout.pipelines.size());
   for (size_t i = 0; i < layout.pipelines.size(); ++i) {
     const PlacedPipeline& pp = layout.pipelines[i];
     PipelineCosts& pc = costs[pp.pipeline_class];
@@ -530,7 +531,7 @@ Plan assemble(const Template& t, const Layout& layout, std::vector<PipelineCosts
     }
     specs.push_back(std::move(ps));
   }
-  Plan plan = build_plan(specs, cluster, level.recompute, Schedule::OneFOneB, /*selectors=*/false);
+  Plan plan = build_plan(std::move(specs), cluster, level.recompute, Schedule::OneFOneB, /*selectors=*/false);
   plan.zero1 = level.zero1;
   for (size_t i = 0; i < plan.pipelines.size(); ++i)
     for (size_t j = 0; j < plan.pipelines[i].stages.size(); ++j) {
