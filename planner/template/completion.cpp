@@ -318,8 +318,12 @@ class BatchPlanner {
         long first_amount = 0, best_amount = 0;  // the smallest admissible amount, the best one
         double best_t = kInf;
         for (long d = step; d <= kMaxMove * step && d / unit_size(u) < s.samples[u]; d += step) {
-          const double t =
-              std::max(unit_time(u, s.samples[u] - d / unit_size(u)), unit_time(v, s.samples[v] + d / unit_size(v)));
+          const long nu = s.samples[u] - d / unit_size(u), nv = s.samples[v] + d / unit_size(v);
+          // After the smallest admissible amount, one whose units' lower bounds reach the best time so far or
+          // the caller's bound can neither be the best nor be kept: its micro-batch choices are not worked out.
+          if (first_amount != 0 && std::max(cls(u).best_lower_bound(nu), cls(v).best_lower_bound(nv)) >= std::min(best_t, below_s))
+            continue;
+          const double t = std::max(unit_time(u, nu), unit_time(v, nv));
           if (t == kInf) continue;
           if (first_amount == 0) first_amount = d;
           if (t < best_t) {
