@@ -39,8 +39,9 @@ struct CompletionOptions {
   int max_priced = 32;     // calls of `price` per memory level tried (at most 6 levels)
   // A candidate whose analytic batch split (stage compute from the per-layer times in 1F1B, without
   // communication or the optimizer step) takes at least this long is not priced, nor is a memory level whose
-  // first split does: a planner passes the best price it has, which such plans rarely beat. Infinity: every
-  // candidate is priced.
+  // first split does: a planner passes the best price it has, which such plans rarely beat. A level where no
+  // split can take less (its classes' lower bounds on the samples each pipeline can take within it) is not
+  // split at all. Infinity: every candidate is priced.
   double skip_analytic_above_s = std::numeric_limits<double>::infinity();
   // Also complete the template with each class's replicas placed stage by stage (placement.h
   // `replicas_by_stage`: the data-parallel peers of a stage on one node where they fit), both placements

@@ -568,6 +568,17 @@ Plan plan_from_shorthand(const Shorthand& s, const Cluster& cluster, const Model
   return plan;
 }
 
+namespace {
+// Whether the pipeline's stages are non-empty and follow each other from layer 0 to layer `layers`.
+bool stages_tile_layers(const Pipeline& p, int layers) {
+  if (p.stages.empty() || p.stages.front().layer_begin != 0 || p.stages.back().layer_end != layers) return false;
+  for (size_t j = 0; j < p.stages.size(); ++j)
+    if (p.stages[j].layer_end <= p.stages[j].layer_begin || (j > 0 && p.stages[j].layer_begin != p.stages[j - 1].layer_end))
+      return false;
+  return true;
+}
+}  // namespace
+
 void validate_plan(const Plan& plan, const Cluster& cluster, const ModelConfig& model,
                    std::optional<long> global_batch, const std::string& source) {
   auto fail = [&source](int line, const std::string& field, const std::string& reason) {
@@ -658,38 +669,42 @@ void validate_plan(const Plan& plan, const Cluster& cluster, const ModelConfig& 
         fail(s.line, spath() + ".groups", "TP group shares sum to " + number_text(share_sum) + ", not 1");
     }
 
-    // Layers: each stage non-empty and inside the model; every layer covered exactly once; in order.
+    // Layers: each stage non-empty and inside the model; every layer covered exactly once; in order. Stages
+    // that follow each other from the first layer to the last pass all of it; the checks run (for their
+    // messages) only where they do not.
     const int L = model.layers;
-    std::vector<int> covered(std::max(L, 0), 0);
-    for (int j = 0; j < n; ++j) {
-      const Stage& s = p.stages[j];
-      auto lpath = [i, j] { return stage_path(i, j) + ".layers"; };
-      if (s.layer_end <= s.layer_begin) fail(s.line, lpath(), "stage layers " + range_text(s) + " are empty");
-      if (s.layer_begin < 0 || s.layer_end > L)
-        fail(s.line, lpath(), "stage layers " + range_text(s) + " exceed the model's " + std::to_string(L) + " layers [0, " + std::to_string(L) + ")");
-      for (int l = s.layer_begin; l < s.layer_end; ++l)
-        if (covered[l]++ > 0) fail(s.line, lpath(), "layer " + std::to_string(l) + " covered twice");
+    if (!stages_tile_layers(p, L)) {
+      std::vector<int> covered(std::max(L, 0), 0);
+      for (int j = 0; j < n; ++j) {
+        const Stage& s = p.stages[j];
+        auto lpath = [i, j] { return stage_path(i, j) + ".layers"; };
+        if (s.layer_end <= s.layer_begin) fail(s.line, lpath(), "stage layers " + range_text(s) + " are empty");
+        if (s.layer_begin < 0 || s.layer_end > L)
+          fail(s.line, lpath(), "stage layers " + range_text(s) + " exceed the model's " + std::to_string(L) + " layers [0, " + std::to_string(L) + ")");
+        for (int l = s.layer_begin; l < s.layer_end; ++l)
+          if (covered[l]++ > 0) fail(s.line, lpath(), "layer " + std::to_string(l) + " covered twice");
+      }
+      for (int l = 0; l < L; ++l) {
+        if (covered[l] != 0) continue;
+        int last = l;
+        while (last + 1 < L && covered[last + 1] == 0) ++last;
+        // Point at the first stage after the gap, else at the pipeline.
+        int line = p.line;
+        std::string field = ppath() + ".stages";
+        for (int j = 0; j < n; ++j)
+          if (p.stages[j].layer_begin > last) {
+            line = p.stages[j].line;
+            field = stage_path(i, j) + ".layers";
+            break;
+          }
+        fail(line, field, layer_span(l, last) + " not covered");
+      }
+      for (int j = 1; j < n; ++j)
+        if (p.stages[j].layer_begin != p.stages[j - 1].layer_end)
+          fail(p.stages[j].line, stage_path(i, j) + ".layers",
+               "stage layers " + range_text(p.stages[j]) + " do not follow the previous stage's " + range_text(p.stages[j - 1]) +
+                   " (stages must be listed in layer order)");
     }
-    for (int l = 0; l < L; ++l) {
-      if (covered[l] != 0) continue;
-      int last = l;
-      while (last + 1 < L && covered[last + 1] == 0) ++last;
-      // Point at the first stage after the gap, else at the pipeline.
-      int line = p.line;
-      std::string field = ppath() + ".stages";
-      for (int j = 0; j < n; ++j)
-        if (p.stages[j].layer_begin > last) {
-          line = p.stages[j].line;
-          field = stage_path(i, j) + ".layers";
-          break;
-        }
-      fail(line, field, layer_span(l, last) + " not covered");
-    }
-    for (int j = 1; j < n; ++j)
-      if (p.stages[j].layer_begin != p.stages[j - 1].layer_end)
-        fail(p.stages[j].line, stage_path(i, j) + ".layers",
-             "stage layers " + range_text(p.stages[j]) + " do not follow the previous stage's " + range_text(p.stages[j - 1]) +
-                 " (stages must be listed in layer order)");
 
     // Expert parallelism inside the stage.
     for (int j = 0; j < n; ++j) {
