@@ -718,6 +718,9 @@ class RecomputeGate {
   std::map<std::pair<Recompute, bool>, double> best_;  // best analytic split of each level that gave plans
 };
 
+// The fewest units of a layout whose memory levels completion bounds before splitting (no_split_below).
+constexpr size_t kBoundedUnits = 4;
+
 // Steps 2-5 at every memory level, cheapest first: costs, batch split, priced candidates.
 std::vector<CompletedPlan> price_levels(const Template& t, const Layout& layout, CompletionCache::Impl& cache,
                                         const CompletionInput& in, const PlanPricer& price, const CompletionOptions& opt,
@@ -739,8 +742,12 @@ std::vector<CompletedPlan> price_levels(const Template& t, const Layout& layout,
     // split of this level no faster: its split is not worked out (nor, with more recompute and slower
     // layers, would it be faster there).
     if (opt.skip_analytic_above_s < kInf && level.floor() >= opt.skip_analytic_above_s) continue;
-    // Nor where no split's analytic time can be below the bound (a margin of 10^-9 for rounding).
-    if (opt.skip_analytic_above_s < kInf && level.batch.no_split_below(opt.skip_analytic_above_s * (1 + 1e-9))) continue;
+    // Nor where no split's analytic time can be below the bound (a margin of 10^-9 for rounding). Asked only
+    // where the split has several units to move samples between: with a few, working the bound out costs about
+    // what the split would.
+    if (opt.skip_analytic_above_s < kInf && layout.units.size() >= kBoundedUnits &&
+        level.batch.no_split_below(opt.skip_analytic_above_s * (1 + 1e-9)))
+      continue;
     const std::optional<BatchSplit> split = level.batch.split();
     if (split) {
       const double analytic_s = level.batch.time(*split);
