@@ -576,10 +576,14 @@ long PipelineCosts::most_samples_by_size(double t, long max_n) {
     if (!may_fit(b)) break;
     const double work = work_lower_bound(b);  // time_lower_bound(b, b)
     if (!(work < t)) break;
-    // (One stage: its one group's time, which the work bound is.)
-    const double slowest = depth() == 1 ? work : unlimited_stages(b).second;
-    const long m = most_micro_batches_below(t, max_n / b, [&](long m) { return work + static_cast<double>(m - 1) * slowest; });
-    out = std::max(out, m * b);
+    auto most = [&](double slowest) {
+      return b * most_micro_batches_below(t, max_n / b, [&](long m) { return work + static_cast<double>(m - 1) * slowest; });
+    };
+    // The slowest stage is at least 1 / depth of the work bound: where even that lets no more samples than a
+    // size before, the size's own slowest stage is not worked out. (One stage: its one group's time, which
+    // the work bound is.)
+    if (depth() > 1 && most(work / depth()) <= out) continue;
+    out = std::max(out, most(depth() == 1 ? work : unlimited_stages(b).second));
   }
   return out;
 }
@@ -627,13 +631,18 @@ long PipelineCosts::most_samples_by_share(double t, long max_n, int widest) {
     // Memory grows with samples, and so do the layers' times: where neither bound admits block k, none
     // admits a later one.
     if (!least_share_may_fit(static_cast<int>(k))) break;
-    const double slowest = share_slowest_floor(static_cast<int>(k));
-    const double work = std::max(samples_floor(static_cast<int>(k)), slowest);
-    if (!(work < t)) break;
+    const double floor = samples_floor(static_cast<int>(k));
+    if (!(floor < t)) break;
     const long b = std::min(widest * k, max_n);  // the block's largest size
     if (b < min_micro_batch_) continue;
-    const long m = most_micro_batches_below(t, max_n, [&](long m) { return work + static_cast<double>(m - 1) * slowest; });
-    out = std::max(out, std::min(max_n, m * b));
+    auto most = [&](double work, double slowest) {
+      return std::min(max_n, b * most_micro_batches_below(t, max_n, [&](long m) { return work + static_cast<double>(m - 1) * slowest; }));
+    };
+    // The slowest stage is at least 1 / depth of the stage sum: where even that lets no more samples than a
+    // block before, the block's min-max partition is not worked out.
+    if (most(floor, floor / depth()) <= out) continue;
+    const double slowest = share_slowest_floor(static_cast<int>(k));
+    out = std::max(out, most(std::max(floor, slowest), slowest));
   }
   return out;
 }
