@@ -631,18 +631,18 @@ long PipelineCosts::most_samples_by_share(double t, long max_n, int widest) {
     // Memory grows with samples, and so do the layers' times: where neither bound admits block k, none
     // admits a later one.
     if (!least_share_may_fit(static_cast<int>(k))) break;
-    const double floor = samples_floor(static_cast<int>(k));
-    if (!(floor < t)) break;
+    const double work = samples_floor(static_cast<int>(k));
+    if (!(work < t)) break;
     const long b = std::min(widest * k, max_n);  // the block's largest size
     if (b < min_micro_batch_) continue;
-    auto most = [&](double work, double slowest) {
-      return std::min(max_n, b * most_micro_batches_below(t, max_n, [&](long m) { return work + static_cast<double>(m - 1) * slowest; }));
+    auto most = [&](double sum, double slowest) {
+      return std::min(max_n, b * most_micro_batches_below(t, max_n, [&](long m) { return sum + static_cast<double>(m - 1) * slowest; }));
     };
     // The slowest stage is at least 1 / depth of the stage sum: where even that lets no more samples than a
     // block before, the block's min-max partition is not worked out.
-    if (most(floor, floor / depth()) <= out) continue;
+    if (most(work, work / depth()) <= out) continue;
     const double slowest = share_slowest_floor(static_cast<int>(k));
-    out = std::max(out, most(std::max(floor, slowest), slowest));
+    out = std::max(out, most(std::max(work, slowest), slowest));
   }
   return out;
 }

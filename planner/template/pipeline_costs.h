@@ -234,10 +234,13 @@ class PipelineCosts {
   // A lower bound on time(n, b): the work bound W(b) plus n / b - 1 times the slowest stage of the min-max
   // partition without the memory limit.
   double time_lower_bound(long n, int b);
-  // The most samples n, at most max_n, whose time could be below t: some size b dividing n that fits with one
-  // micro-batch in flight (partition(b, 1); a size that does not fits at no count, nor does a larger one:
-  // known_too_big) has time_lower_bound(n, b) below t. So best(n).time_s < t only where n is at most this
-  // (0: for no n).
+  // The most samples n, at most max_n, whose best time could be below t: best(n).time_s < t only where n is
+  // at most this (0: for no n). From lower bounds on time(n, b) for the sizes b that may fit with one
+  // micro-batch in flight (every count keeps at least one; memory grows with b): with one TP group per stage
+  // time_lower_bound(n, b); with one stage of up to kFilledGroups groups, n / b times the least slowest group
+  // over every split of b into them; otherwise, per block of sizes whose stages' largest groups take the same
+  // least share, the stage sum's group_work and the slowest stage's min-max partition of each stage's
+  // fastest type at that share.
   long most_samples_below(double t, long max_n);
   // Steady-state samples per second: the best b / slowest-stage time over power-of-two b up to max_b.
   double speed(long max_b);
@@ -268,7 +271,7 @@ class PipelineCosts {
   struct SharedCaches {
     std::unordered_map<std::uint64_t, const LayerTimes::StageGroups*> groups;  // by cache_key(b, 0, stage kind): in times_
     std::map<int, double> work;                                                          // b -> work_lower_bound(b)
-    std::vector<double> samples_floor, share_slowest_floor;                              // by samples; NaN: not yet
+    std::vector<double> samples_floor, share_slowest_floor;  // by samples, by block; NaN: not yet
     std::map<int, std::pair<double, double>> unlimited_stages;                           // by b
     // Partitions whose search met no range ruled out by memory, with the ZeRO-1 setting that found them.
     std::map<std::pair<int, long>, std::pair<bool, std::vector<int>>> free_partitions;  // (b, cap)
