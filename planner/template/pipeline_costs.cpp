@@ -314,17 +314,24 @@ bool PipelineCosts::fits(int stage, int begin, int end, long in_flight) {
   return true;
 }
 
-int PipelineCosts::first_max_end(int stage, int x, long in_flight) {
-  // Below the last layer [x, end) only grows with end; the whole rest of the model, which needs no pipeline
-  // buffers from the first layer, is tried after every shorter range fits - the same end a scan from x
-  // stops at.
-  int lo = x, hi = layers_ - 1;
+namespace {
+// The largest end such that fits(end) holds for the range from x (x if none): below the last layer a range's
+// memory only grows with its end, so that end is bisected; the whole rest of the model, which needs no
+// pipeline buffers, is tried after every shorter range fits - the same end a scan from x stops at.
+template <class Fits>
+int furthest_end(int layers, int x, const Fits& fits) {
+  int lo = x, hi = layers - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (fits(stage, x, mid, in_flight)) lo = mid;
+    if (fits(mid)) lo = mid;
     else hi = mid - 1;
   }
-  return lo == layers_ - 1 && fits(stage, x, layers_, in_flight) ? layers_ : lo;
+  return lo == layers - 1 && fits(layers) ? layers : lo;
+}
+}  // namespace
+
+int PipelineCosts::first_max_end(int stage, int x, long in_flight) {
+  return furthest_end(layers_, x, [&](int end) { return fits(stage, x, end, in_flight); });
 }
 
 const std::vector<int>& PipelineCosts::max_ends(int stage, int b, long in_flight) {
@@ -674,13 +681,7 @@ bool PipelineCosts::least_share_may_fit(int block) {
         if (fits(layers_)) return true;
         continue;
       }
-      int lo = x, hi = layers_ - 1;  // as first_max_end
-      while (lo < hi) {
-        const int mid = (lo + hi + 1) / 2;
-        if (fits(mid)) lo = mid;
-        else hi = mid - 1;
-      }
-      reach = std::max(reach, lo == layers_ - 1 && fits(layers_) ? layers_ : lo);
+      reach = std::max(reach, furthest_end(layers_, x, fits));
     }
     x = reach;
   }
