@@ -556,11 +556,10 @@ double PipelineCosts::best_lower_bound(long n) {
 }
 
 long PipelineCosts::most_samples_below(double t, long max_n) {
-  size_t widest = 1;
-  for (const std::vector<int>& types : time_types_) widest = std::max(widest, types.size());
+  const int widest = widest_stage();
   if (widest == 1) return most_samples_by_size(t, max_n);
   // (Filling one sample at a time costs a step per size: for a few groups only.)
-  return depth() == 1 && widest <= kFilledGroups ? most_samples_by_filling(t, max_n) : most_samples_by_share(t, max_n, static_cast<int>(widest));
+  return depth() == 1 && widest <= kFilledGroups ? most_samples_by_filling(t, max_n) : most_samples_by_share(t, max_n, widest);
 }
 
 // The most micro-batches m, at most `most`, with a time bound below t, the bound non-decreasing in m.
@@ -654,10 +653,14 @@ long PipelineCosts::most_samples_by_share(double t, long max_n, int widest) {
   return out;
 }
 
+int PipelineCosts::widest_stage() const {
+  size_t widest = 1;
+  for (const std::vector<int>& types : time_types_) widest = std::max(widest, types.size());
+  return static_cast<int>(widest);
+}
+
 int PipelineCosts::least_share(int stage, int block) {
-  const int widest = static_cast<int>(std::max_element(time_types_.begin(), time_types_.end(), [](const auto& x, const auto& y) {
-                                        return x.size() < y.size();
-                                      })->size());
+  const int widest = widest_stage();
   const int groups = static_cast<int>(time_types_[stage].size());
   return (widest * (block - 1) + 1 + groups - 1) / groups;
 }

@@ -299,6 +299,8 @@ class PipelineCosts {
   // group_work of the class's stages with `samples` per group (cached by samples across the classes
   // sharing caches).
   double samples_floor(int samples);
+  // The most TP groups of any stage.
+  int widest_stage() const;
   // The least samples of the largest group of stage `stage` in a micro-batch of block `block` of
   // most_samples_by_share: ceil((widest (block - 1) + 1) / the stage's groups).
   int least_share(int stage, int block);
