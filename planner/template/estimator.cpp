@@ -195,6 +195,7 @@ struct Estimator::Impl {
   const ModelConfig& model;
   EstimatorCoefficients coef;
   int L = 0;
+  size_t link_count = 0;  // the topology's
 
   // Caches (not thread-safe).
   mutable std::map<std::tuple<int, int, double, int, bool>, Table> tables;
@@ -235,9 +236,8 @@ struct Estimator::Impl {
   mutable std::vector<double> scratch_key;
 
   Impl(const Cluster& c, const Topology& t, const ModelConfig& m, const EstimatorCoefficients& k)
-      : cluster(c), topo(t), model(m), coef(k), L(m.layers) {
+      : cluster(c), topo(t), model(m), coef(k), L(m.layers), link_count(topo.links().size()) {
     load.assign(topo.links().size(), 0.0);
-    link_use.assign(topo.links().size(), LinkUse{});
     for (const Node& n : cluster.nodes) node_of.insert(node_of.end(), n.gpus, n.id);
     for (const NodeGroup& g : cluster.groups) group_spec.push_back(&cluster.catalog.at(g.gpu));
   }
@@ -685,7 +685,7 @@ struct Estimator::Impl {
 
   // Indexes backward_alltoalls by link (alltoalls_on_link).
   void index_alltoalls() const {
-    alltoalls_on_link.resize(link_use.size());
+    alltoalls_on_link.resize(link_count);
     for (size_t i = 0; i < backward_alltoalls.size(); ++i)
       for (const auto& [l, s] : backward_alltoalls[i].a2a->links) {
         if (alltoalls_on_link[l].empty()) alltoall_links.push_back(l);
@@ -822,7 +822,7 @@ struct Estimator::Impl {
   void find_shared_links(const std::vector<const Transfer*>& kinds) const {
     for (const int l : transfer_links) kinds_on_link[l].clear();  // the previous pipeline's
     transfer_links.clear(), shared_transfer_links.clear();
-    kinds_on_link.resize(link_use.size());
+    kinds_on_link.resize(link_count);
     for (size_t k = 0; k < kinds.size(); ++k)
       if (kinds[k])
         for (const auto& [l, load] : kinds[k]->links) {
@@ -1046,12 +1046,6 @@ struct Estimator::Impl {
     int holder_set = -1;  // buckets with the same holders share it (their collectives' member sets)
     double ready = 0, start = 0, end = 0;
   };
-  struct LinkUse {
-    double first = 0, busy = 0, last_end = 0;
-    int last = -1;  // the bucket that ends last on the link
-  };
-  mutable std::vector<LinkUse> link_use;  // per link (scratch of run_family)
-  mutable std::vector<int> used_links;
 
   // Seconds after the start of its last backward at which holder h has the gradients of bucket b
   // (stage_work.cpp layer_grad_ready_s: backward runs head -> last layer -> first layer -> embedding;
@@ -1094,7 +1088,7 @@ struct Estimator::Impl {
     BucketLayout& last = last_bucket_layout;
     // reduce_gradients sets every bucket's times before it reads them.
     if (layout.workers == last.workers && layout.depth == last.depth && worker_of == last.worker_of) return last_buckets;
-    bucket_memo.clear();  // of other buckets
+    bucket_memo.clear(), link_slots_memo.clear();  // of other buckets
     last_buckets.clear();
     for (GradBucket& g : gradient_buckets(model, layout.workers, worker_of, layout.depth).buckets) {
       Bucket bk;
@@ -1119,7 +1113,7 @@ struct Estimator::Impl {
     bool same = bucket_gpus.size() == ws.size();
     for (size_t w = 0; same && w < ws.size(); ++w) same = bucket_gpus[w] == ws[w].tg->gpus;
     if (same) return;
-    bucket_memo.clear();
+    bucket_memo.clear(), link_slots_memo.clear();
     bucket_gpus.resize(ws.size());
     for (size_t w = 0; w < ws.size(); ++w) bucket_gpus[w] = ws[w].tg->gpus;
   }
@@ -1222,12 +1216,6 @@ struct Estimator::Impl {
     shared_links(ws, bks, order, kind, bytes_per_param);
     for (const auto& [b, end] : sharing_ends) bks[b].end = std::max(bks[b].end, end);
     sharing_ends.clear();
-    for (int l : used_links) {
-      LinkUse& u = link_use[l];
-      bks[u.last].end = std::max(bks[u.last].end, u.first + u.busy);
-      u = LinkUse{};
-    }
-    used_links.clear();
   }
 
   // The links of run_family: per link its first start, the time all its buckets keep it busy (summed in
@@ -1235,127 +1223,138 @@ struct Estimator::Impl {
   // (its buckets have the same holders, so the same links): its first start and its last bucket; a link takes
   // the earliest first start of the communicators that load it and the last bucket of the one ending last
   // (ties: the one reached first in `order`). Its sum is accumulated bucket by bucket in `order` (the same
-  // sums, term by term, as one link at a time), once for all the links one communicator alone loads at the
-  // same seconds per byte (the same terms: the same sum).
+  // sums, term by term, as one link at a time), once for all the links the same communicators load at the
+  // same seconds per byte each (LinkSlots: the same terms, the same sum).
   struct Communicator {
     const CollectiveShape* shape = nullptr;
-    bool active = false;
+    int active = -1;                  // its index among the family's communicators in activation order (-1: none)
     double first = 0, last_end = 0;
-    int last = -1, last_position = 0;           // the last bucket and its position in `order`
-    std::vector<std::pair<int, double>> terms;  // per sum: its slot in link_busy, coef.dp x seconds per byte
-    std::vector<int> class_slot;                // per per-byte class of its shape: the slot of its own links
-    std::vector<int> shared;                    // indices in its shape's busy_links of the links others load too
-    double bytes = 0;                           // its buckets' buffers, summed
+    int last = -1, last_position = 0;  // the last bucket and its position in `order`
+    double bytes = 0;                  // its buckets' buffers, summed
   };
   mutable std::vector<Communicator> communicators;  // scratch of shared_links, by holder set
-  mutable std::vector<int> active_communicators, link_loaders, link_slot, slot_owner;  // per link / per slot
-  mutable std::vector<long> link_stamp;  // per link: the call of shared_links whose link_loaders count it holds
-  mutable long stamp = 0;
-  mutable std::vector<double> link_busy;
-  mutable std::vector<std::vector<std::pair<int, double>>> shared_loads;  // per shared slot: (communicator, seconds)
-  mutable std::vector<std::pair<int, double>> sharing_ends;  // (bucket, earliest end) found by processor_sharing
+  mutable std::vector<int> active_communicators;    // holder sets, in the order `order` first reaches them
+  mutable std::vector<double> link_busy;            // per slot
+  mutable std::vector<std::pair<int, double>> sharing_ends;  // (bucket, earliest end) found by shared_links
+
+  // The links a family's active communicators load, grouped into slots: the links loaded by the same
+  // communicators (indices in activation order) at the same seconds per byte each. It depends only on the
+  // communicators' shapes, so it is kept per collective kind and activation order while bucket_memo lasts.
+  struct LinkSlots {
+    struct Slot {
+      std::vector<std::pair<int, double>> loads;  // (active index, coef.dp x seconds per byte), activation order
+      std::vector<int> links;
+    };
+    std::vector<Slot> slots;
+    std::vector<std::vector<std::pair<int, double>>> terms;  // per active index: (slot, coef.dp x seconds per byte)
+  };
+  mutable std::map<std::vector<int>, LinkSlots> link_slots_memo;  // by kind, then the holder sets in activation order
+  mutable std::vector<int> link_slots_key;                          // scratch
+  // Scratch of link_slots: per link its loads and their hash (FNV-1a over the pairs), the links listed.
+  mutable std::vector<std::vector<std::pair<int, double>>> link_loads;
+  mutable std::vector<std::uint64_t> link_hash;
+  mutable std::vector<int> loaded_links;
+  mutable std::unordered_map<std::uint64_t, int> slot_by_hash;  // the first slot of each hash
+  mutable std::vector<int> next_same_hash;                      // per slot: the next slot of its hash (-1: none)
+
+  const LinkSlots& link_slots(CollectiveKind kind) const {
+    std::vector<int>& key = link_slots_key;
+    key.assign(1, static_cast<int>(kind));
+    key.insert(key.end(), active_communicators.begin(), active_communicators.end());
+    if (const auto it = link_slots_memo.find(key); it != link_slots_memo.end()) return it->second;
+    link_loads.resize(link_count), link_hash.resize(link_count);
+    for (size_t i = 0; i < active_communicators.size(); ++i)
+      for (const auto& [l, per_byte] : communicators[active_communicators[i]].shape->busy_links) {
+        const double k = coef.dp * per_byte;
+        if (link_loads[l].empty()) loaded_links.push_back(l), link_hash[l] = 1469598103934665603ULL;
+        link_loads[l].push_back({static_cast<int>(i), k});
+        link_hash[l] = ((link_hash[l] ^ VectorHash::bits(static_cast<int>(i))) * 1099511628211ULL ^ VectorHash::bits(k)) * 1099511628211ULL;
+      }
+    LinkSlots out;
+    out.terms.resize(active_communicators.size());
+    int last = -1;  // the previous link's slot (a ring's links come in runs of one slot)
+    for (const int l : loaded_links) {
+      std::vector<std::pair<int, double>>& loads = link_loads[l];
+      if (last >= 0 && link_hash[l] == link_hash[out.slots[last].links[0]] && out.slots[last].loads == loads) {
+        out.slots[last].links.push_back(l);
+        loads.clear();
+        continue;
+      }
+      const auto [first, fresh_hash] = slot_by_hash.try_emplace(link_hash[l], static_cast<int>(out.slots.size()));
+      int slot = fresh_hash ? -1 : first->second;
+      while (slot >= 0 && out.slots[slot].loads != loads) slot = next_same_hash[slot];
+      if (slot < 0) {
+        slot = static_cast<int>(out.slots.size());
+        if (!fresh_hash) {  // another load list of the same hash: chained after the first
+          next_same_hash.push_back(next_same_hash[first->second]);
+          next_same_hash[first->second] = slot;
+        } else {
+          next_same_hash.push_back(-1);
+        }
+        for (const auto& [i, k] : loads) out.terms[i].push_back({slot, k});
+        out.slots.push_back({loads, {}});
+      }
+      out.slots[slot].links.push_back(l);
+      loads.clear();
+      last = slot;
+    }
+    loaded_links.clear(), slot_by_hash.clear(), next_same_hash.clear();
+    return link_slots_memo.emplace(key, std::move(out)).first->second;
+  }
 
   void shared_links(const std::vector<Worker>& ws, const std::vector<Bucket>& bks, const std::vector<int>& order,
                     CollectiveKind kind, double bytes_per_param) const {
-    if (link_slot.size() != link_use.size())
-      link_slot.assign(link_use.size(), -1), link_loaders.assign(link_use.size(), 0), link_stamp.assign(link_use.size(), -1);
-    ++stamp;
     for (size_t i = 0; i < order.size(); ++i) {
       const int b = order[i];
       const Bucket& bk = bks[b];
       if (bk.holders.size() < 2) continue;
       if (static_cast<int>(communicators.size()) <= bk.holder_set) communicators.resize(bk.holder_set + 1);
       Communicator& c = communicators[bk.holder_set];
-      if (!c.active) {
-        c.active = true;
+      if (c.active < 0) {
+        c.active = static_cast<int>(active_communicators.size());
         c.shape = bucket_memo.at({bk.holder_set, kind}).first;
-        c.first = bk.start, c.last_end = bk.end, c.last = b, c.last_position = static_cast<int>(i);
+        c.first = bk.start, c.last_end = bk.end, c.last = b, c.last_position = static_cast<int>(i), c.bytes = 0;
         active_communicators.push_back(bk.holder_set);
-        for (const auto& link : c.shape->busy_links) {
-          if (link_stamp[link.first] != stamp) link_stamp[link.first] = stamp, link_loaders[link.first] = 0;
-          ++link_loaders[link.first];
-        }
       }
       c.first = std::min(c.first, bk.start);
       if (bk.end > c.last_end) c.last_end = bk.end, c.last = b, c.last_position = static_cast<int>(i);
     }
-    // Slots: one per communicator and per-byte class for the links it alone loads, one per shared link.
-    for (const int id : active_communicators) {
-      Communicator& c = communicators[id];
-      c.terms.clear();
-      c.class_slot.assign(c.shape->distinct_per_byte.size(), -1);
-      c.shared.clear();
-      for (size_t k = 0; k < c.shape->busy_links.size(); ++k) {
-        const auto& [l, per_byte] = c.shape->busy_links[k];
-        const bool shared = link_loaders[l] > 1;
-        if (shared) c.shared.push_back(static_cast<int>(k));
-        int& slot = shared ? link_slot[l] : c.class_slot[c.shape->per_byte_class[k]];
-        if (slot >= 0 && !shared) continue;  // its class's sum is taken already
-        if (slot < 0) {
-          slot = static_cast<int>(slot_owner.size());
-          slot_owner.push_back(id);
-        }
-        c.terms.push_back({slot, coef.dp * per_byte});
-      }
-    }
-    link_busy.assign(slot_owner.size(), 0.0);
-    for (const int id : active_communicators) communicators[id].bytes = 0;
+    const LinkSlots& slots = link_slots(kind);
+    link_busy.assign(slots.slots.size(), 0.0);
     for (const int b : order) {
       const Bucket& bk = bks[b];
       if (bk.holders.size() < 2) continue;
       const double bytes = bk.full_params / bk.lcm_tp * bytes_per_param;
-      communicators[bk.holder_set].bytes += bytes;
-      for (const auto& [slot, k] : communicators[bk.holder_set].terms) link_busy[slot] += k * bytes;
+      Communicator& c = communicators[bk.holder_set];
+      c.bytes += bytes;
+      for (const auto& [slot, k] : slots.terms[c.active]) link_busy[slot] += k * bytes;
     }
-    // The links one communicator alone loads: its last bucket ends no earlier than its first start plus the
-    // sum of its class (the same for every link of the class: once per class).
-    for (const int id : active_communicators) {
-      const Communicator& c = communicators[id];
-      for (const int slot : c.class_slot)
-        if (slot >= 0) sharing_ends.push_back({c.last, c.first + link_busy[slot]});
-    }
-    // Each shared link's first start and last bucket over the communicators that load it.
-    for (const int id : active_communicators) {
-      const Communicator& c = communicators[id];
-      for (const int k : c.shared) {
-        const int l = c.shape->busy_links[k].first;
-        LinkUse& u = link_use[l];
-        const int slot = link_slot[l];
-        if (slot_owner[slot] == id) {  // its first communicator
-          if (u.last >= 0) continue;   // (again: done)
-          used_links.push_back(l);
-          u = LinkUse{c.first, link_busy[slot], c.last_end, c.last};
-          continue;
-        }
-        u.first = std::min(u.first, c.first);
-        const int owner_position = communicators[slot_owner[slot]].last_position;
-        if (c.last_end > u.last_end || (c.last_end == u.last_end && c.last_position < owner_position))
-          u.last_end = c.last_end, u.last = c.last, slot_owner[slot] = id;
-      }
-    }
-    add_backward_alltoalls(ws);
-    processor_sharing();
-    for (const int id : active_communicators) {
-      Communicator& c = communicators[id];
-      c.active = false;
-      for (const int k : c.shared) link_slot[c.shape->busy_links[k].first] = -1;
-    }
-    active_communicators.clear(), slot_owner.clear();
+    for (size_t s = 0; s < slots.slots.size(); ++s) slot_ends(ws, slots.slots[s], link_busy[s]);
+    processor_sharing(slots);
+    for (const int id : active_communicators) communicators[id].active = -1;
+    active_communicators.clear();
   }
 
-  // The backward all-to-alls still to run on each link at its first start (alltoalls_left) load it too: on
-  // a shared link they add to its busy time, on a communicator's own links to its class's sum there.
-  void add_backward_alltoalls(const std::vector<Worker>& ws) const {
-    if (alltoall_links.empty()) return;
-    for (const int l : used_links) link_use[l].busy += alltoalls_left(ws, l, link_use[l].first);
-    for (const int id : active_communicators) {
-      const Communicator& c = communicators[id];
-      for (size_t k = 0; k < c.shape->busy_links.size(); ++k) {
-        const int l = c.shape->busy_links[k].first;
-        if (link_loaders[l] > 1) continue;
-        const double left = alltoalls_left(ws, l, c.first);
-        if (left > 0) sharing_ends.push_back({c.last, c.first + link_busy[c.class_slot[c.shape->per_byte_class[k]]] + left});
+  // A slot's links: the last bucket of the communicator that loads them ending last ends no earlier than the
+  // earliest first start plus their sum (and the backward all-to-alls still to run on each link at that
+  // start, alltoalls_left: they load it too).
+  void slot_ends(const std::vector<Worker>& ws, const LinkSlots::Slot& slot, double busy) const {
+    const Communicator* last = nullptr;
+    double first = 0;
+    for (const auto& [i, k] : slot.loads) {
+      const Communicator& c = communicators[active_communicators[i]];
+      if (!last) {
+        last = &c, first = c.first;
+        continue;
       }
+      first = std::min(first, c.first);
+      if (c.last_end > last->last_end || (c.last_end == last->last_end && c.last_position < last->last_position)) last = &c;
+    }
+    sharing_ends.push_back({last->last, first + busy});
+    if (alltoall_links.empty()) return;
+    for (const int l : slot.links) {
+      const double left = alltoalls_left(ws, l, first);
+      if (left > 0) sharing_ends.push_back({last->last, slot.loads.size() > 1 ? first + (busy + left) : first + busy + left});
     }
   }
 
@@ -1369,27 +1368,21 @@ struct Estimator::Impl {
   // This delays the optimizer steps, and the ZeRO-1 all-gathers after them, of every communicator of a link
   // several load at once (e.g. one NIC serving GPUs of different pipelines), where shared_links' bound moves
   // only the one that ends last.
-  void processor_sharing() const {
-    const size_t slots = slot_owner.size();
-    if (shared_loads.size() < slots) shared_loads.resize(slots);  // never shrunk: the lists keep their capacity
-    for (size_t k = 0; k < slots; ++k) shared_loads[k].clear();
-    for (const int id : active_communicators) {
-      const Communicator& c = communicators[id];
-      for (const int k : c.shared) {
-        const auto& [l, per_byte] = c.shape->busy_links[k];
-        shared_loads[link_slot[l]].push_back({id, coef.dp * per_byte * c.bytes});
-      }
-    }
-    for (size_t k = 0; k < slots; ++k) {
-      const auto& loads = shared_loads[k];
-      if (loads.size() < 2) continue;
-      for (const auto& [id, w] : loads) {
-        const Communicator& c = communicators[id];
+  mutable std::vector<double> slot_loads;  // scratch of processor_sharing
+  void processor_sharing(const LinkSlots& slots) const {
+    for (const LinkSlots::Slot& slot : slots.slots) {
+      if (slot.loads.size() < 2) continue;
+      slot_loads.clear();
+      for (const auto& [i, k] : slot.loads) slot_loads.push_back(k * communicators[active_communicators[i]].bytes);
+      for (size_t a = 0; a < slot.loads.size(); ++a) {
+        const Communicator& c = communicators[active_communicators[slot.loads[a].first]];
+        const double w = slot_loads[a];
         double shared = 0;
-        for (const auto& [other, w_other] : loads) {
-          const Communicator& o = communicators[other];
+        for (size_t o_i = 0; o_i < slot.loads.size(); ++o_i) {
+          const Communicator& o = communicators[active_communicators[slot.loads[o_i].first]];
           if (o.last_end <= c.first) continue;
           // the part of its load still to carry at c's start, its buckets spread evenly over their span
+          const double w_other = slot_loads[o_i];
           const double left = o.first >= c.first ? w_other : w_other * (o.last_end - c.first) / (o.last_end - o.first);
           shared += std::min(w, left);
         }
