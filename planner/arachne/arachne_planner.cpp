@@ -281,6 +281,7 @@ PricedPlans priced_candidates(const std::vector<Template>& templates, const std:
     return known.s;
   };
   CompletionCache cache(*r.cluster, *r.model);  // per-layer times and stage memory, shared by the templates
+  PlanPrices prices;  // what `price` said of each plan asked for, by split: plans asked again are not assembled
   std::vector<CompletedPlan> all;
   const IterationLowerBound lower_bound(*r.cluster, *r.model, global);
   double best_priced = std::numeric_limits<double>::infinity();
@@ -303,7 +304,7 @@ PricedPlans priced_candidates(const std::vector<Template>& templates, const std:
                                 .data_parallel_placement = after_climb,
                                 .partition_ties = ties,
                                 .price_every_recompute_level = every_recompute_level};
-    for (CompletedPlan& c : complete_template(t, {r.cluster, r.topo, r.model, global, &cache}, price, opt)) {
+    for (CompletedPlan& c : complete_template(t, {r.cluster, r.topo, r.model, global, &cache, &prices}, price, opt)) {
       if (!best || c.priced_s < *best) best = c.priced_s;
       all.push_back(std::move(c));
     }

@@ -22,6 +22,7 @@
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "planner/common/plan_builder.h"
 #include "planner/common/profile.h"
@@ -44,6 +45,33 @@ struct CompletionCache::Impl {
 CompletionCache::CompletionCache(const Cluster& cluster, const ModelConfig& model)
     : impl_(std::make_unique<Impl>(cluster, model)) {}
 CompletionCache::~CompletionCache() = default;
+
+struct PlanPrices::Impl {
+  // What the pricer said of a plan, asked with stop_at_s: a time below it is the plan's, one at or above it
+  // may be a lower bound.
+  struct Known {
+    bool priced = false, invalid = false;
+    std::optional<double> s;
+    double stop_at_s = 0;
+    // Whether the answer stands for a call with `stop`: a pricer answering it could say the same.
+    bool answers(double stop) const { return priced && (!s || *s < stop_at_s || *s >= stop); }
+  };
+  const Cluster* cluster = nullptr;
+  const ModelConfig* model = nullptr;
+  long global_batch = 0;
+  std::map<std::vector<int>, int> layouts;                          // by what assembly reads of a layout
+  std::unordered_map<std::vector<long>, Known, SequenceHash> plans;  // by layout id and what assembly reads of a split
+  std::vector<long> key;                                            // scratch
+
+  void check(const CompletionInput& in) {
+    if (!cluster) cluster = in.cluster, model = in.model, global_batch = in.global_batch;
+    if (cluster != in.cluster || model != in.model || global_batch != in.global_batch)
+      throw std::invalid_argument("complete_template: the plan prices belong to another cluster, model or global batch");
+  }
+};
+
+PlanPrices::PlanPrices() : impl_(std::make_unique<Impl>()) {}
+PlanPrices::~PlanPrices() = default;
 
 namespace {
 
@@ -70,6 +98,7 @@ struct Layout {
   std::vector<PlacedPipeline> pipelines;           // plan order
   std::vector<std::vector<StageExperts>> experts;  // [pipeline][stage]
   std::vector<Unit> units;
+  int id = -1;  // among the layouts of PlanPrices (-1: none kept)
 };
 
 // EP peers across pipelines: the least common multiple of the class's ep_scope-pipelines EP degrees.
@@ -509,11 +538,58 @@ class BatchPlanner {
 
 // ---------------------------------------------------------------- plans and pricing
 
-Plan assemble(const Template& t, const Layout& layout, std::vector<PipelineCosts>& costs, const BatchSplit& split,
-              MemoryLevel level, const Cluster& cluster) {
+// The samples of each pipeline of the layout (plan order) under the split.
+std::vector<long> pipeline_samples(const Layout& layout, const BatchSplit& split) {
   std::vector<long> samples(layout.pipelines.size());
   for (size_t u = 0; u < layout.units.size(); ++u)
     for (const int p : layout.units[u].pipelines) samples[p] = split.samples[u];
+  return samples;
+}
+
+// What assemble reads of a layout: per pipeline, per stage its TP width, its groups' GPUs and its experts.
+std::vector<int> layout_content(const Template& t, const Layout& layout) {
+  std::vector<int> out;
+  for (size_t i = 0; i < layout.pipelines.size(); ++i) {
+    const PlacedPipeline& pp = layout.pipelines[i];
+    out.push_back(static_cast<int>(pp.stages.size()));
+    for (size_t j = 0; j < pp.stages.size(); ++j) {
+      out.push_back(t.pipelines[pp.pipeline_class].stages[j].tp);
+      out.push_back(static_cast<int>(pp.stages[j].groups.size()));
+      for (const PlacedGroup& g : pp.stages[j].groups) {
+        out.push_back(static_cast<int>(g.gpus.size()));
+        out.insert(out.end(), g.gpus.begin(), g.gpus.end());
+      }
+      const StageExperts& e = layout.experts[i][j];
+      out.push_back(e.ep), out.push_back(static_cast<int>(e.scope)), out.push_back(static_cast<int>(e.experts.size()));
+      out.insert(out.end(), e.experts.begin(), e.experts.end());
+    }
+  }
+  return out;
+}
+
+// What assemble reads of a split and level besides the layout (`key`, after the layout's id): the layout and
+// this key decide the plan.
+void plan_key(const Layout& layout, std::vector<PipelineCosts>& costs, const BatchSplit& split, MemoryLevel level,
+              std::vector<long>& key) {
+  key.assign({layout.id, static_cast<long>(level.recompute), level.zero1});
+  const std::vector<long> samples = pipeline_samples(layout, split);
+  for (size_t i = 0; i < layout.pipelines.size(); ++i) {
+    PipelineCosts& pc = costs[layout.pipelines[i].pipeline_class];
+    const int b = split.micro_batch[i];
+    const int m = static_cast<int>(samples[i] / b);
+    key.push_back(b), key.push_back(m);
+    const std::vector<int>& bounds = pc.partition(b, m);
+    key.insert(key.end(), bounds.begin(), bounds.end());
+    for (size_t j = 0; j < layout.pipelines[i].stages.size(); ++j) {
+      const std::vector<int>& shares = pc.shares(static_cast<int>(j), b);
+      key.insert(key.end(), shares.begin(), shares.end());
+    }
+  }
+}
+
+Plan assemble(const Template& t, const Layout& layout, std::vector<PipelineCosts>& costs, const BatchSplit& split,
+              MemoryLevel level, const Cluster& cluster) {
+  const std::vector<long> samples = pipeline_samples(layout, split);
   std::vector<PipelineSpec> specs;
   specs.reserve(layout.pipelines.size());
   for (size_t i = 0; i < layout.pipelines.size(); ++i) {
@@ -583,15 +659,27 @@ class Pricer {
     if (auto it = seen_.find(s); it != seen_.end()) return it->second;
     if (calls_ >= budget_) return std::nullopt;
     if (!admit_(s)) return seen_[s] = std::nullopt;
+    const double stop_at_s = beat_s ? std::max(*beat_s, kept_.cut()) : kInf;
+    PlanPrices::Impl::Known* known = known_price(s);
+    if (known && known->invalid) return seen_[s] = std::nullopt;
+    const bool answered = known && known->answers(stop_at_s);
+    const bool returned = answered && known->s && *known->s < stop_at_s;
+    if (answered && !returned) {  // nothing of the plan is needed
+      ++calls_;
+      return seen_[s] = known->s;
+    }
     Plan plan = assemble(t_, layout_, costs_, s, level_, *in_.cluster);
-    try {
-      validate_plan(plan, *in_.cluster, *in_.model, in_.global_batch, "completion");
-    } catch (const InputError&) {
-      return seen_[s] = std::nullopt;
+    if (!known || !known->priced) {
+      try {
+        validate_plan(plan, *in_.cluster, *in_.model, in_.global_batch, "completion");
+      } catch (const InputError&) {
+        if (known) known->invalid = true;
+        return seen_[s] = std::nullopt;
+      }
     }
     ++calls_;
-    const double stop_at_s = beat_s ? std::max(*beat_s, kept_.cut()) : kInf;
-    const std::optional<double> time = price_(plan, stop_at_s);
+    const std::optional<double> time = answered ? known->s : price_(plan, stop_at_s);
+    if (known && !answered) known->priced = true, known->s = time, known->stop_at_s = stop_at_s;
     if (time && *time < stop_at_s) {
       kept_.add(*time);
       done_.push_back({std::move(plan), *time, ties_});
@@ -602,6 +690,14 @@ class Pricer {
   std::vector<CompletedPlan> take() { return std::move(done_); }
 
  private:
+  // What the pricer said of the split's plan before (nullptr: no PlanPrices given).
+  PlanPrices::Impl::Known* known_price(const BatchSplit& s) {
+    if (!in_.prices) return nullptr;
+    PlanPrices::Impl& prices = in_.prices->impl();
+    plan_key(layout_, costs_, s, level_, prices.key);
+    return &prices.plans[prices.key];
+  }
+
   const Template& t_;
   const Layout& layout_;
   std::vector<PipelineCosts>& costs_;
@@ -803,14 +899,19 @@ std::vector<CompletedPlan> complete_template(const Template& t, const Completion
   // No level of the template could be priced (price_levels' floor, at the least recompute).
   if (opt.skip_analytic_above_s < kInf && template_floor(t, cache.impl().times) >= opt.skip_analytic_above_s) return {};
   const bool replicated = std::any_of(t.pipelines.begin(), t.pipelines.end(), [](const PipelineTemplate& p) { return p.replicas > 1; });
+  if (in.prices) in.prices->impl().check(in);
   std::vector<CompletedPlan> plans;
   KeptPrices kept(opt.max_candidates);
   for (const bool by_stage : {false, true}) {
     if (by_stage && !(opt.data_parallel_placement && replicated)) break;
     auto placed = place_template(t, *in.cluster, by_stage);
     if (!placed) continue;
-    const auto layout = plan_layout(t, std::move(*placed), *in.cluster, *in.model);
+    auto layout = plan_layout(t, std::move(*placed), *in.cluster, *in.model);
     if (!layout) continue;
+    if (in.prices) {
+      std::map<std::vector<int>, int>& ids = in.prices->impl().layouts;
+      layout->id = ids.try_emplace(layout_content(t, *layout), static_cast<int>(ids.size())).first->second;
+    }
     for (CompletedPlan& p : price_levels(t, *layout, cache.impl(), in, price, opt, kept)) plans.push_back(std::move(p));
   }
   return best_first(std::move(plans), opt.max_candidates);

@@ -78,12 +78,31 @@ class CompletionCache {
   std::unique_ptr<Impl> impl_;
 };
 
+// What a pricer said of each plan completion asked it for, kept across complete_template calls: a plan asked
+// for again is neither assembled nor validated where that answer stands (a fitting time below the new
+// stop_at_s, or no fit, or an answer at or above the new stop_at_s: PlanPricer), and is built, not validated
+// again, where it is returned. For the calls of one planner: one pricer, cluster, model and global batch. The
+// plans returned are the same with it or without it. Not thread-safe.
+class PlanPrices {
+ public:
+  PlanPrices();
+  ~PlanPrices();
+  PlanPrices(const PlanPrices&) = delete;
+  PlanPrices& operator=(const PlanPrices&) = delete;
+  struct Impl;
+  Impl& impl() const { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
 struct CompletionInput {
   const Cluster* cluster = nullptr;
   const Topology* topo = nullptr;
   const ModelConfig* model = nullptr;
   long global_batch = 0;
   CompletionCache* cache = nullptr;  // optional; made for the call when null (it must be of cluster and model)
+  PlanPrices* prices = nullptr;      // optional: the pricer's answers kept across calls (with one pricer only)
 };
 
 // Plans for the template, each valid (validate_plan) and priced as fitting, best first; empty when the

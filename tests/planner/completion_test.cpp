@@ -472,6 +472,56 @@ TEST(Completion, PricerStoppingEarlyGivesTheSamePlans) {
   }
 }
 
+// PlanPrices keeps what the pricer said of each plan across completions: a planner's sequence of completions
+// (every template returning 1 plan; again with the other partition ties returning 2; again with both
+// placements of the replicas and every recompute level, bound by the best price so far, returning 8) gives every completion
+// the plans and priced times that asking the pricer each time gives, bit for bit, on a dense and an MoE
+// model. The pricer answers every plan priced at or above stop_at_s with stop_at_s itself (the least
+// PlanPricer allows), so an answer kept from a lower bound and reused where the bound has risen would change
+// them. It is asked less, and again for plans it answered before with a bound too low for the new call.
+TEST(Completion, PlanPricesGiveThePlansOfAskingThePricerEachTime) {
+  for (const char* name : {"gpt3-13b", "gpt-moe-1.3b-64e"}) {
+    const Fixture f("A100-80:2x8,V100-32:2x4,T4:2x4", load_model(name));
+    const Estimator est(f.cluster, f.topo, f.model);
+    long calls = 0, asked_again = 0;
+    std::set<std::string> asked;  // the plans asked for with the prices kept
+    bool keeping = false;
+    const PlanPricer bound = [&](const Plan& p, double stop_at_s) -> std::optional<double> {
+      ++calls;
+      if (keeping && !asked.insert(plan_to_yaml(p, f.cluster)).second) ++asked_again;
+      const Estimate e = est.estimate(p);
+      if (!e.fits) return std::nullopt;
+      return e.iteration_s >= stop_at_s ? stop_at_s : e.iteration_s;
+    };
+    PlanPrices prices;
+    CompletionInput kept = f.input();
+    kept.prices = &prices;
+    const std::vector<Template> templates = mixed_templates(f);
+    long calls_each_time = 0, calls_kept = 0;
+    double best = std::numeric_limits<double>::infinity();
+    int completed = 0;
+    for (int pass = 0; pass < 3; ++pass)
+      for (const Template& t : templates) {
+        const CompletionOptions opt{.max_candidates = std::array{1, 2, 8}[pass],
+                                    .skip_analytic_above_s = pass == 2 ? best : std::numeric_limits<double>::infinity(),
+                                    .data_parallel_placement = pass == 2,
+                                    .partition_ties = pass == 1 ? PartitionTies::LatestCut : PartitionTies::EarliestCut,
+                                    .price_every_recompute_level = pass == 2};
+        calls = 0;
+        const auto want = complete_template(t, f.input(), bound, opt);
+        calls_each_time += calls;
+        calls = 0, keeping = true;
+        const auto got = complete_template(t, kept, bound, opt);
+        calls_kept += calls, keeping = false;
+        expect_same_plans(want, got, f, t);
+        if (!want.empty()) best = std::min(best, want.front().priced_s), ++completed;
+      }
+    EXPECT_GE(completed, 2 * 8) << name;
+    EXPECT_LT(calls_kept, calls_each_time) << name;
+    EXPECT_GT(asked_again, 0) << name;
+  }
+}
+
 // skip_analytic_above_s leaves unpriced every candidate whose analytic split is no faster than the bound.
 // The analytic split leaves out communication and the optimizer step, so it should not exceed the priced
 // time: with the bound just above a template's best price, completion still finds that plan (while pricing
@@ -514,6 +564,18 @@ TEST(Completion, RefusesACacheOfAnotherClusterOrModel) {
   CompletionCache cache(other.cluster, other.model);
   CompletionInput in = f.input();
   in.cache = &cache;
+  EXPECT_THROW(complete_template(t, in, simulator(f.cluster, f.topo, f.model)), std::invalid_argument);
+}
+
+TEST(Completion, RefusesPlanPricesOfAnotherBatch) {
+  const Fixture f("A100-80:1x8", test::small_gpt_model(32));
+  Template t;
+  t.pipelines = {pipeline(1, {stage(8, {kind("A100-80", 1)})})};
+  PlanPrices prices;
+  CompletionInput in = f.input(32);
+  in.prices = &prices;
+  EXPECT_FALSE(complete_template(t, in, simulator(f.cluster, f.topo, f.model)).empty());
+  in.global_batch = 64;
   EXPECT_THROW(complete_template(t, in, simulator(f.cluster, f.topo, f.model)), std::invalid_argument);
 }
 
