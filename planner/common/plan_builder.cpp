@@ -124,11 +124,11 @@ std::vector<long> split_proportional(long total, const std::vector<double>& weig
     assigned += f;
   }
   // Largest remainder (Hamilton); ties to the lower index.
+  std::vector<double> remainder(n);
+  for (size_t i = 0; i < n; ++i) remainder[i] = exact[i] - std::floor(exact[i]);
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return exact[a] - std::floor(exact[a]) > exact[b] - std::floor(exact[b]);
-  });
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return remainder[a] > remainder[b] || (remainder[a] == remainder[b] && a < b); });
   for (size_t k = 0; assigned < rest; ++k, ++assigned) out[order[k % n]] += 1;
   return out;
 }
