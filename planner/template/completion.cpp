@@ -24,7 +24,6 @@
 #include <stdexcept>
 #include <unordered_map>
 
-#include "planner/common/plan_builder.h"
 #include "planner/common/profile.h"
 #include "planner/template/pipeline_costs.h"
 #include "planner/template/placement.h"
@@ -587,40 +586,42 @@ void plan_key(const Layout& layout, std::vector<PipelineCosts>& costs, const Bat
   }
 }
 
+// The plan of the split at the level: the layout's GPUs, each class's partition and group shares at its
+// pipelines' micro-batch size and count, the layout's experts.
 Plan assemble(const Template& t, const Layout& layout, std::vector<PipelineCosts>& costs, const BatchSplit& split,
-              MemoryLevel level, const Cluster& cluster) {
+              MemoryLevel level) {
   const std::vector<long> samples = pipeline_samples(layout, split);
-  std::vector<PipelineSpec> specs;
-  specs.reserve(layout.pipelines.size());
+  Plan plan;
+  plan.schedule = Schedule::OneFOneB;
+  plan.recompute = level.recompute;
+  plan.zero1 = level.zero1;
+  plan.pipelines.reserve(layout.pipelines.size());
   for (size_t i = 0; i < layout.pipelines.size(); ++i) {
     const PlacedPipeline& pp = layout.pipelines[i];
     PipelineCosts& pc = costs[pp.pipeline_class];
-    PipelineSpec ps;
-    ps.micro_batch = split.micro_batch[i];
-    ps.micro_batches = static_cast<int>(samples[i] / ps.micro_batch);
-    const std::vector<int>& bounds = pc.partition(ps.micro_batch, ps.micro_batches);
+    Pipeline& p = plan.pipelines.emplace_back();
+    p.micro_batch = split.micro_batch[i];
+    p.micro_batches = static_cast<int>(samples[i] / p.micro_batch);
+    const std::vector<int>& bounds = pc.partition(p.micro_batch, p.micro_batches);
+    p.stages.reserve(pp.stages.size());
     for (size_t j = 0; j < pp.stages.size(); ++j) {
-      StageSpec ss;
-      ss.layer_begin = bounds[j];
-      ss.layer_end = bounds[j + 1];
-      const std::vector<int>& shares = pc.shares(static_cast<int>(j), ps.micro_batch);
-      for (size_t g = 0; g < pp.stages[j].groups.size(); ++g)
-        ss.groups.push_back({pp.stages[j].groups[g].gpus, t.pipelines[pp.pipeline_class].stages[j].tp,
-                             static_cast<double>(shares[g]) / ps.micro_batch});
-      ps.stages.push_back(std::move(ss));
-    }
-    specs.push_back(std::move(ps));
-  }
-  Plan plan = build_plan(std::move(specs), cluster, level.recompute, Schedule::OneFOneB, /*selectors=*/false);
-  plan.zero1 = level.zero1;
-  for (size_t i = 0; i < plan.pipelines.size(); ++i)
-    for (size_t j = 0; j < plan.pipelines[i].stages.size(); ++j) {
-      Stage& st = plan.pipelines[i].stages[j];
+      Stage& st = p.stages.emplace_back();
+      st.layer_begin = bounds[j];
+      st.layer_end = bounds[j + 1];
+      const std::vector<int>& shares = pc.shares(static_cast<int>(j), p.micro_batch);
+      st.groups.reserve(pp.stages[j].groups.size());
+      for (size_t g = 0; g < pp.stages[j].groups.size(); ++g) {
+        TpGroup& group = st.groups.emplace_back();
+        group.gpus = pp.stages[j].groups[g].gpus;
+        group.tp = t.pipelines[pp.pipeline_class].stages[j].tp;
+        group.share = static_cast<double>(shares[g]) / p.micro_batch;
+      }
       const StageExperts& e = layout.experts[i][j];
       st.ep = e.ep;
       st.ep_scope = e.scope;
       st.experts = e.experts;
     }
+  }
   return plan;
 }
 
@@ -668,7 +669,7 @@ class Pricer {
       ++calls_;
       return seen_[s] = known->s;
     }
-    Plan plan = assemble(t_, layout_, costs_, s, level_, *in_.cluster);
+    Plan plan = assemble(t_, layout_, costs_, s, level_);
     if (!known || !known->priced) {
       try {
         validate_plan(plan, *in_.cluster, *in_.model, in_.global_batch, "completion");
