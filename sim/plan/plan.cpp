@@ -77,11 +77,26 @@ template <class T>
 void put(std::string& key, const T& v) {
   key.append(reinterpret_cast<const char*>(&v), sizeof v);
 }
+// Appends a vector's size, then the bytes of its elements.
+template <class T>
+void put_all(std::string& key, const std::vector<T>& v) {
+  put(key, v.size());
+  key.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
 
 }  // namespace
 
 std::string execution_key(const Plan& plan) {
+  size_t bytes = 64;
+  for (const Pipeline& p : plan.pipelines) {
+    bytes += 32;
+    for (const Stage& s : p.stages) {
+      bytes += 48 + s.experts.size() * sizeof(int);
+      for (const TpGroup& g : s.groups) bytes += 24 + g.gpus.size() * sizeof(GpuId);
+    }
+  }
   std::string key;
+  key.reserve(bytes);
   put(key, plan.schedule);
   put(key, plan.interleave);
   put(key, plan.recompute);
@@ -98,14 +113,12 @@ std::string execution_key(const Plan& plan) {
       put(key, s.layer_end);
       put(key, s.ep);
       put(key, s.ep_scope);
-      put(key, s.experts.size());
-      for (const int e : s.experts) put(key, e);
+      put_all(key, s.experts);
       put(key, s.groups.size());
       for (const TpGroup& g : s.groups) {
         put(key, g.tp);
         put(key, g.share);
-        put(key, g.gpus.size());
-        for (const GpuId id : g.gpus) put(key, id);
+        put_all(key, g.gpus);
       }
     }
   }
