@@ -38,6 +38,7 @@ struct CompletionCache::Impl {
   const Profiler profiler;
   LayerTimes times;
   StageMemoryLines memory;
+  Plan scratch_plan;  // the plan being priced (assemble): its vectors' memory serves plan after plan
   Impl(const Cluster& c, const ModelConfig& m) : cluster(c), model(m), profiler(c, m), times(profiler), memory(profiler) {}
 };
 
@@ -586,43 +587,43 @@ void plan_key(const Layout& layout, std::vector<PipelineCosts>& costs, const Bat
   }
 }
 
-// The plan of the split at the level: the layout's GPUs, each class's partition and group shares at its
-// pipelines' micro-batch size and count, the layout's experts.
-Plan assemble(const Template& t, const Layout& layout, std::vector<PipelineCosts>& costs, const BatchSplit& split,
-              MemoryLevel level) {
+// The plan of the split at the level, into `plan`: the layout's GPUs, each class's partition and group shares
+// at its pipelines' micro-batch size and count, the layout's experts. `plan` is a default plan or one only
+// this wrote before (the fields it leaves alone keep their defaults); its vectors' memory is reused.
+void assemble(const Template& t, const Layout& layout, std::vector<PipelineCosts>& costs, const BatchSplit& split,
+              MemoryLevel level, Plan& plan) {
   const std::vector<long> samples = pipeline_samples(layout, split);
-  Plan plan;
   plan.schedule = Schedule::OneFOneB;
   plan.recompute = level.recompute;
   plan.zero1 = level.zero1;
-  plan.pipelines.reserve(layout.pipelines.size());
+  plan.pipelines.resize(layout.pipelines.size());
   for (size_t i = 0; i < layout.pipelines.size(); ++i) {
     const PlacedPipeline& pp = layout.pipelines[i];
     PipelineCosts& pc = costs[pp.pipeline_class];
-    Pipeline& p = plan.pipelines.emplace_back();
+    Pipeline& p = plan.pipelines[i];
     p.micro_batch = split.micro_batch[i];
     p.micro_batches = static_cast<int>(samples[i] / p.micro_batch);
     const std::vector<int>& bounds = pc.partition(p.micro_batch, p.micro_batches);
-    p.stages.reserve(pp.stages.size());
+    p.stages.resize(pp.stages.size());
     for (size_t j = 0; j < pp.stages.size(); ++j) {
-      Stage& st = p.stages.emplace_back();
+      Stage& st = p.stages[j];
       st.layer_begin = bounds[j];
       st.layer_end = bounds[j + 1];
       const std::vector<int>& shares = pc.shares(static_cast<int>(j), p.micro_batch);
-      st.groups.reserve(pp.stages[j].groups.size());
+      st.groups.resize(pp.stages[j].groups.size());
       for (size_t g = 0; g < pp.stages[j].groups.size(); ++g) {
-        TpGroup& group = st.groups.emplace_back();
-        group.gpus = pp.stages[j].groups[g].gpus;
+        TpGroup& group = st.groups[g];
+        const std::vector<GpuId>& gpus = pp.stages[j].groups[g].gpus;
+        group.gpus.assign(gpus.begin(), gpus.end());
         group.tp = t.pipelines[pp.pipeline_class].stages[j].tp;
         group.share = static_cast<double>(shares[g]) / p.micro_batch;
       }
       const StageExperts& e = layout.experts[i][j];
       st.ep = e.ep;
       st.ep_scope = e.scope;
-      st.experts = e.experts;
+      st.experts.assign(e.experts.begin(), e.experts.end());
     }
   }
-  return plan;
 }
 
 // The `size` lowest prices of a template's plans so far (complete_template returns that many, best first):
@@ -647,10 +648,12 @@ class KeptPrices {
 class Pricer {
  public:
   using Admit = std::function<bool(const BatchSplit&)>;
+  // `scratch`: the plan assemble fills (CompletionCache::Impl::scratch_plan).
   Pricer(const Template& t, const Layout& layout, std::vector<PipelineCosts>& costs, const CompletionInput& in,
-         const PlanPricer& price, MemoryLevel level, PartitionTies ties, Admit admit, int budget, KeptPrices& kept)
+         const PlanPricer& price, MemoryLevel level, PartitionTies ties, Admit admit, int budget, KeptPrices& kept,
+         Plan& scratch)
       : t_(t), layout_(layout), costs_(costs), in_(in), price_(price), level_(level), ties_(ties), admit_(std::move(admit)),
-        budget_(budget), kept_(kept) {}
+        budget_(budget), kept_(kept), scratch_(scratch) {}
 
   // The priced time of the split (nullopt: not admitted, over budget, invalid, or out of memory). With a
   // plan priced below `beat_s` already, a split whose time is at least beat_s and at least the template's
@@ -669,7 +672,8 @@ class Pricer {
       ++calls_;
       return seen_[s] = known->s;
     }
-    Plan plan = assemble(t_, layout_, costs_, s, level_);
+    Plan& plan = scratch_;
+    assemble(t_, layout_, costs_, s, level_, plan);
     if (!known || !known->priced) {
       try {
         validate_plan(plan, *in_.cluster, *in_.model, in_.global_batch, "completion");
@@ -683,7 +687,7 @@ class Pricer {
     if (known && !answered) known->priced = true, known->s = time, known->stop_at_s = stop_at_s;
     if (time && *time < stop_at_s) {
       kept_.add(*time);
-      done_.push_back({std::move(plan), *time, ties_});
+      done_.push_back({plan, *time, ties_});  // a copy: the scratch keeps its memory
     }
     return seen_[s] = time;
   }
@@ -709,6 +713,7 @@ class Pricer {
   Admit admit_;
   int budget_;
   KeptPrices& kept_;
+  Plan& scratch_;
   int calls_ = 0;
   std::map<BatchSplit, std::optional<double>> seen_;
   std::vector<CompletedPlan> done_;
@@ -854,7 +859,7 @@ std::vector<CompletedPlan> price_levels(const Template& t, const Layout& layout,
           return level.batch.time(s) < skip && needs(s);
         };
         Pricer pricer(t, layout, level.costs, in, price, memory, opt.partition_ties, std::move(admit), opt.max_priced,
-                      kept);
+                      kept, cache.scratch_plan);
         price_candidates(level.batch, *split, static_cast<int>(t.pipelines.size()), pricer, opt.skip_analytic_above_s);
         std::vector<CompletedPlan> priced = pricer.take();
         if (!priced.empty()) gate.record(memory, analytic_s);
