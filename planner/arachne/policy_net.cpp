@@ -47,14 +47,17 @@ bool better(double lp_a, const std::vector<int>& a, double lp_b, const std::vect
 
 }  // namespace
 
-void PolicyNet::Linear::apply(const float* x, float* y) const {
-  std::copy(b.begin(), b.end(), y);
+__attribute__((target_clones("avx2", "default"))) void affine_by_columns(const float* wt, const float* b, int in, int out,
+                                                                          const float* x, float* y) {
+  std::copy(b, b + out, y);
   for (int j = 0; j < in; ++j) {
     const float xj = x[j];
-    const float* col = wt.data() + static_cast<size_t>(j) * out;
+    const float* col = wt + static_cast<size_t>(j) * out;
     for (int i = 0; i < out; ++i) y[i] += col[i] * xj;
   }
 }
+
+void PolicyNet::Linear::apply(const float* x, float* y) const { affine_by_columns(wt.data(), b.data(), in, out, x, y); }
 
 PolicyNet::Linear PolicyNet::linear(const PolicyWeights& w, const std::string& name) const {
   const std::vector<float>& weight = w.tensors.at(name + ".weight");

@@ -34,6 +34,12 @@ inline PolicyShape template_policy_shape() {
   return s;
 }
 
+// y = b + W x for W stored transposed (`in` rows of `out`), summed one column at a time: each y[i] adds its
+// terms in the order j = 0, 1, ..., in - 1 whatever the vector width, so the AVX2 clone (picked at load
+// time where the CPU has it) and the default one give the same bits. Test
+// ArachnePolicyNet.AffineByColumnsIsTheScalarSumBitForBit.
+void affine_by_columns(const float* wt, const float* b, int in, int out, const float* x, float* y);
+
 // What masked decoding needs from a grammar.
 class DecodingGrammar {
  public:

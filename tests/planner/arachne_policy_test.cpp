@@ -139,6 +139,39 @@ TEST(ArachnePolicyWeights, FileRoundTripAndCorruptionIsBadInput) {
   EXPECT_THROW(PolicyNet{missing}, std::invalid_argument);
 }
 
+// The network's affine layers give the bits of a plain scalar sum in column order, whichever clone the CPU
+// runs (AVX2 where it has it) and whatever the tail of the vector width: random shapes of 1-70 rows and
+// columns, values of mixed signs and magnitudes (so that a sum in another order would differ in the last bits).
+TEST(ArachnePolicyNet, AffineByColumnsIsTheScalarSumBitForBit) {
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<int> size(1, 70);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  long differing_orders = 0;  // shapes where summing rows last to first gives other bits: the test can see order
+  for (int trial = 0; trial < 200; ++trial) {
+    const int in = size(rng), out = size(rng);
+    std::vector<float> wt(static_cast<size_t>(in) * out), b(out), x(in);
+    for (float& v : wt) v = value(rng) * std::exp2(static_cast<float>(static_cast<int>(rng() % 16) - 8));
+    for (float& v : b) v = value(rng);
+    for (float& v : x) v = value(rng);
+    std::vector<float> y(out);
+    affine_by_columns(wt.data(), b.data(), in, out, x.data(), y.data());
+    for (int i = 0; i < out; ++i) {
+      float want = b[i], reversed = b[i];
+      for (int j = 0; j < in; ++j) {
+        volatile float term = wt[static_cast<size_t>(j) * out + i] * x[j];  // no fused multiply-add
+        want += term;
+      }
+      for (int j = in - 1; j >= 0; --j) {
+        volatile float term = wt[static_cast<size_t>(j) * out + i] * x[j];
+        reversed += term;
+      }
+      ASSERT_EQ(y[i], want) << "trial " << trial << " in " << in << " out " << out << " row " << i;
+      differing_orders += reversed != want ? 1 : 0;
+    }
+  }
+  EXPECT_GT(differing_orders, 100);
+}
+
 TEST(ArachnePolicyNet, TypeTokensFollowTheirGroupUnderAnyGroupOrder) {
   const PolicyNet net(random_weights(toy::shape(), 5));
   std::mt19937_64 rng(11);
