@@ -18,6 +18,7 @@
 
 #include "planner/common/layer_prices.h"
 #include "planner/template/estimator_coefficients.h"
+#include "planner/template/link_groups.h"
 #include "sim/exec/grad_sync.h"
 #include "sim/exec/pipeline_schedule.h"
 #include "sim/exec/stage_work.h"
@@ -1237,69 +1238,23 @@ struct Estimator::Impl {
   mutable std::vector<double> link_busy;            // per slot
   mutable std::vector<std::pair<int, double>> sharing_ends;  // (bucket, earliest end) found by shared_links
 
-  // The links a family's active communicators load, grouped into slots: the links loaded by the same
-  // communicators (indices in activation order) at the same seconds per byte each. It depends only on the
-  // communicators' shapes, so it is kept per collective kind and activation order while bucket_memo lasts.
-  struct LinkSlots {
-    struct Slot {
-      std::vector<std::pair<int, double>> loads;  // (active index, coef.dp x seconds per byte), activation order
-      std::vector<int> links;
-    };
-    std::vector<Slot> slots;
-    std::vector<std::vector<std::pair<int, double>>> terms;  // per active index: (slot, coef.dp x seconds per byte)
-  };
+  // The links a family's active communicators load, in slots of the links the same communicators load
+  // equally (LinkGroups: loaders are active indices; loads coef.dp x seconds per byte). It depends only on
+  // the communicators' shapes, so it is kept per collective kind and activation order while bucket_memo lasts.
+  using LinkSlots = LinkGroups;
   mutable std::map<std::vector<int>, LinkSlots> link_slots_memo;  // by kind, then the holder sets in activation order
   mutable std::vector<int> link_slots_key;                          // scratch
-  // Scratch of link_slots: per link its loads and their hash (FNV-1a over the pairs), the links listed.
-  mutable std::vector<std::vector<std::pair<int, double>>> link_loads;
-  mutable std::vector<std::uint64_t> link_hash;
-  mutable std::vector<int> loaded_links;
-  mutable std::unordered_map<std::uint64_t, int> slot_by_hash;  // the first slot of each hash
-  mutable std::vector<int> next_same_hash;                      // per slot: the next slot of its hash (-1: none)
+  mutable std::vector<const std::vector<std::pair<int, double>>*> link_loaders;  // scratch
+  mutable LinkGrouper link_grouper;
 
   const LinkSlots& link_slots(CollectiveKind kind) const {
     std::vector<int>& key = link_slots_key;
     key.assign(1, static_cast<int>(kind));
     key.insert(key.end(), active_communicators.begin(), active_communicators.end());
     if (const auto it = link_slots_memo.find(key); it != link_slots_memo.end()) return it->second;
-    link_loads.resize(link_count), link_hash.resize(link_count);
-    for (size_t i = 0; i < active_communicators.size(); ++i)
-      for (const auto& [l, per_byte] : communicators[active_communicators[i]].shape->busy_links) {
-        const double k = coef.dp * per_byte;
-        if (link_loads[l].empty()) loaded_links.push_back(l), link_hash[l] = 1469598103934665603ULL;
-        link_loads[l].push_back({static_cast<int>(i), k});
-        link_hash[l] = ((link_hash[l] ^ VectorHash::bits(static_cast<int>(i))) * 1099511628211ULL ^ VectorHash::bits(k)) * 1099511628211ULL;
-      }
-    LinkSlots out;
-    out.terms.resize(active_communicators.size());
-    int last = -1;  // the previous link's slot (a ring's links come in runs of one slot)
-    for (const int l : loaded_links) {
-      std::vector<std::pair<int, double>>& loads = link_loads[l];
-      if (last >= 0 && link_hash[l] == link_hash[out.slots[last].links[0]] && out.slots[last].loads == loads) {
-        out.slots[last].links.push_back(l);
-        loads.clear();
-        continue;
-      }
-      const auto [first, fresh_hash] = slot_by_hash.try_emplace(link_hash[l], static_cast<int>(out.slots.size()));
-      int slot = fresh_hash ? -1 : first->second;
-      while (slot >= 0 && out.slots[slot].loads != loads) slot = next_same_hash[slot];
-      if (slot < 0) {
-        slot = static_cast<int>(out.slots.size());
-        if (!fresh_hash) {  // another load list of the same hash: chained after the first
-          next_same_hash.push_back(next_same_hash[first->second]);
-          next_same_hash[first->second] = slot;
-        } else {
-          next_same_hash.push_back(-1);
-        }
-        for (const auto& [i, k] : loads) out.terms[i].push_back({slot, k});
-        out.slots.push_back({loads, {}});
-      }
-      out.slots[slot].links.push_back(l);
-      loads.clear();
-      last = slot;
-    }
-    loaded_links.clear(), slot_by_hash.clear(), next_same_hash.clear();
-    return link_slots_memo.emplace(key, std::move(out)).first->second;
+    link_loaders.clear();
+    for (const int id : active_communicators) link_loaders.push_back(&communicators[id].shape->busy_links);
+    return link_slots_memo.emplace(key, link_grouper.group(link_loaders, static_cast<int>(link_count), coef.dp)).first->second;
   }
 
   void shared_links(const std::vector<Worker>& ws, const std::vector<Bucket>& bks, const std::vector<int>& order,
@@ -1320,7 +1275,7 @@ struct Estimator::Impl {
       if (bk.end > c.last_end) c.last_end = bk.end, c.last = b, c.last_position = static_cast<int>(i);
     }
     const LinkSlots& slots = link_slots(kind);
-    link_busy.assign(slots.slots.size(), 0.0);
+    link_busy.assign(slots.loads.size(), 0.0);
     for (const int b : order) {
       const Bucket& bk = bks[b];
       if (bk.holders.size() < 2) continue;
@@ -1329,32 +1284,39 @@ struct Estimator::Impl {
       c.bytes += bytes;
       for (const auto& [slot, k] : slots.terms[c.active]) link_busy[slot] += k * bytes;
     }
-    for (size_t s = 0; s < slots.slots.size(); ++s) slot_ends(ws, slots.slots[s], link_busy[s]);
+    slot_ends(ws, slots);
     processor_sharing(slots);
     for (const int id : active_communicators) communicators[id].active = -1;
     active_communicators.clear();
   }
 
-  // A slot's links: the last bucket of the communicator that loads them ending last ends no earlier than the
-  // earliest first start plus their sum (and the backward all-to-alls still to run on each link at that
+  // Each slot's links: the last bucket of the communicator that loads them ending last ends no earlier than
+  // the earliest first start plus their sum (and the backward all-to-alls still to run on each link at that
   // start, alltoalls_left: they load it too).
-  void slot_ends(const std::vector<Worker>& ws, const LinkSlots::Slot& slot, double busy) const {
-    const Communicator* last = nullptr;
-    double first = 0;
-    for (const auto& [i, k] : slot.loads) {
-      const Communicator& c = communicators[active_communicators[i]];
-      if (!last) {
-        last = &c, first = c.first;
-        continue;
+  mutable std::vector<std::pair<double, int>> slot_first_last;  // scratch of slot_ends: per slot (first start, last bucket)
+  void slot_ends(const std::vector<Worker>& ws, const LinkSlots& slots) const {
+    slot_first_last.resize(slots.loads.size());
+    for (size_t s = 0; s < slots.loads.size(); ++s) {
+      const Communicator* last = nullptr;
+      double first = 0;
+      for (const auto& [i, k] : slots.loads[s]) {
+        const Communicator& c = communicators[active_communicators[i]];
+        if (!last) {
+          last = &c, first = c.first;
+          continue;
+        }
+        first = std::min(first, c.first);
+        if (c.last_end > last->last_end || (c.last_end == last->last_end && c.last_position < last->last_position)) last = &c;
       }
-      first = std::min(first, c.first);
-      if (c.last_end > last->last_end || (c.last_end == last->last_end && c.last_position < last->last_position)) last = &c;
+      sharing_ends.push_back({last->last, first + link_busy[s]});
+      slot_first_last[s] = {first, last->last};
     }
-    sharing_ends.push_back({last->last, first + busy});
     if (alltoall_links.empty()) return;
-    for (const int l : slot.links) {
-      const double left = alltoalls_left(ws, l, first);
-      if (left > 0) sharing_ends.push_back({last->last, slot.loads.size() > 1 ? first + (busy + left) : first + busy + left});
+    for (size_t x = 0; x < slots.links.size(); ++x) {
+      const int s = slots.link_group[x];
+      const auto [first, last] = slot_first_last[s];
+      const double busy = link_busy[s], left = alltoalls_left(ws, slots.links[x], first);
+      if (left > 0) sharing_ends.push_back({last, slots.loads[s].size() > 1 ? first + (busy + left) : first + busy + left});
     }
   }
 
@@ -1370,16 +1332,16 @@ struct Estimator::Impl {
   // only the one that ends last.
   mutable std::vector<double> slot_loads;  // scratch of processor_sharing
   void processor_sharing(const LinkSlots& slots) const {
-    for (const LinkSlots::Slot& slot : slots.slots) {
-      if (slot.loads.size() < 2) continue;
+    for (const std::vector<std::pair<int, double>>& loads : slots.loads) {
+      if (loads.size() < 2) continue;
       slot_loads.clear();
-      for (const auto& [i, k] : slot.loads) slot_loads.push_back(k * communicators[active_communicators[i]].bytes);
-      for (size_t a = 0; a < slot.loads.size(); ++a) {
-        const Communicator& c = communicators[active_communicators[slot.loads[a].first]];
+      for (const auto& [i, k] : loads) slot_loads.push_back(k * communicators[active_communicators[i]].bytes);
+      for (size_t a = 0; a < loads.size(); ++a) {
+        const Communicator& c = communicators[active_communicators[loads[a].first]];
         const double w = slot_loads[a];
         double shared = 0;
-        for (size_t o_i = 0; o_i < slot.loads.size(); ++o_i) {
-          const Communicator& o = communicators[active_communicators[slot.loads[o_i].first]];
+        for (size_t o_i = 0; o_i < loads.size(); ++o_i) {
+          const Communicator& o = communicators[active_communicators[loads[o_i].first]];
           if (o.last_end <= c.first) continue;
           // the part of its load still to carry at c's start, its buckets spread evenly over their span
           const double w_other = slot_loads[o_i];

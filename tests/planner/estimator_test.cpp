@@ -250,10 +250,11 @@ TEST(EstimatorLowerBound, NeverExceedsTheSimulatedTimeOfRandomPlans) {
 }
 
 // The estimator's caches and scratch buffers (pass tables, collective shapes, rank programs kept or made
-// again, schedules, the last layout's gradient buckets) must not change an estimate: each random plan,
-// estimated by one estimator after all the plans before it, forwards and backwards (the last one twice in a
-// row), gives exactly what a fresh estimator gives. The batches reach
-// hundreds of micro-batches per pipeline, so long rank programs (made again per use) are among them.
+// again, schedules, the last layout's gradient buckets and their links) must not change an estimate: each
+// random plan, estimated by one estimator after all the plans before it, forwards and backwards (the last
+// one twice in a row), gives exactly what a fresh estimator gives. Each plan is followed by itself with
+// other micro-batch counts (the same buckets on the same GPUs, their reductions ready at other times). The
+// batches reach hundreds of micro-batches per pipeline, so long rank programs (made again per use) are among them.
 TEST(Estimator, CachesGiveTheSameEstimatesAsAFreshEstimator) {
   for (const char* spec : {"A100-80:2x4,V100-32:2x4", "H100:1x8,T4:3x2"}) {
     const Cluster cluster = parse_cluster_spec(spec, GpuCatalog::load_default());
@@ -276,6 +277,9 @@ TEST(Estimator, CachesGiveTheSameEstimatesAsAFreshEstimator) {
                 for (GpuId& gpu : g.gpus) gpu = (gpu + 8) % 16;
           plans.push_back(std::move(swapped));
         }
+        Plan longer = plans.back();
+        for (size_t p = 0; p < longer.pipelines.size(); ++p) longer.pipelines[p].micro_batches += static_cast<int>(1 + p % 3);
+        plans.push_back(std::move(longer));
       }
       std::vector<Estimate> fresh;
       for (const Plan& p : plans) fresh.push_back(Estimator(cluster, topo, model).estimate(p));
