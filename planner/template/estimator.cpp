@@ -74,11 +74,7 @@ struct Phase {
 // phases), those within a factor 4 of its most loaded link.
 struct CollectiveShape {
   std::vector<Phase> phases;
-  std::vector<std::pair<int, double>> busy_links;
-  // The distinct seconds per byte of busy_links, and each busy link's index among them (links of one load
-  // and capacity, e.g. a ring's NICs, share one).
-  std::vector<double> distinct_per_byte;
-  std::vector<int> per_byte_class;
+  std::vector<std::pair<int, double>> busy_links;  // ascending link
 };
 
 struct Chunk {
@@ -340,11 +336,6 @@ struct Estimator::Impl {
     for (const auto& [l, t] : busy) {
       if (!out.busy_links.empty() && out.busy_links.back().first == l) out.busy_links.back().second += t;
       else out.busy_links.push_back({l, t});
-    }
-    for (const auto& link : out.busy_links) {
-      const auto it = std::find(out.distinct_per_byte.begin(), out.distinct_per_byte.end(), link.second);
-      out.per_byte_class.push_back(static_cast<int>(it - out.distinct_per_byte.begin()));
-      if (it == out.distinct_per_byte.end()) out.distinct_per_byte.push_back(link.second);
     }
     return collective_phases.emplace(std::move(fresh_key), std::move(out)).first->second;
   }
