@@ -87,7 +87,7 @@ void put_all(std::string& key, const std::vector<T>& v) {
 }  // namespace
 
 std::string execution_key(const Plan& plan) {
-  size_t bytes = 64;
+  size_t bytes = 64;  // at least what the fields below take: one allocation of the key
   for (const Pipeline& p : plan.pipelines) {
     bytes += 32;
     for (const Stage& s : p.stages) {
