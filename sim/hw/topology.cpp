@@ -238,6 +238,7 @@ Topology::Topology(const Cluster& cluster) : impl_(std::make_unique<Impl>()), nu
       im.spine_to_leaf.push_back(add_link(spine, first_leaf + f, up, LinkClass::Spine));
     }
   }
+  for (GpuId g = 0; g < num_gpus_; ++g) place_.push_back({im.node_of_gpu[g], im.gpu_links[g].leaf});
   build_graph();
 }
 

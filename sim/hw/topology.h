@@ -43,6 +43,13 @@ class Topology {
   // Same node: [gpu>fabric, fabric>gpu]. Other node: [gpu>nic, nic>leaf, (leaf>spine, spine>leaf when the
   // leaves differ), leaf>nic, nic>gpu]. The reference stays valid for the Topology's lifetime.
   const std::vector<LinkId>& route(GpuId src, GpuId dst) const;
+  // route(src, dst).size() without building or looking up the route: 0, 2 (same node), 4 (same leaf) or 6.
+  int route_length(GpuId src, GpuId dst) const {
+    if (src == dst) return 0;
+    const Place& s = place_.at(static_cast<std::size_t>(src));
+    const Place& d = place_.at(static_cast<std::size_t>(dst));
+    return s.node == d.node ? 2 : s.leaf == d.leaf ? 4 : 6;
+  }
   // One-way latency of a message src -> dst: 0 for src == dst; 1 us (NVLink/xGMI) or 2 us (PCIe) inside a
   // node; network.latency_s between nodes.
   double latency_s(GpuId src, GpuId dst) const;
@@ -58,6 +65,10 @@ class Topology {
   std::unique_ptr<Impl> impl_;
   std::vector<Link> links_;
   int num_gpus_ = 0;
+  struct Place {  // of a GPU
+    int node, leaf;
+  };
+  std::vector<Place> place_;  // per GPU
 };
 
 }  // namespace arachne

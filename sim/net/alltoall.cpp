@@ -56,6 +56,7 @@ struct Transfer {  // one moving transfer of an all-to-all phase: GPUs a -> b, m
   int src = 0, dst = 0;
   double bytes = 0;
   TimeNs latency = 0;
+  int links = 0;  // of its route
 };
 
 // Scratch of PhaseRunner::start. Starting a phase's flows never starts another phase (completions come from
@@ -104,8 +105,8 @@ struct PhaseRunner : std::enable_shared_from_this<PhaseRunner> {
     }
     if (!self) self = shared_from_this();
     // Transfers that may keep equal rates start as one checked bundle (flow_network.h): the flows into one
-    // member, or out of one, with equal bytes and latency (equal_transfers). The network splits a bundle
-    // whose members would diverge, so this changes no time.
+    // member, or out of one, with equal bytes, latency and route length (equal_transfers). The network
+    // splits a bundle whose members would diverge, so this changes no time.
     StartScratch& sc = start_scratch();
     std::vector<Transfer>& moving = sc.moving;
     moving.clear();
@@ -113,7 +114,7 @@ struct PhaseRunner : std::enable_shared_from_this<PhaseRunner> {
       if (!moves(members, t.src, t.dst, t.bytes)) continue;
       const GpuId a = members[static_cast<std::size_t>(t.src)];
       const GpuId b = members[static_cast<std::size_t>(t.dst)];
-      moving.push_back(Transfer{a, b, t.src, t.dst, t.bytes, seconds_to_ns(ctx.topo.latency_s(a, b))});
+      moving.push_back(Transfer{a, b, t.src, t.dst, t.bytes, seconds_to_ns(ctx.topo.latency_s(a, b)), ctx.topo.route_length(a, b)});
     }
     if (!ctx.net.checked_bundles()) {
       for (const Transfer& t : moving) start_one(t, k);
@@ -146,9 +147,12 @@ struct PhaseRunner : std::enable_shared_from_this<PhaseRunner> {
     if (left == 0) start(k + 1);
   }
 
-  // The transfers grouped by destination member, bytes and latency, or by source member, bytes and latency:
-  // the grouping the first two transfers suggest (by source when they share source and bytes), unless the
-  // other gives fewer groups (numbered only when it could: it gives at least one per distinct endpoint).
+  // The transfers grouped by destination member, bytes, latency and route length, or by source member and
+  // the same three. Routes of different lengths (same node, same leaf, across the spine) rarely keep equal
+  // rates, and a bundle that diverges is split and its whole component filled again; kept apart, the
+  // members of each length keep the bundle whole on symmetric leaves. The grouping the first two transfers
+  // suggest (by source when they share source and bytes), unless the other gives fewer groups (numbered
+  // only when it could: it gives at least one per distinct endpoint).
   // Groups in order of first appearance, transfers in order: group b is sc.order[sc.begin[b] ..
   // sc.begin[b + 1]).
   void equal_transfers(const std::vector<Transfer>& ts, StartScratch& sc) const {
@@ -180,7 +184,7 @@ struct PhaseRunner : std::enable_shared_from_this<PhaseRunner> {
     return n;
   }
 
-  // Numbers the groups of equal (endpoint member, bytes, latency) in order of first appearance: group[i] is
+  // Numbers the groups of equal (endpoint member, bytes, latency, route length) in order of first appearance: group[i] is
   // transfer i's; returns the number of groups.
   int group_ids(const std::vector<Transfer>& ts, bool by_dst, StartScratch& sc, std::vector<int>& group) const {
     sc.last.assign(members.size(), -1);  // per endpoint member: its latest group
@@ -193,7 +197,7 @@ struct PhaseRunner : std::enable_shared_from_this<PhaseRunner> {
       int g = mine;
       while (g >= 0) {
         const Transfer& t0 = ts[static_cast<std::size_t>(sc.head[static_cast<std::size_t>(g)])];
-        if (t0.bytes == t.bytes && t0.latency == t.latency) break;
+        if (t0.bytes == t.bytes && t0.latency == t.latency && t0.links == t.links) break;
         g = sc.prev[static_cast<std::size_t>(g)];
       }
       if (g < 0) {

@@ -189,6 +189,7 @@ node_groups:
       else if (ns / 2 == nd / 2) expect = 4;
       else expect = 6;
       ASSERT_EQ(r.size(), expect) << c.gpu_label(s) << " -> " << c.gpu_label(d);
+      EXPECT_EQ(t.route_length(s, d), static_cast<int>(expect)) << c.gpu_label(s) << " -> " << c.gpu_label(d);
       if (r.empty()) continue;
       // A connected path from src to dst.
       EXPECT_EQ(ends(t.link_name(r.front())).first, c.gpu_label(s));
