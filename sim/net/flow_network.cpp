@@ -153,6 +153,7 @@ struct FlowNetwork::State {
       link_class.push_back(link.cls);
     }
     link_flows.resize(n);
+    link_bounds.resize(n);
     link_mark.assign(n, 0);
     link_weight.assign(n, 0);
     slack.assign(n, 1);
@@ -174,6 +175,9 @@ struct FlowNetwork::State {
   std::vector<std::uint32_t> slot_of_id;             // by FlowId; kNoSlot once finished
   std::vector<std::vector<LinkEntry>> link_flows;    // active flows on each link, sorted by id
   std::vector<std::int64_t> link_weight;             // sum of multiplicities of the active flows on each link
+  // Per link, the distinct rate bounds of its active flows, increasing, each with the sum of their
+  // multiplicities (demand()).
+  std::vector<std::vector<std::pair<double, std::int64_t>>> link_bounds;
   std::vector<char> slack;        // the link cannot saturate whatever the allocation (see is_slack)
   std::vector<char> slack_stale;  // its flows changed since `slack` was computed
   std::size_t active = 0;
@@ -186,7 +190,6 @@ struct FlowNetwork::State {
   std::vector<std::uint64_t> link_level;  // last level the link joined (a link joins a level once)
   std::vector<Key> level;
   std::vector<LinkId> touched;
-  std::vector<std::pair<double, std::int64_t>> by_bound;  // scratch of demand()
   std::uint64_t level_no = 0;
   std::vector<LinkId> comp_links, stack;
   std::vector<std::uint32_t> comp_flows;
@@ -338,6 +341,7 @@ struct FlowNetwork::State {
         lf.insert(pos, LinkEntry{f.id, slot, h.mult, f.bound});
       }
       link_weight[h.link] += h.mult;
+      add_bound(h.link, f.bound, h.mult);
       slack_stale[h.link] = 1;
       dirty_links.push_back(h.link);
     }
@@ -373,11 +377,44 @@ struct FlowNetwork::State {
     free_batches.push_back(b);
   }
 
-  void detach(std::uint32_t slot) {
-    leave_links(slot);
-    flows[slot].active = false;
-    active -= static_cast<std::size_t>(flows[slot].members);
+  // Takes the flows of `slots` (in increasing id order) off their links (inactive). A short list of a link's
+  // flows loses each leaving entry at once; a long one loses them all in one pass over its entries from the
+  // first of them after the last flow has left, not by one search and erase per flow (an all-to-all's
+  // flows end together on links that carry thousands). Weights and dirty links change flow by flow, hop by
+  // hop, in that order.
+  void detach_all(const std::vector<std::uint32_t>& slots) {
+    constexpr std::size_t kErasedAtOnce = 64;  // entries of a short list
+    ++epoch;  // marks the leaving flows, and each long list they leave once
+    leaving_links.clear();
+    const auto by_id = [](const LinkEntry& e, FlowId id) { return e.id < id; };
+    for (const std::uint32_t slot : slots) {
+      Flow& f = flows[slot];
+      f.mark = epoch;
+      for (const Hop& h : f.hops) {
+        auto& lf = link_flows[h.link];
+        if (link_mark[h.link] == epoch) {
+          // a long list, compacted below
+        } else if (lf.size() <= kErasedAtOnce) {
+          lf.erase(std::lower_bound(lf.begin(), lf.end(), f.id, by_id));
+        } else {
+          link_mark[h.link] = epoch;
+          leaving_links.emplace_back(h.link, f.id);  // its first leaving flow: `slots` ascend by id
+        }
+        link_weight[h.link] -= h.mult;
+        remove_bound(h.link, f.bound, h.mult);
+        slack_stale[h.link] = 1;
+        dirty_links.push_back(h.link);
+      }
+      f.active = false;
+      active -= static_cast<std::size_t>(f.members);
+    }
+    for (const auto& [l, first] : leaving_links) {
+      auto& lf = link_flows[l];
+      const auto from = std::lower_bound(lf.begin(), lf.end(), first, by_id);
+      lf.erase(std::remove_if(from, lf.end(), [&](const LinkEntry& e) { return flows[e.slot].mark == epoch; }), lf.end());
+    }
   }
+  std::vector<std::pair<LinkId, FlowId>> leaving_links;  // detach_all()'s scratch: each long list's link and first leaving flow
 
   void leave_links(std::uint32_t slot) {
     const Flow& f = flows[slot];
@@ -387,6 +424,7 @@ struct FlowNetwork::State {
                                         [](const LinkEntry& e, FlowId id) { return e.id < id; });
       lf.erase(pos);
       link_weight[h.link] -= h.mult;
+      remove_bound(h.link, f.bound, h.mult);
       slack_stale[h.link] = 1;
       dirty_links.push_back(h.link);
     }
@@ -452,28 +490,31 @@ struct FlowNetwork::State {
   // Sum over the link's flows of mult x rate bound, as sum over distinct bounds (increasing) of bound x the
   // integer sum of their multiplicities: a function of the multiset of (bound, mult) alone, so it does not
   // depend on flow ids, and k copies of a flow weigh exactly what one bundle of multiplicity k does.
-  double demand(LinkId l) {
-    const auto& lf = link_flows[l];
-    if (lf.empty()) return 0;
-    std::int64_t m = 0;
-    bool one_bound = true;
-    for (const LinkEntry& e : lf) {
-      m += e.mult;
-      one_bound = one_bound && e.bound == lf.front().bound;
-    }
-    if (one_bound) return lf.front().bound * static_cast<double>(m);
-    by_bound.clear();
-    for (const LinkEntry& e : lf) by_bound.emplace_back(e.bound, e.mult);
-    std::sort(by_bound.begin(), by_bound.end());
+  double demand(LinkId l) const {
     double d = 0;
-    for (std::size_t i = 0; i < by_bound.size();) {
-      std::int64_t mb = 0;
-      std::size_t j = i;
-      for (; j < by_bound.size() && by_bound[j].first == by_bound[i].first; ++j) mb += by_bound[j].second;
-      d += by_bound[i].first * static_cast<double>(mb);
-      i = j;
-    }
+    for (const auto& [bound, mult] : link_bounds[l]) d += bound * static_cast<double>(mult);
     return d;
+  }
+  // link_bounds[l] as a flow of rate bound `bound` and multiplicity `mult` on l enters or leaves it.
+  void add_bound(LinkId l, double bound, std::int64_t mult) {
+    auto& v = link_bounds[l];
+    if (!v.empty() && v.back().first == bound) {  // the usual case: every flow on the link has one bound
+      v.back().second += mult;
+      return;
+    }
+    const auto at = std::lower_bound(v.begin(), v.end(), bound, [](const auto& p, double b) { return p.first < b; });
+    if (at != v.end() && at->first == bound) at->second += mult;
+    else v.insert(at, {bound, mult});
+  }
+  void remove_bound(LinkId l, double bound, std::int64_t mult) {
+    auto& v = link_bounds[l];
+    if (v.size() == 1 && v.front().first == bound) {
+      if ((v.front().second -= mult) == 0) v.clear();
+      return;
+    }
+    const auto at = std::lower_bound(v.begin(), v.end(), bound, [](const auto& p, double b) { return p.first < b; });
+    if (at == v.end() || at->first != bound) throw std::logic_error("flow network: a leaving flow's rate bound is not on its link");
+    if ((at->second -= mult) == 0) v.erase(at);
   }
 
   void add_flow(std::uint32_t slot) {
@@ -765,8 +806,10 @@ struct FlowNetwork::State {
   // against in tests/sim/flow_network_test.cpp).
   bool unchanged_by_removals() {
     if (mode != Recompute::Component || !new_flows.empty()) return false;
-    ++epoch;  // marks the flows checked (a flow on several changed links is checked once)
+    ++epoch;  // marks the links and flows checked (each once, however often it changed)
     for (const LinkId l : dirty_links) {
+      if (link_mark[l] == epoch) continue;
+      link_mark[l] = epoch;
       if (slack[l] && slack_now(l)) continue;  // as collect_component(): it couples nothing
       for (const LinkEntry& e : link_flows[l]) {
         Flow& f = flows[e.slot];
@@ -843,8 +886,8 @@ struct FlowNetwork::State {
     finished.erase(std::unique(finished.begin(), finished.end()), finished.end());
     std::vector<Callback>& callbacks = callbacks_scratch;
     callbacks.clear();
+    detach_all(finished);
     for (const std::uint32_t s : finished) {
-      detach(s);
       Flow& f = flows[s];
       callbacks.push_back(Callback{std::move(f.done), std::move(f.done_n), f.members});
       release(s);
