@@ -56,6 +56,22 @@ void BM_Mixtral_64xH100(benchmark::State& state) {
 // Arg 1: every exact shortcut; Arg 0: all but the checked bundles (sim/net/flow_network.h).
 BENCHMARK(BM_Mixtral_64xH100)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
+// gpt-moe-1.3b-64e on 768 H100 whose expert all-to-alls cross leaves (bench/iteration_cases.h): one
+// simulated iteration; a finding, no target.
+void BM_MoeAcrossLeaves_768xH100(benchmark::State& state) {
+  static const IterationCase c = moe_across_leaves_case();
+  const SimOptions opt;
+  const SimResult once = simulate_iteration(c.cluster, c.topo, c.model, c.plan, opt);
+  for (auto _ : state) {
+    SimResult r = simulate_iteration(c.cluster, c.topo, c.model, c.plan, opt);
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["events"] = static_cast<double>(once.events);
+  state.counters["simulated_iteration_s"] = once.iteration_time_s;
+  state.counters["ep_comm_s"] = once.breakdown.ep_comm;
+}
+BENCHMARK(BM_MoeAcrossLeaves_768xH100)->Unit(benchmark::kMillisecond)->MinTime(2.0);
+
 }  // namespace
 }  // namespace arachne
 
