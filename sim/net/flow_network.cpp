@@ -30,9 +30,10 @@
 // bundle is split into its members (same rate history, so the same remaining bytes and finish time) and the
 // component is filled again before any rate is applied. Skipping a refill after removals
 // (unchanged_by_removals) likewise requires each member's route, not just the bundle's, to cross a link at
-// the common share. Members hold consecutive ids, reserved when the bundle starts, so flows order (links,
-// completions at one instant) as the separate members would, and a bundle completes at the instant its
-// members would, all together.
+// the common share. Members hold consecutive ids, reserved when the bundle starts, so flows order
+// (completions at one instant) as the separate members would, and a bundle completes at the instant its
+// members would, all together. A link's list of flows has no order (a leaving flow's entry is replaced by
+// the last one): filling, slack and the skipped refill read it as a set.
 #include "sim/net/flow_network.h"
 
 #include <algorithm>
@@ -100,6 +101,7 @@ struct FlowNetwork::State {
   struct Flow {
     FlowId id = 0;
     std::vector<Hop> hops;  // sorted by link, merged, mult > 0
+    std::vector<std::uint32_t> at;  // while active: per hop, the position of its entry in link_flows
     double bytes = 0;
     double bound = 0;       // upper bound on its member rate: min over hops of capacity / mult
     double remaining = 0;   // bytes per member left as of t_last
@@ -128,8 +130,8 @@ struct FlowNetwork::State {
     double uniform_share = 0;
   };
   struct LinkEntry {
-    FlowId id;
     std::uint32_t slot;
+    std::uint32_t hop;  // the index of this link in the flow's hops
     int mult;
     double bound;  // the flow's rate bound
   };
@@ -173,7 +175,9 @@ struct FlowNetwork::State {
   std::vector<Flow> flows;  // by slot
   std::vector<std::uint32_t> free_flow_slots;
   std::vector<std::uint32_t> slot_of_id;             // by FlowId; kNoSlot once finished
-  std::vector<std::vector<LinkEntry>> link_flows;    // active flows on each link, sorted by id
+  // Active flows on each link, in no particular order (rates do not depend on it: see fill()); a flow
+  // leaves by moving the last entry into its place.
+  std::vector<std::vector<LinkEntry>> link_flows;
   std::vector<std::int64_t> link_weight;             // sum of multiplicities of the active flows on each link
   // Per link, the distinct rate bounds of its active flows, increasing, each with the sum of their
   // multiplicities (demand()).
@@ -328,18 +332,15 @@ struct FlowNetwork::State {
     request_realloc();
   }
 
-  // Enters the flow on its links (kept sorted by id).
+  // Enters the flow on its links.
   void attach(std::uint32_t slot) {
-    const Flow& f = flows[slot];
-    for (const Hop& h : f.hops) {
+    Flow& f = flows[slot];
+    f.at.resize(f.hops.size());
+    for (std::uint32_t k = 0; k < f.hops.size(); ++k) {
+      const Hop& h = f.hops[k];
       auto& lf = link_flows[h.link];
-      if (lf.empty() || lf.back().id < f.id) {  // the usual case: flows activate in start order
-        lf.push_back(LinkEntry{f.id, slot, h.mult, f.bound});
-      } else {
-        const auto pos = std::lower_bound(lf.begin(), lf.end(), f.id,
-                                          [](const LinkEntry& e, FlowId id) { return e.id < id; });
-        lf.insert(pos, LinkEntry{f.id, slot, h.mult, f.bound});
-      }
+      f.at[k] = static_cast<std::uint32_t>(lf.size());
+      lf.push_back(LinkEntry{slot, k, h.mult, f.bound});
       link_weight[h.link] += h.mult;
       add_bound(h.link, f.bound, h.mult);
       slack_stale[h.link] = 1;
@@ -377,52 +378,26 @@ struct FlowNetwork::State {
     free_batches.push_back(b);
   }
 
-  // Takes the flows of `slots` (in increasing id order) off their links (inactive). A short list of a link's
-  // flows loses each leaving entry at once; a long one loses them all in one pass over its entries from the
-  // first of them after the last flow has left, not by one search and erase per flow (an all-to-all's
-  // flows end together on links that carry thousands). Weights and dirty links change flow by flow, hop by
-  // hop, in that order.
+  // Takes the flows of `slots` off their links (inactive).
   void detach_all(const std::vector<std::uint32_t>& slots) {
-    constexpr std::size_t kErasedAtOnce = 64;  // entries of a short list
-    ++epoch;  // marks the leaving flows, and each long list they leave once
-    leaving_links.clear();
-    const auto by_id = [](const LinkEntry& e, FlowId id) { return e.id < id; };
     for (const std::uint32_t slot : slots) {
-      Flow& f = flows[slot];
-      f.mark = epoch;
-      for (const Hop& h : f.hops) {
-        auto& lf = link_flows[h.link];
-        if (link_mark[h.link] == epoch) {
-          // a long list, compacted below
-        } else if (lf.size() <= kErasedAtOnce) {
-          lf.erase(std::lower_bound(lf.begin(), lf.end(), f.id, by_id));
-        } else {
-          link_mark[h.link] = epoch;
-          leaving_links.emplace_back(h.link, f.id);  // its first leaving flow: `slots` ascend by id
-        }
-        link_weight[h.link] -= h.mult;
-        remove_bound(h.link, f.bound, h.mult);
-        slack_stale[h.link] = 1;
-        dirty_links.push_back(h.link);
-      }
-      f.active = false;
-      active -= static_cast<std::size_t>(f.members);
-    }
-    for (const auto& [l, first] : leaving_links) {
-      auto& lf = link_flows[l];
-      const auto from = std::lower_bound(lf.begin(), lf.end(), first, by_id);
-      lf.erase(std::remove_if(from, lf.end(), [&](const LinkEntry& e) { return flows[e.slot].mark == epoch; }), lf.end());
+      leave_links(slot);
+      flows[slot].active = false;
+      active -= static_cast<std::size_t>(flows[slot].members);
     }
   }
-  std::vector<std::pair<LinkId, FlowId>> leaving_links;  // detach_all()'s scratch: each long list's link and first leaving flow
 
   void leave_links(std::uint32_t slot) {
     const Flow& f = flows[slot];
-    for (const Hop& h : f.hops) {
+    for (std::uint32_t k = 0; k < f.hops.size(); ++k) {
+      const Hop& h = f.hops[k];
       auto& lf = link_flows[h.link];
-      const auto pos = std::lower_bound(lf.begin(), lf.end(), f.id,
-                                        [](const LinkEntry& e, FlowId id) { return e.id < id; });
-      lf.erase(pos);
+      const std::uint32_t p = f.at[k];
+      if (p + 1 != lf.size()) {
+        lf[p] = lf.back();
+        flows[lf[p].slot].at[lf[p].hop] = p;
+      }
+      lf.pop_back();
       link_weight[h.link] -= h.mult;
       remove_bound(h.link, f.bound, h.mult);
       slack_stale[h.link] = 1;
