@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -159,7 +160,7 @@ struct PhaseRunner : std::enable_shared_from_this<PhaseRunner> {
     const bool src_first = ts.size() >= 2 && ts[0].src == ts[1].src && ts[0].bytes == ts[1].bytes;
     int n = group_ids(ts, !src_first, sc, sc.group);
     if (n > distinct_endpoints(ts, src_first, sc)) {
-      const int n_other = group_ids(ts, src_first, sc, sc.other);
+      const int n_other = group_ids(ts, src_first, sc, sc.other, n - 1);
       if (n_other < n) {
         n = n_other;
         sc.group.swap(sc.other);
@@ -184,9 +185,11 @@ struct PhaseRunner : std::enable_shared_from_this<PhaseRunner> {
     return n;
   }
 
-  // Numbers the groups of equal (endpoint member, bytes, latency, route length) in order of first appearance: group[i] is
-  // transfer i's; returns the number of groups.
-  int group_ids(const std::vector<Transfer>& ts, bool by_dst, StartScratch& sc, std::vector<int>& group) const {
+  // Numbers the groups of equal (endpoint member, bytes, latency, route length) in order of first
+  // appearance: group[i] is transfer i's; returns the number of groups, or stops at limit + 1 of them
+  // (`group` then incomplete).
+  int group_ids(const std::vector<Transfer>& ts, bool by_dst, StartScratch& sc, std::vector<int>& group,
+                int limit = std::numeric_limits<int>::max()) const {
     sc.last.assign(members.size(), -1);  // per endpoint member: its latest group
     sc.head.clear();                     // per group: its first transfer
     sc.prev.clear();                     // per group: the member's previous group
@@ -202,6 +205,7 @@ struct PhaseRunner : std::enable_shared_from_this<PhaseRunner> {
       }
       if (g < 0) {
         g = static_cast<int>(sc.head.size());
+        if (g == limit) return limit + 1;
         sc.head.push_back(static_cast<int>(i));
         sc.prev.push_back(mine);
         mine = g;
