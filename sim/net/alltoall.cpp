@@ -115,7 +115,8 @@ struct PhaseRunner : std::enable_shared_from_this<PhaseRunner> {
       if (!moves(members, t.src, t.dst, t.bytes)) continue;
       const GpuId a = members[static_cast<std::size_t>(t.src)];
       const GpuId b = members[static_cast<std::size_t>(t.dst)];
-      moving.push_back(Transfer{a, b, t.src, t.dst, t.bytes, seconds_to_ns(ctx.topo.latency_s(a, b)), ctx.topo.route_length(a, b)});
+      moving.push_back(Transfer{a, b, t.src, t.dst, t.bytes, seconds_to_ns(ctx.topo.latency_s(a, b)),
+                                ctx.topo.route_length(a, b)});
     }
     if (!ctx.net.checked_bundles()) {
       for (const Transfer& t : moving) start_one(t, k);

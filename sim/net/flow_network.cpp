@@ -488,7 +488,8 @@ struct FlowNetwork::State {
       return;
     }
     const auto at = std::lower_bound(v.begin(), v.end(), bound, [](const auto& p, double b) { return p.first < b; });
-    if (at == v.end() || at->first != bound) throw std::logic_error("flow network: a leaving flow's rate bound is not on its link");
+    if (at == v.end() || at->first != bound)
+      throw std::logic_error("flow network: a leaving flow's rate bound is not on its link");
     if ((at->second -= mult) == 0) v.erase(at);
   }
 
