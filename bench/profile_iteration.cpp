@@ -18,7 +18,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int runs = argc > 2 ? std::atoi(argv[2]) : 1;
-  const IterationCase c = name == "gpt3" ? gpt3_175b_case() : name == "mixtral" ? mixtral_case() : moe_across_leaves_case();
+  const IterationCase c = name == "gpt3"      ? gpt3_175b_case()
+                          : name == "mixtral" ? mixtral_case()
+                                              : moe_across_leaves_case();
   SimOptions opt;
   opt.ignore_memory = name == "mixtral";  // as bench_iteration
   const std::string mode = argc > 3 ? argv[3] : "";

@@ -132,8 +132,6 @@ struct FlowNetwork::State {
   struct LinkEntry {
     std::uint32_t slot;
     std::uint32_t hop;  // the index of this link in the flow's hops
-    int mult;
-    double bound;  // the flow's rate bound
   };
   struct Key {  // candidate saturating link (see fill())
     double share;
@@ -340,7 +338,7 @@ struct FlowNetwork::State {
       const Hop& h = f.hops[k];
       auto& lf = link_flows[h.link];
       f.at[k] = static_cast<std::uint32_t>(lf.size());
-      lf.push_back(LinkEntry{slot, k, h.mult, f.bound});
+      lf.push_back(LinkEntry{slot, k});
       link_weight[h.link] += h.mult;
       add_bound(h.link, f.bound, h.mult);
       slack_stale[h.link] = 1;
