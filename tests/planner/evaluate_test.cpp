@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -222,6 +223,72 @@ TEST(EvaluateShards, ConfigResultRoundTripsThroughJsonExactly) {
   EXPECT_TRUE(std::isnan(back.cells[1].tokens_per_s));
   EXPECT_TRUE(std::isnan(back.cells[1].predicted_s));
   EXPECT_EQ(back.cells[1].config, 7);
+}
+
+// scripts/evaluation_shards.py rebuilds a run's shards from its evaluation.h5: the same command then writes the
+// same cells (planning times included) and summary without running anything, and with --cells-from another
+// run's cells take the place of this run's, the others kept. Needs /usr/bin/python3 with h5py (skipped
+// without it, except under CI).
+TEST(EvaluateShards, RebuiltFromTheFileTheyGiveTheSameTableAndTakeAnotherRunsCells) {
+  if (std::system("/usr/bin/python3 -c 'import h5py' > /dev/null 2>&1") != 0) {
+    if (std::getenv("CI") != nullptr) FAIL() << "/usr/bin/python3 cannot import h5py (CI is set)";
+    GTEST_SKIP() << "/usr/bin/python3 cannot import h5py";
+  }
+  TempDir dir;
+  const auto script = [&](const std::string& args) {
+    const std::string cmd = "/usr/bin/python3 '" + std::string(ARACHNE_SOURCE_DIR) + "/scripts/evaluation_shards.py' " + args +
+                            " 2>'" + (dir / "script_stderr").string() + "'";
+    const int status = std::system(cmd.c_str());
+    return CliRun{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir / "script_stderr")};
+  };
+  const auto read = [&](const char* name) { return read_evaluation_cells((dir / name / "evaluation.h5").string()); };
+  const auto same_with_planning_time = [](const CellRecord& a, const CellRecord& b) {
+    expect_same_cells({a}, {b});
+    EXPECT_EQ(a.planning_s, b.planning_s) << a.planner;
+  };
+  ASSERT_EQ(dir.arachne(tiny(dir / "run")).exit_code, 0);
+  // An arachne-only run of the same configurations (its planning times differ from the first run's).
+  std::string arachne_only = tiny(dir / "new");
+  arachne_only.replace(arachne_only.find("arachne,megatron"), std::string("arachne,megatron").size(), "arachne");
+  arachne_only.replace(arachne_only.find("heuristic,random"), std::string("heuristic,random").size(), "none");
+  ASSERT_EQ(dir.arachne(arachne_only).exit_code, 0);
+
+  const CliRun rebuilt = script("'" + (dir / "run").string() + "' '" + (dir / "rebuilt").string() + "'");
+  ASSERT_EQ(rebuilt.exit_code, 0) << rebuilt.err;
+  const CliRun again = dir.arachne(tiny(dir / "rebuilt"));
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  // Nothing ran again: the planning wall times, which no two runs share, are the first run's.
+  const std::vector<CellRecord> run = read("run"), fresh = read("new"), back = read("rebuilt");
+  ASSERT_EQ(back.size(), run.size());
+  for (std::size_t i = 0; i < run.size(); ++i) same_with_planning_time(back[i], run[i]);
+  EXPECT_EQ(slurp(dir / "rebuilt" / "summary.md"), slurp(dir / "run" / "summary.md"));
+
+  const CliRun merged = script("'" + (dir / "run").string() + "' '" + (dir / "merged").string() + "' --cells-from '" +
+                               (dir / "new").string() + "'");
+  ASSERT_EQ(merged.exit_code, 0) << merged.err;
+  ASSERT_EQ(dir.arachne(tiny(dir / "merged")).exit_code, 0);
+  const std::vector<CellRecord> cells = read("merged");
+  ASSERT_EQ(cells.size(), run.size());
+  ASSERT_EQ(fresh.size(), 2u);
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    if (cells[i].planner == "arachne")
+      same_with_planning_time(cells[i], fresh[static_cast<std::size_t>(cells[i].config)]);
+    else
+      same_with_planning_time(cells[i], run[i]);
+  }
+
+  // Bad input: shards already there, or another run's configurations; exit 2, one line, nothing written.
+  const CliRun twice = script("'" + (dir / "run").string() + "' '" + (dir / "merged").string() + "'");
+  EXPECT_EQ(twice.exit_code, 2);
+  EXPECT_EQ(twice.err.rfind("error: ", 0), 0u) << twice.err;
+  std::string other_seed = tiny(dir / "other");
+  other_seed.replace(other_seed.find("--seed 3"), 8, "--seed 4");
+  ASSERT_EQ(dir.arachne(other_seed).exit_code, 0);
+  const CliRun mismatch = script("'" + (dir / "run").string() + "' '" + (dir / "none").string() + "' --cells-from '" +
+                                 (dir / "other").string() + "'");
+  EXPECT_EQ(mismatch.exit_code, 2);
+  EXPECT_EQ(mismatch.err.rfind("error: ", 0), 0u) << mismatch.err;
+  EXPECT_FALSE(fs::exists(dir / "none"));
 }
 
 struct Snapshot {
