@@ -41,7 +41,7 @@ def value(name, v):
     """A field of an h5 row as the shard's JSON holds it."""
     if isinstance(v, (bytes, str)):
         return text(v)
-    if hasattr(v, "dtype") and v.dtype.kind == "b" or isinstance(v, bool):
+    if isinstance(v, bool) or (hasattr(v, "dtype") and v.dtype.kind == "b"):
         return bool(v)
     if hasattr(v, "dtype") and v.dtype.kind in "iu":
         return int(v)

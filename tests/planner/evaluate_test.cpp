@@ -49,10 +49,11 @@ class TempDir {
     fs::remove_all(path_, ec);
   }
   fs::path operator/(const std::string& name) const { return path_ / name; }
-  CliRun arachne(const std::string& args) const {
+  CliRun arachne(const std::string& args) const { return run("'" + std::string(ARACHNE_BINARY) + "' " + args); }
+  // A shell command, its stdout dropped, its exit code and stderr kept.
+  CliRun run(const std::string& command) const {
     const fs::path err = path_ / "stderr";
-    const std::string cmd = "'" + std::string(ARACHNE_BINARY) + "' " + args + " >/dev/null 2>'" + err.string() + "'";
-    const int status = std::system(cmd.c_str());
+    const int status = std::system((command + " >/dev/null 2>'" + err.string() + "'").c_str());
     return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(err)};
   }
 
@@ -236,10 +237,7 @@ TEST(EvaluateShards, RebuiltFromTheFileTheyGiveTheSameTableAndTakeAnotherRunsCel
   }
   TempDir dir;
   const auto script = [&](const std::string& args) {
-    const std::string cmd = "/usr/bin/python3 '" + std::string(ARACHNE_SOURCE_DIR) + "/scripts/evaluation_shards.py' " + args +
-                            " 2>'" + (dir / "script_stderr").string() + "'";
-    const int status = std::system(cmd.c_str());
-    return CliRun{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(dir / "script_stderr")};
+    return dir.run("/usr/bin/python3 '" + std::string(ARACHNE_SOURCE_DIR) + "/scripts/evaluation_shards.py' " + args);
   };
   const auto read = [&](const char* name) { return read_evaluation_cells((dir / name / "evaluation.h5").string()); };
   const auto same_with_planning_time = [](const CellRecord& a, const CellRecord& b) {
