@@ -659,13 +659,23 @@ std::vector<Template> uniform_templates(const Cluster& cluster, const ModelConfi
     if (tp > type.node_tp) continue;  // wider than a node holds, or not dividing the heads
     const int groups = group_capacity(type, tp);
     for (int pp = 1; pp <= std::min<long>(model.layers, groups); ++pp) {
-      const int replicas = groups / pp;
-      if (groups % pp != 0 || replicas > batch) continue;
-      PipelineTemplate p = make_class(std::vector<StagePlan>(pp, StagePlan{&type, tp, 1, 1.0}), replicas, model);
-      for (const int ep : kEpWidths) {  // MoE: every EP width over the replicas (dense: EP 1 only)
-        if (ep > 1 && (!model.moe || model.moe->experts % ep != 0 || replicas % ep != 0)) continue;
-        for (StageTemplate& st : p.stages) st.ep = ep;
-        c.add(Template{{p}});
+      std::vector<int> counts;
+      if (groups % pp == 0) counts.push_back(groups / pp);  // every GPU used
+      if (model.layers % pp == 0) {
+        // Megatron-LM's data-parallel degree: the largest that divides the global batch (the baseline's grid,
+        // planner/baselines/megatron), so that every pipeline takes the same share; some GPUs stay idle.
+        long dp = groups / pp;
+        while (dp > 1 && batch % dp != 0) --dp;
+        counts.push_back(static_cast<int>(dp));
+      }
+      for (const int replicas : counts) {
+        if (replicas > batch) continue;
+        PipelineTemplate p = make_class(std::vector<StagePlan>(pp, StagePlan{&type, tp, 1, 1.0}), replicas, model);
+        for (const int ep : kEpWidths) {  // MoE: every EP width over the replicas (dense: EP 1 only)
+          if (ep > 1 && (!model.moe || model.moe->experts % ep != 0 || replicas % ep != 0)) continue;
+          for (StageTemplate& st : p.stages) st.ep = ep;
+          c.add(Template{{p}});
+        }
       }
     }
   }

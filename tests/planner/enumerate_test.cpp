@@ -645,5 +645,25 @@ TEST(UniformTemplates, EveryUniformLayoutOfAOneTypeCluster) {
   EXPECT_EQ(eps, (std::set<int>{1, 2, 4, 8}));
 }
 
+// Where the TP groups do not split the global batch evenly, the uniform layouts also hold Megatron-LM's
+// replica count (the most that divide the batch), leaving GPUs idle: on five 4-GPU nodes at a batch of 16,
+// 4 one-stage TP-4 replicas beside the 5 that use every GPU, 2 two-stage ones (a depth that does not split
+// the 5 groups evenly but divides the 8 layers), and 16 one-GPU replicas (20 would exceed the batch).
+TEST(UniformTemplates, HoldMegatronsReplicaCountWhereTheGroupsDoNotSplitTheBatch) {
+  const Cluster c = spec("A100-80:5x4");
+  const ModelConfig m = test::small_gpt_model(16);
+  std::set<std::tuple<int, int, int>> layouts;  // (tp, depth, replicas)
+  for (const Template& t : uniform_templates(c, m, 16)) {
+    const PipelineTemplate& p = t.pipelines.front();
+    layouts.insert({p.stages.front().tp, static_cast<int>(p.stages.size()), p.replicas});
+  }
+  EXPECT_TRUE(layouts.count({4, 1, 5})) << "every GPU used";
+  EXPECT_TRUE(layouts.count({4, 1, 4})) << "16 samples over 4 replicas";
+  EXPECT_TRUE(layouts.count({4, 2, 2})) << "5 groups at depth 2: 2 replicas divide 16";
+  EXPECT_FALSE(layouts.count({4, 1, 3})) << "3 does not divide 16";
+  EXPECT_TRUE(layouts.count({1, 1, 16})) << "20 one-GPU groups, 16 replicas";
+  EXPECT_FALSE(layouts.count({1, 1, 20})) << "more replicas than samples";
+}
+
 }  // namespace
 }  // namespace arachne::planner
