@@ -2,9 +2,9 @@
 # Regenerates the shipped policy (configs/policy/arachne.weights) from scratch: the four gen-data datasets
 # and the imitation training documented in configs/policy/README.md, then compares the new weights with the
 # shipped file byte for byte. Same build, same commands: the same bytes (gen-data's file does not depend on
-# --threads or interruptions; train's weights depend on its --threads, fixed here at 2). The shipped file is
-# the build named in configs/policy/README.md (give it with --arachne); a build whose label search differs
-# trains another file and exits 1.
+# --threads or interruptions; train's weights depend on its --threads, fixed here at 2). The shipped file
+# comes from the label search of the commit that ships it (configs/policy/README.md); a build whose label
+# search differs trains another file and exits 1.
 #
 # Usage: scripts/regen_policy.sh [--arachne build/arachne] [--out DIR]
 #   --arachne  the CLI to run (train loads the Torch module beside it, or ARACHNE_LEARNED_MODULE)
