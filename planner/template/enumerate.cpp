@@ -662,8 +662,8 @@ std::vector<Template> uniform_templates(const Cluster& cluster, const ModelConfi
       std::vector<int> counts;
       if (groups % pp == 0) counts.push_back(groups / pp);  // every GPU used
       if (model.layers % pp == 0) {
-        // Megatron-LM's data-parallel degree: the largest that divides the global batch (the baseline's grid,
-        // planner/baselines/megatron), so that every pipeline takes the same share; some GPUs stay idle.
+        // Megatron-LM's data-parallel degree: the largest that the groups hold and that divides the global
+        // batch (planner/baselines/megatron), so that every pipeline takes the same share; GPUs may stay idle.
         long dp = groups / pp;
         while (dp > 1 && batch % dp != 0) --dp;
         counts.push_back(static_cast<int>(dp));

@@ -142,11 +142,12 @@ std::vector<Template> node_stage_templates_over_layers(const Cluster& cluster, c
 // Every uniform layout of a one-type cluster (none on a cluster of several types): per TP width that a node
 // holds and that divides the heads, every depth up to the layers that splits the TP groups the nodes hold
 // evenly, as many identical pipelines as that leaves (at most one per sample of the global batch), and per
-// depth that divides the layers as many pipelines as Megatron-LM's grid runs (the most that divide the
-// global batch, so that some GPUs may stay idle); MoE: at every EP width over the replicas of kEpWidths that
-// divides both the expert count and the replicas. The grid that Megatron-LM's and AMP's searches cover
-// (Narayanan et al. SC'21; Li et al. NeurIPS'22). Canonical, distinct, each with an empty template_problem and a token form (a replica count
-// outside kCounts has none). Priced by the arachne planner after its local search.
+// depth that divides the layers as many pipelines as Megatron-LM's grid runs (the largest count the groups
+// hold that divides the global batch, so that some GPUs may stay idle); MoE: at every EP width over the
+// replicas of kEpWidths that divides both the expert count and the replicas. The grid that Megatron-LM's and
+// AMP's searches cover (Narayanan et al. SC'21; Li et al. NeurIPS'22). Canonical, distinct, each with an
+// empty template_problem and a token form (a replica count outside kCounts has none). Priced by the arachne
+// planner after its local search.
 std::vector<Template> uniform_templates(const Cluster& cluster, const ModelConfig& model, long global_batch = 0);
 
 }  // namespace arachne::planner
