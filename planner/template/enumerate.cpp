@@ -634,6 +634,22 @@ std::vector<Template> fast_data_parallel_templates(const Cluster& cluster, const
   return c.take();
 }
 
+std::vector<Template> tp_data_parallel_templates(const Cluster& cluster, const ModelConfig& model, long global_batch) {
+  const Profiler prof(cluster, model);
+  const std::vector<TypeInfo> types = types_by_speed(cluster, model, prof);
+  const long batch = batch_or_model(global_batch, model);
+  Collector wide(cluster, model, 8);
+  for (const int tp : kTpWidths) {
+    if (tp == 1) continue;
+    Template t;
+    for (const TypeInfo& ty : types)
+      if (ty.node_tp >= tp)
+        if (auto p = homogeneous(ty, tp, model, prof, batch)) t.pipelines.push_back(*p);
+    if (t.pipelines.size() >= 2 && t.pipelines.size() < types.size()) wide.add(t);
+  }
+  return wide.take();
+}
+
 std::vector<Template> node_stage_templates_over_layers(const Cluster& cluster, const ModelConfig& model) {
   const Profiler prof(cluster, model);
   const std::vector<TypeInfo> types = types_by_speed(cluster, model, prof);

@@ -139,6 +139,18 @@ std::vector<Template> fast_data_parallel_templates(const Cluster& cluster, const
 // they cannot steer it.
 std::vector<Template> node_stage_templates_over_layers(const Cluster& cluster, const ModelConfig& model);
 
+// Data parallelism at one TP width over the types whose nodes hold it, the others idle: per TP width t > 1,
+// one pipeline class per such type, rule 1's pipeline of that type at TP t, where at least two types hold t
+// and some type does not. Where a type's one-GPU nodes sit on slow NICs, leaving it out of the gradient
+// all-reduce at TP 2 can win over every type's own best width: on 56 GPUs of GH200 (one-GPU nodes, 6.25 GB/s
+// NICs), H100-PCIe and MI250X with opt-350m, `4x[H100-PCIe:tp2x1]; 16x[MI250X:tp2x1]` simulates 15 % faster
+// than the 32 one-GPU MI250X replicas that the climb reaches otherwise
+// (ArachnePlanner.LeavesOutTheTypesWhoseNodesHoldNoTpGroup). fast_data_parallel_templates chooses its types
+// by peak FLOP/s and each type's own width, which keeps the GH200s. Canonical, distinct, each with an empty
+// template_problem and a token form. Proposed by the arachne planner after its climb, like the uniform
+// layouts, so that they cannot steer it.
+std::vector<Template> tp_data_parallel_templates(const Cluster& cluster, const ModelConfig& model, long global_batch = 0);
+
 // Every uniform layout of a one-type cluster (none on a cluster of several types): per TP width that a node
 // holds and that divides the heads, every depth up to the layers that splits the TP groups the nodes hold
 // evenly, as many identical pipelines as that leaves (at most one per sample of the global batch), and per

@@ -611,6 +611,35 @@ TEST(NodeStageTemplatesOverLayers, LeaveTheWeakestNodesIdle) {
   EXPECT_TRUE(node_stage_templates_over_layers(spec("A100-80:1x8,H100:20x1"), m).empty());
 }
 
+// Data parallelism at one TP width over the types whose nodes hold it: on one-GPU GH200 nodes beside 4-GPU
+// H100-PCIe and 8-GPU MI250X nodes, one class of H100-PCIe and one of MI250X at TP 2 and at TP 4, every stage
+// at that width, the GH200s idle; none at TP 8 (MI250X alone holds it, which is no data parallelism across
+// types); none where every type's nodes hold every width or on one type (rule 1 and the uniform layouts have
+// those).
+TEST(TpDataParallelTemplates, OneClassPerTypeWhoseNodesHoldTheWidth) {
+  const Cluster c = spec("GH200:16x1,H100-PCIe:2x4,MI250X:4x8");
+  const ModelConfig m = load_model("opt-350m");
+  const std::vector<Template> all = tp_data_parallel_templates(c, m, 64);
+  expect_valid_distinct_canonical(all, c, m);
+  std::set<int> widths;
+  for (const Template& t : all) {
+    std::set<std::string> types;
+    std::set<int> tps;
+    for (const PipelineTemplate& p : t.pipelines)
+      for (const StageTemplate& st : p.stages) {
+        tps.insert(st.tp);
+        for (const auto& k : st.kinds) types.insert(k.gpu_type);
+      }
+    ASSERT_EQ(tps.size(), 1u) << to_text(t);
+    widths.insert(*tps.begin());
+    EXPECT_EQ(t.pipelines.size(), 2u) << to_text(t);
+    EXPECT_EQ(types, (std::set<std::string>{"H100-PCIe", "MI250X"})) << to_text(t);
+  }
+  EXPECT_EQ(widths, (std::set<int>{2, 4}));
+  EXPECT_TRUE(tp_data_parallel_templates(spec("A100-80:2x8,H100:2x8"), m, 64).empty());
+  EXPECT_TRUE(tp_data_parallel_templates(spec("A100-80:4x8"), m, 64).empty());
+}
+
 // Every uniform layout of a one-type cluster, each using every GPU: on two 4-GPU A100 nodes and the small
 // model (8 layers, 16 heads), TP 1, 2 and 4 (8 is wider than a node) at every depth up to the layers that
 // divides the TP groups; none on a cluster of two types; for a MoE model, at every EP width.
