@@ -21,7 +21,9 @@
 //      start, do not take the slots of the other sources' best templates; on a one-type cluster the default
 //      source also prices every uniform layout (uniform_templates: the grid Megatron-LM's and AMP's
 //      searches cover), and on any cluster whose nodes outnumber the layers the one-stage-per-node
-//      pipelines with the weakest nodes idle (node_stage_templates_over_layers), after the local search,
+//      pipelines with the weakest nodes idle (node_stage_templates_over_layers), and on any cluster data
+//      parallelism at one TP width over the types whose nodes hold it (tp_data_parallel_templates), after
+//      the local search,
 //      so that they cannot steer the climb, each with both
 //      placements of its replicas (pipeline by pipeline, and stage by stage: the data-parallel peers of a
 //      stage on one node), as are then the kArachneReplacedTemplates best templates of the climb, and last
@@ -34,8 +36,9 @@
 //      moves from the best-priced templates, more while they gain), and for the default source a second one
 //      from the heuristic generator's templates alone, sharing the first one's prices, so that the
 //      generator's climb is not lost where the other sources' better-priced starts lead the first one to a
-//      worse end, and a third from the policy's templates alone and a fourth from the deep pipelines over
-//      the fastest types alone, each for the `--refine` rounds only (no extension); on clusters of more
+//      worse end, and a third from the policy's templates alone, a fourth from the deep pipelines over
+//      the fastest types alone and a fifth from those of them that use EP, with every stage's EP removed
+//      (without_expert_parallelism), each for the `--refine` rounds only (no extension); on clusters of more
 //      than kArachneRunEndsAboveGpus GPUs the climbs and the descent move stages only at the ends of runs
 //      of identical stages; completion of every template by rule and a small candidate set, each candidate priced by the fast
 //      estimator (planner/template/completion.h, estimator.h), except a template whose GEMM lower bound, or a

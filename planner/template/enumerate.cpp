@@ -650,6 +650,23 @@ std::vector<Template> tp_data_parallel_templates(const Cluster& cluster, const M
   return wide.take();
 }
 
+std::vector<Template> without_expert_parallelism(const std::vector<Template>& templates, const Cluster& cluster,
+                                                 const ModelConfig& model) {
+  Collector c(cluster, model, static_cast<int>(templates.size()));
+  for (Template t : templates) {
+    bool had_ep = false;
+    for (PipelineTemplate& p : t.pipelines)
+      for (StageTemplate& st : p.stages) {
+        had_ep = had_ep || st.ep > 1;
+        st.ep = 1;
+        st.ep_scope = EpScope::Pipelines;
+        st.uneven_experts = false;
+      }
+    if (had_ep) c.add(std::move(t));
+  }
+  return c.take();
+}
+
 std::vector<Template> node_stage_templates_over_layers(const Cluster& cluster, const ModelConfig& model) {
   const Profiler prof(cluster, model);
   const std::vector<TypeInfo> types = types_by_speed(cluster, model, prof);

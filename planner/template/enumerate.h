@@ -151,6 +151,15 @@ std::vector<Template> node_stage_templates_over_layers(const Cluster& cluster, c
 // layouts, so that they cannot steer it.
 std::vector<Template> tp_data_parallel_templates(const Cluster& cluster, const ModelConfig& model, long global_batch = 0);
 
+// The templates among `templates` that use expert parallelism, each with every stage's EP removed (every
+// expert on every rank of its stage), canonical, distinct, those with an empty template_problem and a token
+// form only. Rule 4's deep pipelines over one-GPU nodes take EP over their replicas by default, which puts
+// every MoE layer's all-to-all on the NICs between the replicas; with their few layers per stage every
+// expert fits without it: on 219 GPUs of A10, A100-40 (one-GPU nodes) and H100 with deepseek-moe-16b, six
+// replicas of rule 4's pipeline over A100-40 and H100 simulate 4.5 times faster without EP than with EP 2.
+std::vector<Template> without_expert_parallelism(const std::vector<Template>& templates, const Cluster& cluster,
+                                                 const ModelConfig& model);
+
 // Every uniform layout of a one-type cluster (none on a cluster of several types): per TP width that a node
 // holds and that divides the heads, every depth up to the layers that splits the TP groups the nodes hold
 // evenly, as many identical pipelines as that leaves (at most one per sample of the global batch), and per

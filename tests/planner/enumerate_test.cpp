@@ -640,6 +640,30 @@ TEST(TpDataParallelTemplates, OneClassPerTypeWhoseNodesHoldTheWidth) {
   EXPECT_TRUE(tp_data_parallel_templates(spec("A100-80:4x8"), m, 64).empty());
 }
 
+// Of a MoE model's templates, those with EP come back with every stage's EP removed, the others not at all;
+// a dense model's templates have no EP, so none come back.
+TEST(WithoutExpertParallelism, RemovesEpFromTheTemplatesThatUseIt) {
+  const Cluster c = spec("A10:118x1,A100-40:51x1,H100:25x2");
+  const ModelConfig moe = load_model("deepseek-moe-16b");
+  const std::vector<Template> with = fast_subset_templates(c, moe, 3, 128);
+  int using_ep = 0;
+  for (const Template& t : with)
+    for (const PipelineTemplate& p : t.pipelines)
+      if (std::any_of(p.stages.begin(), p.stages.end(), [](const StageTemplate& st) { return st.ep > 1; })) ++using_ep;
+  ASSERT_GT(using_ep, 0) << "the premise: some deep pipeline uses EP";
+  const std::vector<Template> without = without_expert_parallelism(with, c, moe);
+  expect_valid_distinct_canonical(without, c, moe);
+  EXPECT_FALSE(without.empty());
+  EXPECT_LE(without.size(), with.size());
+  for (const Template& t : without)
+    for (const PipelineTemplate& p : t.pipelines)
+      for (const StageTemplate& st : p.stages) {
+        EXPECT_EQ(st.ep, 1) << to_text(t);
+        EXPECT_FALSE(st.uneven_experts) << to_text(t);
+      }
+  EXPECT_TRUE(without_expert_parallelism(fast_subset_templates(c, load_model("gpt3-1.3b"), 3, 128), c, load_model("gpt3-1.3b")).empty());
+}
+
 // Every uniform layout of a one-type cluster, each using every GPU: on two 4-GPU A100 nodes and the small
 // model (8 layers, 16 heads), TP 1, 2 and 4 (8 is wider than a node) at every depth up to the layers that
 // divides the TP groups; none on a cluster of two types; for a MoE model, at every EP width.
