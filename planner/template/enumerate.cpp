@@ -638,7 +638,7 @@ std::vector<Template> tp_data_parallel_templates(const Cluster& cluster, const M
   const Profiler prof(cluster, model);
   const std::vector<TypeInfo> types = types_by_speed(cluster, model, prof);
   const long batch = batch_or_model(global_batch, model);
-  Collector wide(cluster, model, 8);
+  Collector wide(cluster, model, static_cast<int>(kTpWidths.size()));
   for (const int tp : kTpWidths) {
     if (tp == 1) continue;
     Template t;

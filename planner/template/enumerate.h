@@ -153,9 +153,9 @@ std::vector<Template> tp_data_parallel_templates(const Cluster& cluster, const M
 
 // The templates among `templates` that use expert parallelism, each with every stage's EP removed (every
 // expert on every rank of its stage), canonical, distinct, those with an empty template_problem and a token
-// form only. Rule 4's deep pipelines over one-GPU nodes take EP over their replicas by default, which puts
-// every MoE layer's all-to-all on the NICs between the replicas; with their few layers per stage every
-// expert fits without it: on 219 GPUs of A10, A100-40 (one-GPU nodes) and H100 with deepseek-moe-16b, six
+// form only. Rule 4's deep pipelines take EP over their replicas, which on one-GPU nodes puts every MoE
+// layer's all-to-all on the NICs between the replicas, though rule 4 sizes their depth with every expert on
+// every rank (heuristic_templates), so they fit without it: on 219 GPUs of A10, A100-40 (one-GPU nodes) and H100 with deepseek-moe-16b, six
 // replicas of rule 4's pipeline over A100-40 and H100 simulate 4.5 times faster without EP than with EP 2.
 std::vector<Template> without_expert_parallelism(const std::vector<Template>& templates, const Cluster& cluster,
                                                  const ModelConfig& model);
