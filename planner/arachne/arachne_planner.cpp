@@ -257,6 +257,40 @@ void sort_by_price(std::vector<CompletedPlan>& plans) {
   std::stable_sort(plans.begin(), plans.end(), [](const CompletedPlan& a, const CompletedPlan& b) { return a.priced_s < b.priced_s; });
 }
 
+// The plan with each pipeline's layers split evenly over its stages by count, the extra layers on the
+// earliest stages.
+Plan even_layer_split(Plan plan) {
+  for (Pipeline& p : plan.pipelines) {
+    const int n = static_cast<int>(p.stages.size());
+    const int first = p.stages.front().layer_begin, layers = p.stages.back().layer_end - first;
+    int at = first;
+    for (int i = 0; i < n; ++i) {
+      p.stages[i].layer_begin = at;
+      at += layers / n + (i < layers % n ? 1 : 0);
+      p.stages[i].layer_end = at;
+    }
+  }
+  return plan;
+}
+
+// Of the `count` best-priced distinct plans of `plans`, the even layer splits (even_layer_split) that
+// `price` prices below their plan, best price first.
+std::vector<CompletedPlan> even_split_plans(std::vector<CompletedPlan> plans, int count, const PlanPricer& price) {
+  sort_by_price(plans);
+  std::vector<CompletedPlan> out;
+  std::set<std::string> seen;
+  for (const CompletedPlan& c : plans) {
+    if (static_cast<int>(seen.size()) >= count) break;
+    if (!seen.insert(execution_key(c.plan)).second) continue;
+    Plan even = even_layer_split(c.plan);
+    if (execution_key(even) == execution_key(c.plan)) continue;
+    // Stopped at the plan's own price, an estimate below it is exact.
+    if (const std::optional<double> s = price(even, c.priced_s); s && *s < c.priced_s) out.push_back({std::move(even), *s, c.ties});
+  }
+  sort_by_price(out);
+  return out;
+}
+
 // Every template completed and priced (the local search climbing from `templates`, with
 // `extra.secondary` its secondary starts, then from own_climb_templates alone, then from
 // the policy's templates (`policy`: policy_templates), from `extra.secondary` alone and from
@@ -392,6 +426,8 @@ PricedPlans priced_candidates(const std::vector<Template>& templates, const std:
   every_recompute_level = true;
   complete_best_again(completed, kArachneRecomputedTemplates, complete);
   every_recompute_level = false;
+  std::vector<CompletedPlan> even_split =
+      timer.wall_budget_spent(r) ? std::vector<CompletedPlan>{} : even_split_plans(all, kArachneEvenSplitPlans, price);
   const size_t before_descent = all.size();
   if (const std::optional<Template> end = descend_from_best(completed, *r.cluster, *r.model, stage_moves, descent_price)) {
     every_recompute_level = true;  // the descent's last template, like the best templates before it
@@ -402,6 +438,7 @@ PricedPlans priced_candidates(const std::vector<Template>& templates, const std:
   out.descent.assign(std::make_move_iterator(all.begin() + static_cast<long>(before_descent)), std::make_move_iterator(all.end()));
   all.resize(before_descent);
   out.plans = std::move(all);
+  out.even_split = std::move(even_split);
   sort_by_price(out.plans);
   sort_by_price(out.descent);
   return out;
@@ -428,8 +465,9 @@ PricedPlans widening_candidates(const PlanRequest& request, long global, const P
 
 // Step 4: the best-priced plans of the `arachne_simulate` best-priced structures simulated, each with its
 // structure's best plan under the other rule for equal partitions where it has one (the header), then the
-// descent's best plan where it is priced below all of them and its structure was not simulated; the fastest
-// goes into *result, with the simulations counted. Returns whether the request's simulation budget ran out.
+// descent's best plan where it is priced below all of them and its structure was not simulated, then the
+// best even layer split where it is priced below the plan simulated fastest; the fastest goes into *result,
+// with the simulations counted. Returns whether the request's simulation budget ran out.
 bool simulate_best(const PricedPlans& candidates, const PlanRequest& request, PlanResult* result) {
   const std::vector<CompletedPlan>& plans = candidates.plans;
   Evaluator eval(request);
@@ -473,6 +511,10 @@ bool simulate_best(const PricedPlans& candidates, const PlanRequest& request, Pl
   if (!descent.empty() && !eval.exhausted() && (plans.empty() || descent.front().priced_s < plans.front().priced_s) &&
       structures.insert(simulation_structure(descent.front().plan, *request.cluster)).second)
     simulate(descent.front());
+  // And the best even layer split where it is priced below the plan simulated fastest (an addition too).
+  const std::vector<CompletedPlan>& even = candidates.even_split;
+  if (!even.empty() && !eval.exhausted() && (!result->plan || even.front().priced_s < result->predicted_iteration_time_s))
+    simulate(even.front());
   result->evaluations = eval.evaluations();
   return eval.exhausted();
 }
@@ -491,6 +533,7 @@ PricedPlans arachne_priced_plans(const PlanRequest& request, long global_batch, 
 std::vector<CompletedPlan> PricedPlans::merged() const {
   std::vector<CompletedPlan> out = plans;
   out.insert(out.end(), descent.begin(), descent.end());
+  out.insert(out.end(), even_split.begin(), even_split.end());
   sort_by_price(out);
   return out;
 }
