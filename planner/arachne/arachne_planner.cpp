@@ -275,11 +275,14 @@ Plan even_layer_split(Plan plan) {
 
 // Of the `count` best-priced distinct plans of `plans`, the even layer splits (even_layer_split) that
 // `price` prices below their plan, best price first.
-std::vector<CompletedPlan> even_split_plans(std::vector<CompletedPlan> plans, int count, const PlanPricer& price) {
-  sort_by_price(plans);
+std::vector<CompletedPlan> even_split_plans(const std::vector<CompletedPlan>& plans, int count, const PlanPricer& price) {
+  std::vector<const CompletedPlan*> by_price;
+  for (const CompletedPlan& c : plans) by_price.push_back(&c);
+  std::stable_sort(by_price.begin(), by_price.end(), [](const CompletedPlan* a, const CompletedPlan* b) { return a->priced_s < b->priced_s; });
   std::vector<CompletedPlan> out;
   std::set<std::string> seen;
-  for (const CompletedPlan& c : plans) {
+  for (const CompletedPlan* p : by_price) {
+    const CompletedPlan& c = *p;
     if (static_cast<int>(seen.size()) >= count) break;
     if (!seen.insert(execution_key(c.plan)).second) continue;
     Plan even = even_layer_split(c.plan);
