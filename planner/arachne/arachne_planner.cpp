@@ -14,6 +14,7 @@
 #include "planner/arachne/features.h"
 #include "planner/arachne/labeler.h"
 #include "planner/arachne/policy_net.h"
+#include "planner/common/partition.h"
 #include "planner/common/evaluator.h"
 #include "planner/template/completion.h"
 #include "planner/template/estimator.h"
@@ -261,13 +262,12 @@ void sort_by_price(std::vector<CompletedPlan>& plans) {
 // earliest stages.
 Plan even_layer_split(Plan plan) {
   for (Pipeline& p : plan.pipelines) {
-    const int n = static_cast<int>(p.stages.size());
-    const int first = p.stages.front().layer_begin, layers = p.stages.back().layer_end - first;
-    int at = first;
-    for (int i = 0; i < n; ++i) {
-      p.stages[i].layer_begin = at;
-      at += layers / n + (i < layers % n ? 1 : 0);
-      p.stages[i].layer_end = at;
+    const int first = p.stages.front().layer_begin;
+    const std::vector<int> bounds =
+        even_partition(p.stages.back().layer_end - first, static_cast<int>(p.stages.size()));
+    for (size_t i = 0; i < p.stages.size(); ++i) {
+      p.stages[i].layer_begin = first + bounds[i];
+      p.stages[i].layer_end = first + bounds[i + 1];
     }
   }
   return plan;
@@ -284,9 +284,10 @@ std::vector<CompletedPlan> even_split_plans(const std::vector<CompletedPlan>& pl
   for (const CompletedPlan* p : by_price) {
     const CompletedPlan& c = *p;
     if (static_cast<int>(seen.size()) >= count) break;
-    if (!seen.insert(execution_key(c.plan)).second) continue;
+    const std::string key = execution_key(c.plan);
+    if (!seen.insert(key).second) continue;
     Plan even = even_layer_split(c.plan);
-    if (execution_key(even) == execution_key(c.plan)) continue;
+    if (execution_key(even) == key) continue;
     // Stopped at the plan's own price, an estimate below it is exact.
     if (const std::optional<double> s = price(even, c.priced_s); s && *s < c.priced_s) out.push_back({std::move(even), *s, c.ties});
   }

@@ -7,6 +7,10 @@
 
 namespace arachne::planner {
 
+// Splits layers [0, layers) into `stages` ranges of layers / stages layers each, the remainder one each to
+// the first stages (AMP's pipe_uniform; FlashFlex's even split). Returns the stages+1 boundaries; stages >= 1.
+std::vector<int> even_partition(int layers, int stages);
+
 // Splits layers [0, layers) into `stages` contiguous non-empty ranges minimising max over stages of
 // cost(stage, begin, end) (dynamic programming, O(stages * layers^2) cost calls at most; ties: earlier cut
 // points). Returns the stages+1 boundaries (0 = b_0 < b_1 < ... < b_stages = layers), empty when stages >

@@ -49,6 +49,14 @@ RandomCost draw(std::mt19937_64& rng, int layers, int stages) {
   return c;
 }
 
+// The even split by count: 10 layers over 4 stages, 3, 3, 2, 2 (the remainder on the first stages); a
+// count that divides the layers gives equal stages.
+TEST(Partition, EvenPartitionGivesTheRemainderToTheFirstStages) {
+  EXPECT_EQ(even_partition(10, 4), (std::vector<int>{0, 3, 6, 8, 10}));
+  EXPECT_EQ(even_partition(32, 9), (std::vector<int>{0, 4, 8, 12, 16, 20, 23, 26, 29, 32}));
+  EXPECT_EQ(even_partition(8, 4), (std::vector<int>{0, 2, 4, 6, 8}));
+}
+
 TEST(Partition, MonotoneVariantGivesThePlainProgramsBoundaries) {
   std::mt19937_64 rng(11);
   int feasible = 0, infeasible = 0;

@@ -32,14 +32,6 @@ std::vector<int> divisors(long n) {
 
 bool divides(int d, int n) { return n <= 0 || n % d == 0; }
 
-// AMP/pipe.py pipe_uniform: layers/pp per stage, the remainder one each to the first stages.
-std::vector<int> uniform_bounds(int layers, int pp) {
-  std::vector<int> b(pp + 1, 0);
-  const int each = layers / pp, rem = layers % pp;
-  for (int s = 0; s < pp; ++s) b[s + 1] = b[s] + each + (s < rem ? 1 : 0);
-  return b;
-}
-
 }  // namespace
 
 AmpCostModel::AmpCostModel(const Cluster& cluster, const Topology& topo, const ModelConfig& model)
@@ -132,7 +124,7 @@ std::optional<AmpCandidate> AmpCostModel::price(int tp, int pp, int dp, int mb, 
 
   // Layer partition (AMP/cost_het_cluster.py predict): pipe_uniform for one micro-batch, else pipe_ast, whose
   // optimum here is the min-max partition (amp_planner.h, step 3).
-  c.bounds = B == 1 ? uniform_bounds(L, pp) : minmax_partition(L, pp, stage_cost);
+  c.bounds = B == 1 ? even_partition(L, pp) : minmax_partition(L, pp, stage_cost);
   if (static_cast<int>(c.bounds.size()) != pp + 1) return fail("no layer partition into " + std::to_string(pp) + " stages");
 
   double max_stage = 0, sum_stage = 0;
