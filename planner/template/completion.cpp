@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -40,6 +41,34 @@ struct CompletionCache::Impl {
   StageMemoryLines memory;
   Plan scratch_plan;  // the plan being priced (assemble): its vectors' memory serves plan after plan
   Impl(const Cluster& c, const ModelConfig& m) : cluster(c), model(m), profiler(c, m), times(profiler), memory(profiler) {}
+
+  // The costs of a pipeline class of these stages at `level`, kept for every template that has such a class
+  // (their answers are a function of the stages, level and ties: PipelineCosts), memory_decided() forgotten.
+  PipelineCosts& costs(std::vector<StageCostSpec> stages, MemoryLevel level, PartitionTies ties) {
+    auto [it, fresh] = classes.try_emplace(class_key(stages, level, ties));
+    if (fresh) it->second = std::make_unique<PipelineCosts>(times, memory, std::move(stages), level, ties);
+    it->second->forget_memory_decided();
+    return *it->second;
+  }
+  // The same class as `before` at `level`, of before's recompute with ZeRO-1 on: one that shares before's
+  // caches where it is built here (PipelineCosts' constructor from same_times).
+  PipelineCosts& costs_after(PipelineCosts& before, MemoryLevel level) {
+    auto [it, fresh] = classes.try_emplace(class_key(before.stage_specs(), level, before.ties()));
+    if (fresh) it->second = std::make_unique<PipelineCosts>(before, level);
+    it->second->forget_memory_decided();
+    return *it->second;
+  }
+
+ private:
+  std::vector<long> class_key(const std::vector<StageCostSpec>& stages, MemoryLevel level, PartitionTies ties) {
+    std::vector<long> key{static_cast<long>(level.recompute), level.zero1, static_cast<long>(ties)};
+    for (const StageCostSpec& s : stages) {
+      key.insert(key.end(), {s.tp, s.ep, s.zero1_dp, static_cast<long>(s.groups.size())});
+      for (const GroupCostSpec& g : s.groups) key.insert(key.end(), {times.type_id(g.gpu_type), std::bit_cast<long>(g.local_experts)});
+    }
+    return key;
+  }
+  std::unordered_map<std::vector<long>, std::unique_ptr<PipelineCosts>, SequenceHash> classes;
 };
 
 CompletionCache::CompletionCache(const Cluster& cluster, const ModelConfig& model)
@@ -219,8 +248,8 @@ bool zero1_helps(const Layout& layout) {
 // ---------------------------------------------------------------- per-class costs
 
 // The class costs at one memory level, built from the class's first pipeline (replicas share the types).
-std::vector<PipelineCosts> class_costs(const Template& t, const Layout& layout, LayerTimes& times, StageMemoryLines& memory,
-                                       MemoryLevel level, PartitionTies ties) {
+std::vector<PipelineCosts*> class_costs(const Template& t, const Layout& layout, CompletionCache::Impl& cache,
+                                        MemoryLevel level, PartitionTies ties) {
   // ZeRO-1 shards over every group holding a layer (sim/exec/stage_work.cpp): each other pipeline holds the
   // stage's first layer in at least its narrowest stage's groups.
   auto fewest_groups = [](const PlacedPipeline& p) {
@@ -230,7 +259,7 @@ std::vector<PipelineCosts> class_costs(const Template& t, const Layout& layout, 
   };
   int all_fewest = 0;
   for (const PlacedPipeline& p : layout.pipelines) all_fewest += fewest_groups(p);
-  std::vector<PipelineCosts> out;
+  std::vector<PipelineCosts*> out;
   for (int c = 0; c < static_cast<int>(t.pipelines.size()); ++c) {
     int first = 0;
     while (layout.pipelines[first].pipeline_class != c) ++first;
@@ -245,7 +274,7 @@ std::vector<PipelineCosts> class_costs(const Template& t, const Layout& layout, 
       s.zero1_dp = static_cast<int>(p.stages[j].groups.size()) + all_fewest - fewest_groups(p);
       stages.push_back(std::move(s));
     }
-    out.emplace_back(times, memory, std::move(stages), level, ties);
+    out.push_back(&cache.costs(std::move(stages), level, ties));
   }
   return out;
 }
@@ -263,7 +292,7 @@ struct BatchSplit {
 
 class BatchPlanner {
  public:
-  BatchPlanner(const Layout& layout, std::vector<PipelineCosts>& costs, long global)
+  BatchPlanner(const Layout& layout, std::vector<PipelineCosts*>& costs, long global)
       : layout_(layout), costs_(costs), global_(global) {}
 
   // Proportional split, then analytic local moves; micro-batch sizes the best for each pipeline's samples.
@@ -293,7 +322,7 @@ class BatchPlanner {
     long room = 0;
     for (const PlacedPipeline& p : layout_.pipelines) {
       long& m = most[p.pipeline_class];
-      if (m < 0) m = costs_[p.pipeline_class].most_samples_below(t, global_);
+      if (m < 0) m = costs_[p.pipeline_class]->most_samples_below(t, global_);
       if (m == 0) return true;  // every pipeline takes a sample
       room += m;
       if (room >= global_) return false;
@@ -381,10 +410,10 @@ class BatchPlanner {
   static constexpr long kMaxMove = 64;  // largest move, in steps, the local search looks at
   std::vector<long> most_scratch_;      // no_split_below's
   const Layout& layout_;
-  std::vector<PipelineCosts>& costs_;
+  std::vector<PipelineCosts*>& costs_;
   long global_;
 
-  PipelineCosts& cls(size_t u) { return costs_[layout_.units[u].pipeline_class]; }
+  PipelineCosts& cls(size_t u) { return *costs_[layout_.units[u].pipeline_class]; }
   long unit_size(size_t u) const { return layout_.units[u].size(); }
   double unit_time(size_t u, long n) { return n < 1 ? kInf : cls(u).best(n).time_s; }
 
@@ -395,7 +424,7 @@ class BatchPlanner {
     const long np = static_cast<long>(layout_.pipelines.size());
     if (np > global_) return std::nullopt;
     std::vector<double> speed(costs_.size());
-    for (size_t c = 0; c < costs_.size(); ++c) speed[c] = costs_[c].speed(global_);
+    for (size_t c = 0; c < costs_.size(); ++c) speed[c] = costs_[c]->speed(global_);
     std::vector<double> weights;
     for (const PlacedPipeline& p : layout_.pipelines) weights.push_back(speed[p.pipeline_class]);
     if (std::all_of(weights.begin(), weights.end(), [](double w) { return w <= 0; })) return std::nullopt;
@@ -569,12 +598,12 @@ std::vector<int> layout_content(const Template& t, const Layout& layout) {
 
 // What assemble reads of a split and level besides the layout (`key`, after the layout's id): the layout and
 // this key decide the plan.
-void plan_key(const Layout& layout, std::vector<PipelineCosts>& costs, const BatchSplit& split, MemoryLevel level,
+void plan_key(const Layout& layout, std::vector<PipelineCosts*>& costs, const BatchSplit& split, MemoryLevel level,
               std::vector<long>& key) {
   key.assign({layout.id, static_cast<long>(level.recompute), level.zero1});
   const std::vector<long> samples = pipeline_samples(layout, split);
   for (size_t i = 0; i < layout.pipelines.size(); ++i) {
-    PipelineCosts& pc = costs[layout.pipelines[i].pipeline_class];
+    PipelineCosts& pc = *costs[layout.pipelines[i].pipeline_class];
     const int b = split.micro_batch[i];
     const int m = static_cast<int>(samples[i] / b);
     key.push_back(b), key.push_back(m);
@@ -590,7 +619,7 @@ void plan_key(const Layout& layout, std::vector<PipelineCosts>& costs, const Bat
 // The plan of the split at the level, into `plan`: the layout's GPUs, each class's partition and group shares
 // at its pipelines' micro-batch size and count, the layout's experts. `plan` is a default plan or one only
 // this wrote before (the fields it leaves alone keep their defaults); its vectors' memory is reused.
-void assemble(const Template& t, const Layout& layout, std::vector<PipelineCosts>& costs, const BatchSplit& split,
+void assemble(const Template& t, const Layout& layout, std::vector<PipelineCosts*>& costs, const BatchSplit& split,
               MemoryLevel level, Plan& plan) {
   const std::vector<long> samples = pipeline_samples(layout, split);
   plan.schedule = Schedule::OneFOneB;
@@ -599,7 +628,7 @@ void assemble(const Template& t, const Layout& layout, std::vector<PipelineCosts
   plan.pipelines.resize(layout.pipelines.size());
   for (size_t i = 0; i < layout.pipelines.size(); ++i) {
     const PlacedPipeline& pp = layout.pipelines[i];
-    PipelineCosts& pc = costs[pp.pipeline_class];
+    PipelineCosts& pc = *costs[pp.pipeline_class];
     Pipeline& p = plan.pipelines[i];
     p.micro_batch = split.micro_batch[i];
     p.micro_batches = static_cast<int>(samples[i] / p.micro_batch);
@@ -649,7 +678,7 @@ class Pricer {
  public:
   using Admit = std::function<bool(const BatchSplit&)>;
   // `scratch`: the plan assemble fills (CompletionCache::Impl::scratch_plan).
-  Pricer(const Template& t, const Layout& layout, std::vector<PipelineCosts>& costs, const CompletionInput& in,
+  Pricer(const Template& t, const Layout& layout, std::vector<PipelineCosts*>& costs, const CompletionInput& in,
          const PlanPricer& price, MemoryLevel level, PartitionTies ties, Admit admit, int budget, KeptPrices& kept,
          Plan& scratch)
       : t_(t), layout_(layout), costs_(costs), in_(in), price_(price), level_(level), ties_(ties), admit_(std::move(admit)),
@@ -705,7 +734,7 @@ class Pricer {
 
   const Template& t_;
   const Layout& layout_;
-  std::vector<PipelineCosts>& costs_;
+  std::vector<PipelineCosts*>& costs_;
   const CompletionInput& in_;
   const PlanPricer& price_;
   MemoryLevel level_;
@@ -759,28 +788,29 @@ std::vector<CompletedPlan> best_first(std::vector<CompletedPlan> plans, int max_
 // One memory level: its class costs and batch planner (the planner keeps a reference to the costs).
 struct Level {
   MemoryLevel memory;
-  std::vector<PipelineCosts> costs;
+  std::vector<PipelineCosts*> costs;  // per class, in the cache
   BatchPlanner batch;
   Level(const Template& t, const Layout& layout, CompletionCache::Impl& cache, MemoryLevel m, PartitionTies ties, long global)
-      : memory(m), costs(class_costs(t, layout, cache.times, cache.memory, m, ties)), batch(layout, costs, global) {}
-  // The level `m`, ZeRO-1 on, after `before`, the same recompute without it: its classes share before's
-  // caches (PipelineCosts' constructor from same_times).
-  Level(const Level& before, const Layout& layout, MemoryLevel m, long global)
-      : memory(m), costs(sharing_costs(before.costs, m)), batch(layout, costs, global) {}
-  static std::vector<PipelineCosts> sharing_costs(const std::vector<PipelineCosts>& before, MemoryLevel m) {
-    std::vector<PipelineCosts> out;
-    for (const PipelineCosts& c : before) out.emplace_back(c, m);
+      : memory(m), costs(class_costs(t, layout, cache, m, ties)), batch(layout, costs, global) {}
+  // The level `m`, ZeRO-1 on, after `before`, the same recompute without it: classes built here share
+  // before's caches (CompletionCache::Impl::costs_after).
+  Level(const Level& before, const Layout& layout, CompletionCache::Impl& cache, MemoryLevel m, long global)
+      : memory(m), costs(costs_after(before.costs, cache, m)), batch(layout, costs, global) {}
+  static std::vector<PipelineCosts*> costs_after(const std::vector<PipelineCosts*>& before, CompletionCache::Impl& cache,
+                                                 MemoryLevel m) {
+    std::vector<PipelineCosts*> out;
+    for (PipelineCosts* c : before) out.push_back(&cache.costs_after(*c, m));
     return out;
   }
   // A lower bound on the analytic time of every split of this level: its classes' time_floor.
   double floor() {
     double out = 0;
-    for (PipelineCosts& c : costs) out = std::max(out, c.time_floor());
+    for (PipelineCosts* c : costs) out = std::max(out, c->time_floor());
     return out;
   }
   // Whether memory decided a choice of this level's batch split or micro-batch sizes (always when no split fits).
   bool memory_decided(bool split) const {
-    return !split || std::any_of(costs.begin(), costs.end(), [](const PipelineCosts& c) { return c.memory_decided(); });
+    return !split || std::any_of(costs.begin(), costs.end(), [](const PipelineCosts* c) { return c->memory_decided(); });
   }
 };
 
@@ -837,7 +867,7 @@ std::vector<CompletedPlan> price_levels(const Template& t, const Layout& layout,
     if (memory_free[memory.zero1]) continue;
     const bool zero1_after_off = memory.zero1 && !levels.empty() && !levels.back()->memory.zero1 &&
                                  levels.back()->memory.recompute == memory.recompute;
-    levels.push_back(zero1_after_off ? std::make_unique<Level>(*levels.back(), layout, memory, in.global_batch)
+    levels.push_back(zero1_after_off ? std::make_unique<Level>(*levels.back(), layout, cache, memory, in.global_batch)
                                      : std::make_unique<Level>(t, layout, cache, memory, opt.partition_ties, in.global_batch));
     Level& level = *levels.back();
     // Every class takes a sample, so a class whose floor is no faster than the caller's bound leaves every

@@ -63,8 +63,9 @@ struct CompletedPlan {
 };
 
 // What completion derives from the cluster and model alone (the profiler's per-layer times, stage memory by
-// layer range), kept across templates: one cache for every complete_template call on one cluster and model
-// saves recomputing them per template; the plans are the same with or without it. Not thread-safe.
+// layer range, and each pipeline class's costs: partitions, best micro-batch sizes, bounds), kept across
+// templates: one cache for every complete_template call on one cluster and model saves recomputing them per
+// template; the plans are the same with or without it. Not thread-safe.
 class CompletionCache {
  public:
   CompletionCache(const Cluster& cluster, const ModelConfig& model);

@@ -457,8 +457,15 @@ double PipelineCosts::work_lower_bound(int b) {
 
 PipelineCosts::Choice PipelineCosts::best(long n) {
   if (n < 0) return Choice{};
-  if (n >= static_cast<long>(best_.size())) best_.resize(n + 1, Choice{kInf, -1});
-  if (best_[n].micro_batch >= 0) return best_[n];
+  if (n >= static_cast<long>(best_.size())) {
+    best_.resize(n + 1, Choice{kInf, -1});
+    decided_.resize(n + 1, -1);
+    ruled_out_at_.resize(n + 1);
+  }
+  if (best_[n].micro_batch >= 0) {
+    if (!memory_decided_) memory_decided_ = decided(n);
+    return best_[n];
+  }
   // Branch and bound over the divisors: the stage sum is at least the work bound W and the slowest stage at
   // least W / depth, so time(n, b) >= W (1 + (m - 1) / depth); sizes are tried in ascending bound and the
   // rest skipped once the bound reaches the best time; a size whose tighter time_lower_bound reaches it is
@@ -495,8 +502,18 @@ PipelineCosts::Choice PipelineCosts::best(long n) {
     if (t == kInf) ruled_out.push_back(b);  // b divides n: only memory makes it infinite
     if (t < c.time_s || (t == c.time_s && b < c.micro_batch)) c = {t, b};
   }
-  if (!memory_decided_) memory_decided_ = memory_decides(n, c);
-  return best_[n] = c;
+  best_[n] = c;
+  ruled_out_at_[n] = ruled_out;
+  if (!memory_decided_) memory_decided_ = decided(n);
+  return c;
+}
+
+bool PipelineCosts::decided(long n) {
+  if (decided_[n] < 0) {
+    decided_[n] = memory_decides(n, best_[n], ruled_out_at_[n]) ? 1 : 0;
+    ruled_out_at_[n] = {};
+  }
+  return decided_[n] == 1;
 }
 
 double PipelineCosts::time_lower_bound(long n, int b) {
@@ -737,10 +754,10 @@ bool PipelineCosts::may_fit(int b) {
   return x == layers_;
 }
 
-bool PipelineCosts::memory_decides(long n, const Choice& c) {
+bool PipelineCosts::memory_decides(long n, const Choice& c, const std::vector<int>& ruled_out) {
   if (c.micro_batch == 0) return true;
   // A ruled-out size could win only if, without the limit, its time would be below the choice.
-  for (const int b : ruled_out_) {
+  for (const int b : ruled_out) {
     const auto [sum, slowest] = unlimited_stages(b);
     if (sum + static_cast<double>(n / b - 1) * slowest < c.time_s) return true;
   }

@@ -244,12 +244,17 @@ class PipelineCosts {
   long most_samples_below(double t, long max_n);
   // Steady-state samples per second: the best b / slowest-stage time over power-of-two b up to max_b.
   double speed(long max_b);
-  // Whether the memory limit decided one of best()'s choices so far: a micro-batch size it ruled out had a
-  // lower bound below the chosen time, or a range it ruled out was faster than the chosen size's slowest
-  // stage. Where it never did, the same class with more recompute (slower layers, a looser limit) is taken
-  // to choose no faster (not a proof: the stage sums of different partitions differ; tested over random
-  // classes in completion_test).
+  // Whether the memory limit decided one of the choices best() returned since construction or the last
+  // forget_memory_decided(): a micro-batch size it ruled out had a lower bound below the chosen time, or a
+  // range it ruled out was faster than the chosen size's slowest stage. Where it never did, the same class
+  // with more recompute (slower layers, a looser limit) is taken to choose no faster (not a proof: the stage
+  // sums of different partitions differ; tested over random classes in completion_test).
   bool memory_decided() const { return memory_decided_; }
+  // Starts memory_decided() afresh (the answers of best() stay cached): a class kept for several templates
+  // reports on each template's choices alone.
+  void forget_memory_decided() { memory_decided_ = false; }
+  const std::vector<StageCostSpec>& stage_specs() const { return stages_; }
+  PartitionTies ties() const { return ties_; }
 
  private:
   LayerTimes& times_;
@@ -278,6 +283,12 @@ class PipelineCosts {
   };
   std::shared_ptr<SharedCaches> shared_ = std::make_shared<SharedCaches>();
   std::vector<Choice> best_;  // by n; micro_batch -1: not computed yet (n is at most the global batch)
+  // By n, of best_[n]: whether memory decided it (memory_decides), -1 while not worked out yet, and the
+  // sizes best(n) found too big, kept until then.
+  std::vector<signed char> decided_;
+  std::vector<std::vector<int>> ruled_out_at_;
+  // memory_decides of best_[n], worked out once.
+  bool decided(long n);
   std::vector<double> best_lower_bound_;  // by n; NaN: not computed yet
   std::vector<long> divisors_;                 // best()'s scratch
   std::vector<std::pair<double, int>> order_;  // best()'s scratch
@@ -321,8 +332,9 @@ class PipelineCosts {
   // condition for partition(b, m) at every m).
   bool may_fit(int b);
   std::vector<int> ruled_out_;  // best()'s scratch: sizes that do not fit
-  // Whether the memory limit may have decided best(n)'s choice c (memory_decided()).
-  bool memory_decides(long n, const Choice& c);
+  // Whether the memory limit may have decided best(n)'s choice c (memory_decided()), where best(n) found the
+  // sizes `ruled_out` too big.
+  bool memory_decides(long n, const Choice& c, const std::vector<int>& ruled_out);
   // Whether the memory limit shaped partition(b, m): a range it rules out is faster than the partition's
   // slowest stage (else the unlimited min-max partition is no better).
   bool limit_shapes_partition(int b, long m);

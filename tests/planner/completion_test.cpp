@@ -1052,6 +1052,47 @@ TEST(Completion, ClassOnLayerTimesWarmedByOtherClassesAnswersAsOnFreshOnes) {
   EXPECT_GT(two_group_stages, 20);  // stages whose shares are split, not only whole micro-batches
 }
 
+TEST(Completion, ClassKeptForAnotherTemplateAnswersAsAFreshOne) {
+  // Completion keeps a class's costs for every template with such a class (CompletionCache). Over random
+  // pipeline classes, a class that answered one template's queries and then forgot memory_decided must answer
+  // the next template's queries (half of them samples the first asked about too) exactly as a class built
+  // afresh: best micro-batch choices, partitions, and memory_decided over the second's alone.
+  int forgotten = 0;  // draws where memory decided the first template's choices but none of the second's
+  int recalled = 0;   // draws where it decided a choice of the second that the first had asked about too
+  for_each_class_model([&](const char* name, LayerTimes& times, StageMemoryLines& memory) {
+    std::mt19937 rng(41);
+    for (int draw = 0; draw < 40; ++draw) {
+      const Recompute recompute = static_cast<Recompute>(rng() % 3);
+      const MemoryLevel level{recompute, rng() % 2 == 0};
+      const std::vector<StageCostSpec> stages = random_class(rng, kClassTypes, [&] { return 1 + static_cast<int>(rng() % 3); });
+      PipelineCosts kept(times, memory, stages, level), fresh(times, memory, stages, level);
+      std::vector<long> first;
+      for (int q = 0; q < 12; ++q) first.push_back(1 + static_cast<long>(rng() % 192));
+      for (const long n : first) kept.best(n);
+      const bool first_decided = kept.memory_decided();
+      kept.forget_memory_decided();
+      std::vector<long> again;  // the second's queries of samples the first asked about
+      for (int q = 0; q < 12; ++q) {
+        const long n = q % 2 == 0 ? first[rng() % first.size()] : 1 + static_cast<long>(rng() % 192);
+        if (q % 2 == 0) again.push_back(n);
+        EXPECT_EQ(kept.best(n).time_s, fresh.best(n).time_s) << name << " draw " << draw << " n=" << n;
+        EXPECT_EQ(kept.best(n).micro_batch, fresh.best(n).micro_batch);
+        const int b = 1 + static_cast<int>(rng() % 32);
+        ASSERT_EQ(kept.partition(b, n), fresh.partition(b, n)) << name << " draw " << draw << " b=" << b;
+      }
+      EXPECT_EQ(kept.memory_decided(), fresh.memory_decided()) << name << " draw " << draw;
+      forgotten += first_decided && !fresh.memory_decided() ? 1 : 0;
+      PipelineCosts again_only(times, memory, stages, level);
+      for (const long n : again) again_only.best(n);
+      recalled += again_only.memory_decided() ? 1 : 0;
+    }
+  });
+  // Both ways of getting memory_decided wrong occurred: keeping the first's verdict, or dropping what the
+  // cached answers of the second's queries say.
+  EXPECT_GT(forgotten, 0);
+  EXPECT_GT(recalled, 0);
+}
+
 // Whether the template space holds the plan's structure: every stage's groups share one tp (template_of
 // throws otherwise), and EP across pipelines (ep_scope pipelines) joins replicas of one pipeline class
 // (template_problem; the simulator would also run EP blocks of pipelines of different structure).
