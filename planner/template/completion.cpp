@@ -46,17 +46,34 @@ struct CompletionCache::Impl {
   // (their answers are a function of the stages, level and ties: PipelineCosts), memory_decided() forgotten.
   PipelineCosts& costs(std::vector<StageCostSpec> stages, MemoryLevel level, PartitionTies ties) {
     auto [it, fresh] = classes.try_emplace(class_key(stages, level, ties));
-    if (fresh) it->second = std::make_unique<PipelineCosts>(times, memory, std::move(stages), level, ties);
-    it->second->forget_memory_decided();
-    return *it->second;
+    if (fresh) it->second.costs = std::make_unique<PipelineCosts>(times, memory, std::move(stages), level, ties);
+    return use(it->second);
+  }
+  // Called before each template. A class no template asked for in the last kReleaseAfterTemplates frees
+  // its memory tables, and one idle for kDropAfterTemplates is dropped: a climb's templates share most
+  // classes with the few before them, and a plan of a 1,024-GPU cluster meets ten thousand classes whose
+  // tables grow with every micro-batch size asked (kept all, 1.0 GB against 0.33 GB of memory on one).
+  void start_template() {
+    ++templates;
+    for (auto it = classes.begin(); it != classes.end();) {
+      Kept& k = it->second;
+      if (templates - k.last_used > kDropAfterTemplates) {
+        it = classes.erase(it);
+        continue;
+      }
+      if (!k.released && templates - k.last_used > kReleaseAfterTemplates) {
+        k.costs->release_memory_tables();
+        k.released = true;
+      }
+      ++it;
+    }
   }
   // The same class as `before` at `level`, of before's recompute with ZeRO-1 on: one that shares before's
   // caches where it is built here (PipelineCosts' constructor from same_times).
   PipelineCosts& costs_after(PipelineCosts& before, MemoryLevel level) {
     auto [it, fresh] = classes.try_emplace(class_key(before.stage_specs(), level, before.ties()));
-    if (fresh) it->second = std::make_unique<PipelineCosts>(before, level);
-    it->second->forget_memory_decided();
-    return *it->second;
+    if (fresh) it->second.costs = std::make_unique<PipelineCosts>(before, level);
+    return use(it->second);
   }
 
  private:
@@ -68,7 +85,21 @@ struct CompletionCache::Impl {
     }
     return key;
   }
-  std::unordered_map<std::vector<long>, std::unique_ptr<PipelineCosts>, SequenceHash> classes;
+  static constexpr long kReleaseAfterTemplates = 8;
+  static constexpr long kDropAfterTemplates = 128;
+  struct Kept {
+    std::unique_ptr<PipelineCosts> costs;
+    long last_used = 0;  // the template (start_template's count) that last asked for it
+    bool released = false;
+  };
+  PipelineCosts& use(Kept& k) {
+    k.last_used = templates;
+    k.released = false;
+    k.costs->forget_memory_decided();
+    return *k.costs;
+  }
+  std::unordered_map<std::vector<long>, Kept, SequenceHash> classes;
+  long templates = 0;
 };
 
 CompletionCache::CompletionCache(const Cluster& cluster, const ModelConfig& model)
@@ -936,6 +967,7 @@ std::vector<CompletedPlan> complete_template(const Template& t, const Completion
   if (opt.skip_analytic_above_s < kInf && template_floor(t, cache.impl().times) >= opt.skip_analytic_above_s) return {};
   const bool replicated = std::any_of(t.pipelines.begin(), t.pipelines.end(), [](const PipelineTemplate& p) { return p.replicas > 1; });
   if (in.prices) in.prices->impl().check(in);
+  cache.impl().start_template();
   std::vector<CompletedPlan> plans;
   KeptPrices kept(opt.max_candidates);
   for (const bool by_stage : {false, true}) {

@@ -253,6 +253,12 @@ class PipelineCosts {
   // Starts memory_decided() afresh (the answers of best() stay cached): a class kept for several templates
   // reports on each template's choices alone.
   void forget_memory_decided() { memory_decided_ = false; }
+  // Frees the per-stage memory tables (max_ends), the largest of the caches, which a class kept while idle
+  // need not hold: they are worked out again where asked for (the same answers).
+  void release_memory_tables() {
+    std::unordered_map<std::uint64_t, std::vector<int>>().swap(max_ends_);
+    partition_scratch_ = PartitionScratch{};
+  }
   const std::vector<StageCostSpec>& stage_specs() const { return stages_; }
   PartitionTies ties() const { return ties_; }
 
