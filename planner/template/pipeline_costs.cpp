@@ -455,16 +455,12 @@ double PipelineCosts::work_lower_bound(int b) {
   return shared_->work.emplace(b, w).first->second;
 }
 
-PipelineCosts::Choice PipelineCosts::best(long n) {
+PipelineCosts::Choice PipelineCosts::best_afresh(long n) {
   if (n < 0) return Choice{};
   if (n >= static_cast<long>(best_.size())) {
     best_.resize(n + 1, Choice{kInf, -1});
     decided_.resize(n + 1, -1);
     ruled_out_at_.resize(n + 1);
-  }
-  if (best_[n].micro_batch >= 0) {
-    if (!memory_decided_) memory_decided_ = decided(n);
-    return best_[n];
   }
   // Branch and bound over the divisors: the stage sum is at least the work bound W and the slowest stage at
   // least W / depth, so time(n, b) >= W (1 + (m - 1) / depth); sizes are tried in ascending bound and the
@@ -508,11 +504,9 @@ PipelineCosts::Choice PipelineCosts::best(long n) {
   return c;
 }
 
-bool PipelineCosts::decided(long n) {
-  if (decided_[n] < 0) {
-    decided_[n] = memory_decides(n, best_[n], ruled_out_at_[n]) ? 1 : 0;
-    ruled_out_at_[n] = {};
-  }
+bool PipelineCosts::decide(long n) {
+  decided_[n] = memory_decides(n, best_[n], ruled_out_at_[n]) ? 1 : 0;
+  ruled_out_at_[n] = {};
   return decided_[n] == 1;
 }
 
@@ -554,7 +548,7 @@ double PipelineCosts::time_floor() {
   return time_floor_ = group_work(times_, floor_stages(), level_.recompute, 1);
 }
 
-double PipelineCosts::best_lower_bound(long n) {
+double PipelineCosts::best_lower_bound_afresh(long n) {
   if (n < 1) return kInf;
   if (n < static_cast<long>(best_.size()) && best_[n].micro_batch >= 0) return best_[n].time_s;
   if (n >= static_cast<long>(best_lower_bound_.size())) best_lower_bound_.resize(n + 1, std::nan(""));

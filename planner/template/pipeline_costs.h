@@ -224,10 +224,20 @@ class PipelineCosts {
     int micro_batch = 0;  // 0: none fits
   };
   // The best micro-batch size for n samples among the divisors of n (ties: the smaller).
-  Choice best(long n);
+  Choice best(long n) {
+    if (n >= 0 && n < static_cast<long>(best_.size()) && best_[n].micro_batch >= 0) {  // asked before
+      if (!memory_decided_) memory_decided_ = decided(n);
+      return best_[n];
+    }
+    return best_afresh(n);
+  }
   // A lower bound on best(n).time_s from the per-layer times alone (no partition): best()'s own bound,
   // the work bound W(b) (1 + (n / b - 1) / depth), at its lowest over the divisors b that may fit.
-  double best_lower_bound(long n);
+  double best_lower_bound(long n) {
+    if (n >= 1 && n < static_cast<long>(best_.size()) && best_[n].micro_batch >= 0) return best_[n].time_s;
+    if (n >= 1 && n < static_cast<long>(best_lower_bound_.size()) && !std::isnan(best_lower_bound_[n])) return best_lower_bound_[n];
+    return best_lower_bound_afresh(n);
+  }
   // A lower bound on best(n).time_s for every n: group_work of the class's stages with one sample, so no
   // split of the batch that gives this class a sample runs faster.
   double time_floor();
@@ -294,7 +304,11 @@ class PipelineCosts {
   std::vector<signed char> decided_;
   std::vector<std::vector<int>> ruled_out_at_;
   // memory_decides of best_[n], worked out once.
-  bool decided(long n);
+  bool decided(long n) { return decided_[n] >= 0 ? decided_[n] == 1 : decide(n); }
+  bool decide(long n);
+  // best() and best_lower_bound() of an n not asked before.
+  Choice best_afresh(long n);
+  double best_lower_bound_afresh(long n);
   std::vector<double> best_lower_bound_;  // by n; NaN: not computed yet
   std::vector<long> divisors_;                 // best()'s scratch
   std::vector<std::pair<double, int>> order_;  // best()'s scratch
