@@ -186,8 +186,8 @@ std::vector<Template> policy_climb_templates(const PlanRequest& r, const std::ve
   return policy;
 }
 
-// The default source's extra templates: secondary_templates, and after the climb on a one-type cluster its
-// uniform layouts (uniform_templates: the grid of Megatron-LM's and AMP's searches) and on any cluster the
+// The default source's extra templates: secondary_templates, and after the climb the uniform layouts of the
+// fastest type's nodes (uniform_templates: the grid of Megatron-LM's and AMP's searches) and on any cluster the
 // one-stage-per-node pipelines that leave the weakest nodes idle where the nodes outnumber the layers
 // (node_stage_templates_over_layers) and data parallelism at one TP width over the types whose nodes hold it
 // (tp_data_parallel_templates). Measured for the last (arachne-only runs of fresh seeds 12-24 and the 12

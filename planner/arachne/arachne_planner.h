@@ -18,8 +18,8 @@
 //      types only, the others idle (kArachneFastSubsetTemplates per subset: fast_subset_templates), a
 //      secondary source of the local search: its best template takes one slot of its own in the first
 //      round (LocalSearchOptions::secondary), so that these deep pipelines, which often price best at the
-//      start, do not take the slots of the other sources' best templates; on a one-type cluster the default
-//      source also prices every uniform layout (uniform_templates: the grid Megatron-LM's and AMP's
+//      start, do not take the slots of the other sources' best templates; the default source also prices
+//      every uniform layout of the fastest type's nodes (uniform_templates: the grid Megatron-LM's and AMP's
 //      searches cover), and on any cluster whose nodes outnumber the layers the one-stage-per-node
 //      pipelines with the weakest nodes idle (node_stage_templates_over_layers), and on any cluster data
 //      parallelism at one TP width over the types whose nodes hold it (tp_data_parallel_templates), after

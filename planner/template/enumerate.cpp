@@ -681,13 +681,10 @@ std::vector<Template> node_stage_templates_over_layers(const Cluster& cluster, c
   return c.take();
 }
 
-std::vector<Template> uniform_templates(const Cluster& cluster, const ModelConfig& model, long global_batch) {
-  const auto sizes = node_sizes_by_type(cluster);
-  if (sizes.size() != 1) return {};
-  const Profiler prof(cluster, model);
-  const TypeInfo type = types_by_speed(cluster, model, prof).front();
-  const long batch = batch_or_model(global_batch, model);
-  Collector c(cluster, model, std::numeric_limits<int>::max());
+namespace {
+
+// Every uniform layout of one type's nodes (uniform_templates), into `c`.
+void add_uniform_layouts(const TypeInfo& type, const ModelConfig& model, long batch, Collector& c) {
   for (const int tp : kTpWidths) {
     if (tp > type.node_tp) continue;  // wider than a node holds, or not dividing the heads
     const int groups = group_capacity(type, tp);
@@ -712,6 +709,15 @@ std::vector<Template> uniform_templates(const Cluster& cluster, const ModelConfi
       }
     }
   }
+}
+
+}  // namespace
+
+std::vector<Template> uniform_templates(const Cluster& cluster, const ModelConfig& model, long global_batch) {
+  const Profiler prof(cluster, model);
+  const long batch = batch_or_model(global_batch, model);
+  Collector c(cluster, model, std::numeric_limits<int>::max());
+  add_uniform_layouts(types_by_speed(cluster, model, prof).front(), model, batch, c);
   return c.take();
 }
 

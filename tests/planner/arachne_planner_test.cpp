@@ -407,6 +407,21 @@ TEST(ArachnePlanner, LeavesOutTheTypesWhoseNodesHoldNoTpGroup) {
   ExpectNoSlowerThanTemplate(c, "4x[H100-PCIe:tp2x1]; 16x[MI250X:tp2x1]", 64);
 }
 
+// Megatron-LM's grid runs on one GPU type: on 164 one-GPU A100-40 nodes and 85 two-GPU H100-PCIe nodes (fresh
+// seed 26 config 14), gpt3-1.3b at a global batch of 512 as 128 one-GPU H100-PCIe replicas of 4 samples each
+// (0.3447 s simulated), while the climbs end at 80 TP-2 H100-PCIe replicas of 6 or 7 samples (0.3482 s). The
+// uniform layouts of the fastest type's nodes hold it.
+TEST(ArachnePlanner, PricesTheUniformLayoutsOfTheFastestTypesNodes) {
+  const ClusterFromYaml c(
+      "arachne_a100_40_h100pcie",
+      "version: 1\nname: a100-40-h100pcie\n"
+      "network: {topology: leaf-spine, nodes_per_leaf: 32, oversubscription: 2, latency: 5 us}\nnode_groups:\n"
+      "  - {gpu: A100-40, nodes: 164, gpus_per_node: 1, intra_node: {kind: nvlink, bandwidth: 300 GB/s}, nic: {count: 8, bandwidth: 25 GB/s}}\n"
+      "  - {gpu: H100-PCIe, nodes: 85, gpus_per_node: 2, intra_node: {kind: pcie, bandwidth: 64 GB/s}, nic: {count: 4, bandwidth: 50 GB/s}}\n",
+      "gpt3-1.3b");
+  ExpectNoSlowerThanTemplate(c, "128x[H100-PCIe:tp1x1]", 512);
+}
+
 // The fast-subset templates are climbed on their own too: on 56 GPUs of H200 (two-GPU nodes), MI250X, T4 (on
 // 1.56 GB/s NICs) and V100-16 (held-out configuration 23 of fresh seed 12) with gpt-moe-1.3b-64e, the climbs
 // from every source, from the generator's and from the policy's templates ended at one 11-stage H200
