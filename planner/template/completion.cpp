@@ -51,8 +51,8 @@ struct CompletionCache::Impl {
   }
   // Called before each template. A class no template asked for in the last kReleaseAfterTemplates frees
   // its memory tables, and one idle for kDropAfterTemplates is dropped: a climb's templates share most
-  // classes with the few before them, and a plan of a 1,024-GPU cluster meets ten thousand classes whose
-  // tables grow with every micro-batch size asked (kept all, 1.0 GB against 0.33 GB of memory on one).
+  // classes with the few before them, and the tables grow with every micro-batch size asked (gpt3-13b on
+  // 282 GPUs met 10,344 classes; kept all, they took 1.0 GB of memory against 0.33 GB without them).
   void start_template() {
     ++templates;
     for (auto it = classes.begin(); it != classes.end();) {
