@@ -71,7 +71,7 @@ struct Phase {
 };
 
 // A collective's phases, and the links it keeps busiest: seconds per byte of buffer on each (summed over its
-// phases), those within a factor 4 of its most loaded link.
+// phases), those within a factor 4 of its most loaded link, and every spine link it crosses (flows_time).
 struct CollectiveShape {
   std::vector<Phase> phases;
   std::vector<std::pair<int, double>> busy_links;  // ascending link
@@ -280,7 +280,10 @@ struct Estimator::Impl {
   // The time concurrent flows take when each is limited by its route's most loaded link (summed bytes over
   // capacity; sim/net/flow_network.h shares links max-min fairly, so the most loaded link finishes last) plus
   // the largest latency. Contention with flows outside the set is ignored. `busy` receives each link whose
-  // load over capacity is at least `busy_fraction` of the most loaded one's, with that time.
+  // load over capacity is at least `busy_fraction` of the most loaded one's, with that time, and every spine
+  // link: a leaf's uplink is many times faster than one NIC, so one collective barely loads it, but it
+  // carries the traffic of every node of its leaf (sim/hw/topology.cpp: the leaf's NIC capacity over the
+  // oversubscription), and the links several communicators share (shared_links) must count it.
   double flows_time(const std::vector<Flow>& flows, std::vector<std::pair<int, double>>* busy = nullptr,
                     double busy_fraction = 0.25) const {
     double lat = 0;
@@ -296,7 +299,7 @@ struct Estimator::Impl {
     for (int l : touched) worst = std::max(worst, load[l] / topo.links()[l].capacity);
     for (int l : touched) {
       const double t = load[l] / topo.links()[l].capacity;
-      if (busy && t >= worst * busy_fraction) busy->push_back({l, t});
+      if (busy && (t >= worst * busy_fraction || topo.links()[l].cls == LinkClass::Spine)) busy->push_back({l, t});
       load[l] = 0;
     }
     touched.clear();

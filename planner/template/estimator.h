@@ -22,7 +22,8 @@
 //  - gradient reduction: the simulator's segments and Megatron buckets (sim/exec/grad_sync.cpp), each
 //    bucket ready at its layer's point in the last backward, one at a time per communicator, timed as the
 //    simulator's collective flows (sim/net/collectives.h collective_transfers) at their bottleneck link,
-//    no faster than the busiest link shared by several communicators can carry them all, and each
+//    no faster than the busiest link shared by several communicators (a leaf's uplink to the spine among
+//    them) can carry them all, and each
 //    communicator of a shared link no sooner than processor sharing of that link lets it, a link's capacity
 //    shared with the MoE all-to-alls of the last backward still to run (spread evenly over the pass); then the
 //    tied-embedding all-reduces (timed the same way), the optimizer step and the ZeRO-1 all-gather after it;
@@ -34,7 +35,9 @@
 // It ignores: contention of a pipeline transfer with traffic other than its pipeline's transfers (the
 // fitted p2p coefficient absorbs part of it), and of an all-to-all with traffic other than its stage's
 // all-to-alls (timed on their links alone, though a gradient reduction on their links waits for them), the
-// routing draw's variation around the expected expert load, the coupling of pipelines through expert-parallel rendezvous, and the differences
+// routing draw's variation around the expected expert load, the coupling of pipelines through expert-parallel
+// rendezvous, the ZeRO-1 all-gathers' sharing of links with reduce-scatters still running (each collective
+// kind is timed as one family on its links), and the differences
 // between the TP groups of one stage (the stage runs at its slowest group's pace).
 #pragma once
 #include <limits>
