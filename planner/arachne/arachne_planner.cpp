@@ -249,6 +249,22 @@ std::optional<Template> descend_from_best(const std::vector<PricedTemplate>& com
   return stepped;
 }
 
+// Whether a class of `t` has several replicas (so that its replicas can also be placed stage by stage).
+bool has_replicas(const Template& t) {
+  return std::any_of(t.pipelines.begin(), t.pipelines.end(), [](const PipelineTemplate& c) { return c.replicas > 1; });
+}
+
+// Whether the best-priced template of `completed` was priced by the climbs (`climb_prices`: each class's
+// replicas placed one after another) and later lower: its replicas placed stage by stage run faster.
+bool replicas_placed_by_stage_win(const std::vector<PricedTemplate>& completed,
+                                  const std::map<Template, std::optional<double>>& climb_prices) {
+  const auto best = std::min_element(completed.begin(), completed.end(),
+                                     [](const PricedTemplate& a, const PricedTemplate& b) { return a.priced_s < b.priced_s; });
+  if (best == completed.end()) return false;
+  const auto climbed = climb_prices.find(best->t);
+  return climbed != climb_prices.end() && (!climbed->second || best->priced_s < *climbed->second);
+}
+
 // The `count` best-priced distinct templates of `completed`, each priced by `complete` once more.
 void complete_best_again(const std::vector<PricedTemplate>& completed, int count, const TemplatePricer& complete) {
   for (const Template& t : best_distinct(completed, count)) complete(t);
@@ -417,10 +433,13 @@ PricedPlans priced_candidates(const std::vector<Template>& templates, const std:
   // The descent prices each template once: its price from the climbs or after them, else a completion,
   // at most kArachneDescentMaxCompleted of them.
   int descent_completed = 0;
+  const bool placement_decides = replicas_placed_by_stage_win(completed, climb_prices);
   const TemplatePricer descent_price = [&](const Template& t) -> std::optional<double> {
-    if (const auto it = climb_prices.find(t); it != climb_prices.end()) return it->second;
     if (const auto it = after_prices.find(t); it != after_prices.end()) return it->second;
-    if (descent_completed >= kArachneDescentMaxCompleted) return std::nullopt;
+    const auto climbed_at = climb_prices.find(t);
+    const bool one_placement = placement_decides && climbed_at != climb_prices.end() && has_replicas(t);
+    if (climbed_at != climb_prices.end() && !one_placement) return climbed_at->second;
+    if (descent_completed >= kArachneDescentMaxCompleted) return one_placement ? climbed_at->second : std::nullopt;
     ++descent_completed;
     return complete(t);
   };

@@ -110,14 +110,15 @@ double simulated_plan_s(Planner& planner, const PlanRequest& r) {
 // The simulated iteration time of template `text`'s best-priced completion (the fast estimator's prices) for
 // a global batch `batch` (infinity when none fits).
 double completed_template_s(const Cluster& cluster, const Topology& topo, const ModelConfig& model, const std::string& text,
-                            long batch, PartitionTies ties = PartitionTies::EarliestCut) {
+                            long batch, PartitionTies ties = PartitionTies::EarliestCut, bool both_placements = false) {
   const Estimator est(cluster, topo, model);
   const PlanPricer price = [&est](const Plan& p, double) -> std::optional<double> {
     const Estimate e = est.estimate(p);
     return e.fits ? std::optional<double>(e.iteration_s) : std::nullopt;
   };
   const std::vector<CompletedPlan> done =
-      complete_template(parse_template(text), {&cluster, &topo, &model, batch}, price, {.partition_ties = ties});
+      complete_template(parse_template(text), {&cluster, &topo, &model, batch}, price,
+                        {.data_parallel_placement = both_placements, .partition_ties = ties});
   if (done.empty()) return std::numeric_limits<double>::infinity();
   const SimResult sim = simulate_iteration(cluster, topo, model, done.front().plan, SimOptions{});
   return sim.oom ? std::numeric_limits<double>::infinity() : sim.iteration_time_s;
@@ -355,8 +356,8 @@ void ExpectDefaultSourceNoSlowerThan(const std::string& cluster_path, const char
 
 // Arachne with the default settings simulates no slower on c than the best-priced completion of template
 // `text` (both simulated by the same deterministic simulator).
-void ExpectNoSlowerThanTemplate(const ClusterFromYaml& c, const std::string& text, long batch) {
-  const double template_s = completed_template_s(c.cluster, c.topo, c.model, text, batch);
+void ExpectNoSlowerThanTemplate(const ClusterFromYaml& c, const std::string& text, long batch, bool both_placements = false) {
+  const double template_s = completed_template_s(c.cluster, c.topo, c.model, text, batch, PartitionTies::EarliestCut, both_placements);
   ASSERT_LT(template_s, std::numeric_limits<double>::infinity()) << text;
   ArachnePlanner arachne;
   EXPECT_LE(simulated_plan_s(arachne, request_for(c.cluster, c.topo, c.model, batch)), template_s * (1 + 1e-9)) << text;
@@ -420,6 +421,29 @@ TEST(ArachnePlanner, PricesTheUniformLayoutsOfTheFastestTypesNodes) {
       "  - {gpu: H100-PCIe, nodes: 85, gpus_per_node: 2, intra_node: {kind: pcie, bandwidth: 64 GB/s}, nic: {count: 4, bandwidth: 50 GB/s}}\n",
       "gpt3-1.3b");
   ExpectNoSlowerThanTemplate(c, "128x[H100-PCIe:tp1x1]", 512);
+}
+
+// The descent prices both placements of replicas where the best template's run faster placed stage by
+// stage: on 130 GPUs of A10, GH200 (4-GPU nodes on 6.25 GB/s NICs), MI300X and V100-32 (fresh seed 32 config
+// 2) with llama2-13b, the climbs price two pipelines with their replicas one after another, so each stage's
+// gradient all-reduce crosses the GH200s' slow NICs; placed stage by stage it stays on the node. Sailor's
+// two 12-stage pipelines (eight GH200 and four MI300X TP-2 stages) then simulate at 1.127 s, placed
+// pipeline by pipeline at 1.385 s, and arachne returned two 13-stage pipelines at 1.143 s; the descent, which
+// took the climbs' prices, did not see that its neighbours run faster placed stage by stage too.
+TEST(ArachnePlanner, DescendsWithBothPlacementsWhereReplicasPlacedByStageWin) {
+  const ClusterFromYaml c(
+      "arachne_a10_gh200_mi300x_v100",
+      "version: 1\nname: a10-gh200-mi300x-v100\n"
+      "network: {topology: leaf-spine, nodes_per_leaf: 8, oversubscription: 3, latency: 5 us}\nnode_groups:\n"
+      "  - {gpu: A10, nodes: 19, gpus_per_node: 2, intra_node: {kind: pcie, bandwidth: 32 GB/s}, nic: {count: 1, bandwidth: 0.78125 GB/s}}\n"
+      "  - {gpu: GH200, nodes: 11, gpus_per_node: 4, intra_node: {kind: nvlink, bandwidth: 150 GB/s}, nic: {count: 4, bandwidth: 6.25 GB/s}}\n"
+      "  - {gpu: MI300X, nodes: 4, gpus_per_node: 4, intra_node: {kind: xgmi, bandwidth: 448 GB/s}, nic: {count: 8, bandwidth: 100 GB/s}}\n"
+      "  - {gpu: V100-32, nodes: 4, gpus_per_node: 8, intra_node: {kind: nvlink, bandwidth: 150 GB/s}, nic: {count: 4, bandwidth: 3.125 GB/s}}\n",
+      "llama2-13b");
+  std::string sailor = "2x[GH200:tp2x1";
+  for (int i = 0; i < 7; ++i) sailor += " | GH200:tp2x1";
+  for (int i = 0; i < 4; ++i) sailor += " | MI300X:tp2x1";
+  ExpectNoSlowerThanTemplate(c, sailor + "]", 64, /*both_placements=*/true);
 }
 
 // The fast-subset templates are climbed on their own too: on 56 GPUs of H200 (two-GPU nodes), MI250X, T4 (on
