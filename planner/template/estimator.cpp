@@ -714,13 +714,44 @@ struct Estimator::Impl {
   // over min(tp) rank pairs carrying 1/k of the activation (Megatron's scatter/gather optimisation,
   // Narayanan et al. SC'21 §4.1), after the route latency and the sender's per-call overhead.
   const Transfer& transfer(const Pipeline& pl, int j, int dir) const {
-    const int nj = dir == 0 ? j + 1 : j - 1;
-    const Stage& st = pl.stages[j];
-    const Stage& ns = pl.stages[nj];
     // Cached by what decides it: the micro-batch and both stages' groups (GPUs, TP, share).
     std::vector<double>& key = scratch_key;
     key.assign(1, pl.micro_batch);
-    for (const Stage* x : {&st, &ns}) {
+    add_transfer_key(pl, j, dir, key);
+    auto hit = transfers.find(key);
+    if (hit != transfers.end()) return hit->second;
+    std::vector<Flow>& flows = transfer_flows;
+    flows.clear();
+    Transfer out;
+    add_transfer_flows(pl, j, dir, flows, out);
+    out.s = coef.p2p * flows_time(flows, &out.links);
+    return transfers.emplace(key, std::move(out)).first->second;
+  }
+  mutable std::vector<Flow> transfer_flows;  // scratch of transfer and concurrent_transfer
+
+  // Pipelines of one shape (depth, micro-batch size and count) run the same schedule, so their transfers
+  // across one stage boundary run at once: where their stages share nodes (replicas placed stage by stage,
+  // placement.h) they share the nodes' NICs. The transfer of pipeline p across (j, dir) is timed with those
+  // of every pipeline of its shape (`peers`, p among them) on the links, as the all-to-alls of one stage are
+  // (add_expert_parallel_time).
+  const Transfer& concurrent_transfer(const Plan& plan, const std::vector<int>& peers, int p, int j, int dir) const {
+    if (peers.size() < 2) return transfer(plan.pipelines[p], j, dir);
+    std::vector<double>& key = scratch_key;
+    key.assign({-3.0, static_cast<double>(plan.pipelines[p].micro_batch)});
+    for (const int q : peers) add_transfer_key(plan.pipelines[q], j, dir, key);
+    auto hit = transfers.find(key);
+    if (hit != transfers.end()) return hit->second;
+    std::vector<Flow>& flows = transfer_flows;
+    flows.clear();
+    Transfer out;
+    for (const int q : peers) add_transfer_flows(plan.pipelines[q], j, dir, flows, out);
+    out.s = coef.p2p * flows_time(flows, &out.links);
+    return transfers.emplace(key, std::move(out)).first->second;
+  }
+  // Both stages' groups (GPUs, TP, share) of the transfer from stage j of `pl` in direction `dir`.
+  static void add_transfer_key(const Pipeline& pl, int j, int dir, std::vector<double>& key) {
+    const int nj = dir == 0 ? j + 1 : j - 1;
+    for (const Stage* x : {&pl.stages[j], &pl.stages[nj]}) {
       key.push_back(-1);
       for (const TpGroup& g : x->groups) {
         key.push_back(g.tp);
@@ -729,10 +760,12 @@ struct Estimator::Impl {
         key.push_back(-2);
       }
     }
-    auto hit = transfers.find(key);
-    if (hit != transfers.end()) return hit->second;
-    std::vector<Flow> flows;
-    Transfer out;
+  }
+  // The flows of the transfer from stage j of `pl` in direction `dir`, appended to `flows`; out.latency_s
+  // raised to their largest latency.
+  void add_transfer_flows(const Pipeline& pl, int j, int dir, std::vector<Flow>& flows, Transfer& out) const {
+    const Stage& st = pl.stages[j];
+    const Stage& ns = pl.stages[dir == 0 ? j + 1 : j - 1];
     double lo = 0;
     for (const TpGroup& a : st.groups) {
       const double hi = lo + a.share;
@@ -753,8 +786,6 @@ struct Estimator::Impl {
       }
       lo = hi;
     }
-    out.s = coef.p2p * flows_time(flows, &out.links);
-    return transfers.emplace(key, std::move(out)).first->second;
   }
 
   // ---------------------------------------------------------------- schedule
@@ -780,8 +811,8 @@ struct Estimator::Impl {
         fwd[j] = std::max(fwd[j], c.forward_s);
         bwd[j] = std::max(bwd[j], c.backward_s);
       }
-      if (j + 1 < nst) kinds[j] = &transfer(pl, j, 0), send_f[j] = kinds[j]->s;
-      if (j > 0) kinds[nst + j] = &transfer(pl, j, 1), send_b[j] = kinds[nst + j]->s;
+      if (j + 1 < nst) kinds[j] = &shape_transfer(plan, p, j, 0), send_f[j] = kinds[j]->s;
+      if (j > 0) kinds[nst + j] = &shape_transfer(plan, p, j, 1), send_b[j] = kinds[nst + j]->s;
     }
     find_shared_links(kinds);
     std::vector<double>& key = schedule_key;
@@ -1397,6 +1428,42 @@ struct Estimator::Impl {
     return worst;
   }
 
+  // The pipelines of each shape (depth, micro-batch size and count; concurrent_transfer), each pipeline's
+  // shape (an index into shape_groups), and per shape of several pipelines their concurrent transfers by
+  // boundary and direction (as run_pipeline's kinds), worked out once per estimate.
+  mutable std::vector<std::vector<int>> shape_groups;
+  mutable std::vector<int> shape_of;
+  mutable std::vector<std::vector<const Transfer*>> shape_transfers;
+  const Transfer& shape_transfer(const Plan& plan, int p, int j, int dir) const {
+    const std::vector<int>& peers = shape_groups[shape_of[p]];
+    if (peers.size() < 2) return transfer(plan.pipelines[p], j, dir);
+    std::vector<const Transfer*>& known = shape_transfers[shape_of[p]];
+    const int nst = static_cast<int>(plan.pipelines[p].stages.size());
+    if (known.empty()) known.assign(2 * nst, nullptr);
+    const Transfer*& t = known[dir == 0 ? j : nst + j];
+    if (!t) t = &concurrent_transfer(plan, peers, p, j, dir);
+    return *t;
+  }
+  void group_by_shape(const Plan& plan) const {
+    for (auto& g : shape_groups) g.clear();
+    for (auto& t : shape_transfers) t.clear();
+    size_t groups = 0;
+    shape_of.assign(plan.pipelines.size(), -1);
+    for (size_t p = 0; p < plan.pipelines.size(); ++p) {
+      const Pipeline& pl = plan.pipelines[p];
+      for (size_t g = 0; g < groups && shape_of[p] < 0; ++g) {
+        const Pipeline& q = plan.pipelines[shape_groups[g].front()];
+        if (q.stages.size() == pl.stages.size() && q.micro_batch == pl.micro_batch && q.micro_batches == pl.micro_batches)
+          shape_of[p] = static_cast<int>(g);
+      }
+      if (shape_of[p] < 0) {
+        shape_of[p] = static_cast<int>(groups++);
+        if (shape_groups.size() < groups) shape_groups.emplace_back(), shape_transfers.emplace_back();
+      }
+      shape_groups[shape_of[p]].push_back(static_cast<int>(p));
+    }
+  }
+
   mutable std::vector<std::vector<std::vector<int>>> worker_of_scratch;  // of estimate: lower's output
   mutable std::vector<Worker> workers_scratch;
   Estimate estimate(const Plan& plan, double stop_at_s) const {
@@ -1415,6 +1482,7 @@ struct Estimator::Impl {
       e.iteration_s = at_least_s, e.stopped = true;
       return true;
     };
+    group_by_shape(plan);
     for (size_t p = 0; p < plan.pipelines.size(); ++p) {
       e.pipeline_s = std::max(e.pipeline_s, run_pipeline(plan, static_cast<int>(p), worker_of, ws));
       if (stop(e.pipeline_s)) return e;

@@ -15,8 +15,10 @@
 //  - each pipeline runs the simulator's own rank programs (sim/exec/pipeline_schedule.h rank_program:
 //    Megatron's warm-up / steady state / cool-down with blocking exchanges), one timeline per stage (the
 //    slowest of its TP groups), the exchanges' transfers paired in posting order as the simulator pairs
-//    them; a transfer lasts its latency plus its bottleneck link's load over capacity, and where transfers
-//    of other boundaries of its pipeline load the same link, plus the part of their loads that overlaps it
+//    them; a transfer lasts its latency plus its bottleneck link's load over capacity, the load taken with
+//    the same boundary's transfers in every pipeline of its shape (depth, micro-batch size and count: they
+//    run the same schedule, so at once - replicas placed stage by stage share their nodes' NICs), and where
+//    transfers of other boundaries of its pipeline load the same link, plus the part of their loads that overlaps it
 //    (the overlaps taken from the schedule run with every transfer alone); the bubbles follow from the
 //    recurrence, no bubble formula is assumed;
 //  - gradient reduction: the simulator's segments and Megatron buckets (sim/exec/grad_sync.cpp), each
@@ -32,8 +34,8 @@
 //    shape (they run at once), and the routed experts at the expected load (multinomial routing with the
 //    capacity cut, sim/model/moe_routing.h), the slowest EP rank gating each layer;
 //  - memory: stage_memory (sim/model/memory.h) with the inputs build_stage_work gives it - the same verdict.
-// It ignores: contention of a pipeline transfer with traffic other than its pipeline's transfers (the
-// fitted p2p coefficient absorbs part of it), and of an all-to-all with traffic other than its stage's
+// It ignores: contention of a pipeline transfer with traffic other than the transfers of its pipeline and of
+// its shape's pipelines (the fitted p2p coefficient absorbs part of it), and of an all-to-all with traffic other than its stage's
 // all-to-alls (timed on their links alone, though a gradient reduction on their links waits for them), the
 // routing draw's variation around the expected expert load, the coupling of pipelines through expert-parallel
 // rendezvous, the ZeRO-1 all-gathers' sharing of links with reduce-scatters still running (each collective
