@@ -727,26 +727,62 @@ struct Estimator::Impl {
     out.s = coef.p2p * flows_time(flows, &out.links);
     return transfers.emplace(key, std::move(out)).first->second;
   }
-  mutable std::vector<Flow> transfer_flows;  // scratch of transfer and concurrent_transfer
+  mutable std::vector<Flow> transfer_flows;  // scratch of transfer and concurrent_transfers
 
-  // Pipelines of one shape (depth, micro-batch size and count) run the same schedule, so their transfers
-  // across one stage boundary run at once: where their stages share nodes (replicas placed stage by stage,
-  // placement.h) they share the nodes' NICs. The transfer of pipeline p across (j, dir) is timed with those
-  // of every pipeline of its shape (`peers`, p among them) on the links, as the all-to-alls of one stage are
-  // (add_expert_parallel_time).
-  const Transfer& concurrent_transfer(const Plan& plan, const std::vector<int>& peers, int p, int j, int dir) const {
-    if (peers.size() < 2) return transfer(plan.pipelines[p], j, dir);
+  // Pipelines of one shape (depth and micro-batch size) run the same schedule, so their transfers across one
+  // stage boundary run at once (a batch split that gives some of them a micro-batch more ends theirs one
+  // step later): where their stages share nodes (replicas placed stage by stage, placement.h) they share
+  // the nodes' NICs. The transfers of the pipelines `peers` across (j, dir), one per
+  // peer in order: each lasts its latency plus the most loaded of its own links' load over capacity, the
+  // loads of every peer's transfer summed (sim/net/flow_network.h shares a link max-min fairly); a link only
+  // other peers use does not slow it. Its links: those flows_time would list, with the summed loads.
+  mutable std::unordered_map<std::vector<double>, std::vector<Transfer>, VectorHash> shape_boundaries;
+  mutable std::vector<size_t> peer_flow_end;  // scratch of concurrent_transfers: per peer, its flows' end
+  const std::vector<Transfer>& concurrent_transfers(const Plan& plan, const std::vector<int>& peers, int j, int dir) const {
     std::vector<double>& key = scratch_key;
-    key.assign({-3.0, static_cast<double>(plan.pipelines[p].micro_batch)});
+    key.assign({static_cast<double>(plan.pipelines[peers.front()].micro_batch)});
     for (const int q : peers) add_transfer_key(plan.pipelines[q], j, dir, key);
-    auto hit = transfers.find(key);
-    if (hit != transfers.end()) return hit->second;
+    auto hit = shape_boundaries.find(key);
+    if (hit != shape_boundaries.end()) return hit->second;
     std::vector<Flow>& flows = transfer_flows;
     flows.clear();
-    Transfer out;
-    for (const int q : peers) add_transfer_flows(plan.pipelines[q], j, dir, flows, out);
-    out.s = coef.p2p * flows_time(flows, &out.links);
-    return transfers.emplace(key, std::move(out)).first->second;
+    std::vector<Transfer> out(peers.size());
+    peer_flow_end.clear();
+    for (size_t i = 0; i < peers.size(); ++i) {
+      add_transfer_flows(plan.pipelines[peers[i]], j, dir, flows, out[i]);
+      peer_flow_end.push_back(flows.size());
+    }
+    for (const Flow& f : flows) {
+      if (f.src == f.dst || f.bytes <= 0) continue;
+      for (LinkId l : topo.route(f.src, f.dst)) {
+        if (load[l] == 0) touched.push_back(l);
+        load[l] += f.bytes;
+      }
+    }
+    size_t begin = 0;
+    for (size_t i = 0; i < peers.size(); ++i) {
+      double lat = 0, worst = 0;
+      std::vector<std::pair<int, double>>& links = out[i].links;
+      for (size_t f = begin; f < peer_flow_end[i]; ++f) {
+        if (flows[f].src == flows[f].dst || flows[f].bytes <= 0) continue;
+        lat = std::max(lat, flows[f].latency_s);
+        for (LinkId l : topo.route(flows[f].src, flows[f].dst)) {
+          const double t = load[l] / topo.links()[l].capacity;
+          worst = std::max(worst, t);
+          links.push_back({l, t});
+        }
+      }
+      std::sort(links.begin(), links.end());
+      links.erase(std::unique(links.begin(), links.end()), links.end());
+      std::erase_if(links, [&](const std::pair<int, double>& x) {
+        return x.second < worst * 0.25 && topo.links()[x.first].cls != LinkClass::Spine;
+      });
+      out[i].s = coef.p2p * (lat + worst);
+      begin = peer_flow_end[i];
+    }
+    for (int l : touched) load[l] = 0;
+    touched.clear();
+    return shape_boundaries.emplace(key, std::move(out)).first->second;
   }
   // Both stages' groups (GPUs, TP, share) of the transfer from stage j of `pl` in direction `dir`.
   static void add_transfer_key(const Pipeline& pl, int j, int dir, std::vector<double>& key) {
@@ -1428,38 +1464,41 @@ struct Estimator::Impl {
     return worst;
   }
 
-  // The pipelines of each shape (depth, micro-batch size and count; concurrent_transfer), each pipeline's
+  // The pipelines of each shape (depth and micro-batch size; concurrent_transfers), each pipeline's
   // shape (an index into shape_groups), and per shape of several pipelines their concurrent transfers by
   // boundary and direction (as run_pipeline's kinds), worked out once per estimate.
   mutable std::vector<std::vector<int>> shape_groups;
   mutable std::vector<int> shape_of;
-  mutable std::vector<std::vector<const Transfer*>> shape_transfers;
+  mutable std::vector<int> shape_position;  // per pipeline: its index among its shape's pipelines
+  mutable std::vector<std::vector<const std::vector<Transfer>*>> shape_transfers;
   const Transfer& shape_transfer(const Plan& plan, int p, int j, int dir) const {
     const std::vector<int>& peers = shape_groups[shape_of[p]];
     if (peers.size() < 2) return transfer(plan.pipelines[p], j, dir);
-    std::vector<const Transfer*>& known = shape_transfers[shape_of[p]];
+    std::vector<const std::vector<Transfer>*>& known = shape_transfers[shape_of[p]];
     const int nst = static_cast<int>(plan.pipelines[p].stages.size());
     if (known.empty()) known.assign(2 * nst, nullptr);
-    const Transfer*& t = known[dir == 0 ? j : nst + j];
-    if (!t) t = &concurrent_transfer(plan, peers, p, j, dir);
-    return *t;
+    const std::vector<Transfer>*& t = known[dir == 0 ? j : nst + j];
+    if (!t) t = &concurrent_transfers(plan, peers, j, dir);
+    return (*t)[shape_position[p]];
   }
   void group_by_shape(const Plan& plan) const {
     for (auto& g : shape_groups) g.clear();
     for (auto& t : shape_transfers) t.clear();
     size_t groups = 0;
     shape_of.assign(plan.pipelines.size(), -1);
+    shape_position.assign(plan.pipelines.size(), 0);
     for (size_t p = 0; p < plan.pipelines.size(); ++p) {
       const Pipeline& pl = plan.pipelines[p];
       for (size_t g = 0; g < groups && shape_of[p] < 0; ++g) {
         const Pipeline& q = plan.pipelines[shape_groups[g].front()];
-        if (q.stages.size() == pl.stages.size() && q.micro_batch == pl.micro_batch && q.micro_batches == pl.micro_batches)
+        if (q.stages.size() == pl.stages.size() && q.micro_batch == pl.micro_batch)
           shape_of[p] = static_cast<int>(g);
       }
       if (shape_of[p] < 0) {
         shape_of[p] = static_cast<int>(groups++);
         if (shape_groups.size() < groups) shape_groups.emplace_back(), shape_transfers.emplace_back();
       }
+      shape_position[p] = static_cast<int>(shape_groups[shape_of[p]].size());
       shape_groups[shape_of[p]].push_back(static_cast<int>(p));
     }
   }
