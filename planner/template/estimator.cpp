@@ -284,8 +284,12 @@ struct Estimator::Impl {
   // link: a leaf's uplink is many times faster than one NIC, so one collective barely loads it, but it
   // carries the traffic of every node of its leaf (sim/hw/topology.cpp: the leaf's NIC capacity over the
   // oversubscription), and the links several communicators share (shared_links) must count it.
+  static constexpr double kBusyFraction = 0.25;
+  bool kept_as_busy(int link, double t, double worst, double busy_fraction) const {
+    return t >= worst * busy_fraction || topo.links()[link].cls == LinkClass::Spine;
+  }
   double flows_time(const std::vector<Flow>& flows, std::vector<std::pair<int, double>>* busy = nullptr,
-                    double busy_fraction = 0.25) const {
+                    double busy_fraction = kBusyFraction) const {
     double lat = 0;
     for (const Flow& f : flows) {
       if (f.src == f.dst || f.bytes <= 0) continue;
@@ -299,7 +303,7 @@ struct Estimator::Impl {
     for (int l : touched) worst = std::max(worst, load[l] / topo.links()[l].capacity);
     for (int l : touched) {
       const double t = load[l] / topo.links()[l].capacity;
-      if (busy && (t >= worst * busy_fraction || topo.links()[l].cls == LinkClass::Spine)) busy->push_back({l, t});
+      if (busy && kept_as_busy(l, t, worst, busy_fraction)) busy->push_back({l, t});
       load[l] = 0;
     }
     touched.clear();
@@ -774,9 +778,7 @@ struct Estimator::Impl {
       }
       std::sort(links.begin(), links.end());
       links.erase(std::unique(links.begin(), links.end()), links.end());
-      std::erase_if(links, [&](const std::pair<int, double>& x) {
-        return x.second < worst * 0.25 && topo.links()[x.first].cls != LinkClass::Spine;
-      });
+      std::erase_if(links, [&](const std::pair<int, double>& x) { return !kept_as_busy(x.first, x.second, worst, kBusyFraction); });
       out[i].s = coef.p2p * (lat + worst);
       begin = peer_flow_end[i];
     }
