@@ -88,6 +88,15 @@ void expect_estimate_near_simulation(const Cluster& c, const Topology& t, const 
   EXPECT_NEAR(e.iteration_s / sim, 1.0, tolerance) << "estimated " << e.iteration_s << " s, simulated " << sim << " s";
 }
 
+// A cluster of one node group (`node_group`: its YAML mapping) on a leaf-spine network.
+Cluster leaf_spine_cluster(int nodes_per_leaf, int oversubscription, const std::string& node_group) {
+  return parse_cluster_yaml_text("version: 1\nname: test\nnetwork: {topology: leaf-spine, nodes_per_leaf: " +
+                                     std::to_string(nodes_per_leaf) + ", oversubscription: " +
+                                     std::to_string(oversubscription) + ", latency: 5 us}\nnode_groups:\n  - " +
+                                     node_group + "\n",
+                                 "test", GpuCatalog::load_default());
+}
+
 // Gradient reduction through NICs that serve several communicators at once: sailor-example-a100-v100 (4-GPU
 // nodes, one 6 GB/s NIC each) with 32 three-stage pipelines of gpt3-1.3b under ZeRO-1 - stage 0 on the A100
 // nodes (four pipelines per node), stages 1 and 2 (two groups) on the V100 nodes. Each node's NIC carries the
@@ -123,11 +132,8 @@ TEST(Estimator, GradientReductionSharesItsNicsWithOtherCommunicators) {
 // meet reduce-scatters of other stages still on the spine, which the estimator times family by family (9 %
 // short). Tolerance: the 6 % of the shared-NIC test above (the same reduction model).
 TEST(Estimator, GradientReductionSharesAnOversubscribedSpine) {
-  const Cluster c = parse_cluster_yaml_text(
-      "version: 1\nname: h100-leaves\nnetwork: {topology: leaf-spine, nodes_per_leaf: 8, oversubscription: 3, latency: 5 us}\n"
-      "node_groups:\n  - gpu: H100\n    nodes: 24\n    gpus_per_node: 8\n    intra_node: {kind: nvlink, bandwidth: 450 GB/s}\n"
-      "    nic: {count: 8, bandwidth: 12.5 GB/s}\n",
-      "test", GpuCatalog::load_default());
+  const Cluster c = leaf_spine_cluster(8, 3, "{gpu: H100, nodes: 24, gpus_per_node: 8, intra_node: {kind: nvlink, "
+                                            "bandwidth: 450 GB/s}, nic: {count: 8, bandwidth: 12.5 GB/s}}");
   const Topology t(c);
   const ModelConfig m = load_model("mixtral-8x7b");
   std::string yaml = "version: 1\nschedule: 1f1b\nrecompute: none\nzero1: false\noverlap_grad_reduce: true\npipelines:\n";
@@ -151,11 +157,8 @@ TEST(Estimator, GradientReductionSharesAnOversubscribedSpine) {
 // Tolerance: 5 %, room for the contention-free p2p coefficient (1.139, estimator_coefficients.h) on
 // transfers that now carry their contention (+4.4 % here).
 TEST(Estimator, PipelineTransfersOfReplicasPlacedByStageShareTheirNics) {
-  const Cluster c = parse_cluster_yaml_text(
-      "version: 1\nname: a10-one-nic\nnetwork: {topology: leaf-spine, nodes_per_leaf: 8, oversubscription: 1, latency: 5 us}\n"
-      "node_groups:\n  - gpu: A10\n    nodes: 4\n    gpus_per_node: 4\n    intra_node: {kind: pcie, bandwidth: 32 GB/s}\n"
-      "    nic: {count: 1, bandwidth: 1.5625 GB/s}\n",
-      "test", GpuCatalog::load_default());
+  const Cluster c = leaf_spine_cluster(8, 1, "{gpu: A10, nodes: 4, gpus_per_node: 4, intra_node: {kind: pcie, "
+                                            "bandwidth: 32 GB/s}, nic: {count: 1, bandwidth: 1.5625 GB/s}}");
   const Topology t(c);
   const ModelConfig m = load_model("gpt3-1.3b");
   std::string yaml = "version: 1\nschedule: 1f1b\nrecompute: none\nzero1: false\noverlap_grad_reduce: true\npipelines:\n";
