@@ -249,11 +249,6 @@ std::optional<Template> descend_from_best(const std::vector<PricedTemplate>& com
   return stepped;
 }
 
-// Whether a class of `t` has several replicas (so that its replicas can also be placed stage by stage).
-bool has_replicas(const Template& t) {
-  return std::any_of(t.pipelines.begin(), t.pipelines.end(), [](const PipelineTemplate& c) { return c.replicas > 1; });
-}
-
 // Whether the best-priced template of `completed` was priced by the climbs (`climb_prices`: each class's
 // replicas placed one after another) and later lower: its replicas placed stage by stage run faster.
 bool replicas_placed_by_stage_win(const std::vector<PricedTemplate>& completed,
@@ -425,7 +420,7 @@ PricedPlans priced_candidates(const std::vector<Template>& templates, const std:
   int polished = 0;
   for (const PricedTemplate& p : climbed) {
     if (polished >= kArachneReplacedTemplates) break;
-    if (std::none_of(p.t.pipelines.begin(), p.t.pipelines.end(), [](const PipelineTemplate& c) { return c.replicas > 1; })) continue;
+    if (!has_replicas(p.t)) continue;
     ++polished;
     complete(p.t);
   }

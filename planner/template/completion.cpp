@@ -965,7 +965,7 @@ std::vector<CompletedPlan> complete_template(const Template& t, const Completion
     throw std::invalid_argument("complete_template: the cache belongs to another cluster or model");
   // No level of the template could be priced (price_levels' floor, at the least recompute).
   if (opt.skip_analytic_above_s < kInf && template_floor(t, cache.impl().times) >= opt.skip_analytic_above_s) return {};
-  const bool replicated = std::any_of(t.pipelines.begin(), t.pipelines.end(), [](const PipelineTemplate& p) { return p.replicas > 1; });
+  const bool replicated = has_replicas(t);
   if (in.prices) in.prices->impl().check(in);
   cache.impl().start_template();
   std::vector<CompletedPlan> plans;

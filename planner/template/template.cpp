@@ -302,6 +302,10 @@ class TextReader {
 
 }  // namespace
 
+bool has_replicas(const Template& t) {
+  return std::any_of(t.pipelines.begin(), t.pipelines.end(), [](const PipelineTemplate& c) { return c.replicas > 1; });
+}
+
 std::string to_text(const Template& t) {
   std::string out;
   for (size_t i = 0; i < t.pipelines.size(); ++i) {

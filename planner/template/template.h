@@ -94,6 +94,9 @@ Template parse_template(const std::string& text, const std::string& where = "tem
 // in one node; first-fit decreasing, exact when the widths divide one another, as 1/2/4/8 do).
 std::string template_problem(const Template& t, const Cluster& cluster, const ModelConfig& model);
 
+// Whether a class of `t` has several replicas (which can be placed pipeline by pipeline or stage by stage).
+bool has_replicas(const Template& t);
+
 // The GPU counts of the cluster's nodes, per GPU type (nodes in listing order).
 std::map<std::string, std::vector<int>> node_sizes_by_type(const Cluster& cluster);
 // Whether `tp` divides the model's attention heads and key/value heads (the rule of validate_plan).
