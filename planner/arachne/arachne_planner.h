@@ -40,7 +40,10 @@
 //      generator's climb is not lost where the other sources' better-priced starts lead the first one to a
 //      worse end, and a third from the policy's templates alone, a fourth from the deep pipelines over
 //      the fastest types alone and a fifth from those of them that use EP, with every stage's EP removed
-//      (without_expert_parallelism), each for the `--refine` rounds only (no extension); on clusters of more
+//      (without_expert_parallelism), each for the `--refine` rounds only (no extension), and a sixth, with
+//      the first one's rounds and extension, from the device-group templates with the slowest type first
+//      (device_group_templates with TypeOrder::SlowestFirst: Metis's shape with its types in rule 4's
+//      order, the fastest type on the last stage); on clusters of more
 //      than kArachneRunEndsAboveGpus GPUs the climbs and the descent move stages only at the ends of runs
 //      of identical stages; completion of every template by rule and a small candidate set, each candidate priced by the fast
 //      estimator (planner/template/completion.h, estimator.h), except a template whose GEMM lower bound, or a
@@ -168,7 +171,8 @@ inline constexpr int kArachneMaxGainingRounds = 12;
 inline constexpr int kArachneLongClimbMaxGpus = 16;
 
 // Device-group templates proposed by the default source: rule 3 of the heuristic generator folded at up to
-// this many replica counts (each halves the one before, so three cover replica counts a factor of 4 apart).
+// this many replica counts (each halves the one before, so three cover replica counts a factor of 4 apart);
+// as many with the slowest type first are climbed on their own (step 3 of the header).
 inline constexpr int kArachneDeviceGroupTemplates = 3;
 
 // Deep pipelines over the fastest GPU types proposed by the default source (fast_subset_templates in

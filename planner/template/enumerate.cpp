@@ -450,12 +450,15 @@ std::optional<PipelineTemplate> spanning(const std::vector<const TypeInfo*>& ord
 // proposed and priced.
 // With `whole_shares`, only replica counts that divide every type's GPU count (so that no GPU is left idle),
 // and the depth bound soft (a pipeline that no widening brings within it is kept when it fits in memory).
+// `type_order` SlowestFirst: the stages' types in the reverse of spanning_order.
 std::vector<PipelineTemplate> spanning_pipelines(const std::vector<TypeInfo>& types, long global_batch,
                                                  const ModelConfig& model, const Profiler& prof, int count,
-                                                 bool whole_shares = false) {
+                                                 bool whole_shares = false,
+                                                 TypeOrder type_order = TypeOrder::FastestFirst) {
   std::vector<PipelineTemplate> out;
   if (types.size() < 2) return out;
-  const std::vector<const TypeInfo*> order = spanning_order(types, prof);
+  std::vector<const TypeInfo*> order = spanning_order(types, prof);
+  if (type_order == TypeOrder::SlowestFirst) std::reverse(order.begin(), order.end());
   int gpus_gcd = 0;
   for (const TypeInfo& t : types) gpus_gcd = std::gcd(gpus_gcd, gpus_of(t));
   for (auto it = kCounts.rbegin(); it != kCounts.rend() && static_cast<int>(out.size()) < count; ++it) {
@@ -594,12 +597,13 @@ std::vector<Template> heuristic_templates(const Cluster& cluster, const ModelCon
   return c.take();
 }
 
-std::vector<Template> device_group_templates(const Cluster& cluster, const ModelConfig& model, int k, long global_batch) {
+std::vector<Template> device_group_templates(const Cluster& cluster, const ModelConfig& model, int k, long global_batch,
+                                             TypeOrder order) {
   Collector c(cluster, model, 2 * k);
   if (k < 1 || cluster.nodes.empty()) return {};
   const Profiler prof(cluster, model);
   const std::vector<TypeInfo> types = types_by_speed(cluster, model, prof);
-  for (const PipelineTemplate& p : spanning_pipelines(types, batch_or_model(global_batch, model), model, prof, k, true)) {
+  for (const PipelineTemplate& p : spanning_pipelines(types, batch_or_model(global_batch, model), model, prof, k, true, order)) {
     if (p.replicas > 1) c.add(Template{{folded(p)}});
     c.add(Template{{p}});
   }

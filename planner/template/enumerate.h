@@ -102,8 +102,12 @@ std::vector<Template> heuristic_templates(const Cluster& cluster, const ModelCon
 // Metis's plans; MoE: EP over the stage's groups) and as r replicated pipelines: the same GPUs and stages;
 // the folded form gives the stages one layer partition and one micro-batch schedule. At most 2k, fold first,
 // canonical, distinct, each runnable with a token form. Proposed beside the policy and the heuristic
-// generator by the arachne planner.
-std::vector<Template> device_group_templates(const Cluster& cluster, const ModelConfig& model, int k, long global_batch = 0);
+// generator by the arachne planner. With TypeOrder::SlowestFirst the stages' types run in the reverse of
+// rule 3's order, as in rule 4: the fastest type takes the last stage, which also computes the output layer
+// and its logits (sim/model/layer_costs.h).
+enum class TypeOrder { FastestFirst, SlowestFirst };
+std::vector<Template> device_group_templates(const Cluster& cluster, const ModelConfig& model, int k, long global_batch = 0,
+                                             TypeOrder order = TypeOrder::FastestFirst);
 
 // Deep pipelines over the fastest types, where the cluster has two types or more: for j = types down to 1,
 // over the j fastest types (peak FLOP/s), the other types idle,
