@@ -35,6 +35,7 @@ variants=("climbs|--ablations policy,heuristic,random"
 for entry in "${variants[@]}"; do
   variant=${entry%%|*}
   read -r -a args <<< "${entry#*|}"
+  mkdir -p "$runs/$variant"
   for s in 12 13 14 15 16 17 18 19 20; do
     echo "ablations $variant: fresh seed $s" >&2
     # The committed fresh runs' options (results/arachne-evaluation-fresh), arachne alone.
