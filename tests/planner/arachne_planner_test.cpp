@@ -480,7 +480,7 @@ TEST(ArachnePlanner, ClimbsTheFastSubsetTemplatesOnTheirOwnToo) {
 // catalog's links) with gpt3-13b at a global batch of 1,024, the climbs from the other starts ended at four
 // 3-stage pipelines (V100-32 TP 8, A100-80 TP 4, H100 TP 2: 3.753 s simulated, 0.91 x Metis's plan). One
 // device-group pipeline of the V100-32s, then the A100-80s, then the H100s, TP 1 in every group, reaches in
-// four steepest-descent moves the template below (3.639 s); arachne must be at least as fast.
+// three steepest-descent moves the template below (3.639 s); arachne must be at least as fast.
 TEST(ArachnePlanner, ClimbsTheDeviceGroupsWithTheSlowestTypeFirstToo) {
   const Cluster cluster = load_cluster("H100:8x8,A100-80:12x8,V100-32:12x8", GpuCatalog::load_default());
   const Topology topo(cluster);
