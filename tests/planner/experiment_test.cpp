@@ -1,5 +1,6 @@
 // `arachne experiment` (planner/experiment/experiment.h): the cells' order and count, records that match
-// `arachne plan` of the same cell, resume after lost cells, and bad experiment files.
+// `arachne plan` of the same cell, resume after lost cells, bad experiment files, and the shards that
+// scripts/experiment_shards.py rebuilds from a finished run.
 #include "planner/experiment/experiment.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
@@ -59,9 +61,11 @@ class TempDir {
     return (path_ / name).string();
   }
   // The binary run in this directory (relative paths in the experiment files resolve here).
-  CliRun arachne(const std::string& args) const {
-    const std::string cmd = "cd '" + path_.string() + "' && '" + std::string(ARACHNE_BINARY) + "' " + args +
-                            " >'" + (path_ / "stdout").string() + "' 2>'" + (path_ / "stderr").string() + "'";
+  CliRun arachne(const std::string& args) const { return run("'" + std::string(ARACHNE_BINARY) + "' " + args); }
+  // A shell command run in this directory.
+  CliRun run(const std::string& command) const {
+    const std::string cmd = "cd '" + path_.string() + "' && " + command + " >'" + (path_ / "stdout").string() +
+                            "' 2>'" + (path_ / "stderr").string() + "'";
     const int status = std::system(cmd.c_str());
     return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(path_ / "stdout"), slurp(path_ / "stderr")};
   }
@@ -206,15 +210,16 @@ TEST(Experiment, RecordsMatchArachnePlan) {
     EXPECT_TRUE(fs::exists(dir / "out" / f)) << f;
 }
 
-// Every column of every table equal, but planning wall times.
-void expect_same_file(const std::string& a, const std::string& b) {
-  for (const char* table : {"/comparisons", "/replays", "/replay/0/megatron/intervals", "/replay/0/megatron/totals"}) {
+// Every column of the tables equal (planning wall times only with `planning_times`).
+void expect_same_tables(const std::string& a, const std::string& b, const std::vector<std::string>& tables,
+                        bool planning_times) {
+  for (const std::string& table : tables) {
     SCOPED_TRACE(table);
     const h5::TableData x = h5::read_table(a, table), y = h5::read_table(b, table);
     ASSERT_EQ(x.rows, y.rows);
     ASSERT_EQ(x.columns.size(), y.columns.size());
     for (std::size_t c = 0; c < x.columns.size(); ++c) {
-      if (x.columns[c].name == "planning_time_s") continue;
+      if (x.columns[c].name == "planning_time_s" && !planning_times) continue;
       for (std::size_t r = 0; r < x.rows; ++r) {
         const auto& u = x.cells[c][r];
         const auto& v = y.cells[c][r];
@@ -224,6 +229,11 @@ void expect_same_file(const std::string& a, const std::string& b) {
       }
     }
   }
+}
+
+// Every column of every table of the kTiny experiment's file equal, but planning wall times.
+void expect_same_file(const std::string& a, const std::string& b) {
+  expect_same_tables(a, b, {"/comparisons", "/replays", "/replay/0/megatron/intervals", "/replay/0/megatron/totals"}, false);
 }
 
 // A comparison cell with a made-up outcome (tokens/s 0: no plan), for the summary's arithmetic.
@@ -353,6 +363,70 @@ comparisons:
   const std::string md = slurp(dir / "out" / "summary.md");
   EXPECT_EQ(md.find("## Headline"), std::string::npos) << md;
   EXPECT_NE(md.find("| sailor[simulator] |"), std::string::npos) << md;
+}
+
+// scripts/experiment_shards.py rebuilds a run's shards from its experiment.h5: the same experiment then writes
+// the same file (planning times included) without running anything, and with --drop a planner's cells, of
+// either cost model, are the only ones run again. Needs /usr/bin/python3 with h5py (skipped without it, except
+// under CI).
+TEST(ExperimentShards, RebuiltFromTheFileTheyGiveTheSameFileAndDroppedPlannersRunAgain) {
+  if (std::system("/usr/bin/python3 -c 'import h5py' > /dev/null 2>&1") != 0) {
+    if (std::getenv("CI") != nullptr) FAIL() << "/usr/bin/python3 cannot import h5py (CI is set)";
+    GTEST_SKIP() << "/usr/bin/python3 cannot import h5py";
+  }
+  TempDir dir;
+  const auto script = [&](const std::string& args) {
+    return dir.run("/usr/bin/python3 '" + std::string(ARACHNE_SOURCE_DIR) + "/scripts/experiment_shards.py' " + args);
+  };
+  dir.write("cost.yaml", R"(budget: {evaluations: 20}
+comparisons:
+  - {clusters: ["A100-80:1x4"], models: [small-gpt.yaml], planners: [megatron, sailor], cost_models: [own, simulator]}
+)");
+  ASSERT_EQ(dir.arachne("experiment cost.yaml --out run").exit_code, 0);
+
+  const CliRun rebuilt = script("run rebuilt");
+  ASSERT_EQ(rebuilt.exit_code, 0) << rebuilt.err;
+  for (const char* shard : {"0.json", "1.json", "2.json", "3.json"}) {  // the run's own shards, field for field
+    const auto parsed = [&](const char* run) {
+      return nlohmann::json::parse(slurp(dir / run / "experiment.h5.shards" / shard));
+    };
+    EXPECT_EQ(parsed("rebuilt"), parsed("run")) << shard;
+  }
+  const CliRun again = dir.arachne("experiment cost.yaml --out rebuilt");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.err.find("4/4 cells done (4 resumed)"), std::string::npos) << again.err;
+  expect_same_tables((dir / "run" / "experiment.h5").string(), (dir / "rebuilt" / "experiment.h5").string(),
+                     {"/comparisons"}, true);
+  EXPECT_EQ(slurp(dir / "rebuilt" / "summary.md"), slurp(dir / "run" / "summary.md"));
+
+  const CliRun dropped = script("run dropped --drop sailor");
+  ASSERT_EQ(dropped.exit_code, 0) << dropped.err;
+  EXPECT_FALSE(fs::exists(dir / "dropped" / "experiment.h5.shards" / "1.json"));  // sailor, own model
+  EXPECT_FALSE(fs::exists(dir / "dropped" / "experiment.h5.shards" / "3.json"));  // sailor[simulator]
+  const CliRun rerun = dir.arachne("experiment cost.yaml --out dropped");
+  ASSERT_EQ(rerun.exit_code, 0) << rerun.err;
+  EXPECT_NE(rerun.err.find("4/4 cells done (2 resumed)"), std::string::npos) << rerun.err;
+  const h5::TableData first = h5::read_table((dir / "run" / "experiment.h5").string(), "/comparisons");
+  const h5::TableData second = h5::read_table((dir / "dropped" / "experiment.h5").string(), "/comparisons");
+  ASSERT_EQ(second.rows, first.rows);
+  for (std::size_t i = 0; i < first.rows; ++i) {  // the search is deterministic: the same plans again
+    EXPECT_EQ(at<std::string>(second, "planner", i), at<std::string>(first, "planner", i));
+    EXPECT_EQ(at<double>(second, "tokens_per_s", i), at<double>(first, "tokens_per_s", i)) << i;
+  }
+
+  // Bad input: shards already there, an unknown planner, a run with replay cells; exit 2, one line, nothing
+  // written.
+  const auto refused = [&](const CliRun& r) {
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  };
+  refused(script("run rebuilt"));
+  refused(script("run none --drop amp"));
+  dir.write("tiny.yaml", kTiny);
+  ASSERT_EQ(dir.arachne("experiment tiny.yaml --out replays").exit_code, 0);
+  refused(script("replays none"));
+  EXPECT_FALSE(fs::exists(dir / "none"));
 }
 
 TEST(Experiment, BadFilesExitTwoWithTheLineAndWriteNothing) {
