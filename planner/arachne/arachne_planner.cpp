@@ -312,170 +312,244 @@ std::vector<CompletedPlan> even_split_plans(const std::vector<CompletedPlan>& pl
   return out;
 }
 
-// Every template completed and priced (the local search climbing from `templates`, with
-// `extra.secondary` its secondary starts, then from own_climb_templates alone, then from
-// the policy's templates (`policy`: policy_templates), from `extra.secondary` alone and from
-// `extra.secondary_without_ep` for the required rounds, from `extra.slowest_first_device_groups` with the
-// first climb's rounds, then `extra.after`, the
-// climb's best templates with both placements of their replicas, the folds of the best templates
-// (fold_best), the best templates with the other layer partition of equal max stage time and with every
-// recompute level priced (complete_best_again), and last a descent from the best template
-// (descend_from_best), whose last template is completed again with every recompute level priced); stops
-// early (*cut = true) when the wall-clock budget is spent.
-PricedPlans priced_candidates(const std::vector<Template>& templates, const std::vector<Template>& policy, const ExtraTemplates& extra,
-                              const PlanRequest& r, long global, const PlanTimer& timer, long* priced, bool* cut) {
-  const Estimator est(*r.cluster, *r.topo, *r.model);
-  // Each plan is estimated once: the passes after the climbs complete templates again (other placements,
-  // partitions, recompute levels), and most of their plans were built before. An estimate that stopped
-  // early holds only a lower bound: it is done again when a later caller needs more.
+// The search of steps 2-3 over templates: each template completed and priced against the best plan priced
+// so far (a template whose GPUs, or a memory level whose analytic split, cannot beat it is not priced), every
+// plan estimated once (estimates kept by execution key), the completions sharing one cache of per-layer
+// times and stage memory and one record of the prices given. Stops early (*cut = true) when the wall-clock
+// budget is spent.
+class CandidateSearch {
+ public:
+  CandidateSearch(const PlanRequest& r, long global, const PlanTimer& timer, long* priced, bool* cut)
+      : r_(r), global_(global), timer_(timer), priced_(priced), cut_(cut), est_(*r.cluster, *r.topo, *r.model),
+        cache_(*r.cluster, *r.model), lower_bound_(*r.cluster, *r.model, global),
+        stage_moves_(r.cluster->total_gpus() > kArachneRunEndsAboveGpus ? StageMoves::RunEnds : StageMoves::Every) {}
+
+  // The local search climbing from `templates`, with `extra.secondary` its secondary starts; then from
+  // own_climb_templates alone; then for the required rounds from the policy's templates (`policy`:
+  // policy_templates), from `extra.secondary` alone and from `extra.secondary_without_ep`; then from
+  // `extra.slowest_first_device_groups` with the first climb's rounds. The climbs share their prices (a
+  // template one of them priced is not completed again). Returns the first climb's templates, best first.
+  std::vector<PricedTemplate> climb(const std::vector<Template>& templates, const std::vector<Template>& policy,
+                                    const ExtraTemplates& extra) {
+    const TemplatePricer price = [this](const Template& t) { return climb_price(t); };
+    const long extend = r_.cluster->total_gpus() <= kArachneExtendMaxGpus ? kArachneExtendBelow : 0;
+    const bool long_climb = r_.cluster->total_gpus() <= kArachneLongClimbMaxGpus;
+    LocalSearchOptions first{.rounds = r_.arachne_refine,
+                             .width = 2,
+                             .extend_below = extend,
+                             .max_rounds = long_climb ? kArachneMaxGainingRounds : kArachneMaxRounds,
+                             .extend_while_gain = kArachneExtendWhileGain,
+                             .extend_max_factor = kArachneExtendMaxFactor,
+                             .max_gaining_rounds = kArachneMaxGainingRounds,
+                             .secondary = &extra.secondary,
+                             .stage_moves = stage_moves_};
+    std::vector<PricedTemplate> climbed = local_search(templates, *r_.cluster, *r_.model, price, first);
+    LocalSearchOptions same_rounds = first;  // without the secondary starts
+    same_rounds.secondary = nullptr;
+    local_search(own_climb_templates(r_, global_), *r_.cluster, *r_.model, price, same_rounds);
+    LocalSearchOptions required = same_rounds;
+    required.max_rounds = required.max_gaining_rounds = 0;
+    local_search(policy_climb_templates(r_, policy), *r_.cluster, *r_.model, price, required);
+    // And from the deep pipelines over the fastest types alone, for the required rounds: in the first climb
+    // only their best start had a slot of its own.
+    local_search({extra.secondary.begin(), extra.secondary.end()}, *r_.cluster, *r_.model, price, required);
+    // And from those of them that use EP with it removed, for the required rounds: measured (arachne-only
+    // runs of fresh seeds 12-24, the 12 and 40 held-out, small, oracle-ratio and planning-time sets, against
+    // the build without it) deepseek-moe-16b on 219 GPUs of A10, A100-40 and H100 (config 2 of fresh seed 23)
+    // 0.932 -> 1.051 x the best baseline, two Mixtral cells +1.0 % and +1.6 %, no cell slower, 6 % more
+    // pricings on the MoE cells. As starts of the first climb they led it elsewhere (Mixtral on 440 GPUs of
+    // GH200, MI300X and T4, config 4 of fresh seed 12: -4.9 %).
+    local_search(extra.secondary_without_ep, *r_.cluster, *r_.model, price, required);
+    // And from the device-group templates with the slowest type first, with the first climb's rounds: where
+    // Metis's shape wins, the climbs from the other starts end in pipelines ordered fastest first. Measured
+    // (arachne-only runs of fresh seeds 12-36, the 12 and 40 held-out, small, oracle-ratio and planning-time
+    // sets, against the build without it): 12 cells faster, by 0.3 % to 11.9 % (deepseek-moe-16b on 42 GPUs
+    // of H200 and P100, config 5 of fresh seed 13), none slower, 6.4 % more pricings; gpt3-13b on the 256
+    // GPUs of configs/experiments/planning-time.yaml 0.907 -> 0.958 x Metis; the benchmark's plan and
+    // pricings unchanged. As starts of the first climb they led it elsewhere (gpt3-1.3b on 15 GPUs of A10G,
+    // L4 and P100, config 23 of fresh seed 13: -4.7 %).
+    local_search(extra.slowest_first_device_groups, *r_.cluster, *r_.model, price, same_rounds);
+    return climbed;
+  }
+
+  // After the climbs, each class's replicas placed both ways: `extra.after`; the first climb's
+  // kArachneReplacedTemplates best templates with replicas (`climbed`) again; the folds of the best
+  // templates (fold_best).
+  void price_after_climbs(const ExtraTemplates& extra, const std::vector<PricedTemplate>& climbed) {
+    after_climb_ = true;
+    const TemplatePricer price = [this](const Template& t) { return complete(t); };
+    for (const Template& t : extra.after) complete(t);
+    int polished = 0;
+    for (const PricedTemplate& p : climbed) {
+      if (polished >= kArachneReplacedTemplates) break;
+      if (!has_replicas(p.t)) continue;
+      ++polished;
+      complete(p.t);
+    }
+    fold_best(completed_, *r_.cluster, *r_.model, price);
+    // Decided here, before the passes below add prices: whether the descent prices the climbs' templates
+    // with replicas again (descent_price).
+    placement_decides_ = replicas_placed_by_stage_win(completed_, climb_prices_);
+  }
+
+  // The kArachneRepartitionedTemplates best templates with the other layer partition of equal max stage time,
+  // then the kArachneRecomputedTemplates best with every recompute level priced (complete_best_again).
+  void complete_best_again_both_ways() {
+    const TemplatePricer price = [this](const Template& t) { return complete(t); };
+    ties_ = PartitionTies::LatestCut;
+    complete_best_again(completed_, kArachneRepartitionedTemplates, price);
+    ties_ = PartitionTies::EarliestCut;
+    every_recompute_level_ = true;
+    complete_best_again(completed_, kArachneRecomputedTemplates, price);
+    every_recompute_level_ = false;
+  }
+
+  // The best plans so far with an even layer split, where it prices lower (even_split_plans).
+  void price_even_splits() {
+    if (timer_.wall_budget_spent(r_)) return;
+    const PlanPricer price = [this](const Plan& p, double stop_at_s) { return estimate(p, stop_at_s); };
+    even_split_ = even_split_plans(all_, kArachneEvenSplitPlans, price);
+  }
+
+  // A descent from the best template (descend_from_best), its last template completed again with every
+  // recompute level priced; its plans are kept apart (PricedPlans::descent).
+  void descend() {
+    before_descent_ = all_.size();
+    const TemplatePricer price = [this](const Template& t) { return descent_price(t); };
+    if (const std::optional<Template> end = descend_from_best(completed_, *r_.cluster, *r_.model, stage_moves_, price)) {
+      every_recompute_level_ = true;  // the descent's last template, like the best templates before it
+      complete(*end);
+      every_recompute_level_ = false;
+    }
+  }
+
+  // Every plan priced, the descent's apart, best price first (once, at the end: the plans are moved out).
+  PricedPlans result() {
+    PricedPlans out;
+    out.descent.assign(std::make_move_iterator(all_.begin() + static_cast<long>(before_descent_)),
+                       std::make_move_iterator(all_.end()));
+    all_.resize(before_descent_);
+    out.plans = std::move(all_);
+    out.even_split = std::move(even_split_);
+    sort_by_price(out.plans);
+    sort_by_price(out.descent);
+    return out;
+  }
+
+ private:
+  // An early-stopped estimate holds only a lower bound: it is done again when a later caller needs more.
   struct Known {
     std::optional<double> s;  // nullopt: does not fit
     bool lower_bound = false;
   };
-  std::unordered_map<std::string, Known> estimates;  // by execution_key
-  const PlanPricer price = [&](const Plan& p, double stop_at_s) -> std::optional<double> {
-    const auto [it, fresh] = estimates.try_emplace(execution_key(p));
+
+  // The estimator's price of the plan, once per plan (the passes after the climbs complete templates again:
+  // other placements, partitions, recompute levels; most of their plans were built before).
+  std::optional<double> estimate(const Plan& p, double stop_at_s) {
+    const auto [it, fresh] = estimates_.try_emplace(execution_key(p));
     Known& known = it->second;
     if (fresh || (known.lower_bound && *known.s < stop_at_s)) {
-      ++*priced;
-      const Estimate e = est.estimate(p, stop_at_s);
+      ++*priced_;
+      const Estimate e = est_.estimate(p, stop_at_s);
       known = {e.fits ? std::optional<double>(e.iteration_s) : std::nullopt, e.stopped};
     }
     return known.s;
-  };
-  CompletionCache cache(*r.cluster, *r.model);  // per-layer times and stage memory, shared by the templates
-  PlanPrices prices;  // what `price` said of each plan asked for, by split: plans asked again are not assembled
-  std::vector<CompletedPlan> all;
-  const IterationLowerBound lower_bound(*r.cluster, *r.model, global);
-  double best_priced = std::numeric_limits<double>::infinity();
-  bool after_climb = false;  // extra.after: both placements of every class's replicas priced
-  PartitionTies ties = PartitionTies::EarliestCut;
-  bool every_recompute_level = false;
-  std::vector<PricedTemplate> completed;  // every template that completed, with its best price
-  std::map<Template, std::optional<double>> after_prices;  // the best price of each completion after the climbs
-  const TemplatePricer complete_now = [&](const Template& t) -> std::optional<double> {
-    if (timer.wall_budget_spent(r)) {
-      *cut = true;
+  }
+
+  // The template completed and priced now: its best price (nullopt: none priced).
+  std::optional<double> complete_now(const Template& t) {
+    if (timer_.wall_budget_spent(r_)) {
+      *cut_ = true;
       return std::nullopt;
     }
     // A template whose GPUs cannot beat a plan already priced even at their best GEMM rate is not completed.
-    if (lower_bound(t.gpus_by_type()) >= best_priced) return std::nullopt;
+    if (lower_bound_(t.gpus_by_type()) >= best_priced_) return std::nullopt;
     std::optional<double> best;
     // Nor is a memory level priced whose compute alone, analytically, is no faster than that plan.
-    const CompletionOptions opt{.max_candidates = r.arachne_completions,
-                                .skip_analytic_above_s = best_priced,
-                                .data_parallel_placement = after_climb,
-                                .partition_ties = ties,
-                                .price_every_recompute_level = every_recompute_level};
-    for (CompletedPlan& c : complete_template(t, {r.cluster, r.topo, r.model, global, &cache, &prices}, price, opt)) {
+    const CompletionOptions opt{.max_candidates = r_.arachne_completions,
+                                .skip_analytic_above_s = best_priced_,
+                                .data_parallel_placement = after_climb_,
+                                .partition_ties = ties_,
+                                .price_every_recompute_level = every_recompute_level_};
+    const PlanPricer price = [this](const Plan& p, double stop_at_s) { return estimate(p, stop_at_s); };
+    for (CompletedPlan& c : complete_template(t, {r_.cluster, r_.topo, r_.model, global_, &cache_, &prices_}, price, opt)) {
       if (!best || c.priced_s < *best) best = c.priced_s;
-      all.push_back(std::move(c));
+      all_.push_back(std::move(c));
     }
     if (best) {
-      best_priced = std::min(best_priced, *best);
-      completed.push_back({t, *best});
+      best_priced_ = std::min(best_priced_, *best);
+      completed_.push_back({t, *best});
     }
     return best;
-  };
-  const TemplatePricer complete = [&](const Template& t) -> std::optional<double> {
+  }
+
+  // complete_now, and after the climbs the best price of each template kept (after_prices_).
+  std::optional<double> complete(const Template& t) {
     const std::optional<double> p = complete_now(t);
-    if (after_climb && !*cut) {
-      std::optional<double>& known = after_prices[t];
+    if (after_climb_ && !*cut_) {
+      std::optional<double>& known = after_prices_[t];
       if (p && (!known || *p < *known)) known = p;
     }
     return p;
-  };
-  // The climbs share their prices: a template one of them priced is not completed again for the other.
-  std::map<Template, std::optional<double>> climb_prices;
-  const TemplatePricer climb_price = [&](const Template& t) -> std::optional<double> {
-    if (const auto it = climb_prices.find(t); it != climb_prices.end()) return it->second;
+  }
+
+  // The climbs' price of a template: each completed once for all of them.
+  std::optional<double> climb_price(const Template& t) {
+    if (const auto it = climb_prices_.find(t); it != climb_prices_.end()) return it->second;
     const std::optional<double> price = complete(t);
-    if (!*cut) climb_prices.emplace(t, price);
+    if (!*cut_) climb_prices_.emplace(t, price);
     return price;
-  };
-  const long extend = r.cluster->total_gpus() <= kArachneExtendMaxGpus ? kArachneExtendBelow : 0;
-  const bool long_climb = r.cluster->total_gpus() <= kArachneLongClimbMaxGpus;
-  const StageMoves stage_moves = r.cluster->total_gpus() > kArachneRunEndsAboveGpus ? StageMoves::RunEnds : StageMoves::Every;
-  LocalSearchOptions climb{.rounds = r.arachne_refine,
-                           .width = 2,
-                           .extend_below = extend,
-                           .max_rounds = long_climb ? kArachneMaxGainingRounds : kArachneMaxRounds,
-                           .extend_while_gain = kArachneExtendWhileGain,
-                           .extend_max_factor = kArachneExtendMaxFactor,
-                           .max_gaining_rounds = kArachneMaxGainingRounds,
-                           .secondary = &extra.secondary,
-                           .stage_moves = stage_moves};
-  const std::vector<PricedTemplate> climbed = local_search(templates, *r.cluster, *r.model, climb_price, climb);
-  climb.secondary = nullptr;
-  local_search(own_climb_templates(r, global), *r.cluster, *r.model, climb_price, climb);
-  LocalSearchOptions required = climb;
-  required.max_rounds = required.max_gaining_rounds = 0;
-  local_search(policy_climb_templates(r, policy), *r.cluster, *r.model, climb_price, required);
-  // And from the deep pipelines over the fastest types alone, for the required rounds: in the first climb
-  // only their best start had a slot of its own.
-  local_search({extra.secondary.begin(), extra.secondary.end()}, *r.cluster, *r.model, climb_price, required);
-  // And from those of them that use EP with it removed, for the required rounds: measured (arachne-only runs
-  // of fresh seeds 12-24, the 12 and 40 held-out, small, oracle-ratio and planning-time sets, against the
-  // build without it) deepseek-moe-16b on 219 GPUs of A10, A100-40 and H100 (config 2 of fresh seed 23)
-  // 0.932 -> 1.051 x the best baseline, two Mixtral cells +1.0 % and +1.6 %, no cell slower, 6 % more
-  // pricings on the MoE cells. As starts of the first climb they led it elsewhere (Mixtral on 440 GPUs of
-  // GH200, MI300X and T4, config 4 of fresh seed 12: -4.9 %).
-  local_search(extra.secondary_without_ep, *r.cluster, *r.model, climb_price, required);
-  // And from the device-group templates with the slowest type first, with the first climb's rounds: where
-  // Metis's shape wins, the climbs from the other starts end in pipelines ordered fastest first. Measured
-  // (arachne-only runs of fresh seeds 12-36, the 12 and 40 held-out, small, oracle-ratio and planning-time
-  // sets, against the build without it): 12 cells faster, by 0.3 % to 11.9 % (deepseek-moe-16b on 42 GPUs of
-  // H200 and P100, config 5 of fresh seed 13), none slower, 6.4 % more pricings; gpt3-13b on the 256 GPUs of
-  // configs/experiments/planning-time.yaml 0.907 -> 0.958 x Metis; the benchmark's plan and pricings
-  // unchanged. As starts of the first climb they led it elsewhere (gpt3-1.3b on 15 GPUs of A10G, L4 and P100,
-  // config 23 of fresh seed 13: -4.7 %).
-  local_search(extra.slowest_first_device_groups, *r.cluster, *r.model, climb_price, climb);
-  after_climb = true;
-  for (const Template& t : extra.after) complete(t);
-  // The climb's best templates with replicas again, now with their replicas' other placement too.
-  int polished = 0;
-  for (const PricedTemplate& p : climbed) {
-    if (polished >= kArachneReplacedTemplates) break;
-    if (!has_replicas(p.t)) continue;
-    ++polished;
-    complete(p.t);
   }
-  fold_best(completed, *r.cluster, *r.model, complete);
-  // The descent prices each template once: its price from the climbs or after them, else a completion,
-  // at most kArachneDescentMaxCompleted of them.
-  int descent_completed = 0;
-  const bool placement_decides = replicas_placed_by_stage_win(completed, climb_prices);
-  const TemplatePricer descent_price = [&](const Template& t) -> std::optional<double> {
-    if (const auto it = after_prices.find(t); it != after_prices.end()) return it->second;
-    const auto climbed_at = climb_prices.find(t);
-    const bool one_placement = placement_decides && climbed_at != climb_prices.end() && has_replicas(t);
-    if (climbed_at != climb_prices.end() && !one_placement) return climbed_at->second;
-    if (descent_completed >= kArachneDescentMaxCompleted) return one_placement ? climbed_at->second : std::nullopt;
-    ++descent_completed;
+
+  // The descent's price of a template, each once: its price from the climbs or after them, else a
+  // completion, at most kArachneDescentMaxCompleted of them; where the replicas' placement by stage decided
+  // the best template (placement_decides_), a climbed template with replicas is completed again with it.
+  std::optional<double> descent_price(const Template& t) {
+    if (const auto it = after_prices_.find(t); it != after_prices_.end()) return it->second;
+    const auto climbed_at = climb_prices_.find(t);
+    const bool one_placement = placement_decides_ && climbed_at != climb_prices_.end() && has_replicas(t);
+    if (climbed_at != climb_prices_.end() && !one_placement) return climbed_at->second;
+    if (descent_completed_ >= kArachneDescentMaxCompleted) return one_placement ? climbed_at->second : std::nullopt;
+    ++descent_completed_;
     return complete(t);
-  };
-  ties = PartitionTies::LatestCut;
-  complete_best_again(completed, kArachneRepartitionedTemplates, complete);
-  ties = PartitionTies::EarliestCut;
-  every_recompute_level = true;
-  complete_best_again(completed, kArachneRecomputedTemplates, complete);
-  every_recompute_level = false;
-  std::vector<CompletedPlan> even_split =
-      timer.wall_budget_spent(r) ? std::vector<CompletedPlan>{} : even_split_plans(all, kArachneEvenSplitPlans, price);
-  const size_t before_descent = all.size();
-  if (const std::optional<Template> end = descend_from_best(completed, *r.cluster, *r.model, stage_moves, descent_price)) {
-    every_recompute_level = true;  // the descent's last template, like the best templates before it
-    complete(*end);
-    every_recompute_level = false;
   }
-  PricedPlans out;
-  out.descent.assign(std::make_move_iterator(all.begin() + static_cast<long>(before_descent)), std::make_move_iterator(all.end()));
-  all.resize(before_descent);
-  out.plans = std::move(all);
-  out.even_split = std::move(even_split);
-  sort_by_price(out.plans);
-  sort_by_price(out.descent);
-  return out;
+
+  const PlanRequest& r_;
+  long global_;
+  const PlanTimer& timer_;
+  long* priced_;
+  bool* cut_;
+  const Estimator est_;
+  std::unordered_map<std::string, Known> estimates_;  // by execution_key
+  CompletionCache cache_;  // per-layer times and stage memory, shared by the templates
+  PlanPrices prices_;      // what `estimate` said of each plan asked for, by split: plans asked again are not assembled
+  std::vector<CompletedPlan> all_;
+  const IterationLowerBound lower_bound_;
+  const StageMoves stage_moves_;
+  double best_priced_ = std::numeric_limits<double>::infinity();
+  bool after_climb_ = false;  // both placements of every class's replicas priced
+  PartitionTies ties_ = PartitionTies::EarliestCut;
+  bool every_recompute_level_ = false;
+  std::vector<PricedTemplate> completed_;  // every template that completed, with its best price
+  std::map<Template, std::optional<double>> after_prices_;  // the best price of each completion after the climbs
+  std::map<Template, std::optional<double>> climb_prices_;
+  bool placement_decides_ = false;
+  int descent_completed_ = 0;
+  std::vector<CompletedPlan> even_split_;
+  size_t before_descent_ = 0;
+};
+
+// Every template completed and priced: the climbs (CandidateSearch::climb), the passes after them, the even
+// layer splits of the best plans, and a descent from the best template.
+PricedPlans priced_candidates(const std::vector<Template>& templates, const std::vector<Template>& policy, const ExtraTemplates& extra,
+                              const PlanRequest& r, long global, const PlanTimer& timer, long* priced, bool* cut) {
+  CandidateSearch search(r, global, timer, priced, cut);
+  const std::vector<PricedTemplate> climbed = search.climb(templates, policy, extra);
+  search.price_after_climbs(extra, climbed);
+  search.complete_best_again_both_ways();
+  search.price_even_splits();
+  search.descend();
+  return search.result();
 }
 
 // priced_candidates of the proposed templates; while none completes within memory (and the budget lasts),
