@@ -233,16 +233,25 @@ void fold_best(const std::vector<PricedTemplate>& completed, const Cluster& clus
   }
 }
 
-// From the best-priced template of `completed`, steps to its best-priced neighbour (template_neighbors,
-// priced by `price`) while that is cheaper, at most kArachneDescentSteps times: the climb leaves its last
-// round's templates and those priced after it unexpanded, so the best template may be one move from a
-// better one. Returns the template it stepped to last (nullopt: no step).
-std::optional<Template> descend_from_best(const std::vector<PricedTemplate>& completed, const Cluster& cluster,
-                                          const ModelConfig& model, StageMoves moves, const TemplatePricer& price) {
-  const auto best = std::min_element(completed.begin(), completed.end(),
-                                     [](const PricedTemplate& a, const PricedTemplate& b) { return a.priced_s < b.priced_s; });
-  if (best == completed.end()) return std::nullopt;
-  PricedTemplate at = *best;
+// The `count` best-priced distinct templates of `completed`, each with its best price, best first.
+std::vector<PricedTemplate> best_distinct_priced(std::vector<PricedTemplate> completed, int count) {
+  std::stable_sort(completed.begin(), completed.end(), [](const PricedTemplate& a, const PricedTemplate& b) { return a.priced_s < b.priced_s; });
+  std::vector<PricedTemplate> out;
+  std::set<Template> seen;
+  for (PricedTemplate& p : completed) {
+    if (static_cast<int>(out.size()) >= count) break;
+    if (seen.insert(p.t).second) out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// From `start`, steps to its best-priced neighbour (template_neighbors, priced by `price`) while that is
+// cheaper, at most kArachneDescentSteps times: the climb leaves its last round's templates and those priced
+// after it unexpanded, so a best template may be one move from a better one. Returns the template it stepped
+// to last (nullopt: no step).
+std::optional<Template> descend_from(PricedTemplate start, const Cluster& cluster, const ModelConfig& model,
+                                     StageMoves moves, const TemplatePricer& price) {
+  PricedTemplate at = std::move(start);
   std::optional<Template> stepped;
   for (int step = 0; step < kArachneDescentSteps; ++step) {
     std::optional<PricedTemplate> next;
@@ -411,15 +420,18 @@ class CandidateSearch {
     even_split_ = even_split_plans(all_, kArachneEvenSplitPlans, price);
   }
 
-  // A descent from the best template (descend_from_best), its last template completed again with every
-  // recompute level priced; its plans are kept apart (PricedPlans::descent).
+  // A descent (descend_from) from each of the kArachneDescentStarts best templates, in order, its last
+  // template completed again with every recompute level priced; their plans are kept apart
+  // (PricedPlans::descent).
   void descend() {
     before_descent_ = all_.size();
     const TemplatePricer price = [this](const Template& t) { return descent_price(t); };
-    if (const std::optional<Template> end = descend_from_best(completed_, *r_.cluster, *r_.model, stage_moves_, price)) {
-      every_recompute_level_ = true;  // the descent's last template, like the best templates before it
-      complete(*end);
-      every_recompute_level_ = false;
+    for (PricedTemplate& start : best_distinct_priced(completed_, kArachneDescentStarts)) {
+      if (const std::optional<Template> end = descend_from(std::move(start), *r_.cluster, *r_.model, stage_moves_, price)) {
+        every_recompute_level_ = true;  // the descent's last template, like the best templates before it
+        complete(*end);
+        every_recompute_level_ = false;
+      }
     }
   }
 

@@ -30,9 +30,9 @@
 //      (every source) the folds of the kArachneFoldedTemplates best templates priced (fold_neighbors), the
 //      kArachneRepartitionedTemplates best templates with the other min-max layer partition, the
 //      kArachneRecomputedTemplates best templates with every recompute level priced, and a descent
-//      of up to kArachneDescentSteps moves from the best template (with both placements of replicas where
-//      the best template's run faster placed stage by stage), its last template again with every
-//      recompute level priced, and the kArachneEvenSplitPlans best plans with each pipeline's layers split
+//      of up to kArachneDescentSteps moves from each of the kArachneDescentStarts best templates (with
+//      both placements of replicas where the best template's run faster placed stage by stage), the last
+//      template of each again with every recompute level priced, and the kArachneEvenSplitPlans best plans with each pipeline's layers split
 //      evenly by count where the estimator prices that lower (these two kept apart: PricedPlans);
 //   3. the local search from the templates of step 2 (planner/template/neighbors.h: `--refine` rounds of
 //      moves from the best-priced templates, more while they gain), and for the default source a second one
@@ -201,7 +201,7 @@ inline constexpr int kArachneReplacedTemplates = 2;
 // steps after the climb price best (uniform layouts, replicas placed stage by stage) were never expanded,
 // and on one node a stage's data-parallel peers run faster as TP groups of one pipeline than as replicas.
 inline constexpr int kArachneFoldedTemplates = 2;
-// Then a descent from the best template priced so far: to its best-priced neighbour while that is cheaper,
+// Then a descent from the best templates priced so far: to the best-priced neighbour while that is cheaper,
 // at most this many steps and this many templates completed (a multi-class template over hundreds of GPUs
 // has thousands of neighbours). It takes the climbs' prices, except where the best template was priced lower
 // after the climbs than by them (its replicas run faster placed stage by stage): then a neighbour with
@@ -211,6 +211,15 @@ inline constexpr int kArachneFoldedTemplates = 2;
 // 1.007 x Sailor, deepseek-moe-16b on 383 GPUs of H100, H200 and P100 (seed 17 config 3) +1.2 %, no cell
 // slower, 0.6 % more pricings; the benchmark's plans and instructions unchanged.
 inline constexpr int kArachneDescentSteps = 4;
+// ... from each of this many best-priced distinct templates, in order (the completion cap shared): the best
+// may be a local minimum whose near-equal runner-up is not. Measured with 2 against 1 (arachne-only runs of
+// fresh seeds 12-36, the 12 and 40 held-out, small, oracle-ratio and planning-time sets): 24 of 764 cells
+// faster, by 0.08 % to 7.4 % (llama2-7b on 317 GPUs of H100-PCIe, H200, MI300X and P100, fresh seed 14
+// config 10), none slower, 6.5 % more pricings; gpt3-2.7b on 40 A100-40 (fresh seed 40 config 9) 0.980 ->
+// 1.007 x Metis; the benchmark's plan the same, its instructions +15 % (gpt3-13b) and +13 % (gpt3-1.3b).
+// With 3: 13 cells more faster (up to 9.0 %), none slower, 4.1 % more pricings, but the benchmark's
+// gpt3-13b plan 39 % more instructions than with 2, for a plan 0.01 % faster.
+inline constexpr int kArachneDescentStarts = 2;
 // The most simulations step 4 runs for `--simulate-top N`: each of the N structures under both rules for
 // equal partitions, the descent's plan and the best even layer split.
 inline constexpr int arachne_max_simulations(int simulate_top) { return 2 * simulate_top + 2; }
