@@ -420,13 +420,14 @@ class CandidateSearch {
     even_split_ = even_split_plans(all_, kArachneEvenSplitPlans, price);
   }
 
-  // A descent (descend_from) from each of the kArachneDescentStarts best templates, in order, its last
-  // template completed again with every recompute level priced; their plans are kept apart
-  // (PricedPlans::descent).
+  // A descent (descend_from) from each of the kArachneDescentStarts best templates (the best alone above
+  // kArachneRunnerUpDescentMaxGpus GPUs), in order, its last template completed again with every recompute
+  // level priced; their plans are kept apart (PricedPlans::descent).
   void descend() {
     before_descent_ = all_.size();
     const TemplatePricer price = [this](const Template& t) { return descent_price(t); };
-    for (PricedTemplate& start : best_distinct_priced(completed_, kArachneDescentStarts)) {
+    const int starts = r_.cluster->total_gpus() <= kArachneRunnerUpDescentMaxGpus ? kArachneDescentStarts : 1;
+    for (PricedTemplate& start : best_distinct_priced(completed_, starts)) {
       if (const std::optional<Template> end = descend_from(std::move(start), *r_.cluster, *r_.model, stage_moves_, price)) {
         every_recompute_level_ = true;  // the descent's last template, like the best templates before it
         complete(*end);

@@ -30,9 +30,10 @@
 //      (every source) the folds of the kArachneFoldedTemplates best templates priced (fold_neighbors), the
 //      kArachneRepartitionedTemplates best templates with the other min-max layer partition, the
 //      kArachneRecomputedTemplates best templates with every recompute level priced, and a descent
-//      of up to kArachneDescentSteps moves from each of the kArachneDescentStarts best templates (with
-//      both placements of replicas where the best template's run faster placed stage by stage), the last
-//      template of each again with every recompute level priced, and the kArachneEvenSplitPlans best plans with each pipeline's layers split
+//      of up to kArachneDescentSteps moves from each of the kArachneDescentStarts best templates (the best
+//      alone above kArachneRunnerUpDescentMaxGpus GPUs; with both placements of replicas where the best
+//      template's run faster placed stage by stage), the last template of each again with every
+//      recompute level priced, and the kArachneEvenSplitPlans best plans with each pipeline's layers split
 //      evenly by count where the estimator prices that lower (these two kept apart: PricedPlans);
 //   3. the local search from the templates of step 2 (planner/template/neighbors.h: `--refine` rounds of
 //      moves from the best-priced templates, more while they gain), and for the default source a second one
@@ -213,13 +214,17 @@ inline constexpr int kArachneFoldedTemplates = 2;
 inline constexpr int kArachneDescentSteps = 4;
 // ... from each of this many best-priced distinct templates, in order (the completion cap shared): the best
 // may be a local minimum whose near-equal runner-up is not. Measured with 2 against 1 (arachne-only runs of
-// fresh seeds 12-36, the 12 and 40 held-out, small, oracle-ratio and planning-time sets): 24 of 764 cells
+// fresh seeds 12-36, the 12 and 40 held-out, small, oracle-ratio and planning-time sets): 21 of 764 cells
 // faster, by 0.08 % to 7.4 % (llama2-7b on 317 GPUs of H100-PCIe, H200, MI300X and P100, fresh seed 14
-// config 10), none slower, 6.5 % more pricings; gpt3-2.7b on 40 A100-40 (fresh seed 40 config 9) 0.980 ->
-// 1.007 x Metis; the benchmark's plan the same, its instructions +15 % (gpt3-13b) and +13 % (gpt3-1.3b).
-// With 3: 13 cells more faster (up to 9.0 %), none slower, 4.1 % more pricings, but the benchmark's
-// gpt3-13b plan 39 % more instructions than with 2, for a plan 0.01 % faster.
+// config 10), none slower, 6.2 % more pricings (with the limit below); gpt3-2.7b on 40 A100-40 (fresh seed
+// 40 config 9) 0.980 -> 1.007 x Metis. With 3: 13 cells more faster (up to 9.0 %), none slower, 4.1 % more
+// pricings, but the benchmark's gpt3-13b plan took 39 % more instructions than with 2, for a plan 0.01 %
+// faster.
 inline constexpr int kArachneDescentStarts = 2;
+// ... on clusters of at most this many GPUs; on larger ones from the best template alone. Where 2 gained,
+// the clusters held at most 317 GPUs; on the 1,024 GPUs of the benchmark and of the planning-time
+// experiment it gained nothing, for 15 % more instructions and 55 % more pricings.
+inline constexpr int kArachneRunnerUpDescentMaxGpus = 512;
 // The most simulations step 4 runs for `--simulate-top N`: each of the N structures under both rules for
 // equal partitions, the descent's plan and the best even layer split.
 inline constexpr int arachne_max_simulations(int simulate_top) { return 2 * simulate_top + 2; }
