@@ -209,15 +209,22 @@ ExtraTemplates extra_templates(const PlanRequest& r, long global) {
   return extra;
 }
 
-// The `count` best-priced distinct templates of `completed`, best first.
-std::vector<Template> best_distinct(std::vector<PricedTemplate> completed, int count) {
+// The `count` best-priced distinct templates of `completed`, each with its best price, best first.
+std::vector<PricedTemplate> best_distinct_priced(std::vector<PricedTemplate> completed, int count) {
   std::stable_sort(completed.begin(), completed.end(), [](const PricedTemplate& a, const PricedTemplate& b) { return a.priced_s < b.priced_s; });
-  std::vector<Template> out;
+  std::vector<PricedTemplate> out;
   std::set<Template> seen;
-  for (const PricedTemplate& p : completed) {
+  for (PricedTemplate& p : completed) {
     if (static_cast<int>(out.size()) >= count) break;
-    if (seen.insert(p.t).second) out.push_back(p.t);
+    if (seen.insert(p.t).second) out.push_back(std::move(p));
   }
+  return out;
+}
+
+// The `count` best-priced distinct templates of `completed`, best first.
+std::vector<Template> best_distinct(const std::vector<PricedTemplate>& completed, int count) {
+  std::vector<Template> out;
+  for (PricedTemplate& p : best_distinct_priced(completed, count)) out.push_back(std::move(p.t));
   return out;
 }
 
@@ -231,18 +238,6 @@ void fold_best(const std::vector<PricedTemplate>& completed, const Cluster& clus
     for (const Template& f : fold_neighbors(base, cluster, model))
       if (bases.count(f) == 0 && folds.insert(f).second) complete(f);
   }
-}
-
-// The `count` best-priced distinct templates of `completed`, each with its best price, best first.
-std::vector<PricedTemplate> best_distinct_priced(std::vector<PricedTemplate> completed, int count) {
-  std::stable_sort(completed.begin(), completed.end(), [](const PricedTemplate& a, const PricedTemplate& b) { return a.priced_s < b.priced_s; });
-  std::vector<PricedTemplate> out;
-  std::set<Template> seen;
-  for (PricedTemplate& p : completed) {
-    if (static_cast<int>(out.size()) >= count) break;
-    if (seen.insert(p.t).second) out.push_back(std::move(p));
-  }
-  return out;
 }
 
 // From `start`, steps to its best-priced neighbour (template_neighbors, priced by `price`) while that is
