@@ -16,14 +16,11 @@ Reads RUN_DIR/evaluation.h5 (and OTHER_DIR/evaluation.h5); writes OUT_DIR/evalua
 the shard format of planner/arachne/evaluate.cpp (config_result_to_json). OUT_DIR must hold no shards yet.
 Exit status 0, or 2 with one line 'error: <where>: <what>' and nothing written. Needs Debian's python3-h5py.
 """
-import json
-import math
 import os
-import sys
 
 import h5py
 
-from plot_common import text
+from shard_files import BadInput, run, value, write_shards
 
 CONFIG_FIELDS = ("config", "family", "gpus", "model", "moe", "global_batch", "cluster_yaml")
 # A cell's own fields, as config_result_to_json writes them (the configuration's fields are the shard's).
@@ -31,26 +28,6 @@ CELL_FIELDS = ("planner", "template_source", "has_plan", "oom", "tokens_per_s", 
                "peak_memory_gib", "planning_s", "evaluations", "own_evaluations", "search_complete", "reason",
                "template", "plan", "plan_yaml")
 NULLABLE = {"tokens_per_s", "simulated_s", "predicted_s", "peak_memory_gib"}  # NaN is written as null
-
-
-class BadInput(Exception):
-    pass
-
-
-def value(name, v):
-    """A field of an h5 row as the shard's JSON holds it."""
-    if isinstance(v, (bytes, str)):
-        return text(v)
-    if isinstance(v, bool) or (hasattr(v, "dtype") and v.dtype.kind == "b"):
-        return bool(v)
-    if hasattr(v, "dtype") and v.dtype.kind in "iu":
-        return int(v)
-    x = float(v)
-    if math.isnan(x):
-        if name not in NULLABLE:
-            raise BadInput(f"{name}: NaN where the shard format needs a number")
-        return None
-    return x
 
 
 def read_run(run_dir):
@@ -65,7 +42,7 @@ def read_run(run_dir):
         raise BadInput(f"{path}: not an evaluation file ({e})")
     shards = {}
     for row in configs:
-        shard = {name: value(name, row[name]) for name in CONFIG_FIELDS}
+        shard = {name: value(name, row[name], NULLABLE) for name in CONFIG_FIELDS}
         shard["cells"] = []
         if shard["config"] in shards:
             raise BadInput(f"{path}: configuration {shard['config']} twice")
@@ -74,7 +51,7 @@ def read_run(run_dir):
         config = int(row["config"])
         if config not in shards:
             raise BadInput(f"{path}: a cell of configuration {config}, which /configs does not hold")
-        shards[config]["cells"].append({name: value(name, row[name]) for name in CELL_FIELDS})
+        shards[config]["cells"].append({name: value(name, row[name], NULLABLE) for name in CELL_FIELDS})
     return path, shards
 
 
@@ -99,19 +76,6 @@ def take_cells(shards, path, other_path, other):
             ours["cells"][index[cell_key(cell)]] = cell
 
 
-def write_shards(out_dir, shards):
-    shard_dir = os.path.join(out_dir, "evaluation.h5.shards")
-    if os.path.isdir(shard_dir) and any(n.endswith(".json") for n in os.listdir(shard_dir)):
-        raise BadInput(f"{shard_dir}: holds shards already")
-    os.makedirs(shard_dir, exist_ok=True)
-    for config, shard in shards.items():
-        final = os.path.join(shard_dir, f"{config}.json")
-        tmp = os.path.join(shard_dir, f".{config}.json.tmp-{os.getpid()}")
-        with open(tmp, "w") as f:
-            json.dump(shard, f)
-        os.replace(tmp, final)
-
-
 def main(argv):
     args = argv[1:]
     other_dir = None
@@ -128,12 +92,8 @@ def main(argv):
     if other_dir is not None:
         other_path, other = read_run(other_dir)
         take_cells(shards, path, other_path, other)
-    write_shards(out_dir, shards)
+    write_shards(os.path.join(out_dir, "evaluation.h5.shards"), shards)
 
 
 if __name__ == "__main__":
-    try:
-        main(sys.argv)
-    except BadInput as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    run(main)

@@ -19,14 +19,12 @@ planner/experiment/run_experiment.cpp (cell_result_to_json). Replay cells are no
 is refused. OUT_DIR must hold no shards yet.
 Exit status 0, or 2 with one line 'error: <where>: <what>' and nothing written. Needs Debian's python3-h5py.
 """
-import json
-import math
 import os
-import sys
 
 import h5py
 
 from plot_common import text
+from shard_files import BadInput, run, value, write_shards
 
 SIMULATOR_SUFFIX = "[simulator]"  # the label of a baseline's row with the simulator as its cost model
 # The comparison's fields, as comparison_to_json writes them ("label" is the h5's "planner" column).
@@ -34,26 +32,6 @@ COMPARISON_FIELDS = ("gpus", "gpu_types", "moe", "has_plan", "oom", "tokens_per_
                      "predicted_iteration_time_s", "peak_memory_gib", "planning_time_s", "evaluations",
                      "own_evaluations", "search_complete", "reason", "plan", "plan_yaml")
 NULLABLE = {"tokens_per_s", "iteration_time_s", "predicted_iteration_time_s", "peak_memory_gib"}  # NaN: null
-
-
-class BadInput(Exception):
-    pass
-
-
-def value(name, v):
-    """A field of an h5 row as the shard's JSON holds it."""
-    if isinstance(v, (bytes, str)):
-        return text(v)
-    if isinstance(v, bool) or (hasattr(v, "dtype") and v.dtype.kind == "b"):
-        return bool(v)
-    if hasattr(v, "dtype") and v.dtype.kind in "iu":
-        return int(v)
-    x = float(v)
-    if math.isnan(x):
-        if name not in NULLABLE:
-            raise BadInput(f"{name}: NaN where the shard format needs a number")
-        return None
-    return x
 
 
 def shard_of(row):
@@ -65,7 +43,7 @@ def shard_of(row):
             "seed": int(row["seed"]), "planner": label[:-len(SIMULATOR_SUFFIX)] if simulator else label}
     if simulator:
         cell["cost_model"] = "simulator"  # absent: own
-    comparison = {name: value(name, row[name]) for name in COMPARISON_FIELDS}
+    comparison = {name: value(name, row[name], NULLABLE) for name in COMPARISON_FIELDS}
     comparison["label"] = label
     return {"cell": cell, "comparison": comparison}
 
@@ -92,19 +70,6 @@ def read_run(run_dir):
     return path, shards
 
 
-def write_shards(out_dir, shards):
-    shard_dir = os.path.join(out_dir, "experiment.h5.shards")
-    if os.path.isdir(shard_dir) and any(n.endswith(".json") for n in os.listdir(shard_dir)):
-        raise BadInput(f"{shard_dir}: holds shards already")
-    os.makedirs(shard_dir, exist_ok=True)
-    for index, shard in shards.items():
-        final = os.path.join(shard_dir, f"{index}.json")
-        tmp = os.path.join(shard_dir, f".{index}.json.tmp-{os.getpid()}")
-        with open(tmp, "w") as f:
-            json.dump(shard, f)
-        os.replace(tmp, final)
-
-
 def main(argv):
     args = argv[1:]
     dropped = set()
@@ -121,12 +86,9 @@ def main(argv):
     planners = {s["cell"]["planner"] for s in shards.values()}
     for name in sorted(dropped - planners):
         raise BadInput(f"--drop: {name}: no cell of {path} has this planner")
-    write_shards(out_dir, {i: s for i, s in shards.items() if s["cell"]["planner"] not in dropped})
+    kept = {i: s for i, s in shards.items() if s["cell"]["planner"] not in dropped}
+    write_shards(os.path.join(out_dir, "experiment.h5.shards"), kept)
 
 
 if __name__ == "__main__":
-    try:
-        main(sys.argv)
-    except BadInput as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
+    run(main)
