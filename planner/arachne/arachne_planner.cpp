@@ -411,8 +411,7 @@ class CandidateSearch {
   // The best plans so far with an even layer split, where it prices lower (even_split_plans).
   void price_even_splits() {
     if (timer_.wall_budget_spent(r_)) return;
-    const PlanPricer price = [this](const Plan& p, double stop_at_s) { return estimate(p, stop_at_s); };
-    even_split_ = even_split_plans(all_, kArachneEvenSplitPlans, price);
+    even_split_ = even_split_plans(all_, kArachneEvenSplitPlans, estimate_);
   }
 
   // A descent (descend_from) from each of the kArachneDescentStarts best templates (the best alone above
@@ -479,8 +478,7 @@ class CandidateSearch {
                                 .data_parallel_placement = after_climb_,
                                 .partition_ties = ties_,
                                 .price_every_recompute_level = every_recompute_level_};
-    const PlanPricer price = [this](const Plan& p, double stop_at_s) { return estimate(p, stop_at_s); };
-    for (CompletedPlan& c : complete_template(t, {r_.cluster, r_.topo, r_.model, global_, &cache_, &prices_}, price, opt)) {
+    for (CompletedPlan& c : complete_template(t, {r_.cluster, r_.topo, r_.model, global_, &cache_, &prices_}, estimate_, opt)) {
       if (!best || c.priced_s < *best) best = c.priced_s;
       all_.push_back(std::move(c));
     }
@@ -529,6 +527,7 @@ class CandidateSearch {
   bool* cut_;
   const Estimator est_;
   std::unordered_map<std::string, Known> estimates_;  // by execution_key
+  const PlanPricer estimate_ = [this](const Plan& p, double stop_at_s) { return estimate(p, stop_at_s); };
   CompletionCache cache_;  // per-layer times and stage memory, shared by the templates
   PlanPrices prices_;      // what `estimate` said of each plan asked for, by split: plans asked again are not assembled
   std::vector<CompletedPlan> all_;
