@@ -1152,7 +1152,7 @@ struct Estimator::Impl {
     BucketLayout& last = last_bucket_layout;
     // reduce_gradients sets every bucket's times before it reads them.
     if (layout.workers == last.workers && layout.depth == last.depth && worker_of == last.worker_of) return last_buckets;
-    bucket_memo.clear(), link_slots_memo.clear();  // of other buckets
+    bucket_memo.clear(), link_slots_memo.clear(), family_combinations.clear();  // of other buckets
     last_buckets.clear();
     for (GradBucket& g : gradient_buckets(model, layout.workers, worker_of, layout.depth).buckets) {
       Bucket bk;
@@ -1177,7 +1177,7 @@ struct Estimator::Impl {
     bool same = bucket_gpus.size() == ws.size();
     for (size_t w = 0; same && w < ws.size(); ++w) same = bucket_gpus[w] == ws[w].tg->gpus;
     if (same) return;
-    bucket_memo.clear(), link_slots_memo.clear();
+    bucket_memo.clear(), link_slots_memo.clear(), family_combinations.clear();
     bucket_gpus.resize(ws.size());
     for (size_t w = 0; w < ws.size(); ++w) bucket_gpus[w] = ws[w].tg->gpus;
   }
@@ -1211,9 +1211,21 @@ struct Estimator::Impl {
   // one communicator's collectives in issue order); the tied-embedding all-reduce once a worker's other
   // buckets are reduced; then the optimizer step; under ZeRO-1 reduce-scatter, then the parameter
   // all-gather once every holder stepped. Fills each worker's end.
+  // The families share links both ways (share_with_other_families): a first pass lets each family see the
+  // loads of the families before it; where one did, a second pass lets every family see the first pass's
+  // loads of all the others.
   void reduce_gradients(const Plan& plan, std::vector<Worker>& ws, std::vector<Bucket>& bks) const {
+    clear_family_loads();
+    sharing_pass = 1, shared_across_families = false;
+    reduce_gradients_once(plan, ws, bks);
+    if (!shared_across_families) return;
+    sharing_pass = 2;
+    reduce_gradients_once(plan, ws, bks);
+  }
+  void reduce_gradients_once(const Plan& plan, std::vector<Worker>& ws, std::vector<Bucket>& bks) const {
     const double grad_bytes = reduced_grad_bytes_per_param(model);
     const double param_bytes = model.dtype == "fp32" ? 4.0 : 2.0;
+    family = 0;
     for (Bucket& bk : bks) {
       if (bk.tied_embedding) continue;
       bk.ready = 0;
@@ -1280,6 +1292,8 @@ struct Estimator::Impl {
     shared_links(ws, bks, order, kind, bytes_per_param);
     for (const auto& [b, end] : sharing_ends) bks[b].end = std::max(bks[b].end, end);
     sharing_ends.clear();
+    if (sharing_pass == 1) end_kept_spans(bks);
+    ++family;
   }
 
   // The links of run_family: per link its first start, the time all its buckets keep it busy (summed in
@@ -1349,6 +1363,8 @@ struct Estimator::Impl {
     }
     slot_ends(ws, slots);
     processor_sharing(slots);
+    share_with_other_families(slots);
+    if (sharing_pass == 1) keep_for_other_families(slots);
     for (const int id : active_communicators) communicators[id].active = -1;
     active_communicators.clear();
   }
@@ -1414,6 +1430,113 @@ struct Estimator::Impl {
         sharing_ends.push_back({c.last, c.first + shared});
       }
     }
+  }
+
+  // Families run one after another (the reductions, then the tied-embedding all-reduces, then the ZeRO-1
+  // all-gathers), but one family's collectives start while another's still carry their loads on the same
+  // links (e.g. a node's one NIC serving a stage's reduce-scatter and then its all-gather, and the
+  // tied-embedding all-reduce of the pipeline's first stage on another of its GPUs). Processor sharing as
+  // above: a communicator ends no earlier than its first start plus, on each link it loads, its own
+  // family's share (processor_sharing) and from every other family's communicator of that link the smaller
+  // of the two loads still to carry at the later of their starts (each spread evenly over its span: its own
+  // standalone, the other's as its family's sharing ended it). In the first pass the other families are those
+  // before it, in the second all of them, with their loads and spans of the first pass.
+  // The first pass's loads are kept per family and slot (the links one family's communicators load equally,
+  // link_slots). Links in the same slot of this family and the same slots of the others get the same ends, so
+  // each such combination is worked out once; the combinations depend only on the families' slots, so they
+  // are kept while link_slots_memo keeps those.
+  static constexpr int kFamilies = 3;  // reductions, tied-embedding all-reduces, ZeRO-1 all-gathers
+  using Combination = std::array<int, kFamilies + 1>;  // this family's slot, then each family's (-1: none)
+  struct LoadSpan {
+    double first = 0, end = 0, seconds = 0;
+    int last = -1;  // the communicator's last bucket, whose end (shared links included) ends the span
+  };
+  mutable std::vector<LoadSpan> slot_spans;         // of the first pass: per family, per slot, per loader
+  mutable std::vector<int> slot_span_begin;         // per kept slot: its first in slot_spans (and one past the last)
+  mutable std::array<const LinkSlots*, kFamilies> family_slots{};  // of the first pass (nullptr: not run)
+  mutable std::array<int, kFamilies> family_slot_base{};           // each family's first kept slot
+  mutable int family = 0, sharing_pass = 1;                        // of the run_family call under way
+  mutable bool shared_across_families = false;
+  mutable std::map<std::array<const LinkSlots*, kFamilies + 1>, std::vector<Combination>> family_combinations;
+  mutable std::vector<Combination> slots_of_link;  // scratch of combinations, per link
+  void clear_family_loads() const {
+    family_slots.fill(nullptr);
+    slot_spans.clear(), slot_span_begin.assign(1, 0);
+  }
+  void share_with_other_families(const LinkSlots& slots) const {
+    std::array<const LinkSlots*, kFamilies + 1> key{&slots};
+    bool any = false;
+    for (int f = 0; f < kFamilies; ++f) any |= (key[f + 1] = f == family ? nullptr : family_slots[f]) != nullptr;
+    if (!any) return;
+    auto it = family_combinations.find(key);
+    if (it == family_combinations.end()) it = family_combinations.emplace(key, combinations(key)).first;
+    for (Combination slot : it->second) {
+      for (int f = 0; f < kFamilies; ++f)
+        if (slot[f + 1] >= 0) slot[f + 1] += family_slot_base[f];
+      share_slot_with_other_families(slots.loads[slot[0]], slot);
+    }
+  }
+  // The distinct combinations of slots over the links of key[0] that some other family loads too.
+  std::vector<Combination> combinations(const std::array<const LinkSlots*, kFamilies + 1>& key) const {
+    slots_of_link.resize(link_count);
+    for (const int l : key[0]->links) slots_of_link[l].fill(-1);
+    for (int f = 0; f < kFamilies; ++f)
+      if (key[f + 1])
+        for (size_t x = 0; x < key[f + 1]->links.size(); ++x) slots_of_link[key[f + 1]->links[x]][f + 1] = key[f + 1]->link_group[x];
+    std::vector<Combination> out;
+    for (size_t x = 0; x < key[0]->links.size(); ++x) {
+      Combination c = slots_of_link[key[0]->links[x]];
+      c[0] = key[0]->link_group[x];
+      if (std::all_of(c.begin() + 1, c.end(), [](int v) { return v < 0; }) || (!out.empty() && out.back() == c)) continue;
+      if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+    }
+    for (int f = 0; f < kFamilies; ++f)  // leave no slot of this key to the next (links it does not load)
+      if (key[f + 1])
+        for (const int l : key[f + 1]->links) slots_of_link[l].fill(-1);
+    return out;
+  }
+  void share_slot_with_other_families(const std::vector<std::pair<int, double>>& loads, const Combination& kept) const {
+    for (const auto& [i, k] : loads) {
+      const Communicator& c = communicators[active_communicators[i]];
+      const double w = k * c.bytes;
+      double others = 0;
+      for (int f = 1; f <= kFamilies; ++f) {
+        if (kept[f] < 0) continue;
+        for (int e = slot_span_begin[kept[f]]; e < slot_span_begin[kept[f] + 1]; ++e) {
+          const LoadSpan& o = slot_spans[e];
+          if (o.end <= c.first || o.first >= c.last_end) continue;
+          // from the later start of the two, the smaller of the loads each still has to carry
+          others += o.first >= c.first ? std::min(o.seconds, w * (c.last_end - o.first) / (c.last_end - c.first))
+                                       : std::min(w, o.seconds * (o.end - c.first) / (o.end - o.first));
+        }
+      }
+      if (others <= 0) continue;
+      shared_across_families = true;
+      double own = 0;  // this family's share on the link, as processor_sharing counts it (its own load included)
+      for (const auto& [o_i, o_k] : loads) {
+        const Communicator& o = communicators[active_communicators[o_i]];
+        if (o.last_end <= c.first) continue;
+        const double w_other = o_k * o.bytes;
+        own += std::min(w, o.first >= c.first ? w_other : w_other * (o.last_end - c.first) / (o.last_end - o.first));
+      }
+      sharing_ends.push_back({c.last, c.first + std::max(own, w) + others});
+    }
+  }
+  void keep_for_other_families(const LinkSlots& slots) const {
+    if (family >= kFamilies) throw std::logic_error("estimator: more collective families than kept");
+    family_slots[family] = &slots;
+    family_slot_base[family] = static_cast<int>(slot_span_begin.size()) - 1;
+    for (const auto& loads : slots.loads) {
+      for (const auto& [i, k] : loads) {
+        const Communicator& c = communicators[active_communicators[i]];
+        slot_spans.push_back({c.first, c.last_end, k * c.bytes, c.last});
+      }
+      slot_span_begin.push_back(static_cast<int>(slot_spans.size()));
+    }
+  }
+  void end_kept_spans(const std::vector<Bucket>& bks) const {
+    for (int e = slot_span_begin[family_slot_base[family]]; e < static_cast<int>(slot_spans.size()); ++e)
+      slot_spans[e].end = bks[slot_spans[e].last].end;
   }
 
   // ---------------------------------------------------------------- memory
