@@ -28,7 +28,9 @@
 //    them) can carry them all, and each
 //    communicator of a shared link no sooner than processor sharing of that link lets it, a link's capacity
 //    shared with the MoE all-to-alls of the last backward still to run (spread evenly over the pass); then the
-//    tied-embedding all-reduces (timed the same way), the optimizer step and the ZeRO-1 all-gather after it;
+//    tied-embedding all-reduces (timed the same way), the optimizer step and the ZeRO-1 all-gather after it,
+//    these three families of collectives sharing their links with each other by processor sharing too (a
+//    family's load still to carry taken as spread evenly over its span);
 //  - MoE expert parallelism: per MoE layer the dispatch and combine all-to-alls (flat, sim/net/alltoall.h)
 //    at their bottleneck link, together with the all-to-alls of the same stage in every pipeline of the same
 //    shape (they run at once), and the routed experts at the expected load (multinomial routing with the
@@ -38,8 +40,8 @@
 // its shape's pipelines (the fitted p2p coefficient absorbs part of it), and of an all-to-all with traffic other than its stage's
 // all-to-alls (timed on their links alone, though a gradient reduction on their links waits for them), the
 // routing draw's variation around the expected expert load, the coupling of pipelines through expert-parallel
-// rendezvous, the ZeRO-1 all-gathers' sharing of links with reduce-scatters still running (each collective
-// kind is timed as one family on its links), and the differences
+// rendezvous, the second-order effects of the families' sharing (one family slowing another ends the slowed
+// one's collectives later, which the estimate counts once, from the families' first timing), and the differences
 // between the TP groups of one stage (the stage runs at its slowest group's pace).
 #pragma once
 #include <limits>
