@@ -22,6 +22,7 @@ mkdir -p "$out" "$runs"
 # dataset only satisfies its options).
 untrained=$runs/untrained-policy-weights
 if [ ! -f "$untrained/policy.weights" ]; then
+  mkdir -p "$untrained"
   build/arachne gen-data --out "$untrained/data.h5" --configs 2 --seed 99 --max-gpus 16 --max-templates 20 \
     --sampled-templates 10 > /dev/null
   build/arachne train --data "$untrained/data.h5" --validation "$untrained/data.h5" --out "$untrained" \
