@@ -1409,27 +1409,27 @@ struct Estimator::Impl {
   // This delays the optimizer steps, and the ZeRO-1 all-gathers after them, of every communicator of a link
   // several load at once (e.g. one NIC serving GPUs of different pipelines), where shared_links' bound moves
   // only the one that ends last.
-  mutable std::vector<double> slot_loads;  // scratch of processor_sharing
   void processor_sharing(const LinkSlots& slots) const {
     for (const std::vector<std::pair<int, double>>& loads : slots.loads) {
       if (loads.size() < 2) continue;
-      slot_loads.clear();
-      for (const auto& [i, k] : loads) slot_loads.push_back(k * communicators[active_communicators[i]].bytes);
-      for (size_t a = 0; a < loads.size(); ++a) {
-        const Communicator& c = communicators[active_communicators[loads[a].first]];
-        const double w = slot_loads[a];
-        double shared = 0;
-        for (size_t o_i = 0; o_i < loads.size(); ++o_i) {
-          const Communicator& o = communicators[active_communicators[loads[o_i].first]];
-          if (o.last_end <= c.first) continue;
-          // the part of its load still to carry at c's start, its buckets spread evenly over their span
-          const double w_other = slot_loads[o_i];
-          const double left = o.first >= c.first ? w_other : w_other * (o.last_end - c.first) / (o.last_end - o.first);
-          shared += std::min(w, left);
-        }
-        sharing_ends.push_back({c.last, c.first + shared});
+      for (const auto& [i, k] : loads) {
+        const Communicator& c = communicators[active_communicators[i]];
+        sharing_ends.push_back({c.last, c.first + own_family_share(loads, c, k * c.bytes)});
       }
     }
+  }
+  // Communicator c's time on a slot's links with its own family, its load w there included: from each
+  // communicator of the slot still running at c's start, the smaller of w and the part of that one's load
+  // still to carry then (its buckets spread evenly over their span).
+  double own_family_share(const std::vector<std::pair<int, double>>& loads, const Communicator& c, double w) const {
+    double shared = 0;
+    for (const auto& [o_i, o_k] : loads) {
+      const Communicator& o = communicators[active_communicators[o_i]];
+      if (o.last_end <= c.first) continue;
+      const double w_other = o_k * o.bytes;
+      shared += std::min(w, o.first >= c.first ? w_other : w_other * (o.last_end - c.first) / (o.last_end - o.first));
+    }
+    return shared;
   }
 
   // Families run one after another (the reductions, then the tied-embedding all-reduces, then the ZeRO-1
@@ -1512,14 +1512,7 @@ struct Estimator::Impl {
       }
       if (others <= 0) continue;
       shared_across_families = true;
-      double own = 0;  // this family's share on the link, as processor_sharing counts it (its own load included)
-      for (const auto& [o_i, o_k] : loads) {
-        const Communicator& o = communicators[active_communicators[o_i]];
-        if (o.last_end <= c.first) continue;
-        const double w_other = o_k * o.bytes;
-        own += std::min(w, o.first >= c.first ? w_other : w_other * (o.last_end - c.first) / (o.last_end - o.first));
-      }
-      sharing_ends.push_back({c.last, c.first + std::max(own, w) + others});
+      sharing_ends.push_back({c.last, c.first + std::max(own_family_share(loads, c, w), w) + others});
     }
   }
   void keep_for_other_families(const LinkSlots& slots) const {
