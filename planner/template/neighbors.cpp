@@ -312,6 +312,36 @@ void run_moves(const Template& t, std::size_t c, MoveSink& sink) {
   }
 }
 
+// The GPU type of a stage whose groups are all of one type; empty for a stage of several types.
+const std::string& single_type(const StageTemplate& s) {
+  static const std::string none;
+  return s.kinds.size() == 1 ? s.kinds.front().gpu_type : none;
+}
+
+// A block of two or more consecutive stages of one GPU type (any TP widths), in a class of several types,
+// moved as a whole to the front or the end of its pipeline: the order of the device groups, which Metis
+// searches over every permutation of the types (Um et al. USENIX ATC'24; SamsungLabs/Metis
+// search_space/device_group.py), decides which type holds the embedding and which the head and the logits,
+// and how many micro-batches 1F1B keeps in flight on each type (the first stage the most: Narayanan et al.
+// SC'21 §2.2). One stage moves one at a time (stage_moves), and moving a block so takes as many steps,
+// each on its own slower.
+void block_moves(const Template& t, std::size_t c, MoveSink& sink) {
+  const std::vector<StageTemplate>& stages = t.pipelines[c].stages;
+  for (std::size_t a = 0, b = 0; a < stages.size(); a = b) {
+    const std::string& type = single_type(stages[a]);
+    for (b = a + 1; !type.empty() && b < stages.size() && single_type(stages[b]) == type; ++b) {}
+    if (type.empty() || b - a < 2 || b - a == stages.size()) continue;
+    for (const bool to_front : {true, false}) {
+      if ((to_front && a == 0) || (!to_front && b == stages.size())) continue;
+      Template n = t;
+      std::vector<StageTemplate>& out = n.pipelines[c].stages;
+      out.erase(out.begin() + static_cast<long>(a), out.begin() + static_cast<long>(b));
+      out.insert(to_front ? out.begin() : out.end(), stages.begin() + static_cast<long>(a), stages.begin() + static_cast<long>(b));
+      sink.add(n);
+    }
+  }
+}
+
 void stage_moves(const Template& t, std::size_t c, std::size_t j, MoveSink& sink) {
   const StageTemplate& s = t.pipelines[c].stages[j];
   auto with_stage = [&](const StageTemplate& changed) {
@@ -468,6 +498,7 @@ std::vector<Template> template_neighbors(const Template& start, const Cluster& c
     idle_moves(t, c, sink);
     split_depth_moves(t, c, sink);
     run_moves(t, c, sink);
+    block_moves(t, c, sink);
     for (std::size_t j = 0; j < t.pipelines[c].stages.size(); ++j) {
       if (stages == StageMoves::RunEnds && inside_run(t.pipelines[c].stages, j)) continue;
       stage_moves(t, c, j, sink);

@@ -19,6 +19,8 @@
 //     kind's groups halved), or merged with the next stage of the same TP width into one stage;
 //   - a run of two or more identical consecutive stages in a class of mixed stages: reshaped at its GPUs,
 //     TP half as wide over twice the stages or twice as wide over half of them;
+//   - a block of two or more consecutive stages of one GPU type (any TP widths) in a class of several types:
+//     moved as a whole to the front or the end of its pipeline (the order of the device groups);
 //   - a group kind of a stage: one TP group more or fewer; its GPUs moved to another type; a kind of another
 //     type (one group) added beside it;
 //   - MoE stages: EP twice or half as wide, the other scope, uneven experts on or off;

@@ -233,6 +233,22 @@ TEST(TemplateNeighbors, GroupSplitsAndRunReshapesDeepenMixedPipelines) {
   EXPECT_FALSE(contains(from_wide, "1x[A100-80:tp8x1 | A100-80:tp8x1 | V100-32:tp4x2 | V100-32:tp4x2]"));
 }
 
+TEST(TemplateNeighbors, BlockOfOneTypeMovesToEitherEndInOneStep) {
+  const Cluster c = spec("H100:1x8,A100-80:1x8,V100-32:1x8");
+  const ModelConfig m = load_model("gpt3-1.3b");
+  // Device groups in the order H100, V100, A100; the V100 block holds two TP widths.
+  const std::vector<Template> n = template_neighbors(
+      parse_template("1x[H100:tp1x4 | H100:tp1x4 | V100-32:tp4x1 | V100-32:tp2x2 | A100-80:tp2x2 | A100-80:tp2x2]"), c, m);
+  // The A100 block first (Metis's order on the planning-time experiment's 256 GPUs), the V100 block last
+  // or first, the H100 block last: each one move.
+  EXPECT_TRUE(contains(n, "1x[A100-80:tp2x2 | A100-80:tp2x2 | H100:tp1x4 | H100:tp1x4 | V100-32:tp4x1 | V100-32:tp2x2]"));
+  EXPECT_TRUE(contains(n, "1x[H100:tp1x4 | H100:tp1x4 | A100-80:tp2x2 | A100-80:tp2x2 | V100-32:tp4x1 | V100-32:tp2x2]"));
+  EXPECT_TRUE(contains(n, "1x[V100-32:tp4x1 | V100-32:tp2x2 | H100:tp1x4 | H100:tp1x4 | A100-80:tp2x2 | A100-80:tp2x2]"));
+  EXPECT_TRUE(contains(n, "1x[V100-32:tp4x1 | V100-32:tp2x2 | A100-80:tp2x2 | A100-80:tp2x2 | H100:tp1x4 | H100:tp1x4]"));
+  // Two blocks swapped in the middle is not one move.
+  EXPECT_FALSE(contains(n, "1x[A100-80:tp2x2 | A100-80:tp2x2 | V100-32:tp4x1 | V100-32:tp2x2 | H100:tp1x4 | H100:tp1x4]"));
+}
+
 // Priced by TP width alone (one pipeline of one TP group only): TP doubles once per move, so the search
 // climbs 1 -> 2 -> 4 -> 8, one step per round.
 std::optional<double> price_by_tp_width(const Template& t) {
