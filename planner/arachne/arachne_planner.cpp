@@ -174,14 +174,13 @@ std::vector<Template> own_climb_templates(const PlanRequest& r, long global) {
   return heuristic_templates(*r.cluster, *r.model, r.arachne_beam, global);
 }
 
-// The default source's policy templates, climbed again on their own after the generator's, for the
-// required rounds only (LocalSearchOptions::rounds, no extension): where the climb from every source ends
-// below the policy's own climb, the policy's best still ends among the candidates. Measured (arachne-only
-// runs of fresh seeds 12-20, the 12 and 40 held-out, small and oracle-ratio sets, against the build without
-// it): opt-350m on 56 GPUs of GH200, H100-PCIe and MI250X (config 0 of the 12 held-out) 1.000 -> 1.153 x the
-// best baseline, deepseek-moe-16b on 748 MI250X (config 34 of the 40 held-out) 1.83 x faster, no cell
-// slower, 2.9 % more pricings. With the extension rounds too it changed 13 cells, three of them slower (down
-// to -2.0 %: the climbs share prices, so the later steps start elsewhere), for 13 % more pricings.
+// The default source's policy templates, climbed again on their own after the generator's, as a search of
+// their own (CandidateSearch::climb_on_its_own): where the climb from every source ends below the policy's
+// own climb, the policy's best still ends among the candidates. Measured (arachne-only runs of fresh seeds
+// 12-20, the 12 and 40 held-out, small and oracle-ratio sets, against the build without it), when it ran
+// the `--refine` rounds only under the other climbs' bound: opt-350m on 56 GPUs of GH200, H100-PCIe and
+// MI250X (config 0 of the 12 held-out) 1.000 -> 1.153 x the best baseline, deepseek-moe-16b on 748 MI250X
+// (config 34 of the 40 held-out) 1.83 x faster, no cell slower, 2.9 % more pricings.
 std::vector<Template> policy_climb_templates(const PlanRequest& r, const std::vector<Template>& policy) {
   if (r.arachne_templates != TemplateSource::PolicyAndHeuristic) return {};
   return policy;
@@ -329,10 +328,12 @@ class CandidateSearch {
         stage_moves_(r.cluster->total_gpus() > kArachneRunEndsAboveGpus ? StageMoves::RunEnds : StageMoves::Every) {}
 
   // The local search climbing from `templates`, with `extra.secondary` its secondary starts; then from
-  // own_climb_templates alone; then for the required rounds from the policy's templates (`policy`:
-  // policy_templates), from `extra.secondary` alone and from `extra.secondary_without_ep`; then from
-  // `extra.slowest_first_device_groups` with the first climb's rounds. The climbs share their prices (a
-  // template one of them priced is not completed again). Returns the first climb's templates, best first.
+  // own_climb_templates alone (as a search of its own, climb_on_its_own, on clusters of at most
+  // kArachneGeneratorOwnBoundMaxGpus GPUs); then from the policy's templates (`policy`: policy_templates) as
+  // a search of their own; then for the required rounds from `extra.secondary` alone and from
+  // `extra.secondary_without_ep`; then from `extra.slowest_first_device_groups` with the first climb's
+  // rounds. The climbs share their prices (a template one of them priced is not completed again). Returns
+  // the first climb's templates, best first.
   std::vector<PricedTemplate> climb(const std::vector<Template>& templates, const std::vector<Template>& policy,
                                     const ExtraTemplates& extra) {
     const TemplatePricer price = [this](const Template& t) { return climb_price(t); };
@@ -350,10 +351,13 @@ class CandidateSearch {
     std::vector<PricedTemplate> climbed = local_search(templates, *r_.cluster, *r_.model, price, first);
     LocalSearchOptions same_rounds = first;  // without the secondary starts
     same_rounds.secondary = nullptr;
-    local_search(own_climb_templates(r_, global_), *r_.cluster, *r_.model, price, same_rounds);
+    if (r_.cluster->total_gpus() <= kArachneGeneratorOwnBoundMaxGpus)
+      climb_on_its_own(own_climb_templates(r_, global_), same_rounds, kArachneGeneratorClimbSlack);
+    else
+      local_search(own_climb_templates(r_, global_), *r_.cluster, *r_.model, price, same_rounds);
+    climb_on_its_own(policy_climb_templates(r_, policy), same_rounds, kArachnePolicyClimbSlack);
     LocalSearchOptions required = same_rounds;
     required.max_rounds = required.max_gaining_rounds = 0;
-    local_search(policy_climb_templates(r_, policy), *r_.cluster, *r_.model, price, required);
     // And from the deep pipelines over the fastest types alone, for the required rounds: in the first climb
     // only their best start had a slot of its own.
     local_search({extra.secondary.begin(), extra.secondary.end()}, *r_.cluster, *r_.model, price, required);
@@ -415,18 +419,27 @@ class CandidateSearch {
   }
 
   // A descent (descend_from) from each of the kArachneDescentStarts best templates (the best alone above
-  // kArachneRunnerUpDescentMaxGpus GPUs), in order, its last template completed again with every recompute
-  // level priced; their plans are kept apart (PricedPlans::descent).
+  // kArachneRunnerUpDescentMaxGpus GPUs), sharing one cap of kArachneDescentMaxCompleted completions, then
+  // from the best template of each climb on its own that is not one of them, with a cap of its own; each
+  // descent's last template completed again with every recompute level priced; their plans are kept apart
+  // (PricedPlans::descent).
   void descend() {
     before_descent_ = all_.size();
     const TemplatePricer price = [this](const Template& t) { return descent_price(t); };
-    const int starts = r_.cluster->total_gpus() <= kArachneRunnerUpDescentMaxGpus ? kArachneDescentStarts : 1;
-    for (PricedTemplate& start : best_distinct_priced(completed_, starts)) {
+    const int count = r_.cluster->total_gpus() <= kArachneRunnerUpDescentMaxGpus ? kArachneDescentStarts : 1;
+    const auto descend_from_start = [&](PricedTemplate start) {
       if (const std::optional<Template> end = descend_from(std::move(start), *r_.cluster, *r_.model, stage_moves_, price)) {
         every_recompute_level_ = true;  // the descent's last template, like the best templates before it
         complete(*end);
         every_recompute_level_ = false;
       }
+    };
+    const std::vector<PricedTemplate> best = best_distinct_priced(completed_, count);
+    for (const PricedTemplate& start : best) descend_from_start(start);
+    for (const PricedTemplate& own : own_climbs_best_) {
+      if (std::any_of(best.begin(), best.end(), [&](const PricedTemplate& b) { return b.t == own.t; })) continue;
+      descent_completed_ = 0;  // a completion cap of its own
+      descend_from_start(own);
     }
   }
 
@@ -469,12 +482,13 @@ class CandidateSearch {
       *cut_ = true;
       return std::nullopt;
     }
-    // A template whose GPUs cannot beat a plan already priced even at their best GEMM rate is not completed.
-    if (lower_bound_(t.gpus_by_type()) >= best_priced_) return std::nullopt;
+    // A template whose GPUs cannot beat the bound (the best plan priced so far, or a climb on its own's
+    // bound) even at their best GEMM rate is not completed.
+    if (lower_bound_(t.gpus_by_type()) >= bound()) return std::nullopt;
     std::optional<double> best;
-    // Nor is a memory level priced whose compute alone, analytically, is no faster than that plan.
+    // Nor is a memory level priced whose compute alone, analytically, is no faster than the bound.
     const CompletionOptions opt{.max_candidates = r_.arachne_completions,
-                                .skip_analytic_above_s = best_priced_,
+                                .skip_analytic_above_s = bound(),
                                 .data_parallel_placement = after_climb_,
                                 .partition_ties = ties_,
                                 .price_every_recompute_level = every_recompute_level_};
@@ -499,12 +513,36 @@ class CandidateSearch {
     return p;
   }
 
-  // The climbs' price of a template: each completed once for all of them.
+  // What a completion must beat to be priced: the best price so far, or during a climb on its own that
+  // climb's bound (own_bound_).
+  double bound() const { return own_bound_ ? *own_bound_ : best_priced_; }
+
+  // The climbs' price of a template: each completed once for all of them, except that a template left
+  // unpriced under a bound is completed again under a looser one (a climb on its own's).
   std::optional<double> climb_price(const Template& t) {
-    if (const auto it = climb_prices_.find(t); it != climb_prices_.end()) return it->second;
-    const std::optional<double> price = complete(t);
-    if (!*cut_) climb_prices_.emplace(t, price);
-    return price;
+    const double b = bound();
+    auto it = climb_prices_.find(t);
+    if (it == climb_prices_.end() || (!it->second && unpriced_under_.at(t) < b)) {
+      const std::optional<double> price = complete(t);
+      if (*cut_) return price;
+      climb_prices_[t] = price;
+      unpriced_under_[t] = b;
+      it = climb_prices_.find(t);
+    }
+    if (own_bound_ && it->second) own_bound_ = std::min(*own_bound_, *it->second);
+    return it->second;
+  }
+
+  // The local search from `starts` as if it were the only one: its bound is its own best price, at most
+  // `slack` times the best price so far when it starts, so that templates the other climbs' better plans
+  // would leave unpriced are priced and climbed through. Its best template is a descent start (descend).
+  void climb_on_its_own(const std::vector<Template>& starts, const LocalSearchOptions& opt, double slack) {
+    if (starts.empty()) return;
+    const TemplatePricer price = [this](const Template& t) { return climb_price(t); };
+    own_bound_ = slack * best_priced_;
+    const std::vector<PricedTemplate> climbed = local_search(starts, *r_.cluster, *r_.model, price, opt);
+    own_bound_.reset();
+    if (!climbed.empty()) own_climbs_best_.push_back(climbed.front());
   }
 
   // The descent's price of a template, each once: its price from the climbs or after them, else a
@@ -540,6 +578,9 @@ class CandidateSearch {
   std::vector<PricedTemplate> completed_;  // every template that completed, with its best price
   std::map<Template, std::optional<double>> after_prices_;  // the best price of each completion after the climbs
   std::map<Template, std::optional<double>> climb_prices_;
+  std::map<Template, double> unpriced_under_;  // the bound each template of climb_prices_ was completed under
+  std::optional<double> own_bound_;            // during a climb on its own (climb_on_its_own)
+  std::vector<PricedTemplate> own_climbs_best_;
   bool placement_decides_ = false;
   int descent_completed_ = 0;
   std::vector<CompletedPlan> even_split_;

@@ -31,15 +31,21 @@
 //      kArachneRepartitionedTemplates best templates with the other min-max layer partition, the
 //      kArachneRecomputedTemplates best templates with every recompute level priced, and a descent
 //      of up to kArachneDescentSteps moves from each of the kArachneDescentStarts best templates (the best
-//      alone above kArachneRunnerUpDescentMaxGpus GPUs; with both placements of replicas where the best
-//      template's run faster placed stage by stage), the last template of each again with every
+//      alone above kArachneRunnerUpDescentMaxGpus GPUs) and from the best of each climb searching on its own
+//      (step 3) where it is not one of them, with a completion cap of its own (with both placements of
+//      replicas where the best template's run faster placed stage by stage), the last template of each
+//      again with every
 //      recompute level priced, and the kArachneEvenSplitPlans best plans with each pipeline's layers split
 //      evenly by count where the estimator prices that lower (these two kept apart: PricedPlans);
 //   3. the local search from the templates of step 2 (planner/template/neighbors.h: `--refine` rounds of
 //      moves from the best-priced templates, more while they gain), and for the default source a second one
 //      from the heuristic generator's templates alone, sharing the first one's prices, so that the
 //      generator's climb is not lost where the other sources' better-priced starts lead the first one to a
-//      worse end, and a third from the policy's templates alone, a fourth from the deep pipelines over
+//      worse end (on clusters of at most kArachneGeneratorOwnBoundMaxGpus GPUs as a search of its own: its
+//      bound is its own best price, at most kArachneGeneratorClimbSlack times the best before it, not the
+//      best of every climb), and a third from the policy's templates alone with the first one's rounds and
+//      extension, as a search of its own on any cluster (kArachnePolicyClimbSlack), a fourth from the deep
+//      pipelines over
 //      the fastest types alone and a fifth from those of them that use EP, with every stage's EP removed
 //      (without_expert_parallelism), each for the `--refine` rounds only (no extension), and a sixth, with
 //      the first one's rounds and extension, from the device-group templates with the slowest type first
@@ -170,6 +176,22 @@ inline constexpr double kArachneExtendMaxFactor = 3;
 // V100-32 1.5 % faster for 9x its planning time (0.20 -> 1.85 s).
 inline constexpr int kArachneMaxGainingRounds = 12;
 inline constexpr int kArachneLongClimbMaxGpus = 16;
+// The policy's own climb (step 3 of the header) runs the first climb's rounds and extension (it ran the
+// `--refine` rounds only) and searches as if it were alone: a template is left unpriced only when it cannot
+// beat that climb's best price, or this many times the best price of the climbs before it, not when it
+// cannot beat their best. On 11 of the 215 configurations of fresh seeds 12-20 the policy's templates alone
+// (the `policy` ablation) had found a faster plan than the default source, by up to 7.3 % (gpt3-13b on 32
+// GPUs of GH200, H100 and L4, seed 19 config 0: the rounds; llama2-13b on 128 GPUs of A10, A100-40 and L4,
+// config 7 of the 12 held-out, 8.6 %: the own bound and the descent from the climb's best). Infinity (the
+// policy alone's own search) cost the benchmark's gpt3-13b plan 5.7x the planning time (2,212 pricings
+// against 896) for the same plan; 1.1 kept every gain of infinity on those cells but one of 1.5 %.
+inline constexpr double kArachnePolicyClimbSlack = 1.1;
+// The generator's own climb searches so too, with this slack, on clusters of at most
+// kArachneGeneratorOwnBoundMaxGpus GPUs, where a template completes in about a millisecond (on the
+// benchmark's 1,024 GPUs it took 2.3x the pricings even at 1.1): gpt3-13b on 12 GPUs of H200 and V100-16
+// (fresh seed 28 config 22) 0.998 -> 1.029 x Metis, with 1.25 and 1.5 alike and not with 1.1.
+inline constexpr double kArachneGeneratorClimbSlack = 1.25;
+inline constexpr int kArachneGeneratorOwnBoundMaxGpus = 64;
 
 // Device-group templates proposed by the default source: rule 3 of the heuristic generator folded at up to
 // this many replica counts (each halves the one before, so three cover replica counts a factor of 4 apart);
