@@ -330,7 +330,8 @@ class CandidateSearch {
   // The local search climbing from `templates`, with `extra.secondary` its secondary starts; then from
   // own_climb_templates alone (as a search of its own, climb_on_its_own, on clusters of at most
   // kArachneGeneratorOwnBoundMaxGpus GPUs); then from the policy's templates (`policy`: policy_templates) as
-  // a search of their own; then for the required rounds from `extra.secondary` alone and from
+  // a search of their own (on larger clusters than kArachnePolicyOwnBoundMaxGpus GPUs for the required
+  // rounds, sharing the others' bound); then for the required rounds from `extra.secondary` alone and from
   // `extra.secondary_without_ep`; then from `extra.slowest_first_device_groups` with the first climb's
   // rounds. The climbs share their prices (a template one of them priced is not completed again). Returns
   // the first climb's templates, best first.
@@ -355,9 +356,12 @@ class CandidateSearch {
       climb_on_its_own(own_climb_templates(r_, global_), same_rounds, kArachneGeneratorClimbSlack);
     else
       local_search(own_climb_templates(r_, global_), *r_.cluster, *r_.model, price, same_rounds);
-    climb_on_its_own(policy_climb_templates(r_, policy), same_rounds, kArachnePolicyClimbSlack);
     LocalSearchOptions required = same_rounds;
     required.max_rounds = required.max_gaining_rounds = 0;
+    if (r_.cluster->total_gpus() <= kArachnePolicyOwnBoundMaxGpus)
+      climb_on_its_own(policy_climb_templates(r_, policy), same_rounds, kArachnePolicyClimbSlack);
+    else
+      local_search(policy_climb_templates(r_, policy), *r_.cluster, *r_.model, price, required);
     // And from the deep pipelines over the fastest types alone, for the required rounds: in the first climb
     // only their best start had a slot of its own.
     local_search({extra.secondary.begin(), extra.secondary.end()}, *r_.cluster, *r_.model, price, required);
