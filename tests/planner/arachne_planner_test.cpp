@@ -438,9 +438,9 @@ TEST(ArachnePlanner, DescendsFromThePolicysOwnClimbUnderItsOwnBound) {
   ExpectDefaultSourceNoSlowerThan(yaml.path(), "llama2-13b", 128, TemplateSource::Policy);
 }
 
-// The generator's own climb searches under its own bound too on small clusters: on 12 GPUs of H200 and V100-16 (fresh seed 28
-// config 22), planned for gpt3-13b with a global batch of 32, Metis's plan is one pipeline of five one-GPU
-// H200 stages, then V100-16 stages of TP 4, 1 and 2. Under the bound the climbs shared arachne ended 0.2 %
+// The generator's own climb searches under its own bound too on small clusters: on 12 GPUs of H200 and
+// V100-16 (fresh seed 28 config 22), planned for gpt3-13b with a global batch of 32, Metis's plan is one
+// pipeline of five one-GPU H200 stages, then V100-16 stages of TP 4, 1 and 2. Under the bound the climbs shared arachne ended 0.2 %
 // slower than Metis's plan (1.910 s simulated against 1.906 s); searching on its own, the generator's climb
 // reaches three H200 stages and V100-16 stages of TP 4 and 2, beside one TP-2 H200 replica (1.853 s).
 TEST(ArachnePlanner, ClimbsTheGeneratorsTemplatesUnderTheirOwnBoundOnSmallClusters) {
