@@ -186,6 +186,13 @@ std::size_t StageMemoryLines::QueryHash::operator()(const Query& q) const {
   return h;
 }
 
+int StageMemoryLines::stage_memory_id(const StageCostSpec& stage, MemoryLevel level) {
+  std::vector<std::pair<std::string, double>> groups;
+  for (const GroupCostSpec& g : stage.groups) groups.emplace_back(g.gpu_type, g.local_experts);
+  const auto key = std::make_tuple(stage.tp, stage.ep, stage.zero1_dp, static_cast<int>(level.recompute), level.zero1, std::move(groups));
+  return stage_ids_.try_emplace(key, static_cast<int>(stage_ids_.size())).first->second;
+}
+
 StageMemoryLines::Lines& StageMemoryLines::lines(const Query& q) {
   Query key = q;
   key.samples = 0;   // the lines hold every micro-batch size
@@ -252,6 +259,8 @@ PipelineCosts::PipelineCosts(LayerTimes& times, StageMemoryLines& memory, std::v
       time_types_.back().push_back(times_.type_id(g.gpu_type));
     }
     time_type_set_.push_back(times_.type_set(time_types_.back()));
+    stage_memory_id_.push_back(memory_.stage_memory_id(s, level_));
+    if (stage_memory_id_.back() >= (1 << 20)) throw std::length_error("PipelineCosts: more than 2^20 stage memory ids");
   }
   // Stages of one spec share their shares, layer tables and memory limits (each a function of the spec).
   auto same = [](const StageCostSpec& a, const StageCostSpec& b) {
@@ -335,8 +344,8 @@ int PipelineCosts::first_max_end(int stage, int x, long in_flight) {
 }
 
 const std::vector<int>& PipelineCosts::max_ends(int stage, int b, long in_flight) {
-  const std::uint64_t key = cache_key(b, in_flight, stage_kind_[stage]);
-  if (auto it = max_ends_.find(key); it != max_ends_.end()) return it->second;
+  const std::uint64_t key = cache_key(b, in_flight, stage_memory_id_[stage]);
+  if (const std::vector<int>* known = memory_.max_ends(key)) return *known;
   prepare_fits(stage, b);
   // A stage's memory grows with its layer range (more weights, activations, the head), so the largest
   // fitting end never falls as the start moves right: the first start's end bisected, then one sweep of
@@ -349,7 +358,7 @@ const std::vector<int>& PipelineCosts::max_ends(int stage, int b, long in_flight
     while (end < layers_ && fits(stage, x, end + 1, in_flight)) ++end;
     out[x] = end;
   }
-  return max_ends_.emplace(key, std::move(out)).first->second;
+  return memory_.keep_max_ends(key, std::move(out));
 }
 
 bool PipelineCosts::known_too_big(int b, long cap) const {
@@ -738,8 +747,8 @@ bool PipelineCosts::may_fit(int b) {
   // the last layer whenever some partition of them fits.
   int x = 0;
   for (int j = 0; j < depth() && x < layers_; ++j) {
-    if (auto it = max_ends_.find(cache_key(b, 1, stage_kind_[j])); it != max_ends_.end()) {
-      x = std::max(x, it->second[x]);
+    if (const std::vector<int>* ends = memory_.max_ends(cache_key(b, 1, stage_memory_id_[j]))) {
+      x = std::max(x, (*ends)[x]);
       continue;
     }
     prepare_fits(j, b);

@@ -163,6 +163,21 @@ class StageMemoryLines {
   // bytes(q, begin, end, in_flight) through the query's lines.
   double bytes(Lines& lines, const Query& q, int begin, int end, long in_flight);
 
+  // One id per distinct stage at a memory level: stages of one id (the same TP and EP widths, ZeRO-1
+  // shards, and groups' GPU types and experts in order) have the same groups' shares, memory queries and
+  // usable bytes, hence the same memory test on every layer range. Ids count from 0.
+  int stage_memory_id(const StageCostSpec& stage, MemoryLevel level);
+  // The largest fitting ends of one stage (PipelineCosts::max_ends) by cache key (stage memory id, micro-batch
+  // and micro-batches in flight), shared by every pipeline class: nullptr where not worked out yet. The
+  // references stay valid for the StageMemoryLines' lifetime.
+  const std::vector<int>* max_ends(std::uint64_t key) const {
+    const auto it = max_ends_.find(key);
+    return it == max_ends_.end() ? nullptr : &it->second;
+  }
+  const std::vector<int>& keep_max_ends(std::uint64_t key, std::vector<int> ends) {
+    return max_ends_.emplace(key, std::move(ends)).first->second;
+  }
+
  private:
   struct QueryHash {
     std::size_t operator()(const Query& q) const;
@@ -175,6 +190,8 @@ class StageMemoryLines {
   // By the query with samples = 0 and zero1_dp = 1 (bytes() shards the optimizer state); node-based so that
   // references stay valid.
   std::unordered_map<Query, Lines, QueryHash, QueryEqual> lines_;
+  std::map<std::tuple<int, int, int, int, bool, std::vector<std::pair<std::string, double>>>, int> stage_ids_;
+  std::unordered_map<std::uint64_t, std::vector<int>> max_ends_;
 };
 
 // One stage for group_work: its TP width and its groups' GPU types (LayerTimes::type_id).
@@ -263,12 +280,9 @@ class PipelineCosts {
   // Starts memory_decided() afresh (the answers of best() stay cached): a class kept for several templates
   // reports on each template's choices alone.
   void forget_memory_decided() { memory_decided_ = false; }
-  // Frees the per-stage memory tables (max_ends), the largest of the caches, which a class kept while idle
-  // need not hold: they are worked out again where asked for (the same answers).
-  void release_memory_tables() {
-    std::unordered_map<std::uint64_t, std::vector<int>>().swap(max_ends_);
-    partition_scratch_ = PartitionScratch{};
-  }
+  // Frees the partition search's tables, which a class kept while idle need not hold (the per-stage memory
+  // tables, max_ends, are StageMemoryLines', shared by every class).
+  void release_memory_tables() { partition_scratch_ = PartitionScratch{}; }
   const std::vector<StageCostSpec>& stage_specs() const { return stages_; }
   PartitionTies ties() const { return ties_; }
 
@@ -379,9 +393,10 @@ class PipelineCosts {
   bool fits(int stage, int begin, int end, long in_flight);
   // The largest end such that the prepared stage fits layers [x, end) (x if none), bisected.
   int first_max_end(int stage, int x, long in_flight);
-  std::unordered_map<std::uint64_t, std::vector<int>> max_ends_;  // by cache_key(b, in flight, stage kind)
-  // One integer for (b, count, kind), b below 2^24 samples, count and kind below 2^20 (at most the depth):
-  // the caches above are looked up hundreds of thousands of times a plan.
+  std::vector<int> stage_memory_id_;  // per stage: StageMemoryLines::stage_memory_id
+  // One integer for (b, count, kind), b below 2^24 samples, count and kind below 2^20 (the count at most the
+  // depth or the micro-batches in flight, the kind a stage kind or a stage memory id, checked where made): the
+  // caches above are looked up hundreds of thousands of times a plan.
   static std::uint64_t cache_key(int b, long count, int kind = 0) {
     return static_cast<std::uint64_t>(b) << 40 | static_cast<std::uint64_t>(count) << 20 | static_cast<std::uint64_t>(kind);
   }

@@ -1016,21 +1016,24 @@ TEST(Completion, ZeroOneClassSharingCachesAnswersAsAFreshOne) {
 }
 
 TEST(Completion, ClassOnLayerTimesWarmedByOtherClassesAnswersAsOnFreshOnes) {
-  // LayerTimes keeps each stage's group shares and tables (stage_groups) for every class and template that
-  // asks later. Over random pipeline classes, a class built on layer times and memory lines that other random
-  // classes have used must answer every query exactly as the same class on fresh ones: partitions, stage
-  // times, best micro-batch choices, lower bounds, speeds and memory_decided.
+  // LayerTimes keeps each stage's group shares and tables (stage_groups), and StageMemoryLines each stage's
+  // largest fitting ends (max_ends, by stage memory id), for every class and template that asks later. Over
+  // random pipeline classes (ZeRO-1 shards and memory levels drawn too, so that stages differing only there
+  // meet), a class built on layer times and memory lines that other random classes have used must answer
+  // every query exactly as the same class on fresh ones: partitions, stage times, best micro-batch choices,
+  // lower bounds, speeds and memory_decided.
   int two_group_stages = 0;
   for_each_class_model([&](const char* name, LayerTimes& warm_times, StageMemoryLines& warm_memory) {
     std::mt19937 rng(31);
     for (int draw = 0; draw < 30; ++draw) {
       const Recompute recompute = static_cast<Recompute>(rng() % 3);
       const MemoryLevel level{recompute, rng() % 2 == 0};
+      const auto zero1_dp = [&] { return 1 + static_cast<int>(rng() % 4); };
       for (int other = 0; other < 3; ++other) {  // warm the shared caches with other classes
-        PipelineCosts c(warm_times, warm_memory, random_class(rng, kClassTypes, [] { return 2; }), level);
+        PipelineCosts c(warm_times, warm_memory, random_class(rng, kClassTypes, zero1_dp), level);
         for (int q = 0; q < 12; ++q) c.best(1 + static_cast<long>(rng() % 96));
       }
-      const std::vector<StageCostSpec> stages = random_class(rng, kClassTypes, [] { return 2; });
+      const std::vector<StageCostSpec> stages = random_class(rng, kClassTypes, zero1_dp);
       for (const StageCostSpec& st : stages) two_group_stages += st.groups.size() == 2 ? 1 : 0;
       LayerTimes fresh_times(warm_times.profiler());
       StageMemoryLines fresh_memory(warm_times.profiler());
