@@ -454,8 +454,11 @@ class BatchPlanner {
   std::optional<std::vector<long>> proportional() {
     const long np = static_cast<long>(layout_.pipelines.size());
     if (np > global_) return std::nullopt;
+    // One class: equal weights split the batch alike whatever their value (split_proportional), so only
+    // whether the class runs at all is worked out.
     std::vector<double> speed(costs_.size());
-    for (size_t c = 0; c < costs_.size(); ++c) speed[c] = costs_[c]->speed(global_);
+    if (costs_.size() == 1) speed[0] = costs_[0]->runs(global_) ? 1.0 : 0.0;
+    else for (size_t c = 0; c < costs_.size(); ++c) speed[c] = costs_[c]->speed(global_);
     std::vector<double> weights;
     for (const PlacedPipeline& p : layout_.pipelines) weights.push_back(speed[p.pipeline_class]);
     if (std::all_of(weights.begin(), weights.end(), [](double w) { return w <= 0; })) return std::nullopt;

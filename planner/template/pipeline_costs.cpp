@@ -811,4 +811,11 @@ double PipelineCosts::speed(long max_b) {
   return best;
 }
 
+bool PipelineCosts::runs(long max_b) {
+  if (min_micro_batch_ > max_b) return false;
+  for (long b = 1; b <= max_b; b *= 2)
+    if (b >= min_micro_batch_ && !partition(static_cast<int>(b), depth()).empty()) return true;
+  return !partition(min_micro_batch_, depth()).empty();
+}
+
 }  // namespace arachne::planner

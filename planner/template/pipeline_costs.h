@@ -269,8 +269,11 @@ class PipelineCosts {
   // least share, the stage sum's group_work and the slowest stage's min-max partition of each stage's
   // fastest type at that share.
   long most_samples_below(double t, long max_n);
-  // Steady-state samples per second: the best b / slowest-stage time over power-of-two b up to max_b.
+  // Steady-state samples per second: the best b / slowest-stage time over power-of-two b up to max_b (the
+  // smallest micro-batch where none of them fits; 0 where that does not fit either).
   double speed(long max_b);
+  // Whether speed(max_b) > 0, from the sizes speed() tries up to the first that fits.
+  bool runs(long max_b);
   // Whether the memory limit decided one of the choices best() returned since construction or the last
   // forget_memory_decided(): a micro-batch size it ruled out had a lower bound below the chosen time, or a
   // range it ruled out was faster than the chosen size's slowest stage. Where it never did, the same class

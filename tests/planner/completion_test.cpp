@@ -1055,6 +1055,44 @@ TEST(Completion, ClassOnLayerTimesWarmedByOtherClassesAnswersAsOnFreshOnes) {
   EXPECT_GT(two_group_stages, 20);  // stages whose shares are split, not only whole micro-batches
 }
 
+TEST(Completion, EqualWeightsSplitTheBatchAlikeWhateverTheirValue) {
+  // With one pipeline class, completion's first split weighs every pipeline by 1 instead of the class's
+  // speed (PipelineCosts::runs instead of speed). That keeps every split only if equal weights give the same
+  // split whatever their value: over batch sizes, pipeline counts and weights from 1e-9 to 1e9 (speeds in
+  // samples per second lie far inside), the split must be that of weights of 1.
+  int checked = 0;
+  for (long total = 1; total <= 400; ++total)
+    for (size_t n = 1; n <= 12 && static_cast<long>(n) <= total; ++n)
+      for (const double w : {1e-9, 0.37, 3.0, 12.345678, 1e3 / 7, 3.3e5, 1e9}) {
+        ASSERT_EQ(proportional_split(total, std::vector<double>(n, w)), proportional_split(total, std::vector<double>(n, 1.0)))
+            << "total " << total << " pipelines " << n << " weight " << w;
+        ++checked;
+      }
+  EXPECT_GT(checked, 20000);
+}
+
+TEST(Completion, RunsIsWhetherTheClassHasASpeed) {
+  // PipelineCosts::runs stops at the first micro-batch size speed() would find fitting. Over random classes
+  // (some too large for their GPUs' memory), memory levels and largest sizes, it must say speed() > 0 of
+  // a class built afresh.
+  int running = 0, not_running = 0;
+  for_each_class_model([&](const char* name, LayerTimes& times, StageMemoryLines& memory) {
+    std::mt19937 rng(37);
+    for (int draw = 0; draw < 60; ++draw) {
+      const std::vector<StageCostSpec> stages = random_class(rng, kClassTypes, [&] { return 1 + static_cast<int>(rng() % 4); });
+      const MemoryLevel level{static_cast<Recompute>(rng() % 3), rng() % 2 == 0};
+      for (const long max_b : {1L, 2L, 3L, 8L, 64L}) {
+        PipelineCosts costs(times, memory, stages, level), fresh(times, memory, stages, level);
+        const bool runs = costs.runs(max_b);
+        EXPECT_EQ(runs, fresh.speed(max_b) > 0) << name << " draw " << draw << " max_b " << max_b;
+        (runs ? running : not_running) += 1;
+      }
+    }
+  });
+  EXPECT_GT(running, 100);  // both answers occur: classes that fit and classes that fit nowhere
+  EXPECT_GT(not_running, 20);
+}
+
 TEST(Completion, ClassKeptForAnotherTemplateAnswersAsAFreshOne) {
   // Completion keeps a class's costs for every template with such a class (CompletionCache). Over random
   // pipeline classes, a class that answered one template's queries and then forgot memory_decided must answer
