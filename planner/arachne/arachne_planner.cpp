@@ -261,7 +261,7 @@ std::optional<Template> descend_from(PricedTemplate start, const Cluster& cluste
 // Whether the best-priced template of `completed` was priced by the climbs (`climb_prices`: each class's
 // replicas placed one after another) and later lower: its replicas placed stage by stage run faster.
 bool replicas_placed_by_stage_win(const std::vector<PricedTemplate>& completed,
-                                  const std::map<Template, std::optional<double>>& climb_prices) {
+                                  const std::unordered_map<Template, std::optional<double>, TemplateHash>& climb_prices) {
   const auto best = std::min_element(completed.begin(), completed.end(),
                                      [](const PricedTemplate& a, const PricedTemplate& b) { return a.priced_s < b.priced_s; });
   if (best == completed.end()) return false;
@@ -580,9 +580,10 @@ class CandidateSearch {
   PartitionTies ties_ = PartitionTies::EarliestCut;
   bool every_recompute_level_ = false;
   std::vector<PricedTemplate> completed_;  // every template that completed, with its best price
-  std::map<Template, std::optional<double>> after_prices_;  // the best price of each completion after the climbs
-  std::map<Template, std::optional<double>> climb_prices_;
-  std::map<Template, double> unpriced_under_;  // the bound each template of climb_prices_ was completed under
+  // The best price of each completion after the climbs; the climbs' prices; the bound each template of
+  // climb_prices_ was completed under.
+  std::unordered_map<Template, std::optional<double>, TemplateHash> after_prices_, climb_prices_;
+  std::unordered_map<Template, double, TemplateHash> unpriced_under_;
   std::optional<double> own_bound_;            // during a climb on its own (climb_on_its_own)
   std::vector<PricedTemplate> own_climbs_best_;
   bool placement_decides_ = false;

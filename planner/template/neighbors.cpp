@@ -6,6 +6,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <unordered_set>
 
 #include "planner/template/tokens.h"
 
@@ -65,7 +66,7 @@ class MoveSink {
   std::vector<std::string> types_;
   TokenGrammar grammar_;
   std::map<std::string, std::vector<int>> node_sizes_ = node_sizes_by_type(cluster_);
-  std::set<Template> seen_, runnable_;
+  std::unordered_set<Template, TemplateHash> seen_, runnable_;
   std::vector<Template> out_;
 };
 
@@ -525,7 +526,7 @@ std::vector<PricedTemplate> local_search(const std::vector<Template>& start, con
     bool secondary = false;  // a start of opt.secondary
   };
   std::vector<Entry> priced;
-  std::set<Template> tried;
+  std::unordered_set<Template, TemplateHash> tried;
   long count = 0, cap = std::numeric_limits<long>::max();
   auto try_template = [&](const Template& t) {
     if (opt.max_priced > 0 && count >= opt.max_priced) return;

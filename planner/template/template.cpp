@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
+#include <functional>
 #include <numeric>
 #include <stdexcept>
 
@@ -90,6 +92,31 @@ void merge_pipelines(std::vector<PipelineTemplate>& ps) {
 }
 
 }  // namespace
+
+std::size_t TemplateHash::operator()(const Template& t) const {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  const auto mix = [&h](std::uint64_t x) {
+    h = (h ^ x) * 0x100000001b3ULL;
+    h ^= h >> 29;
+  };
+  mix(t.pipelines.size());
+  for (const PipelineTemplate& p : t.pipelines) {
+    mix(static_cast<std::uint64_t>(p.replicas));
+    mix(p.stages.size());
+    for (const StageTemplate& s : p.stages) {
+      mix(static_cast<std::uint64_t>(s.tp));
+      mix(static_cast<std::uint64_t>(s.ep));
+      mix(static_cast<std::uint64_t>(s.ep_scope));
+      mix(s.uneven_experts ? 1 : 0);
+      mix(s.kinds.size());
+      for (const GroupKind& k : s.kinds) {
+        mix(std::hash<std::string>()(k.gpu_type));
+        mix(static_cast<std::uint64_t>(k.groups));
+      }
+    }
+  }
+  return static_cast<std::size_t>(h);
+}
 
 Template canonical(Template t) {
   for (PipelineTemplate& p : t.pipelines)

@@ -16,6 +16,7 @@
 //     = stage|pipelines) and `uneven` follow for MoE.
 //   - tokens, for the policy (planner/template/tokens.h), relative to the cluster's list of GPU types.
 #pragma once
+#include <cstddef>
 #include <map>
 #include <string>
 #include <vector>
@@ -69,6 +70,12 @@ struct Template {
   std::map<std::string, int> gpus_by_type() const;  // GPUs the template uses, per type
   bool operator==(const Template& o) const { return pipelines == o.pipelines; }
   bool operator<(const Template& o) const { return pipelines < o.pipelines; }
+};
+
+// A hash of every field operator== compares, for unordered sets and maps of templates (the searches look
+// templates up thousands of times a plan).
+struct TemplateHash {
+  std::size_t operator()(const Template& t) const;
 };
 
 // The canonical form: kinds of one type merged and sorted, identical pipelines merged (replicas summed),

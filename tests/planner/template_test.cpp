@@ -306,5 +306,27 @@ TEST(Template, ProblemPacksTpGroupsIntoNodes) {
   expect_problem("1x[A100-80:tp2x4 | A100-80:tp1x1]", c, m, "uses 9 A100-80 GPUs, the cluster has 8");
 }
 
+TEST(Template, HashIsEqualForEqualTemplatesAndSeesEveryField) {
+  // TemplateHash keys the searches' unordered sets and maps: equal templates must hash alike (else a template
+  // priced before is completed again), and a hash that leaves a field out would crowd its buckets. Each
+  // template below differs from the first in one field: replicas, a stage's TP, a kind's GPU type, a kind's
+  // groups, EP, EP scope, uneven experts, a stage more, a pipeline more.
+  const std::string base = "2x[A100-80:tp4x2 | V100-32:tp2x1 ep2/pipelines]";
+  const TemplateHash hash;
+  const Template t = parse_template(base);
+  EXPECT_EQ(hash(t), hash(parse_template(base)));
+  EXPECT_EQ(hash(t), hash(parse_template("2x[A100-80:tp4x2|V100-32:tp2x1 ep2/pipelines]")));
+  for (const char* other : {"1x[A100-80:tp4x2 | V100-32:tp2x1 ep2/pipelines]", "2x[A100-80:tp2x2 | V100-32:tp2x1 ep2/pipelines]",
+                            "2x[H100:tp4x2 | V100-32:tp2x1 ep2/pipelines]", "2x[A100-80:tp4x1 | V100-32:tp2x1 ep2/pipelines]",
+                            "2x[A100-80:tp4x2 | V100-32:tp2x1 ep1/pipelines]", "2x[A100-80:tp4x2 | V100-32:tp2x1 ep2/stage]",
+                            "2x[A100-80:tp4x2 | V100-32:tp2x1 ep2/pipelines uneven]",
+                            "2x[A100-80:tp4x2 | V100-32:tp2x1 ep2/pipelines | T4:tp1x1]",
+                            "2x[A100-80:tp4x2 | V100-32:tp2x1 ep2/pipelines]; 1x[T4:tp1x1]"}) {
+    const Template o = parse_template(other);
+    ASSERT_FALSE(o == t) << other;
+    EXPECT_NE(hash(o), hash(t)) << other;
+  }
+}
+
 }  // namespace
 }  // namespace arachne::planner
