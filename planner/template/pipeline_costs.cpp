@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 
 #include "planner/common/partition.h"
@@ -186,11 +187,18 @@ std::size_t StageMemoryLines::QueryHash::operator()(const Query& q) const {
   return h;
 }
 
-int StageMemoryLines::stage_memory_id(const StageCostSpec& stage, MemoryLevel level) {
-  std::vector<std::pair<std::string, double>> groups;
-  for (const GroupCostSpec& g : stage.groups) groups.emplace_back(g.gpu_type, g.local_experts);
-  const auto key = std::make_tuple(stage.tp, stage.ep, stage.zero1_dp, static_cast<int>(level.recompute), level.zero1, std::move(groups));
-  return stage_ids_.try_emplace(key, static_cast<int>(stage_ids_.size())).first->second;
+int StageMemoryLines::stage_memory_id(const StageCostSpec& stage, const std::vector<int>& type_ids, MemoryLevel level) {
+  std::vector<std::int64_t>& key = stage_key_scratch_;
+  key.assign({stage.tp, stage.ep, stage.zero1_dp, static_cast<std::int64_t>(level.recompute), level.zero1 ? 1 : 0});
+  for (size_t g = 0; g < stage.groups.size(); ++g) {
+    const double e = stage.groups[g].local_experts == 0 ? 0.0 : stage.groups[g].local_experts;  // one 0
+    std::int64_t experts;  // the double's bits: equal experts, equal keys
+    static_assert(sizeof experts == sizeof e);
+    std::memcpy(&experts, &e, sizeof experts);
+    key.insert(key.end(), {type_ids[g], experts});
+  }
+  const auto [it, fresh] = stage_ids_.try_emplace(key, static_cast<int>(stage_ids_.size()));
+  return it->second;
 }
 
 StageMemoryLines::Lines& StageMemoryLines::lines(const Query& q) {
@@ -259,7 +267,7 @@ PipelineCosts::PipelineCosts(LayerTimes& times, StageMemoryLines& memory, std::v
       time_types_.back().push_back(times_.type_id(g.gpu_type));
     }
     time_type_set_.push_back(times_.type_set(time_types_.back()));
-    stage_memory_id_.push_back(memory_.stage_memory_id(s, level_));
+    stage_memory_id_.push_back(memory_.stage_memory_id(s, time_types_.back(), level_));
     if (stage_memory_id_.back() >= (1 << 20)) throw std::length_error("PipelineCosts: more than 2^20 stage memory ids");
   }
   // Stages of one spec share their shares, layer tables and memory limits (each a function of the spec).

@@ -165,8 +165,9 @@ class StageMemoryLines {
 
   // One id per distinct stage at a memory level: stages of one id (the same TP and EP widths, ZeRO-1
   // shards, and groups' GPU types and experts in order) have the same groups' shares, memory queries and
-  // usable bytes, hence the same memory test on every layer range. Ids count from 0.
-  int stage_memory_id(const StageCostSpec& stage, MemoryLevel level);
+  // usable bytes, hence the same memory test on every layer range. `type_ids`: the groups' GPU types, one
+  // integer per type (LayerTimes::type_id: the same for every stage asked about). Ids count from 0.
+  int stage_memory_id(const StageCostSpec& stage, const std::vector<int>& type_ids, MemoryLevel level);
   // The largest fitting ends of one stage (PipelineCosts::max_ends) by cache key (stage memory id, micro-batch
   // and micro-batches in flight), shared by every pipeline class: nullptr where not worked out yet. The
   // references stay valid for the StageMemoryLines' lifetime.
@@ -190,7 +191,8 @@ class StageMemoryLines {
   // By the query with samples = 0 and zero1_dp = 1 (bytes() shards the optimizer state); node-based so that
   // references stay valid.
   std::unordered_map<Query, Lines, QueryHash, QueryEqual> lines_;
-  std::map<std::tuple<int, int, int, int, bool, std::vector<std::pair<std::string, double>>>, int> stage_ids_;
+  std::unordered_map<std::vector<std::int64_t>, int, SequenceHash> stage_ids_;  // by the stage's fields as integers
+  std::vector<std::int64_t> stage_key_scratch_;
   std::unordered_map<std::uint64_t, std::vector<int>> max_ends_;
 };
 
