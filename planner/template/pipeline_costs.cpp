@@ -197,8 +197,7 @@ int StageMemoryLines::stage_memory_id(const StageCostSpec& stage, const std::vec
     std::memcpy(&experts, &e, sizeof experts);
     key.insert(key.end(), {type_ids[g], experts});
   }
-  const auto [it, fresh] = stage_ids_.try_emplace(key, static_cast<int>(stage_ids_.size()));
-  return it->second;
+  return stage_ids_.try_emplace(key, static_cast<int>(stage_ids_.size())).first->second;
 }
 
 StageMemoryLines::Lines& StageMemoryLines::lines(const Query& q) {
