@@ -136,21 +136,18 @@ class FreeGpus {
   }
 };
 
-// The replicas of a class placed stage by stage as one block: all of them with `replicas_by_stage`, else
-// those that form its EP groups across pipelines (the largest EP degree of its stages with EP across
-// pipelines; 1 when none has).
-int stage_block(const PipelineTemplate& pt, bool replicas_by_stage) {
-  if (replicas_by_stage) return pt.replicas;
+// The replicas of a class that form its EP groups across pipelines (the largest EP degree of its stages
+// with EP across pipelines; 1 when none has): placed stage by stage as one block.
+int ep_block(const PipelineTemplate& pt) {
   int block = 1;
   for (const StageTemplate& st : pt.stages)
     if (st.ep > 1 && st.ep_scope == EpScope::Pipelines) block = std::max(block, st.ep);
   return std::min(block, pt.replicas);
 }
 
-// Every kind of every stage of every pipeline (the demands' index order: classes in order, replicas
-// consecutive), placed in that order, except that a class with a stage_block above one is placed per block
-// of that many replicas, stage by stage, each stage's replicas in order.
-std::vector<Demand> demands_of(const Template& t, bool replicas_by_stage) {
+// Every kind of every stage of every pipeline, in the demands' index order: classes in order, replicas
+// consecutive.
+std::vector<Demand> demands_in_plan_order(const Template& t) {
   std::vector<Demand> out;
   int pipeline = 0;
   for (const PipelineTemplate& pt : t.pipelines)
@@ -160,31 +157,90 @@ std::vector<Demand> demands_of(const Template& t, bool replicas_by_stage) {
           const GroupKind& kind = pt.stages[j].kinds[k];
           out.push_back({static_cast<int>(out.size()), pipeline, j, k, kind.gpu_type, pt.stages[j].tp, kind.groups});
         }
-  auto block_of = [&](const PipelineTemplate& pt) { return stage_block(pt, replicas_by_stage); };
-  if (std::none_of(t.pipelines.begin(), t.pipelines.end(), [&](const PipelineTemplate& pt) { return block_of(pt) > 1; }))
-    return out;
-  std::vector<Demand> reordered;
-  reordered.reserve(out.size());
-  auto first = out.begin();  // the class's first demand
-  int group = 0;             // stage blocks, numbered in placement order
-  for (const PipelineTemplate& pt : t.pipelines) {
-    std::vector<size_t> offset{0};  // per stage: its first demand within a replica's
-    for (const StageTemplate& st : pt.stages) offset.push_back(offset.back() + st.kinds.size());
-    const size_t per_replica = offset.back();
-    const auto end = first + static_cast<std::ptrdiff_t>(pt.replicas * per_replica);
-    const int block = block_of(pt);
-    if (block == 1) reordered.insert(reordered.end(), first, end);
-    else
-      for (int b0 = 0; b0 < pt.replicas; b0 += block)
-        for (size_t j = 0; j + 1 < offset.size(); ++j, ++group)
-          for (int r = b0; r < std::min(b0 + block, pt.replicas); ++r)
-            for (size_t d = r * per_replica + offset[j]; d < r * per_replica + offset[j + 1]; ++d) {
-              reordered.push_back(first[static_cast<std::ptrdiff_t>(d)]);
-              reordered.back().peers = group;
-            }
-    first = end;
+  return out;
+}
+
+// Where each class's demands start in demands_in_plan_order, and per class where each stage's start within
+// a replica's (one more entry: a replica's demands).
+struct DemandOffsets {
+  std::vector<size_t> first;                // per class
+  std::vector<std::vector<size_t>> stage;  // per class, per stage (and the end)
+  explicit DemandOffsets(const Template& t) {
+    size_t at = 0;
+    for (const PipelineTemplate& pt : t.pipelines) {
+      first.push_back(at);
+      stage.emplace_back(1, 0);
+      for (const StageTemplate& st : pt.stages) stage.back().push_back(stage.back().back() + st.kinds.size());
+      at += pt.replicas * stage.back().back();
+    }
   }
-  return reordered;
+  // Appends replica r's demands of stage j of class c to `out`, each with `peers`.
+  void append(const std::vector<Demand>& all, size_t c, int r, size_t j, int peers, std::vector<Demand>& out) const {
+    const size_t base = first[c] + r * stage[c].back();
+    for (size_t d = base + stage[c][j]; d < base + stage[c][j + 1]; ++d) {
+      out.push_back(all[d]);
+      out.back().peers = peers;
+    }
+  }
+};
+
+// Stage by stage over every class: stage j of each class, its replicas in order, then stage j + 1. The
+// stages at the same place with the same TP width and kinds form one block of peers, whichever class they
+// belong to, so a stage's data-parallel peers share a node where it holds them: AMP's and Metis's plans put
+// stage j of every pipeline on one node so (Megatron-LM's rank order, dp before pp), where placing each
+// class's replicas as a block of its own leaves the classes' peers on different nodes.
+std::vector<Demand> stage_by_stage(const Template& t, const std::vector<Demand>& all) {
+  const DemandOffsets at(t);
+  size_t depth = 0;
+  for (const PipelineTemplate& pt : t.pipelines) depth = std::max(depth, pt.stages.size());
+  std::vector<Demand> out;
+  out.reserve(all.size());
+  int blocks = 0;
+  for (size_t j = 0; j < depth; ++j) {
+    std::vector<std::pair<const StageTemplate*, int>> kinds;  // the stages at place j so far, their block
+    for (size_t c = 0; c < t.pipelines.size(); ++c) {
+      const PipelineTemplate& pt = t.pipelines[c];
+      if (j >= pt.stages.size()) continue;
+      const StageTemplate& st = pt.stages[j];
+      const auto same = std::find_if(kinds.begin(), kinds.end(), [&](const auto& k) {
+        return k.first->tp == st.tp && k.first->kinds == st.kinds;
+      });
+      const int peers = same != kinds.end() ? same->second : blocks++;
+      if (same == kinds.end()) kinds.push_back({&st, peers});
+      for (int r = 0; r < pt.replicas; ++r) at.append(all, c, r, j, peers, out);
+    }
+  }
+  return out;
+}
+
+// Plan order, except that a class whose replicas form EP groups across pipelines (ep_block above one) is
+// placed per block of that many replicas, stage by stage, each stage's replicas in order.
+std::vector<Demand> expert_blocks_by_stage(const Template& t, std::vector<Demand> all) {
+  if (std::none_of(t.pipelines.begin(), t.pipelines.end(), [](const PipelineTemplate& pt) { return ep_block(pt) > 1; }))
+    return all;
+  const DemandOffsets at(t);
+  std::vector<Demand> out;
+  out.reserve(all.size());
+  int blocks = 0;  // stage blocks, numbered in placement order
+  for (size_t c = 0; c < t.pipelines.size(); ++c) {
+    const PipelineTemplate& pt = t.pipelines[c];
+    const int block = ep_block(pt);
+    if (block == 1) {
+      const auto first = all.begin() + static_cast<std::ptrdiff_t>(at.first[c]);
+      out.insert(out.end(), first, first + static_cast<std::ptrdiff_t>(pt.replicas * at.stage[c].back()));
+      continue;
+    }
+    for (int b0 = 0; b0 < pt.replicas; b0 += block)
+      for (size_t j = 0; j < pt.stages.size(); ++j, ++blocks)
+        for (int r = b0; r < std::min(b0 + block, pt.replicas); ++r) at.append(all, c, r, j, blocks, out);
+  }
+  return out;
+}
+
+// The demands in placement order: stage_by_stage with `replicas_by_stage`, else expert_blocks_by_stage.
+std::vector<Demand> demands_of(const Template& t, bool replicas_by_stage) {
+  std::vector<Demand> all = demands_in_plan_order(t);
+  return replicas_by_stage ? stage_by_stage(t, all) : expert_blocks_by_stage(t, std::move(all));
 }
 
 // The pipelines' shapes with empty groups, to be filled by place_demands.

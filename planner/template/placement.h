@@ -20,9 +20,11 @@
 //     (Megatron-LM megatron/core/parallel_state.py, order "tp-cp-ep-dp-pp"). Measured with the estimator on
 //     two MoE clusters of 36 and 56 GPUs: this order priced best for 264 of 285 templates, the other for
 //     1, the same for 20;
-//   - with `replicas_by_stage`, every class of several replicas is placed so, all its replicas one block:
-//     the data-parallel peers of a stage share a node where they fit, so the gradient all-reduce stays on
-//     the node's links (the same rank order: dp before pp). Completion prices it beside the default where
+//   - with `replicas_by_stage`, every pipeline is placed stage by stage: stage j of every class (each class's
+//     replicas in order), then stage j + 1; the stages at the same place with the same TP width and kinds,
+//     in any class, are one block, so the data-parallel peers of a stage share a node where they fit and the
+//     gradient all-reduce stays on the node's links (the same rank order: dp before pp; AMP's and Metis's
+//     plans place every pipeline's stage j on one node so). Completion prices it beside the default where
 //     the caller asks (CompletionOptions::data_parallel_placement).
 // Deterministic.
 #pragma once

@@ -377,6 +377,61 @@ TEST(Completion, ReplicasByStagePutEachStagesDataParallelPeersInOneNode) {
   EXPECT_NE(nodes_of_stage(*by_stage, 0), nodes_of_stage(*by_stage, 1));
 }
 
+TEST(Completion, ReplicasByStagePutTheSameStageOfEveryClassInOneNode) {
+  // Two classes of two replicas whose first stages are alike (one TP-1 A100-80 group), on two 4-GPU A100-80
+  // nodes and a V100-32 node: placed replicas by stage, stage 0 of all four pipelines shares one node, so
+  // its gradient all-reduce stays on the node's links; placed class by class, the first class would fill
+  // node 0 with both its stages and the second's stage 0 would go to node 1.
+  const Fixture f("A100-80:2x4,V100-32:1x4", test::small_gpt_model(32));
+  Template t;
+  t.pipelines = {pipeline(2, {stage(1, {kind("A100-80", 1)}), stage(1, {kind("A100-80", 1)})}),
+                 pipeline(2, {stage(1, {kind("A100-80", 1)}), stage(1, {kind("V100-32", 1)})})};
+  const auto placed = place_template(t, f.cluster, /*replicas_by_stage=*/true);
+  ASSERT_TRUE(placed);
+  auto nodes_of_stage = [&](const std::vector<PlacedPipeline>& pipelines, int j) {
+    std::set<int> nodes;
+    for (const PlacedPipeline& p : pipelines) nodes.insert(f.cluster.node_of(p.stages[j].groups[0].gpus.front()));
+    return nodes;
+  };
+  EXPECT_EQ(nodes_of_stage(*placed, 0).size(), 1u);
+  // The first class's second stages share a node too (a block of their own: another kind than the
+  // second class's V100-32 stages).
+  const std::vector<PlacedPipeline> first_class(placed->begin(), placed->begin() + 2);
+  EXPECT_EQ(nodes_of_stage(first_class, 1).size(), 1u);
+  // Completed with that placement, the best plan simulates faster than the same plan with the second
+  // class's stage 0 on node 1 (its all-reduce with the first class's stage 0 then crosses the NICs).
+  CompletionOptions opt;
+  opt.data_parallel_placement = true;
+  const auto plans = complete_template(canonical(t), f.input(), simulator(f.cluster, f.topo, f.model), opt);
+  expect_sound(plans, f, f.model.global_batch);
+  const Plan& best = plans.front().plan;
+  std::set<int> first_stage_nodes;
+  for (const Pipeline& pl : best.pipelines) first_stage_nodes.insert(f.cluster.node_of(pl.stages[0].groups[0].gpus.front()));
+  ASSERT_EQ(first_stage_nodes.size(), 1u);
+  // The second class's stage 0 to free GPUs of the other A100-80 node.
+  const int other = *first_stage_nodes.begin() == 0 ? 1 : 0;
+  std::set<GpuId> used;
+  for (const Pipeline& pl : best.pipelines)
+    for (const Stage& st : pl.stages)
+      for (const TpGroup& g : st.groups) used.insert(g.gpus.begin(), g.gpus.end());
+  std::vector<GpuId> free;
+  for (int k = 0; k < 4; ++k)
+    if (used.count(f.cluster.gpu_id(other, k)) == 0) free.push_back(f.cluster.gpu_id(other, k));
+  Plan spread = best;
+  size_t moved = 0;
+  for (Pipeline& pl : spread.pipelines) {
+    if (f.cluster.group_of_node(f.cluster.node_of(pl.stages[1].groups[0].gpus.front())).gpu != "V100-32") continue;
+    ASSERT_LT(moved, free.size());
+    pl.stages[0].groups[0].gpus = {free[moved++]};
+  }
+  ASSERT_EQ(moved, 2u);
+  validate_plan(spread, f.cluster, f.model, f.model.global_batch, "test");
+  const SimResult grouped = simulate_iteration(f.cluster, f.topo, f.model, best, SimOptions{});
+  const SimResult split = simulate_iteration(f.cluster, f.topo, f.model, spread, SimOptions{});
+  ASSERT_FALSE(split.oom);
+  EXPECT_LT(grouped.iteration_time_s, split.iteration_time_s);
+}
+
 TEST(Completion, IsDeterministicAndRespectsMaxCandidates) {
   const Fixture f("A100-80:1x2,V100-32:1x2", test::small_gpt_model(32));
   Template t;
