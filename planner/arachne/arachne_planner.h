@@ -22,8 +22,9 @@
 //      every uniform layout of the fastest type's nodes (uniform_templates: the grid Megatron-LM's and AMP's
 //      searches cover), and on any cluster whose nodes outnumber the layers the one-stage-per-node
 //      pipelines with the weakest nodes idle (node_stage_templates_over_layers), and on any cluster data
-//      parallelism at one TP width over the types whose nodes hold it (tp_data_parallel_templates), after
-//      the local search,
+//      parallelism at one TP width over the types whose nodes hold it (tp_data_parallel_templates), and on
+//      clusters of two types or more deep pipelines over every type that leave no GPU idle
+//      (deep_spanning_templates_over_every_gpu), after the local search,
 //      so that they cannot steer the climb, each with both
 //      placements of its replicas (pipeline by pipeline, and stage by stage: the data-parallel peers of a
 //      stage on one node), as are then the kArachneReplacedTemplates best templates of the climb, and last

@@ -671,6 +671,104 @@ std::vector<Template> without_expert_parallelism(const std::vector<Template>& te
   return c.take();
 }
 
+namespace {
+
+// Replica counts at which deep_spanning_templates_over_every_gpu takes each of its two pipeline rules.
+constexpr int kEveryGpuReplicaCounts = 4;
+
+// Rule 4's pipeline `p` with the GPUs its replicas leave idle added as stages: each type's leftover TP groups
+// (at the pipeline's TP width of that type), one by one, to the replica with the fewest stages so far (the
+// lowest index of equal ones), after that type's last stage there. Replicas with the same added stages form
+// one class. nullopt when nothing is left over, or a type's leftover GPUs make no whole group.
+std::optional<Template> with_leftover_stages(const PipelineTemplate& p, const std::vector<TypeInfo>& types,
+                                             const ModelConfig& model) {
+  std::vector<std::vector<int>> added(p.replicas);  // per replica: the stage index each added stage follows
+  std::vector<int> depth(p.replicas, static_cast<int>(p.stages.size()));
+  bool any = false;
+  for (const TypeInfo& t : types) {
+    int used = 0, tp = 0, last = -1;
+    for (size_t j = 0; j < p.stages.size(); ++j)
+      for (const GroupKind& k : p.stages[j].kinds)
+        if (k.gpu_type == t.name) used += p.stages[j].tp * k.groups, tp = p.stages[j].tp, last = static_cast<int>(j);
+    if (last < 0) continue;
+    const int left = gpus_of(t) - p.replicas * used;
+    if (left % tp != 0) return std::nullopt;
+    for (int g = 0; g < left / tp; ++g) {
+      const int r = static_cast<int>(std::min_element(depth.begin(), depth.end()) - depth.begin());
+      added[r].push_back(last);
+      ++depth[r];
+      any = true;
+    }
+  }
+  if (!any || *std::max_element(depth.begin(), depth.end()) > model.layers) return std::nullopt;
+  std::map<std::vector<int>, int> classes;  // added stages -> replicas
+  for (const std::vector<int>& a : added) ++classes[a];
+  Template out;
+  for (const auto& [extra, replicas] : classes) {
+    PipelineTemplate c;
+    c.replicas = replicas;
+    for (size_t j = 0; j < p.stages.size(); ++j) {
+      c.stages.push_back(p.stages[j]);
+      for (const int after : extra)
+        if (after == static_cast<int>(j)) {
+          StageTemplate st = p.stages[j];
+          for (GroupKind& k : st.kinds) k.groups = 1;
+          st.kinds.resize(1);
+          c.stages.push_back(std::move(st));
+        }
+    }
+    out.pipelines.push_back(std::move(c));
+  }
+  return out;
+}
+
+// Rule 4's pipeline at `replicas` replicas with no TP widened: each type's GPUs per replica at its narrowest
+// TP width, in rule 4's order; nullopt where a type has no GPU per replica, or the stages outnumber the layers
+// or do not fit in memory.
+std::optional<PipelineTemplate> narrowest_spanning(const std::vector<const TypeInfo*>& order, int replicas,
+                                                   const ModelConfig& model, const Profiler& prof) {
+  std::vector<TypeShare> shares;
+  for (const TypeInfo* t : order) {
+    const int gpus = gpus_of(*t) / replicas;
+    const int tp = gpus < 1 ? 0 : wider_tp(*t, gpus, 0, model);
+    if (tp == 0) return std::nullopt;
+    shares.push_back({t, gpus, tp});
+  }
+  const std::vector<StagePlan> stages = spanning_stages(shares);
+  if (static_cast<long>(stages.size()) > model.layers || !pipeline_fits(stages, model, prof)) return std::nullopt;
+  return make_class(stages, replicas, model);
+}
+
+}  // namespace
+
+std::vector<Template> deep_spanning_templates_over_every_gpu(const Cluster& cluster, const ModelConfig& model,
+                                                             long global_batch) {
+  const Profiler prof(cluster, model);
+  const std::vector<TypeInfo> types = types_by_speed(cluster, model, prof);
+  if (types.size() < 2) return {};
+  Collector c(cluster, model, 2 * kEveryGpuReplicaCounts);
+  // Rule 4's pipelines (TP widened to the depth bound, then kept past it), then the same types at their
+  // narrowest TP widths: from the fewest replicas with which they fit, then at no fewer than 1.5 times the
+  // last one's (the bubble of these deep pipelines shrinks with more replicas, the gradient all-reduce
+  // grows: rule 4's doubling steps over the best count too often).
+  std::vector<PipelineTemplate> pipelines =
+      deep_spanning_pipelines(cluster, types, batch_or_model(global_batch, model), model, prof, kEveryGpuReplicaCounts);
+  std::vector<const TypeInfo*> order = spanning_order(types, prof);
+  std::reverse(order.begin(), order.end());
+  int narrow = 0, last = 0;
+  for (const int r : kCounts) {
+    if (narrow >= kEveryGpuReplicaCounts) break;
+    if (narrow > 0 && 2 * r < 3 * last) continue;
+    if (std::optional<PipelineTemplate> p = narrowest_spanning(order, r, model, prof)) {
+      pipelines.push_back(std::move(*p));
+      ++narrow, last = r;
+    }
+  }
+  for (const PipelineTemplate& p : pipelines)
+    if (std::optional<Template> t = with_leftover_stages(p, types, model)) c.add(std::move(*t));
+  return c.take();
+}
+
 std::vector<Template> node_stage_templates_over_layers(const Cluster& cluster, const ModelConfig& model) {
   const Profiler prof(cluster, model);
   const std::vector<TypeInfo> types = types_by_speed(cluster, model, prof);

@@ -135,6 +135,18 @@ std::vector<Template> fast_subset_templates(const Cluster& cluster, const ModelC
 // heuristic generator by the arachne planner.
 std::vector<Template> fast_data_parallel_templates(const Cluster& cluster, const ModelConfig& model, long global_batch = 0);
 
+// Rule 4's pipelines (heuristic_templates), and the same pipelines over every type at each type's narrowest
+// TP width (at up to 4 replica counts, from the fewest with which they fit in memory and the layers, each at
+// least 1.5 times the last), with the GPUs their replicas leave idle added as stages: each type's leftover TP
+// groups, one at a time, to the replica with the fewest stages, after that type's last stage, so that every
+// GPU works and the replicas' depths differ by at most a stage per type (the replicas alike form a class).
+// On 136 GPUs of GH200 (8-GPU nodes), H100 (2-GPU) and H200 (1-GPU) AMP's plan for gpt3-6.7b has this shape:
+// eight 17-stage TP-1 pipelines, two with an extra H100 stage and six with an extra H200 stage. Canonical,
+// distinct, each with an empty template_problem and a token form; none on one-type clusters. Proposed by the
+// arachne planner after its climb.
+std::vector<Template> deep_spanning_templates_over_every_gpu(const Cluster& cluster, const ModelConfig& model,
+                                                             long global_batch = 0);
+
 // The one-stage-per-node pipeline of fast_subset_templates where the nodes of the j fastest types outnumber
 // the layers (which it leaves out): one stage per layer, the nodes of least peak FLOP/s idle, the stages in
 // ascending peak FLOP/s, so that the strongest takes the last layer and the head. On many one-GPU nodes of a

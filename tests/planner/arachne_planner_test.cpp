@@ -276,7 +276,10 @@ TEST(ArachnePlanner, RefinementNeverWorsensTheBestEstimate) {
 // spans 40; it beats Megatron since the uniform layouts include Megatron-LM's replica count, the most that
 // divide the global batch. A ninth, gpt3-6.7b on nine one-GPU MI250X nodes (fresh held-out seed 23), ran
 // FlashFlex's one 9-stage pipeline with the min-max split 3,4,4,4,3,3,4,4,3 (0.991 x); FlashFlex's even split
-// 4,4,4,4,4,3,3,3,3 is priced and simulated faster, and arachne now prices even splits of its best plans.
+// 4,4,4,4,4,3,3,3,3 is priced and simulated faster, and arachne now prices even splits of its best plans. A
+// tenth, gpt3-6.7b on 8-GPU GH200, 2-GPU H100 and 1-GPU H200 nodes (fresh held-out seed 53), lost to AMP's
+// eight 17-stage TP-1 pipelines over every GPU (0.972 x) until the deep pipelines over every type that
+// leave no GPU idle were priced, with the replicas of both classes placed stage by stage together.
 TEST(ArachnePlanner, MatchesTheBaselinesWhereItsTemplatesReachTheirStructure) {
   const TempClusterFile slow_nics(
       "arachne_slow_nics",
@@ -310,6 +313,13 @@ TEST(ArachnePlanner, MatchesTheBaselinesWhereItsTemplatesReachTheirStructure) {
       "version: 1\nname: mi250x-nine\n"
       "network: {topology: leaf-spine, nodes_per_leaf: 8, oversubscription: 1, latency: 5 us}\nnode_groups:\n"
       "  - {gpu: MI250X, nodes: 9, gpus_per_node: 1, intra_node: {kind: xgmi, bandwidth: 100 GB/s}, nic: {count: 4, bandwidth: 6.25 GB/s}}\n");
+  const TempClusterFile every_gpu(
+      "arachne_every_gpu",
+      "version: 1\nname: gh200-h100-h200\n"
+      "network: {topology: leaf-spine, nodes_per_leaf: 32, oversubscription: 3, latency: 5 us}\nnode_groups:\n"
+      "  - {gpu: GH200, nodes: 6, gpus_per_node: 8, intra_node: {kind: nvlink, bandwidth: 150 GB/s}, nic: {count: 4, bandwidth: 50 GB/s}}\n"
+      "  - {gpu: H100, nodes: 25, gpus_per_node: 2, intra_node: {kind: nvlink, bandwidth: 450 GB/s}, nic: {count: 8, bandwidth: 50 GB/s}}\n"
+      "  - {gpu: H200, nodes: 38, gpus_per_node: 1, intra_node: {kind: nvlink, bandwidth: 450 GB/s}, nic: {count: 8, bandwidth: 50 GB/s}}\n");
   struct Cell {
     std::string cluster;
     const char* model;
@@ -324,7 +334,8 @@ TEST(ArachnePlanner, MatchesTheBaselinesWhereItsTemplatesReachTheirStructure) {
                            Cell{one_gpu_h100.path(), "mixtral-8x7b", 32, "sailor"},
                            Cell{pcie_mix.path(), "gpt3-1.3b", 32, "metis"},
                            Cell{p100.path(), "gpt3-1.3b", 128, "megatron"},
-                           Cell{mi250x.path(), "gpt3-6.7b", 64, "flashflex"}}) {
+                           Cell{mi250x.path(), "gpt3-6.7b", 64, "flashflex"},
+                           Cell{every_gpu.path(), "gpt3-6.7b", 128, "amp"}}) {
     const Cluster cluster = load_cluster(cell.cluster, GpuCatalog::load_default());
     const Topology topo(cluster);
     const ModelConfig model = load_model(cell.model);

@@ -438,6 +438,33 @@ TEST(DeviceGroupTemplates, UseEveryGpuAndFoldReplicasIntoGroupsPerStage) {
   EXPECT_EQ(device_group_templates(c, m, 3, batch), all);
 }
 
+TEST(DeepSpanningTemplatesOverEveryGpu, UseEveryGpuWithReplicasWithinAStageOfEachOther) {
+  // 48 GH200 (8-GPU nodes), 50 H100 (2-GPU) and 38 H200 (1-GPU): no replica count above 2 divides every
+  // type's GPUs, so rule 4 leaves GPUs idle; these templates add them as stages. Every GPU works, no class
+  // is deeper than the layers, and the replicas' depths differ by at most as many stages as the cluster has
+  // types (each type's leftover goes to the shallowest replicas first).
+  const Cluster c = load_cluster("GH200:6x8,H100:25x2,H200:38x1", GpuCatalog::load_default());
+  const ModelConfig m = load_model("gpt3-6.7b");
+  const std::vector<Template> all = deep_spanning_templates_over_every_gpu(c, m, 128);
+  ASSERT_FALSE(all.empty());
+  for (const Template& t : all) {
+    EXPECT_EQ(t.num_gpus(), c.total_gpus()) << to_text(t);
+    EXPECT_TRUE(template_problem(t, c, m).empty()) << to_text(t);
+    EXPECT_EQ(t, canonical(t)) << to_text(t);
+    size_t shallowest = m.layers, deepest = 0;
+    for (const PipelineTemplate& p : t.pipelines) {
+      shallowest = std::min(shallowest, p.stages.size());
+      deepest = std::max(deepest, p.stages.size());
+    }
+    EXPECT_LE(deepest, static_cast<size_t>(m.layers)) << to_text(t);
+    EXPECT_LE(deepest - shallowest, 3u) << to_text(t);
+    EXPECT_GT(t.pipelines.size(), 1u) << to_text(t);  // some replicas take more of the leftover than others
+  }
+  // One type: none (rule 4 spans two types or more).
+  EXPECT_TRUE(deep_spanning_templates_over_every_gpu(load_cluster("H100:4x8", GpuCatalog::load_default()), m, 128).empty());
+  EXPECT_EQ(deep_spanning_templates_over_every_gpu(c, m, 128), all);
+}
+
 // A cluster, a model and a batch with the estimator as the pricer.
 struct EstimatedCase {
   Cluster cluster;
