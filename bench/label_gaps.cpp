@@ -13,9 +13,9 @@
 #include <cstdlib>
 #include <exception>
 #include <optional>
-#include <sstream>
 #include <string>
 
+#include "bench/plan_brief.h"
 #include "planner/arachne/dataset.h"
 #include "planner/arachne/labeler.h"
 #include "planner/oracle/oracle_planner.h"
@@ -35,25 +35,6 @@ std::string cell(const std::string& text) {
   std::string out;
   for (char ch : text) out += ch == '|' ? std::string("\\|") : std::string(1, ch);
   return out;
-}
-
-std::string brief(const Plan& p) {
-  std::ostringstream s;
-  s.precision(3);
-  for (const Pipeline& pl : p.pipelines) {
-    s << " [" << pl.micro_batch << "x" << pl.micro_batches << ":";
-    for (const Stage& st : pl.stages) {
-      s << " " << st.layer_begin << "-" << st.layer_end;
-      if (st.groups.size() > 1) {
-        s << "(";
-        for (std::size_t g = 0; g < st.groups.size(); ++g) s << (g ? "/" : "") << st.groups[g].share;
-        s << ")";
-      }
-    }
-    s << "]";
-  }
-  s << " recompute " << to_string(p.recompute) << (p.zero1 ? ", zero1" : "");
-  return s.str();
 }
 
 // Whether every TP group processes a whole number of samples per micro-batch (share x micro_batch), as a
@@ -126,7 +107,7 @@ void explain(const ConfigRecord& rec, const GpuCatalog& catalog, const LabelOpti
               whole_samples(*r.plan) ? "yes" : "no", rank.c_str(),
               e.empty() ? NAN : simulated(c, topo, m, e.front().plan) / oracle_s,
               s.empty() ? NAN : s.front().priced_s / oracle_s, on_oracle.iteration_s / oracle_s, oracle_s,
-              brief(*r.plan).c_str(), s.empty() ? " none" : brief(s.front().plan).c_str());
+              plan_brief(*r.plan).c_str(), s.empty() ? " none" : plan_brief(s.front().plan).c_str());
 }
 
 }  // namespace

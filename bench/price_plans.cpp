@@ -13,9 +13,9 @@
 #include <exception>
 #include <fstream>
 #include <optional>
-#include <sstream>
 #include <string>
 
+#include "bench/plan_brief.h"
 #include "planner/template/completion.h"
 #include "planner/template/estimator.h"
 #include "planner/template/template.h"
@@ -45,26 +45,6 @@ std::optional<double> simulated_s(const Request& r, const Plan& plan) {
   return s.iteration_time_s;
 }
 
-// Per pipeline micro-batch x count, per stage its layers and group shares; recompute and ZeRO-1.
-std::string brief(const Plan& p) {
-  std::ostringstream s;
-  s.precision(3);
-  for (const Pipeline& pl : p.pipelines) {
-    s << " [" << pl.micro_batch << "x" << pl.micro_batches << ":";
-    for (const Stage& st : pl.stages) {
-      s << " " << st.layer_begin << "-" << st.layer_end;
-      if (st.groups.size() > 1) {
-        s << "(";
-        for (std::size_t g = 0; g < st.groups.size(); ++g) s << (g ? "/" : "") << st.groups[g].share;
-        s << ")";
-      }
-    }
-    s << "]";
-  }
-  s << " recompute " << to_string(p.recompute) << (p.zero1 ? ", zero1" : "");
-  return s.str();
-}
-
 void print_row(const char* kind, const std::string& what, const std::optional<Estimate>& e, std::optional<double> sim) {
   std::printf("%-8s priced %s", kind, !e ? "-" : !e->fits ? "out of memory" : "");
   if (e && e->fits) std::printf("%.6f s (pipeline %.6f s)", e->iteration_s, e->pipeline_s);
@@ -78,7 +58,7 @@ void price_plan(const Request& r, const std::string& file) {
   const Plan plan = parse_plan_yaml(file, r.cluster);
   validate_plan(plan, r.cluster, r.model, r.global_batch, file);
   print_row("plan", file, r.estimator.estimate(plan), simulated_s(r, plan));
-  std::printf("  %s\n", brief(plan).c_str());
+  std::printf("  %s\n", plan_brief(plan).c_str());
 }
 
 void price_template(Request& r, const std::string& text) {
@@ -97,7 +77,7 @@ void price_template(Request& r, const std::string& text) {
     return;
   }
   print_row("template", text, r.estimator.estimate(plans.front().plan), simulated_s(r, plans.front().plan));
-  std::printf("  %s\n", brief(plans.front().plan).c_str());
+  std::printf("  %s\n", plan_brief(plans.front().plan).c_str());
   if (!r.out.empty()) {
     std::ofstream(r.out) << plan_to_yaml(plans.front().plan, r.cluster);
     r.out.clear();

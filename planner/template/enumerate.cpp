@@ -412,10 +412,10 @@ std::vector<const TypeInfo*> spanning_order(const std::vector<TypeInfo>& types, 
   return order;
 }
 
-// Rule 3 for one replica count: nullopt when a type has no GPU per replica or nothing fits.
-// With `soft_depth`, a pipeline that no widening brings within the depth bound is kept when it fits in memory.
-std::optional<PipelineTemplate> spanning(const std::vector<const TypeInfo*>& order, int replicas, long global_batch,
-                                         const ModelConfig& model, const Profiler& prof, bool soft_depth = false) {
+// Each type's GPUs per replica at its narrowest TP width, in `order`; nullopt when a type has no GPU per
+// replica (or no TP width divides its share).
+std::optional<std::vector<TypeShare>> narrowest_shares(const std::vector<const TypeInfo*>& order, int replicas,
+                                                       const ModelConfig& model) {
   std::vector<TypeShare> shares;
   for (const TypeInfo* t : order) {
     const int gpus = gpus_of(*t) / replicas;
@@ -423,6 +423,16 @@ std::optional<PipelineTemplate> spanning(const std::vector<const TypeInfo*>& ord
     if (tp == 0) return std::nullopt;
     shares.push_back({t, gpus, tp});
   }
+  return shares;
+}
+
+// Rule 3 for one replica count: nullopt when a type has no GPU per replica or nothing fits.
+// With `soft_depth`, a pipeline that no widening brings within the depth bound is kept when it fits in memory.
+std::optional<PipelineTemplate> spanning(const std::vector<const TypeInfo*>& order, int replicas, long global_batch,
+                                         const ModelConfig& model, const Profiler& prof, bool soft_depth = false) {
+  std::optional<std::vector<TypeShare>> narrowest = narrowest_shares(order, replicas, model);
+  if (!narrowest) return std::nullopt;
+  std::vector<TypeShare>& shares = *narrowest;
   const long max_depth = std::min<long>(model.layers, std::max<long>(1, global_batch / replicas / 4));
   for (;;) {
     const std::vector<StagePlan> stages = spanning_stages(shares);
@@ -727,14 +737,9 @@ std::optional<Template> with_leftover_stages(const PipelineTemplate& p, const st
 // or do not fit in memory.
 std::optional<PipelineTemplate> narrowest_spanning(const std::vector<const TypeInfo*>& order, int replicas,
                                                    const ModelConfig& model, const Profiler& prof) {
-  std::vector<TypeShare> shares;
-  for (const TypeInfo* t : order) {
-    const int gpus = gpus_of(*t) / replicas;
-    const int tp = gpus < 1 ? 0 : wider_tp(*t, gpus, 0, model);
-    if (tp == 0) return std::nullopt;
-    shares.push_back({t, gpus, tp});
-  }
-  const std::vector<StagePlan> stages = spanning_stages(shares);
+  const std::optional<std::vector<TypeShare>> shares = narrowest_shares(order, replicas, model);
+  if (!shares) return std::nullopt;
+  const std::vector<StagePlan> stages = spanning_stages(*shares);
   if (static_cast<long>(stages.size()) > model.layers || !pipeline_fits(stages, model, prof)) return std::nullopt;
   return make_class(stages, replicas, model);
 }
