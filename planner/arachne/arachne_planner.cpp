@@ -163,6 +163,7 @@ struct ExtraTemplates {
   std::set<Template> secondary;
   std::vector<Template> secondary_without_ep;  // climbed on their own after the secondary starts
   std::vector<Template> after;
+  std::vector<Template> last;  // priced after the descent (CandidateSearch::price_last)
   std::vector<Template> slowest_first_device_groups;  // climbed on their own after the required-round climbs
 };
 
@@ -191,15 +192,16 @@ std::vector<Template> policy_climb_templates(const PlanRequest& r, const std::ve
 // fastest type's nodes (uniform_templates: the grid of Megatron-LM's and AMP's searches) and on any cluster the
 // one-stage-per-node pipelines that leave the weakest nodes idle where the nodes outnumber the layers
 // (node_stage_templates_over_layers) and data parallelism at one TP width over the types whose nodes hold it
-// (tp_data_parallel_templates), and on clusters of two types or more deep pipelines over every type that
-// leave no GPU idle (deep_spanning_templates_over_every_gpu). Measured for tp_data_parallel_templates
-// (arachne-only runs of fresh seeds 12-24 and the 12 held-out set against the build without it): config 0
-// of the 12 held-out 1.000 -> 1.153 x the best baseline, no other cell changed. For the deep pipelines over
-// every GPU (arachne-only runs of fresh seeds 12-56, the 12 held-out, small, oracle-ratio and planning-time
-// sets, 1,168 cells): gpt3-6.7b on 136 GPUs of GH200, H100 and H200 (fresh seed 53 config 5) 0.972 ->
-// 1.032 x AMP, two other cells 2.0 % and 11.5 % faster, two slower (-0.2 % and -4.0 %: gpt3-2.7b on 190
-// GPUs, fresh seed 27 config 1, whose better-priced templates after the climb leave the descent from the
-// template that had found its plan out), 1.5 % more pricings.
+// (tp_data_parallel_templates); and after the descent, on clusters of two types or more, deep pipelines over
+// every type that leave no GPU idle (deep_spanning_templates_over_every_gpu, CandidateSearch::price_last).
+// Measured for tp_data_parallel_templates (arachne-only runs of fresh seeds 12-24 and the 12 held-out set
+// against the build without it): config 0 of the 12 held-out 1.000 -> 1.153 x the best baseline, no other
+// cell changed. For the deep pipelines over every GPU (arachne-only runs of fresh seeds 12-56, the 12
+// held-out, small, oracle-ratio and planning-time sets, 1,168 cells): gpt3-6.7b on 136 GPUs of GH200, H100
+// and H200 (fresh seed 53 config 5) 0.972 -> 1.032 x AMP, two other cells 1.5 % and 11.5 % faster, none
+// slower, 1.5 % more pricings. Priced after the climbs instead, with the uniform layouts, they took the
+// descent's starts from the templates that had found two cells' plans (gpt3-2.7b on 190 GPUs, fresh seed 27
+// config 1: -4.0 %).
 ExtraTemplates extra_templates(const PlanRequest& r, long global) {
   if (r.arachne_templates != TemplateSource::PolicyAndHeuristic) return {};
   ExtraTemplates extra;
@@ -211,7 +213,7 @@ ExtraTemplates extra_templates(const PlanRequest& r, long global) {
       device_group_templates(*r.cluster, *r.model, kArachneDeviceGroupTemplates, global, TypeOrder::SlowestFirst);
   for (Template& t : node_stage_templates_over_layers(*r.cluster, *r.model)) extra.after.push_back(std::move(t));
   for (Template& t : tp_data_parallel_templates(*r.cluster, *r.model, global)) extra.after.push_back(std::move(t));
-  for (Template& t : deep_spanning_templates_over_every_gpu(*r.cluster, *r.model, global)) extra.after.push_back(std::move(t));
+  extra.last = deep_spanning_templates_over_every_gpu(*r.cluster, *r.model, global);
   return extra;
 }
 
@@ -436,21 +438,37 @@ class CandidateSearch {
   // (PricedPlans::descent).
   void descend() {
     before_descent_ = all_.size();
-    const TemplatePricer price = [this](const Template& t) { return descent_price(t); };
     const int count = r_.cluster->total_gpus() <= kArachneRunnerUpDescentMaxGpus ? kArachneDescentStarts : 1;
-    const auto descend_from_start = [&](PricedTemplate start) {
-      if (const std::optional<Template> end = descend_from(std::move(start), *r_.cluster, *r_.model, stage_moves_, price)) {
-        every_recompute_level_ = true;  // the descent's last template, like the best templates before it
-        complete(*end);
-        every_recompute_level_ = false;
-      }
-    };
     const std::vector<PricedTemplate> best = best_distinct_priced(completed_, count);
     for (const PricedTemplate& start : best) descend_from_start(start);
     for (const PricedTemplate& own : own_climbs_best_) {
       if (std::any_of(best.begin(), best.end(), [&](const PricedTemplate& b) { return b.t == own.t; })) continue;
       descent_completed_ = 0;  // a completion cap of its own
       descend_from_start(own);
+    }
+  }
+
+  // `templates` completed after the descent, so that they cannot steer the passes before, and a descent
+  // (with a completion cap of its own) from the best of them where it prices below every plan before them.
+  // Their plans are kept with the descent's.
+  void price_last(const std::vector<Template>& templates) {
+    const double before = best_priced_;
+    std::optional<PricedTemplate> best;
+    for (const Template& t : templates)
+      if (const std::optional<double> p = complete(t); p && *p < before && (!best || *p < best->priced_s)) best = PricedTemplate{t, *p};
+    if (!best) return;
+    descent_completed_ = 0;
+    descend_from_start(*best);
+  }
+
+  // A descent from `start` (descend_from, priced by descent_price), its last template completed again with
+  // every recompute level priced, like the best templates before it.
+  void descend_from_start(PricedTemplate start) {
+    const TemplatePricer price = [this](const Template& t) { return descent_price(t); };
+    if (const std::optional<Template> end = descend_from(std::move(start), *r_.cluster, *r_.model, stage_moves_, price)) {
+      every_recompute_level_ = true;
+      complete(*end);
+      every_recompute_level_ = false;
     }
   }
 
@@ -609,6 +627,7 @@ PricedPlans priced_candidates(const std::vector<Template>& templates, const std:
   search.complete_best_again_both_ways();
   search.price_even_splits();
   search.descend();
+  search.price_last(extra.last);
   return search.result();
 }
 

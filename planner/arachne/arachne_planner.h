@@ -22,9 +22,8 @@
 //      every uniform layout of the fastest type's nodes (uniform_templates: the grid Megatron-LM's and AMP's
 //      searches cover), and on any cluster whose nodes outnumber the layers the one-stage-per-node
 //      pipelines with the weakest nodes idle (node_stage_templates_over_layers), and on any cluster data
-//      parallelism at one TP width over the types whose nodes hold it (tp_data_parallel_templates), and on
-//      clusters of two types or more deep pipelines over every type that leave no GPU idle
-//      (deep_spanning_templates_over_every_gpu), after the local search,
+//      parallelism at one TP width over the types whose nodes hold it (tp_data_parallel_templates), after
+//      the local search,
 //      so that they cannot steer the climb, each with both
 //      placements of its replicas (pipeline by pipeline, and stage by stage: the data-parallel peers of a
 //      stage on one node), as are then the kArachneReplacedTemplates best templates of the climb, and last
@@ -37,7 +36,10 @@
 //      replicas where the best template's run faster placed stage by stage), the last template of each
 //      again with every
 //      recompute level priced, and the kArachneEvenSplitPlans best plans with each pipeline's layers split
-//      evenly by count where the estimator prices that lower (these two kept apart: PricedPlans);
+//      evenly by count where the estimator prices that lower (these two kept apart: PricedPlans); after the
+//      descent, on clusters of two types or more, deep pipelines over every type that leave no GPU idle
+//      (deep_spanning_templates_over_every_gpu), with both placements, and a descent from the best of them
+//      where it prices below every plan before (its plans kept with the descent's);
 //   3. the local search from the templates of step 2 (planner/template/neighbors.h: `--refine` rounds of
 //      moves from the best-priced templates, more while they gain), and for the default source a second one
 //      from the heuristic generator's templates alone, sharing the first one's prices, so that the
@@ -111,7 +113,7 @@ std::vector<Template> proposed_templates(const PlanRequest& request, long global
 // instead of displacing one.
 struct PricedPlans {
   std::vector<CompletedPlan> plans;
-  std::vector<CompletedPlan> descent;
+  std::vector<CompletedPlan> descent;     // the descent's, and those priced after it
   std::vector<CompletedPlan> even_split;  // the best plans with an even layer split, where it prices lower
   bool empty() const { return plans.empty() && descent.empty(); }
   std::vector<CompletedPlan> merged() const;  // both lists in one, best price first

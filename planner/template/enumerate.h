@@ -143,7 +143,7 @@ std::vector<Template> fast_data_parallel_templates(const Cluster& cluster, const
 // On 136 GPUs of GH200 (8-GPU nodes), H100 (2-GPU) and H200 (1-GPU) AMP's plan for gpt3-6.7b has this shape:
 // eight 17-stage TP-1 pipelines, two with an extra H100 stage and six with an extra H200 stage. Canonical,
 // distinct, each with an empty template_problem and a token form; none on one-type clusters. Proposed by the
-// arachne planner after its climb.
+// arachne planner after its descent.
 std::vector<Template> deep_spanning_templates_over_every_gpu(const Cluster& cluster, const ModelConfig& model,
                                                              long global_batch = 0);
 
