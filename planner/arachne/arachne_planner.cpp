@@ -618,7 +618,8 @@ class CandidateSearch {
 };
 
 // Every template completed and priced: the climbs (CandidateSearch::climb), the passes after them, the even
-// layer splits of the best plans, and a descent from the best template.
+// layer splits of the best plans, a descent from the best templates, and last `extra.last`
+// (CandidateSearch::price_last).
 PricedPlans priced_candidates(const std::vector<Template>& templates, const std::vector<Template>& policy, const ExtraTemplates& extra,
                               const PlanRequest& r, long global, const PlanTimer& timer, long* priced, bool* cut) {
   CandidateSearch search(r, global, timer, priced, cut);
