@@ -686,6 +686,15 @@ namespace {
 // Replica counts at which deep_spanning_templates_over_every_gpu takes each of its two pipeline rules.
 constexpr int kEveryGpuReplicaCounts = 4;
 
+// The pipeline counts into which pipelines_across_types deals a template's stages, given its own count P:
+// P / 2, P - 1, P and P + 1 (those of at least one pipeline, each once).
+std::vector<int> across_types_pipeline_counts(int pipelines) {
+  std::vector<int> out;
+  for (const int n : {pipelines / 2, pipelines - 1, pipelines, pipelines + 1})
+    if (n >= 1 && std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
+  return out;
+}
+
 // Rule 4's pipeline `p` with the GPUs its replicas leave idle added as stages: each type's leftover TP groups
 // (at the pipeline's TP width of that type), one by one, to the replica with the fewest stages so far (the
 // lowest index of equal ones), after that type's last stage there. Replicas with the same added stages form
@@ -771,6 +780,44 @@ std::vector<Template> deep_spanning_templates_over_every_gpu(const Cluster& clus
   }
   for (const PipelineTemplate& p : pipelines)
     if (std::optional<Template> t = with_leftover_stages(p, types, model)) c.add(std::move(*t));
+  return c.take();
+}
+
+std::vector<Template> pipelines_across_types(const Template& t, const Cluster& cluster, const ModelConfig& model) {
+  std::map<std::string, std::vector<StageTemplate>> stages_of;  // per type, every replica's stages
+  int pipelines = 0;
+  for (const PipelineTemplate& p : t.pipelines) {
+    pipelines += p.replicas;
+    for (const StageTemplate& s : p.stages) {
+      if (s.kinds.size() != 1) return {};
+      for (int r = 0; r < p.replicas; ++r) stages_of[s.kinds.front().gpu_type].push_back(s);
+    }
+  }
+  if (stages_of.size() < 2) return {};
+  const Profiler prof(cluster, model);
+  const std::vector<TypeInfo> all = types_by_speed(cluster, model, prof);
+  std::vector<TypeInfo> types;
+  for (const TypeInfo& ty : all)
+    if (stages_of.count(ty.name) != 0) types.push_back(ty);
+  std::vector<const TypeInfo*> order = spanning_order(types, prof);
+  std::reverse(order.begin(), order.end());
+  const std::vector<int> counts = across_types_pipeline_counts(pipelines);
+  Collector c(cluster, model, static_cast<int>(counts.size()));
+  const Template own = canonical(t);
+  for (const int count : counts) {
+    std::vector<PipelineTemplate> dealt(count);
+    for (const TypeInfo* ty : order)
+      for (const StageTemplate& s : stages_of.at(ty->name)) {
+        const auto fewest = std::min_element(dealt.begin(), dealt.end(), [](const PipelineTemplate& a, const PipelineTemplate& b) {
+          return a.stages.size() < b.stages.size();
+        });
+        fewest->stages.push_back(s);
+      }
+    Template out;
+    for (PipelineTemplate& p : dealt)
+      if (!p.stages.empty()) out.pipelines.push_back(std::move(p));
+    if (!(canonical(out) == own)) c.add(std::move(out));
+  }
   return c.take();
 }
 

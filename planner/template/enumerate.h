@@ -147,6 +147,18 @@ std::vector<Template> fast_data_parallel_templates(const Cluster& cluster, const
 std::vector<Template> deep_spanning_templates_over_every_gpu(const Cluster& cluster, const ModelConfig& model,
                                                              long global_batch = 0);
 
+// The stages of `t` dealt into pipelines that cross its GPU types: into P / 2, P - 1, P and P + 1 pipelines (P:
+// t's pipelines, replicas counted), every replica's stages kept whole, type by type in rule 4's order (the
+// slowest first, so the fastest takes the last layers and the head), each stage to the pipeline with the fewest
+// stages so far (the lowest index of equal ones); pipelines with the same stages form one class. None unless
+// t's stages hold one type each and t uses two types or more. Where the climbs end in one class per type,
+// Sailor's plans (Strati et al. SOSP'25) put both types in every pipeline: on 116 GPUs of A10, A10G, L40S and
+// P100 with gpt3-2.7b, the climbs' `1x[5 A10G stages]; 1x[6 A10G stages]; 2x[7 L40S stages]` (TP 2) simulates
+// 5 % slower than the same stages dealt into 3 pipelines of 3-4 A10G and 4-5 L40S stages. Canonical, distinct,
+// each with an empty template_problem and a token form, t itself left out. Proposed by the arachne planner
+// for its best template after its descent.
+std::vector<Template> pipelines_across_types(const Template& t, const Cluster& cluster, const ModelConfig& model);
+
 // The one-stage-per-node pipeline of fast_subset_templates where the nodes of the j fastest types outnumber
 // the layers (which it leaves out): one stage per layer, the nodes of least peak FLOP/s idle, the stages in
 // ascending peak FLOP/s, so that the strongest takes the last layer and the head. On many one-GPU nodes of a

@@ -279,7 +279,10 @@ TEST(ArachnePlanner, RefinementNeverWorsensTheBestEstimate) {
 // 4,4,4,4,4,3,3,3,3 is priced and simulated faster, and arachne now prices even splits of its best plans. A
 // tenth, gpt3-6.7b on 8-GPU GH200, 2-GPU H100 and 1-GPU H200 nodes (fresh held-out seed 53), lost to AMP's
 // eight 17-stage TP-1 pipelines over every GPU (0.972 x) until the deep pipelines over every type that
-// leave no GPU idle were priced, with the replicas of both classes placed stage by stage together.
+// leave no GPU idle were priced, with the replicas of both classes placed stage by stage together. An
+// eleventh, gpt3-2.7b on nodes of 2-4 A10, A10G, L40S and P100 GPUs (fresh held-out seed 53), lost to
+// Sailor's three 12-stage pipelines of A10G, then L40S stages (0.975 x) with one class of pipelines per type,
+// until the best template's stages were dealt into pipelines across its types.
 TEST(ArachnePlanner, MatchesTheBaselinesWhereItsTemplatesReachTheirStructure) {
   const TempClusterFile slow_nics(
       "arachne_slow_nics",
@@ -320,6 +323,14 @@ TEST(ArachnePlanner, MatchesTheBaselinesWhereItsTemplatesReachTheirStructure) {
       "  - {gpu: GH200, nodes: 6, gpus_per_node: 8, intra_node: {kind: nvlink, bandwidth: 150 GB/s}, nic: {count: 4, bandwidth: 50 GB/s}}\n"
       "  - {gpu: H100, nodes: 25, gpus_per_node: 2, intra_node: {kind: nvlink, bandwidth: 450 GB/s}, nic: {count: 8, bandwidth: 50 GB/s}}\n"
       "  - {gpu: H200, nodes: 38, gpus_per_node: 1, intra_node: {kind: nvlink, bandwidth: 450 GB/s}, nic: {count: 8, bandwidth: 50 GB/s}}\n");
+  const TempClusterFile four_pcie_types(
+      "arachne_four_pcie_types",
+      "version: 1\nname: a10-a10g-l40s-p100\n"
+      "network: {topology: leaf-spine, nodes_per_leaf: 8, oversubscription: 1, latency: 5 us}\nnode_groups:\n"
+      "  - {gpu: A10, nodes: 8, gpus_per_node: 4, intra_node: {kind: pcie, bandwidth: 32 GB/s}, nic: {count: 1, bandwidth: 1.5625 GB/s}}\n"
+      "  - {gpu: A10G, nodes: 11, gpus_per_node: 2, intra_node: {kind: pcie, bandwidth: 32 GB/s}, nic: {count: 1, bandwidth: 25 GB/s}}\n"
+      "  - {gpu: L40S, nodes: 14, gpus_per_node: 2, intra_node: {kind: pcie, bandwidth: 32 GB/s}, nic: {count: 4, bandwidth: 6.25 GB/s}}\n"
+      "  - {gpu: P100, nodes: 17, gpus_per_node: 2, intra_node: {kind: nvlink, bandwidth: 80 GB/s}, nic: {count: 4, bandwidth: 12.5 GB/s}}\n");
   struct Cell {
     std::string cluster;
     const char* model;
@@ -335,7 +346,8 @@ TEST(ArachnePlanner, MatchesTheBaselinesWhereItsTemplatesReachTheirStructure) {
                            Cell{pcie_mix.path(), "gpt3-1.3b", 32, "metis"},
                            Cell{p100.path(), "gpt3-1.3b", 128, "megatron"},
                            Cell{mi250x.path(), "gpt3-6.7b", 64, "flashflex"},
-                           Cell{every_gpu.path(), "gpt3-6.7b", 128, "amp"}}) {
+                           Cell{every_gpu.path(), "gpt3-6.7b", 128, "amp"},
+                           Cell{four_pcie_types.path(), "gpt3-2.7b", 32, "sailor"}}) {
     const Cluster cluster = load_cluster(cell.cluster, GpuCatalog::load_default());
     const Topology topo(cluster);
     const ModelConfig model = load_model(cell.model);

@@ -465,6 +465,55 @@ TEST(DeepSpanningTemplatesOverEveryGpu, UseEveryGpuWithReplicasWithinAStageOfEac
   EXPECT_EQ(deep_spanning_templates_over_every_gpu(c, m, 128), all);
 }
 
+// The text of `replicas` pipelines of `count` one-group stages of `type` at TP `tp` (one class).
+std::string stage_class(int replicas, const std::string& type, int tp, int count) {
+  std::string out = std::to_string(replicas) + "x[";
+  for (int i = 0; i < count; ++i) out += (i ? " | " : "") + type + ":tp" + std::to_string(tp) + "x1";
+  return out + "]";
+}
+
+TEST(PipelinesAcrossTypes, DealEveryStageIntoPipelinesOfBothTypesTheSlowestFirst) {
+  // The climbs' shape on 22 A10G and 28 L40S GPUs: one class per type. Dealt across types into 2, 3, 4 and 5
+  // pipelines (P / 2, P - 1, P, P + 1 of its 4): the same stages, every pipeline with both types, the slower
+  // A10G (70 against 362 TFLOP/s) before the L40S, depths within one stage of each other.
+  const Cluster c = load_cluster("A10G:11x2,L40S:14x2", GpuCatalog::load_default());
+  const ModelConfig m = load_model("gpt3-2.7b");
+  const Template by_type = parse_template(stage_class(1, "A10G", 2, 5) + "; " + stage_class(1, "A10G", 2, 6) + "; " +
+                                          stage_class(2, "L40S", 2, 7));
+  const auto stages_of = [](const Template& t) {
+    std::multiset<std::pair<std::string, int>> out;
+    for (const PipelineTemplate& p : t.pipelines)
+      for (int r = 0; r < p.replicas; ++r)
+        for (const StageTemplate& s : p.stages) out.insert({s.kinds.front().gpu_type, s.tp});
+    return out;
+  };
+  const std::vector<Template> all = pipelines_across_types(by_type, c, m);
+  std::set<int> counts;
+  for (const Template& t : all) {
+    EXPECT_EQ(t, canonical(t)) << to_text(t);
+    EXPECT_NE(t, canonical(by_type));
+    EXPECT_TRUE(template_problem(t, c, m).empty()) << to_text(t);
+    EXPECT_EQ(stages_of(t), stages_of(by_type)) << to_text(t);
+    int pipelines = 0;
+    size_t shallowest = m.layers, deepest = 0;
+    for (const PipelineTemplate& p : t.pipelines) {
+      pipelines += p.replicas;
+      shallowest = std::min(shallowest, p.stages.size());
+      deepest = std::max(deepest, p.stages.size());
+      ASSERT_TRUE(p.stages.front().kinds.front().gpu_type == "A10G" && p.stages.back().kinds.front().gpu_type == "L40S") << to_text(t);
+      const auto first_l40s = std::find_if(p.stages.begin(), p.stages.end(), [](const StageTemplate& s) { return s.kinds.front().gpu_type == "L40S"; });
+      EXPECT_TRUE(std::all_of(first_l40s, p.stages.end(), [](const StageTemplate& s) { return s.kinds.front().gpu_type == "L40S"; })) << to_text(t);
+    }
+    EXPECT_LE(deepest - shallowest, 1u) << to_text(t);
+    counts.insert(pipelines);
+  }
+  EXPECT_EQ(counts, (std::set<int>{2, 3, 4, 5}));
+  EXPECT_EQ(pipelines_across_types(by_type, c, m), all);
+  // None from one type, nor from stages of several types (a device group).
+  EXPECT_TRUE(pipelines_across_types(parse_template(stage_class(4, "L40S", 2, 7)), c, m).empty());
+  EXPECT_TRUE(pipelines_across_types(parse_template("2x[A10G:tp2x1+L40S:tp2x1 | L40S:tp2x1]"), c, m).empty());
+}
+
 // A cluster, a model and a batch with the estimator as the pricer.
 struct EstimatedCase {
   Cluster cluster;
