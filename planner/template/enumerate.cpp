@@ -685,6 +685,9 @@ namespace {
 
 // Replica counts at which deep_spanning_templates_over_every_gpu takes each of its two pipeline rules.
 constexpr int kEveryGpuReplicaCounts = 4;
+// The TP groups per stage of deep_spanning_templates_over_every_gpu's folded pipelines: powers of two, which
+// split the micro-batches (of power-of-two global batches) evenly over a stage's groups.
+constexpr std::array<int, 3> kEveryGpuFoldedGroups{2, 4, 8};
 
 // The pipeline counts into which pipelines_across_types deals a template's stages, given its own count P:
 // P / 2, P - 1, P and P + 1 (those of at least one pipeline, each once).
@@ -741,6 +744,32 @@ std::optional<Template> with_leftover_stages(const PipelineTemplate& p, const st
   return out;
 }
 
+// Rule 4's pipeline `p` folded into one pipeline of p.replicas TP groups per stage (Metis's device groups),
+// with each type's GPUs that the replicas leave idle as one stage more of fewer groups (at the pipeline's TP
+// width of that type) after that type's last stage. nullopt when nothing is left over, a type's leftover GPUs
+// make no whole group, or the stages would outnumber the layers.
+std::optional<Template> folded_with_leftover_stages(const PipelineTemplate& p, const std::vector<TypeInfo>& types,
+                                                    const ModelConfig& model) {
+  PipelineTemplate f = folded(p);
+  bool any = false;
+  for (const TypeInfo& t : types) {
+    int used = 0, tp = 0, last = -1;
+    for (size_t j = 0; j < f.stages.size(); ++j)
+      for (const GroupKind& k : f.stages[j].kinds)
+        if (k.gpu_type == t.name) used += f.stages[j].tp * k.groups, tp = f.stages[j].tp, last = static_cast<int>(j);
+    if (last < 0) continue;
+    const int left = gpus_of(t) - used;
+    if (left == 0) continue;
+    if (left % tp != 0) return std::nullopt;
+    StageTemplate st = f.stages[last];
+    st.kinds.assign(1, GroupKind{t.name, left / tp});
+    f.stages.insert(f.stages.begin() + last + 1, std::move(st));
+    any = true;
+  }
+  if (!any || static_cast<long>(f.stages.size()) > model.layers) return std::nullopt;
+  return Template{{f}};
+}
+
 // Rule 4's pipeline at `replicas` replicas with no TP widened: each type's GPUs per replica at its narrowest
 // TP width, in rule 4's order; nullopt where a type has no GPU per replica, or the stages outnumber the layers
 // or do not fit in memory.
@@ -760,7 +789,7 @@ std::vector<Template> deep_spanning_templates_over_every_gpu(const Cluster& clus
   const Profiler prof(cluster, model);
   const std::vector<TypeInfo> types = types_by_speed(cluster, model, prof);
   if (types.size() < 2) return {};
-  Collector c(cluster, model, 2 * kEveryGpuReplicaCounts);
+  Collector c(cluster, model, 2 * kEveryGpuReplicaCounts + 2 * static_cast<int>(kEveryGpuFoldedGroups.size()));
   // Rule 4's pipelines (TP widened to the depth bound, then kept past it), then the same types at their
   // narrowest TP widths: from the fewest replicas with which they fit, then at no fewer than 1.5 times the
   // last one's (the bubble of these deep pipelines shrinks with more replicas, the gradient all-reduce
@@ -780,6 +809,16 @@ std::vector<Template> deep_spanning_templates_over_every_gpu(const Cluster& clus
   }
   for (const PipelineTemplate& p : pipelines)
     if (std::optional<Template> t = with_leftover_stages(p, types, model)) c.add(std::move(*t));
+  // And the narrowest pipelines folded into one (Metis's shape) at kEveryGpuFoldedGroups groups per stage,
+  // the leftover GPUs as one smaller stage per type, the types in rule 4's order and in the reverse one: rule
+  // 4 orders types of equal peak FLOP/s by name, and which of them should take the last layers and the head
+  // depends on more than peak FLOP/s (memory for the logits, the NICs between the types).
+  for (const bool reversed : {false, true}) {
+    if (reversed) std::reverse(order.begin(), order.end());
+    for (const int r : kEveryGpuFoldedGroups)
+      if (const std::optional<PipelineTemplate> p = narrowest_spanning(order, r, model, prof))
+        if (std::optional<Template> t = folded_with_leftover_stages(*p, types, model)) c.add(std::move(*t));
+  }
   return c.take();
 }
 

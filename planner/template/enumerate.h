@@ -141,9 +141,15 @@ std::vector<Template> fast_data_parallel_templates(const Cluster& cluster, const
 // groups, one at a time, to the replica with the fewest stages, after that type's last stage, so that every
 // GPU works and the replicas' depths differ by at most a stage per type (the replicas alike form a class).
 // On 136 GPUs of GH200 (8-GPU nodes), H100 (2-GPU) and H200 (1-GPU) AMP's plan for gpt3-6.7b has this shape:
-// eight 17-stage TP-1 pipelines, two with an extra H100 stage and six with an extra H200 stage. Canonical,
-// distinct, each with an empty template_problem and a token form; none on one-type clusters. Proposed by the
-// arachne planner after its descent.
+// eight 17-stage TP-1 pipelines, two with an extra H100 stage and six with an extra H200 stage. Then the
+// narrowest pipelines at 2, 4 and 8 replicas folded into one pipeline of that many TP groups per stage
+// (Metis's device groups), each type's leftover GPUs as one stage more of fewer groups after that type's last
+// stage, with the types in rule 4's order and in the reverse one:
+// on 16 H100 (4-GPU nodes) and 10 H200 (2-GPU nodes) Metis's plan for llama2-7b at a batch of 64 is
+// `1x[4 H100:tp1x4 stages | 2 H200:tp1x4 stages | H200:tp1x2]`, while one move at a time from the climbs'
+// best (five stages of 4 groups, two H200s idle) each step prices slower. Canonical, distinct, each with an
+// empty template_problem and a token form; none on one-type clusters. Proposed by the arachne planner after
+// its descent.
 std::vector<Template> deep_spanning_templates_over_every_gpu(const Cluster& cluster, const ModelConfig& model,
                                                              long global_batch = 0);
 

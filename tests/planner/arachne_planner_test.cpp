@@ -479,6 +479,24 @@ TEST(ArachnePlanner, ClimbsTheGeneratorsTemplatesUnderTheirOwnBoundOnSmallCluste
   ExpectNoSlowerThanTemplate(c, "1x[H200:tp1x1 | H200:tp1x1 | H200:tp1x1 | H200:tp1x1 | H200:tp1x1 | V100-16:tp4x1 | V100-16:tp1x1 | V100-16:tp2x1]", 32);
 }
 
+// Metis's shape over every GPU is priced after the descent: on 16 H100 (4-GPU nodes) and 10 H200 (2-GPU
+// nodes), planned for llama2-7b at a batch of 64 (fresh seed 61 config 6), Metis's plan is one pipeline of
+// four H100 and two H200 stages of four TP-1 groups, then the last two H200s as a stage of two groups. From
+// the climbs' best (five stages of four groups, one of them TP 2 over eight H100s, two H200s idle), each of
+// the two moves to it prices slower (the TP-2 stage split, or the idle H200s added), so arachne stayed 4 %
+// slower than Metis until the narrowest pipelines over every type were also folded into one with the
+// leftover GPUs as a smaller stage (deep_spanning_templates_over_every_gpu).
+TEST(ArachnePlanner, PricesMetisShapeOverEveryGpu) {
+  const ClusterFromYaml c(
+      "arachne_h100_h200",
+      "version: 1\nname: h100-h200\n"
+      "network: {topology: leaf-spine, nodes_per_leaf: 8, oversubscription: 1, latency: 5 us}\nnode_groups:\n"
+      "  - {gpu: H100, nodes: 4, gpus_per_node: 4, intra_node: {kind: nvlink, bandwidth: 450 GB/s}, nic: {count: 8, bandwidth: 50 GB/s}}\n"
+      "  - {gpu: H200, nodes: 5, gpus_per_node: 2, intra_node: {kind: nvlink, bandwidth: 450 GB/s}, nic: {count: 8, bandwidth: 25 GB/s}}\n",
+      "llama2-7b");
+  ExpectNoSlowerThanTemplate(c, "1x[H100:tp1x4 | H100:tp1x4 | H100:tp1x4 | H100:tp1x4 | H200:tp1x4 | H200:tp1x4 | H200:tp1x2]", 64);
+}
+
 // On kGh200H100PcieMi250x data parallelism at TP 2 over H100-PCIe and MI250X, the GH200s idle, simulates 15 %
 // faster (0.1665 s) than the 32 one-GPU MI250X replicas that the climbs reach (0.1919 s): the GH200s' slow
 // NICs would hold back the gradient all-reduce, and their one-GPU nodes hold no TP-2 group. Neither the

@@ -447,10 +447,28 @@ TEST(DeepSpanningTemplatesOverEveryGpu, UseEveryGpuWithReplicasWithinAStageOfEac
   const ModelConfig m = load_model("gpt3-6.7b");
   const std::vector<Template> all = deep_spanning_templates_over_every_gpu(c, m, 128);
   ASSERT_FALSE(all.empty());
+  int folded = 0;
   for (const Template& t : all) {
     EXPECT_EQ(t.num_gpus(), c.total_gpus()) << to_text(t);
     EXPECT_TRUE(template_problem(t, c, m).empty()) << to_text(t);
     EXPECT_EQ(t, canonical(t)) << to_text(t);
+    if (t.pipelines.size() == 1 && t.pipelines.front().replicas == 1) {
+      // Folded (one pipeline, g TP groups per stage): each type's stages of g groups, then at most one of
+      // fewer groups, the leftover.
+      ++folded;
+      const std::vector<StageTemplate>& stages = t.pipelines.front().stages;
+      const int g = stages.front().tp_groups();
+      EXPECT_GT(g, 1) << to_text(t);
+      for (size_t j = 0; j < stages.size(); ++j) {
+        if (stages[j].tp_groups() == g) continue;
+        EXPECT_LT(stages[j].tp_groups(), g) << to_text(t);
+        ASSERT_GT(j, 0u);
+        const std::vector<GroupKind> leftover{GroupKind{stages[j - 1].kinds.front().gpu_type, stages[j].tp_groups()}};
+        EXPECT_EQ(stages[j].kinds, leftover) << to_text(t);
+        EXPECT_TRUE(j + 1 == stages.size() || stages[j + 1].kinds.front().gpu_type != stages[j].kinds.front().gpu_type) << to_text(t);
+      }
+      continue;
+    }
     size_t shallowest = m.layers, deepest = 0;
     for (const PipelineTemplate& p : t.pipelines) {
       shallowest = std::min(shallowest, p.stages.size());
@@ -460,6 +478,7 @@ TEST(DeepSpanningTemplatesOverEveryGpu, UseEveryGpuWithReplicasWithinAStageOfEac
     EXPECT_LE(deepest - shallowest, 3u) << to_text(t);
     EXPECT_GT(t.pipelines.size(), 1u) << to_text(t);  // some replicas take more of the leftover than others
   }
+  EXPECT_GE(folded, 1);
   // One type: none (rule 4 spans two types or more).
   EXPECT_TRUE(deep_spanning_templates_over_every_gpu(load_cluster("H100:4x8", GpuCatalog::load_default()), m, 128).empty());
   EXPECT_EQ(deep_spanning_templates_over_every_gpu(c, m, 128), all);
