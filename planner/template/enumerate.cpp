@@ -698,6 +698,27 @@ std::vector<int> across_types_pipeline_counts(int pipelines) {
   return out;
 }
 
+// The GPUs of type t that the replicas of rule 4's pipeline `p` leave idle, as TP groups of p's TP width of
+// t, and p's last stage of t (no groups and last -1 where p has no stage of t); nullopt where they make no
+// whole group.
+struct Leftover {
+  int last = -1;
+  int tp = 0;
+  int groups = 0;
+};
+std::optional<Leftover> leftover(const PipelineTemplate& p, const TypeInfo& t) {
+  Leftover out;
+  int used = 0;  // by one replica
+  for (size_t j = 0; j < p.stages.size(); ++j)
+    for (const GroupKind& k : p.stages[j].kinds)
+      if (k.gpu_type == t.name) used += p.stages[j].tp * k.groups, out.tp = p.stages[j].tp, out.last = static_cast<int>(j);
+  if (out.last < 0) return out;
+  const int left = gpus_of(t) - p.replicas * used;
+  if (left % out.tp != 0) return std::nullopt;
+  out.groups = left / out.tp;
+  return out;
+}
+
 // Rule 4's pipeline `p` with the GPUs its replicas leave idle added as stages: each type's leftover TP groups
 // (at the pipeline's TP width of that type), one by one, to the replica with the fewest stages so far (the
 // lowest index of equal ones), after that type's last stage there. Replicas with the same added stages form
@@ -708,16 +729,11 @@ std::optional<Template> with_leftover_stages(const PipelineTemplate& p, const st
   std::vector<int> depth(p.replicas, static_cast<int>(p.stages.size()));
   bool any = false;
   for (const TypeInfo& t : types) {
-    int used = 0, tp = 0, last = -1;
-    for (size_t j = 0; j < p.stages.size(); ++j)
-      for (const GroupKind& k : p.stages[j].kinds)
-        if (k.gpu_type == t.name) used += p.stages[j].tp * k.groups, tp = p.stages[j].tp, last = static_cast<int>(j);
-    if (last < 0) continue;
-    const int left = gpus_of(t) - p.replicas * used;
-    if (left % tp != 0) return std::nullopt;
-    for (int g = 0; g < left / tp; ++g) {
+    const std::optional<Leftover> left = leftover(p, t);
+    if (!left) return std::nullopt;
+    for (int g = 0; g < left->groups; ++g) {
       const int r = static_cast<int>(std::min_element(depth.begin(), depth.end()) - depth.begin());
-      added[r].push_back(last);
+      added[r].push_back(left->last);
       ++depth[r];
       any = true;
     }
@@ -750,21 +766,23 @@ std::optional<Template> with_leftover_stages(const PipelineTemplate& p, const st
 // make no whole group, or the stages would outnumber the layers.
 std::optional<Template> folded_with_leftover_stages(const PipelineTemplate& p, const std::vector<TypeInfo>& types,
                                                     const ModelConfig& model) {
-  PipelineTemplate f = folded(p);
+  const PipelineTemplate base = folded(p);
+  std::vector<std::vector<StageTemplate>> added(p.stages.size());  // the stages added after each stage
   bool any = false;
   for (const TypeInfo& t : types) {
-    int used = 0, tp = 0, last = -1;
-    for (size_t j = 0; j < f.stages.size(); ++j)
-      for (const GroupKind& k : f.stages[j].kinds)
-        if (k.gpu_type == t.name) used += f.stages[j].tp * k.groups, tp = f.stages[j].tp, last = static_cast<int>(j);
-    if (last < 0) continue;
-    const int left = gpus_of(t) - used;
-    if (left == 0) continue;
-    if (left % tp != 0) return std::nullopt;
-    StageTemplate st = f.stages[last];
-    st.kinds.assign(1, GroupKind{t.name, left / tp});
-    f.stages.insert(f.stages.begin() + last + 1, std::move(st));
+    const std::optional<Leftover> left = leftover(p, t);
+    if (!left) return std::nullopt;
+    if (left->groups == 0) continue;
+    StageTemplate st = base.stages[left->last];
+    st.kinds.assign(1, GroupKind{t.name, left->groups});
+    added[left->last].push_back(std::move(st));
     any = true;
+  }
+  PipelineTemplate f = base;
+  f.stages.clear();
+  for (size_t j = 0; j < base.stages.size(); ++j) {
+    f.stages.push_back(base.stages[j]);
+    for (StageTemplate& st : added[j]) f.stages.push_back(std::move(st));
   }
   if (!any || static_cast<long>(f.stages.size()) > model.layers) return std::nullopt;
   return Template{{f}};
