@@ -307,19 +307,26 @@ Plan even_layer_split(Plan plan) {
   return plan;
 }
 
-// Of the `count` best-priced distinct plans of `plans`, the even layer splits (even_layer_split) that
-// `price` prices below their plan, best price first.
-std::vector<CompletedPlan> even_split_plans(const std::vector<CompletedPlan>& plans, int count, const PlanPricer& price) {
+// Of the `count` best-priced distinct plans of `plans`, and of the best plan of each of the `structures`
+// best-priced structures (simulation_structure), the even layer splits (even_layer_split) that `price` prices
+// below their plan, best price first.
+std::vector<CompletedPlan> even_split_plans(const std::vector<CompletedPlan>& plans, int count, int structures,
+                                            const Cluster& cluster, const PlanPricer& price) {
   std::vector<const CompletedPlan*> by_price;
   for (const CompletedPlan& c : plans) by_price.push_back(&c);
   std::stable_sort(by_price.begin(), by_price.end(), [](const CompletedPlan* a, const CompletedPlan* b) { return a->priced_s < b->priced_s; });
   std::vector<CompletedPlan> out;
   std::set<std::string> seen;
+  std::set<Template> shapes;
   for (const CompletedPlan* p : by_price) {
     const CompletedPlan& c = *p;
-    if (static_cast<int>(seen.size()) >= count) break;
+    const bool shapes_full = static_cast<int>(shapes.size()) >= structures;
+    if (static_cast<int>(seen.size()) >= count && shapes_full) break;
     const std::string key = execution_key(c.plan);
+    const bool among_best = static_cast<int>(seen.size()) < count;
     if (!seen.insert(key).second) continue;
+    const bool best_of_shape = !shapes_full && shapes.insert(simulation_structure(c.plan, cluster)).second;
+    if (!among_best && !best_of_shape) continue;
     Plan even = even_layer_split(c.plan);
     if (execution_key(even) == key) continue;
     // Stopped at the plan's own price, an estimate below it is exact.
@@ -433,7 +440,7 @@ class CandidateSearch {
   // The best plans so far with an even layer split, where it prices lower (even_split_plans).
   void price_even_splits() {
     if (timer_.wall_budget_spent(r_)) return;
-    even_split_ = even_split_plans(all_, kArachneEvenSplitPlans, estimate_);
+    even_split_ = even_split_plans(all_, kArachneEvenSplitPlans, kArachneEvenSplitStructures, *r_.cluster, estimate_);
   }
 
   // A descent (descend_from) from each of the kArachneDescentStarts best templates (the best alone above

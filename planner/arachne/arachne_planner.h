@@ -278,6 +278,11 @@ inline constexpr int kArachneRecomputedTemplates = 3;
 // nodes with gpt3-6.7b FlashFlex's 4,4,4,4,4,3,3,3,3 layers simulate 0.9 % faster than min-max's
 // 3,4,4,4,3,3,4,4,3 (ArachnePlanner.MatchesTheBaselinesWhereItsTemplatesReachTheirStructure).
 inline constexpr int kArachneEvenSplitPlans = 3;
+// And the best plan of each of this many best-priced structures (simulation_structure), so that a structure
+// whose min-max split prices a little above the best is split evenly too: on 13 one-GPU H100 nodes with
+// llama2-7b, one 13-stage pipeline with FlashFlex's even split (3 layers on the first six stages) is priced
+// 1.4 % below arachne's best 12-stage plan, its min-max split 2.2 % above.
+inline constexpr int kArachneEvenSplitStructures = 8;
 // On clusters of more than this many GPUs the climbs and the descent move stages only at the ends of runs of
 // identical stages (StageMoves::RunEnds in planner/template/neighbors.h); on smaller clusters, and in the
 // labeler's search, every stage. Measured (arachne-only runs of the fresh seeds 12-20, the 12 and 40

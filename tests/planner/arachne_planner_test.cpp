@@ -282,7 +282,10 @@ TEST(ArachnePlanner, RefinementNeverWorsensTheBestEstimate) {
 // leave no GPU idle were priced, with the replicas of both classes placed stage by stage together. An
 // eleventh, gpt3-2.7b on nodes of 2-4 A10, A10G, L40S and P100 GPUs (fresh held-out seed 53), lost to
 // Sailor's three 12-stage pipelines of A10G, then L40S stages (0.975 x) with one class of pipelines per type,
-// until the best template's stages were dealt into pipelines across its types.
+// until the best template's stages were dealt into pipelines across its types. A twelfth, llama2-7b on 13
+// one-GPU H100 nodes (fresh held-out seed 70), lost to FlashFlex's one 13-stage pipeline with its even split
+// (0.985 x), whose min-max split priced above arachne's 12-stage plan, until the best plan of each of the
+// best structures was split evenly too.
 TEST(ArachnePlanner, MatchesTheBaselinesWhereItsTemplatesReachTheirStructure) {
   const TempClusterFile slow_nics(
       "arachne_slow_nics",
@@ -331,6 +334,11 @@ TEST(ArachnePlanner, MatchesTheBaselinesWhereItsTemplatesReachTheirStructure) {
       "  - {gpu: A10G, nodes: 11, gpus_per_node: 2, intra_node: {kind: pcie, bandwidth: 32 GB/s}, nic: {count: 1, bandwidth: 25 GB/s}}\n"
       "  - {gpu: L40S, nodes: 14, gpus_per_node: 2, intra_node: {kind: pcie, bandwidth: 32 GB/s}, nic: {count: 4, bandwidth: 6.25 GB/s}}\n"
       "  - {gpu: P100, nodes: 17, gpus_per_node: 2, intra_node: {kind: nvlink, bandwidth: 80 GB/s}, nic: {count: 4, bandwidth: 12.5 GB/s}}\n");
+  const TempClusterFile h100_thirteen(
+      "arachne_h100_thirteen",
+      "version: 1\nname: h100-thirteen\n"
+      "network: {topology: leaf-spine, nodes_per_leaf: 8, oversubscription: 3, latency: 5 us}\nnode_groups:\n"
+      "  - {gpu: H100, nodes: 13, gpus_per_node: 1, intra_node: {kind: nvlink, bandwidth: 450 GB/s}, nic: {count: 8, bandwidth: 12.5 GB/s}}\n");
   struct Cell {
     std::string cluster;
     const char* model;
@@ -347,7 +355,8 @@ TEST(ArachnePlanner, MatchesTheBaselinesWhereItsTemplatesReachTheirStructure) {
                            Cell{p100.path(), "gpt3-1.3b", 128, "megatron"},
                            Cell{mi250x.path(), "gpt3-6.7b", 64, "flashflex"},
                            Cell{every_gpu.path(), "gpt3-6.7b", 128, "amp"},
-                           Cell{four_pcie_types.path(), "gpt3-2.7b", 32, "sailor"}}) {
+                           Cell{four_pcie_types.path(), "gpt3-2.7b", 32, "sailor"},
+                           Cell{h100_thirteen.path(), "llama2-7b", 32, "flashflex"}}) {
     const Cluster cluster = load_cluster(cell.cluster, GpuCatalog::load_default());
     const Topology topo(cluster);
     const ModelConfig model = load_model(cell.model);
