@@ -900,14 +900,17 @@ void add_uniform_layouts(const TypeInfo& type, const ModelConfig& model, long ba
     if (tp > type.node_tp) continue;  // wider than a node holds, or not dividing the heads
     const int groups = group_capacity(type, tp);
     for (int pp = 1; pp <= std::min<long>(model.layers, groups); ++pp) {
+      // As many pipelines as the groups hold: every GPU used where the depth splits the groups evenly; and
+      // Sailor's data-parallel degree where the depth splits the layers evenly, the global batch split
+      // unevenly among the pipelines where it must (planner/baselines/sailor), the leftover groups idle.
       std::vector<int> counts;
-      if (groups % pp == 0) counts.push_back(groups / pp);  // every GPU used
+      if (groups % pp == 0 || model.layers % pp == 0) counts.push_back(groups / pp);
       if (model.layers % pp == 0) {
         // Megatron-LM's data-parallel degree: the largest that the groups hold and that divides the global
         // batch (planner/baselines/megatron), so that every pipeline takes the same share; GPUs may stay idle.
         long dp = groups / pp;
         while (dp > 1 && batch % dp != 0) --dp;
-        counts.push_back(static_cast<int>(dp));
+        if (dp != groups / pp) counts.push_back(static_cast<int>(dp));
       }
       for (const int replicas : counts) {
         if (replicas > batch) continue;

@@ -197,8 +197,9 @@ std::vector<Template> without_expert_parallelism(const std::vector<Template>& te
 // Every uniform layout of the fastest GPU type's nodes (peak FLOP/s), the other types idle: per TP width that
 // a node holds and that divides the heads, every depth up to the layers that splits the TP groups the nodes
 // hold evenly, as many identical pipelines as that leaves (at most one per sample of the global batch), and
-// per depth that divides the layers as many pipelines as Megatron-LM's grid runs (the largest count the groups
-// hold that divides the global batch, so that some GPUs may stay idle); MoE: at every EP width over the
+// per depth that divides the layers as many pipelines as Sailor's search runs (as many as the groups hold, the
+// global batch split unevenly) and as Megatron-LM's grid runs (the largest count the groups hold that divides
+// the global batch), so that some GPUs may stay idle; MoE: at every EP width over the
 // replicas of kEpWidths that divides both the expert count and the replicas. The grid that Megatron-LM's and
 // AMP's searches cover (Narayanan et al. SC'21; Li et al. NeurIPS'22), which Megatron-LM runs on one type of a
 // heterogeneous cluster (planner/baselines/megatron: the most numerous). On 164 one-GPU A100-40 and 85 two-GPU

@@ -285,7 +285,10 @@ TEST(ArachnePlanner, RefinementNeverWorsensTheBestEstimate) {
 // until the best template's stages were dealt into pipelines across its types. A twelfth, llama2-7b on 13
 // one-GPU H100 nodes (fresh held-out seed 70), lost to FlashFlex's one 13-stage pipeline with its even split
 // (0.985 x), whose min-max split priced above arachne's 12-stage plan, until the best plan of each of the
-// best structures was split evenly too.
+// best structures was split evenly too. A thirteenth, Mixtral on 254 two-GPU H100 nodes at a batch of 512
+// (fresh held-out seed 72), lost to Sailor's 15 pipelines of 16 TP-2 stages (0.974 x) with 16 of 15, until
+// the uniform layouts took Sailor's replica count (as many pipelines as the groups hold) at every depth that
+// splits the layers, not only at depths that split the 254 groups.
 TEST(ArachnePlanner, MatchesTheBaselinesWhereItsTemplatesReachTheirStructure) {
   const TempClusterFile slow_nics(
       "arachne_slow_nics",
@@ -339,6 +342,11 @@ TEST(ArachnePlanner, MatchesTheBaselinesWhereItsTemplatesReachTheirStructure) {
       "version: 1\nname: h100-thirteen\n"
       "network: {topology: leaf-spine, nodes_per_leaf: 8, oversubscription: 3, latency: 5 us}\nnode_groups:\n"
       "  - {gpu: H100, nodes: 13, gpus_per_node: 1, intra_node: {kind: nvlink, bandwidth: 450 GB/s}, nic: {count: 8, bandwidth: 12.5 GB/s}}\n");
+  const TempClusterFile h100_two_gpu_nodes(
+      "arachne_h100_two_gpu_nodes",
+      "version: 1\nname: h100-two-gpu-nodes\n"
+      "network: {topology: leaf-spine, nodes_per_leaf: 16, oversubscription: 1, latency: 5 us}\nnode_groups:\n"
+      "  - {gpu: H100, nodes: 254, gpus_per_node: 2, intra_node: {kind: nvlink, bandwidth: 450 GB/s}, nic: {count: 8, bandwidth: 25 GB/s}}\n");
   struct Cell {
     std::string cluster;
     const char* model;
@@ -356,7 +364,8 @@ TEST(ArachnePlanner, MatchesTheBaselinesWhereItsTemplatesReachTheirStructure) {
                            Cell{mi250x.path(), "gpt3-6.7b", 64, "flashflex"},
                            Cell{every_gpu.path(), "gpt3-6.7b", 128, "amp"},
                            Cell{four_pcie_types.path(), "gpt3-2.7b", 32, "sailor"},
-                           Cell{h100_thirteen.path(), "llama2-7b", 32, "flashflex"}}) {
+                           Cell{h100_thirteen.path(), "llama2-7b", 32, "flashflex"},
+                           Cell{h100_two_gpu_nodes.path(), "mixtral-8x7b", 512, "sailor"}}) {
     const Cluster cluster = load_cluster(cell.cluster, GpuCatalog::load_default());
     const Topology topo(cluster);
     const ModelConfig model = load_model(cell.model);

@@ -818,5 +818,31 @@ TEST(UniformTemplates, HoldMegatronsReplicaCountWhereTheGroupsDoNotSplitTheBatch
   EXPECT_FALSE(layouts.count({1, 1, 20})) << "more replicas than samples";
 }
 
+// At a depth that divides the layers but not the TP groups, the uniform layouts also hold Sailor's replica
+// count (as many pipelines as the groups hold, the batch split unevenly, the leftover groups idle): on seven
+// 4-GPU nodes at a batch of 16 with the small model (8 layers), 3 eight-stage one-GPU replicas (24 of the 28
+// GPUs) beside Megatron-LM's 2 (the most that divide 16), 3 four-stage TP-2 replicas (12 of the 14 groups)
+// beside Megatron-LM's 2, and no depth of 3 or 5 (dividing neither the groups nor the layers).
+TEST(UniformTemplates, HoldSailorsReplicaCountAtEveryDepthThatSplitsTheLayers) {
+  const Cluster c = spec("A100-80:7x4");
+  const ModelConfig m = test::small_gpt_model(16);
+  std::set<std::tuple<int, int, int>> layouts;  // (tp, depth, replicas)
+  const std::vector<Template> all = uniform_templates(c, m, 16);
+  expect_valid_distinct_canonical(all, c, m);
+  for (const Template& t : all) {
+    const PipelineTemplate& p = t.pipelines.front();
+    layouts.insert({p.stages.front().tp, static_cast<int>(p.stages.size()), p.replicas});
+  }
+  EXPECT_TRUE(layouts.count({1, 8, 3})) << "Sailor's: 28 one-GPU groups hold 3 eight-stage pipelines";
+  EXPECT_TRUE(layouts.count({1, 8, 2})) << "Megatron-LM's: 2 divides 16";
+  EXPECT_TRUE(layouts.count({2, 4, 3})) << "Sailor's: 14 TP-2 groups hold 3 four-stage pipelines";
+  EXPECT_TRUE(layouts.count({2, 4, 2})) << "Megatron-LM's";
+  EXPECT_TRUE(layouts.count({1, 4, 7})) << "every GPU used";
+  for (const auto& [tp, depth, replicas] : layouts) {
+    EXPECT_NE(depth, 3) << "tp " << tp << " x" << replicas;
+    EXPECT_NE(depth, 5) << "tp " << tp << " x" << replicas;
+  }
+}
+
 }  // namespace
 }  // namespace arachne::planner
