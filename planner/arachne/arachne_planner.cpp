@@ -460,23 +460,33 @@ class CandidateSearch {
     }
   }
 
-  // `templates` completed after the descent, so that they cannot steer the passes before, and a descent
-  // (with a completion cap of its own) from the best of them where it prices below every plan before them.
+  // `templates` completed after the descent, so that they cannot steer the passes before, the best of them
+  // also with one type at both ends of its pipelines (one_type_at_both_ends), and a descent (with a
+  // completion cap of its own) from the best of these where it prices below every plan before them.
   // Their plans are kept with the descent's.
   void price_last(const std::vector<Template>& templates) {
     const double before = best_priced_;
     std::optional<PricedTemplate> best;
-    for (const Template& t : templates)
-      if (const std::optional<double> p = complete(t); p && *p < before && (!best || *p < best->priced_s)) best = PricedTemplate{t, *p};
-    if (!best) return;
+    const auto price = [&](const std::vector<Template>& ts) {
+      for (const Template& t : ts)
+        if (const std::optional<double> p = complete(t); p && (!best || *p < best->priced_s)) best = PricedTemplate{t, *p};
+    };
+    price(templates);
+    if (best) price(one_type_at_both_ends(best->t, *r_.cluster, *r_.model));
+    if (!best || best->priced_s >= before) return;
     descent_completed_ = 0;
     descend_from_start(*best);
   }
 
-  // The best template's stages dealt into pipelines across its types (pipelines_across_types), priced last.
+  // The best template's stages dealt into pipelines across its types (pipelines_across_types), then deep
+  // pipelines over every GPU of the best template's types (deep_spanning_templates_over_the_types_of), each
+  // priced last.
   void price_across_types() {
-    const std::vector<Template> best = best_distinct(completed_, 1);
-    if (!best.empty()) price_last(pipelines_across_types(best.front(), *r_.cluster, *r_.model));
+    std::vector<Template> best = best_distinct(completed_, 1);
+    if (best.empty()) return;
+    price_last(pipelines_across_types(best.front(), *r_.cluster, *r_.model));
+    best = best_distinct(completed_, 1);
+    price_last(deep_spanning_templates_over_the_types_of(best.front(), *r_.cluster, *r_.model));
   }
 
   // A descent from `start` (descend_from, priced by descent_price), its last template completed again with

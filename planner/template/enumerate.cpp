@@ -840,6 +840,32 @@ std::vector<Template> deep_spanning_templates_over_every_gpu(const Cluster& clus
   return c.take();
 }
 
+std::vector<Template> deep_spanning_templates_over_the_types_of(const Template& t, const Cluster& cluster,
+                                                                const ModelConfig& model) {
+  std::set<std::string> used;
+  for (const PipelineTemplate& p : t.pipelines)
+    for (const StageTemplate& s : p.stages)
+      for (const GroupKind& k : s.kinds) used.insert(k.gpu_type);
+  const Profiler prof(cluster, model);
+  std::vector<TypeInfo> types = types_by_speed(cluster, model, prof);
+  if (used.size() < 2 || used.size() == types.size()) return {};
+  std::erase_if(types, [&](const TypeInfo& ty) { return used.count(ty.name) == 0; });
+  std::vector<const TypeInfo*> order = spanning_order(types, prof);
+  std::reverse(order.begin(), order.end());
+  Collector c(cluster, model, 6 * static_cast<int>(kCounts.size()));
+  for (const int r : kCounts) {
+    const std::optional<PipelineTemplate> p = narrowest_spanning(order, r, model, prof);
+    if (!p) continue;
+    std::vector<Template> shapes{Template{{*p}}};  // the GPUs the replicas leave idle kept idle, or added
+    if (std::optional<Template> every_gpu = with_leftover_stages(*p, types, model)) shapes.push_back(std::move(*every_gpu));
+    for (const Template& shape : shapes) {
+      c.add(shape);
+      for (Template& ends : one_type_at_both_ends(shape, cluster, model)) c.add(std::move(ends));
+    }
+  }
+  return c.take();
+}
+
 std::vector<Template> pipelines_across_types(const Template& t, const Cluster& cluster, const ModelConfig& model) {
   std::map<std::string, std::vector<StageTemplate>> stages_of;  // per type, every replica's stages
   int pipelines = 0;
@@ -932,6 +958,43 @@ std::vector<Template> uniform_templates(const Cluster& cluster, const ModelConfi
   const long batch = batch_or_model(global_batch, model);
   Collector c(cluster, model, std::numeric_limits<int>::max());
   add_uniform_layouts(types_by_speed(cluster, model, prof).front(), model, batch, c);
+  return c.take();
+}
+
+namespace {
+
+// The GPU types of a stage's group kinds, in order.
+std::vector<std::string> stage_types(const StageTemplate& s) {
+  std::vector<std::string> out;
+  for (const GroupKind& k : s.kinds) out.push_back(k.gpu_type);
+  return out;
+}
+
+}  // namespace
+
+std::vector<Template> one_type_at_both_ends(const Template& t, const Cluster& cluster, const ModelConfig& model) {
+  Collector c(cluster, model, 2);
+  for (const bool to_front : {true, false}) {
+    Template out = t;
+    bool moved = false;
+    for (PipelineTemplate& p : out.pipelines) {
+      std::vector<StageTemplate>& st = p.stages;
+      const size_t n = st.size();
+      if (to_front) {
+        size_t b = n - 1;  // the first stage of the last run of the last stage's types
+        while (b > 0 && stage_types(st[b - 1]) == stage_types(st[n - 1])) --b;
+        if (b == 0) continue;
+        std::rotate(st.begin(), st.begin() + static_cast<std::ptrdiff_t>(b), st.begin() + static_cast<std::ptrdiff_t>(b) + 1);
+      } else {
+        size_t e = 0;  // the last stage of the first run of the first stage's types
+        while (e + 1 < n && stage_types(st[e + 1]) == stage_types(st[0])) ++e;
+        if (e + 1 == n) continue;
+        std::rotate(st.begin() + static_cast<std::ptrdiff_t>(e), st.begin() + static_cast<std::ptrdiff_t>(e) + 1, st.end());
+      }
+      moved = true;
+    }
+    if (moved && !(canonical(out) == canonical(t))) c.add(std::move(out));
+  }
   return c.take();
 }
 

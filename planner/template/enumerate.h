@@ -153,6 +153,30 @@ std::vector<Template> fast_data_parallel_templates(const Cluster& cluster, const
 std::vector<Template> deep_spanning_templates_over_every_gpu(const Cluster& cluster, const ModelConfig& model,
                                                              long global_batch = 0);
 
+// Deep pipelines over every GPU of the types that `t` uses, the cluster's other types idle: rule 4's
+// pipeline at each type's narrowest TP width (in rule 4's order) at every replica count of kCounts with
+// which it fits in memory and the layers, the GPUs its replicas leave idle added as stages (as
+// deep_spanning_templates_over_every_gpu adds them), each also with one type at both ends
+// (one_type_at_both_ends). None unless t uses two types or more and fewer than the cluster has. Sailor's
+// search (Strati et al. SOSP'25) sweeps the data-parallel degree where deep_spanning_templates_over_every_gpu
+// takes four: on 342 GPUs of H100-PCIe (4-GPU nodes on 6.25 GB/s of NIC per GPU), L4 and MI300X with
+// gpt3-6.7b at a batch of 512, its twelve 15-stage TP-1 pipelines of MI300X and H100-PCIe stages, the L4s
+// idle, simulate 8 % faster than the climbs' plan; at 11 or 13 replicas the same shape prices 12-17 %
+// slower than at 12, and at 20 replicas it is faster still. Canonical, distinct, each with an empty
+// template_problem and a token form. Proposed by the arachne planner for its best template after its descent.
+std::vector<Template> deep_spanning_templates_over_the_types_of(const Template& t, const Cluster& cluster,
+                                                                const ModelConfig& model);
+
+// `t` with one type at both ends of its pipelines: in every class of two stage types or more, the first stage
+// of the last run of the last stage's types moved to the front (the first template), or the last stage of the
+// first run of the first stage's types moved to the end (the second). Where the deep pipelines of
+// deep_spanning_templates_over_every_gpu put a type on slow NICs first, its stage holds the embedding, whose
+// gradient all-reduce over the replicas waits on those NICs: on 342 GPUs of H100-PCIe (6.25 GB/s of NIC per
+// GPU), L4 and MI300X with gpt3-6.7b, Sailor's twelve 15-stage pipelines start and end with MI300X stages,
+// and the same stages with every MI300X stage last price 12 % slower. Canonical, distinct, each with an
+// empty template_problem and a token form, t itself left out.
+std::vector<Template> one_type_at_both_ends(const Template& t, const Cluster& cluster, const ModelConfig& model);
+
 // The stages of `t` dealt into pipelines that cross its GPU types: into P / 2, P - 1, P and P + 1 pipelines (P:
 // t's pipelines, replicas counted), every replica's stages kept whole, type by type in rule 4's order (the
 // slowest first, so the fastest takes the last layers and the head), each stage to the pipeline with the fewest

@@ -515,6 +515,32 @@ TEST(ArachnePlanner, PricesMetisShapeOverEveryGpu) {
   ExpectNoSlowerThanTemplate(c, "1x[H100:tp1x4 | H100:tp1x4 | H100:tp1x4 | H100:tp1x4 | H200:tp1x4 | H200:tp1x4 | H200:tp1x2]", 64);
 }
 
+// Sailor's deep pipelines over the best template's types are priced after the descent: on 142 H100-PCIe
+// (35 nodes of 4 on 6.25 GB/s of NIC per GPU, two of 1), 160 L4 and 40 MI300X, planned for gpt3-6.7b at a
+// batch of 512 (fresh seed 65 config 6), Sailor's plan is twelve 15-stage TP-1 pipelines of MI300X and
+// H100-PCIe stages that start and end with MI300X stages, the L4s idle (1.268 s simulated as arachne
+// completes it). The climbs end at five 9-stage pipelines of TP-1 MI300X and TP-2 H100-PCIe stages of two
+// and four groups (1.390 s); the deep pipelines over every type spend the L4s; at the narrowest TP widths
+// of MI300X and H100-PCIe alone rule 4's pipelines put the embedding on the slow NICs and price 12 % slower
+// than with an MI300X stage first, and four replica counts miss the counts at which the stages' data-parallel
+// peers share nodes (deep_spanning_templates_over_the_types_of sweeps them).
+TEST(ArachnePlanner, PricesDeepPipelinesOverTheBestTemplatesTypes) {
+  const ClusterFromYaml c(
+      "arachne_h100pcie_l4_mi300x",
+      "version: 1\nname: h100pcie-l4-mi300x\n"
+      "network: {topology: leaf-spine, nodes_per_leaf: 8, oversubscription: 3, latency: 5 us}\nnode_groups:\n"
+      "  - {gpu: H100-PCIe, nodes: 35, gpus_per_node: 4, intra_node: {kind: pcie, bandwidth: 64 GB/s}, nic: {count: 4, bandwidth: 6.25 GB/s}}\n"
+      "  - {gpu: H100-PCIe, nodes: 2, gpus_per_node: 1, intra_node: {kind: pcie, bandwidth: 64 GB/s}, nic: {count: 4, bandwidth: 6.25 GB/s}}\n"
+      "  - {gpu: L4, nodes: 20, gpus_per_node: 8, intra_node: {kind: pcie, bandwidth: 32 GB/s}, nic: {count: 1, bandwidth: 25 GB/s}}\n"
+      "  - {gpu: MI300X, nodes: 5, gpus_per_node: 8, intra_node: {kind: xgmi, bandwidth: 448 GB/s}, nic: {count: 8, bandwidth: 25 GB/s}}\n",
+      "gpt3-6.7b");
+  std::string h11, h12;
+  for (int i = 0; i < 12; ++i) (i < 11 ? h11 : h12) += "H100-PCIe:tp1x1 | ";
+  h12 = h11 + h12;
+  ExpectNoSlowerThanTemplate(c, "8x[MI300X:tp1x1 | " + h12 + "MI300X:tp1x1 | MI300X:tp1x1]; 4x[MI300X:tp1x1 | MI300X:tp1x1 | " + h11 +
+                                    "MI300X:tp1x1 | MI300X:tp1x1]", 512);
+}
+
 // On kGh200H100PcieMi250x data parallelism at TP 2 over H100-PCIe and MI250X, the GH200s idle, simulates 15 %
 // faster (0.1665 s) than the 32 one-GPU MI250X replicas that the climbs reach (0.1919 s): the GH200s' slow
 // NICs would hold back the gradient all-reduce, and their one-GPU nodes hold no TP-2 group. Neither the

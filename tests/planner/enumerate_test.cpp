@@ -533,6 +533,61 @@ TEST(PipelinesAcrossTypes, DealEveryStageIntoPipelinesOfBothTypesTheSlowestFirst
   EXPECT_TRUE(pipelines_across_types(parse_template("2x[A10G:tp2x1+L40S:tp2x1 | L40S:tp2x1]"), c, m).empty());
 }
 
+// Deep pipelines over the types a template uses: on 140 H100-PCIe (4-GPU nodes), 160 L4 and 40 MI300X with
+// gpt3-6.7b, from a template of MI300X and H100-PCIe, TP-1 pipelines of those two types only, the slower
+// H100-PCIe (756 against 1,307 TFLOP/s) first: at 12 replicas 11 H100-PCIe and 3 MI300X stages each, alone
+// (12 GPUs idle), with the idle GPUs as stages (the 4 MI300X to the first four replicas, the 8 H100-PCIe to
+// the others) and with an MI300X stage first; at 20 replicas 7 and 2 stages, no GPU idle.
+TEST(DeepSpanningTemplatesOverTheTypesOf, SweepTheReplicaCountsOverTheTemplatesTypesOnly) {
+  const Cluster c = load_cluster("H100-PCIe:35x4,L4:20x8,MI300X:5x8", GpuCatalog::load_default());
+  const ModelConfig m = load_model("gpt3-6.7b");
+  const Template best = parse_template("5x[MI300X:tp1x2 | MI300X:tp1x2 | H100-PCIe:tp2x4 | H100-PCIe:tp2x2]");
+  const std::vector<Template> all = deep_spanning_templates_over_the_types_of(best, c, m);
+  std::set<Template> got;
+  for (const Template& t : all) {
+    EXPECT_EQ(t, canonical(t)) << to_text(t);
+    EXPECT_TRUE(template_problem(t, c, m).empty()) << to_text(t);
+    for (const PipelineTemplate& p : t.pipelines)
+      for (const StageTemplate& s : p.stages) {
+        EXPECT_EQ(s.tp, 1) << to_text(t);
+        EXPECT_NE(s.kinds.front().gpu_type, "L4") << to_text(t);
+      }
+    got.insert(t);
+  }
+  EXPECT_EQ(got.size(), all.size());
+  // `count` TP-1 stages of `type`, as template text.
+  const auto run = [](const std::string& type, int count) {
+    const std::string c = stage_class(1, type, 1, count);
+    return c.substr(3, c.size() - 4);
+  };
+  const std::string h = "H100-PCIe", mi = "MI300X";
+  for (const std::string& text : {"12x[" + run(h, 11) + " | " + run(mi, 3) + "]",
+                                  "4x[" + run(h, 11) + " | " + run(mi, 4) + "]; 8x[" + run(h, 12) + " | " + run(mi, 3) + "]",
+                                  "12x[" + run(mi, 1) + " | " + run(h, 11) + " | " + run(mi, 2) + "]",
+                                  "20x[" + run(h, 7) + " | " + run(mi, 2) + "]",
+                                  "20x[" + run(mi, 1) + " | " + run(h, 7) + " | " + run(mi, 1) + "]"})
+    EXPECT_TRUE(got.count(canonical(parse_template(text)))) << text;
+  // None from a template of every type, nor of one type.
+  EXPECT_TRUE(deep_spanning_templates_over_the_types_of(parse_template("1x[L4:tp8x1 | MI300X:tp8x1 | H100-PCIe:tp4x1]"), c, m).empty());
+  EXPECT_TRUE(deep_spanning_templates_over_the_types_of(parse_template("5x[MI300X:tp8x1]"), c, m).empty());
+}
+
+// One type at both ends: in every class of two stage types, the first stage of the last run moved to the
+// front, or the last stage of the first run moved to the end; one-type classes as they were.
+TEST(OneTypeAtBothEnds, MoveOneStageOfTheLastRunToTheFrontOrOfTheFirstRunToTheEnd) {
+  const Cluster c = load_cluster("H100-PCIe:35x4,MI300X:5x8", GpuCatalog::load_default());
+  const ModelConfig m = load_model("gpt3-6.7b");
+  const Template t = parse_template("2x[H100-PCIe:tp1x1 | H100-PCIe:tp1x1 | MI300X:tp1x1 | MI300X:tp2x1]; 1x[MI300X:tp8x1]");
+  const std::vector<Template> both = one_type_at_both_ends(t, c, m);
+  const std::set<Template> expected{
+      canonical(parse_template("2x[MI300X:tp1x1 | H100-PCIe:tp1x1 | H100-PCIe:tp1x1 | MI300X:tp2x1]; 1x[MI300X:tp8x1]")),
+      canonical(parse_template("2x[H100-PCIe:tp1x1 | MI300X:tp1x1 | MI300X:tp2x1 | H100-PCIe:tp1x1]; 1x[MI300X:tp8x1]"))};
+  EXPECT_EQ(std::set<Template>(both.begin(), both.end()), expected);
+  for (const Template& b : both) EXPECT_TRUE(template_problem(b, c, m).empty()) << to_text(b);
+  // A template of one type has no such move.
+  EXPECT_TRUE(one_type_at_both_ends(parse_template("4x[MI300X:tp1x1 | MI300X:tp2x1]"), c, m).empty());
+}
+
 // A cluster, a model and a batch with the estimator as the pricer.
 struct EstimatedCase {
   Cluster cluster;
