@@ -455,27 +455,35 @@ class CandidateSearch {
     for (const PricedTemplate& start : best) descend_from_start(start);
     for (const PricedTemplate& own : own_climbs_best_) {
       if (std::any_of(best.begin(), best.end(), [&](const PricedTemplate& b) { return b.t == own.t; })) continue;
-      descent_completed_ = 0;  // a completion cap of its own
-      descend_from_start(own);
+      descend_with_own_cap(own);
     }
   }
 
-  // `templates` completed after the descent, so that they cannot steer the passes before, the best of them
-  // also with one type at both ends of its pipelines (one_type_at_both_ends), and a descent (with a
-  // completion cap of its own) from the best of these where it prices below every plan before them.
-  // Their plans are kept with the descent's.
+  // `templates` completed after the descent, so that they cannot steer the passes before, and a descent
+  // (with a completion cap of its own) from the best of them where it prices below every plan before them;
+  // then the best of them with one type at both ends of its pipelines (one_type_at_both_ends), and a descent
+  // from the best of those too where it prices below both. Their plans are kept with the descent's.
   void price_last(const std::vector<Template>& templates) {
     const double before = best_priced_;
-    std::optional<PricedTemplate> best;
-    const auto price = [&](const std::vector<Template>& ts) {
-      for (const Template& t : ts)
-        if (const std::optional<double> p = complete(t); p && (!best || *p < best->priced_s)) best = PricedTemplate{t, *p};
-    };
-    price(templates);
-    if (best) price(one_type_at_both_ends(best->t, *r_.cluster, *r_.model));
-    if (!best || best->priced_s >= before) return;
+    const std::optional<PricedTemplate> best = best_completed(templates);
+    if (!best) return;
+    if (best->priced_s < before) descend_with_own_cap(*best);
+    const std::optional<PricedTemplate> ends = best_completed(one_type_at_both_ends(best->t, *r_.cluster, *r_.model));
+    if (ends && ends->priced_s < std::min(before, best->priced_s)) descend_with_own_cap(*ends);
+  }
+
+  // descend_from_start with a completion cap of its own.
+  void descend_with_own_cap(const PricedTemplate& start) {
     descent_completed_ = 0;
-    descend_from_start(*best);
+    descend_from_start(start);
+  }
+
+  // `templates` completed; the best-priced of them (the first of equal ones), nullopt where none completes.
+  std::optional<PricedTemplate> best_completed(const std::vector<Template>& templates) {
+    std::optional<PricedTemplate> best;
+    for (const Template& t : templates)
+      if (const std::optional<double> p = complete(t); p && (!best || *p < best->priced_s)) best = PricedTemplate{t, *p};
+    return best;
   }
 
   // The best template's stages dealt into pipelines across its types (pipelines_across_types), then deep

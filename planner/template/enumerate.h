@@ -153,10 +153,10 @@ std::vector<Template> fast_data_parallel_templates(const Cluster& cluster, const
 std::vector<Template> deep_spanning_templates_over_every_gpu(const Cluster& cluster, const ModelConfig& model,
                                                              long global_batch = 0);
 
-// Deep pipelines over every GPU of the types that `t` uses, the cluster's other types idle: rule 4's
-// pipeline at each type's narrowest TP width (in rule 4's order) at every replica count of kCounts with
-// which it fits in memory and the layers, the GPUs its replicas leave idle added as stages (as
-// deep_spanning_templates_over_every_gpu adds them), each also with one type at both ends
+// Deep pipelines over the types that `t` uses, the cluster's other types idle: rule 4's pipeline at each
+// type's narrowest TP width (in rule 4's order) at every replica count of kCounts with which it fits in
+// memory and the layers, with the GPUs its replicas leave idle kept idle, and added as stages (as
+// deep_spanning_templates_over_every_gpu adds them); each of these also with one type at both ends
 // (one_type_at_both_ends). None unless t uses two types or more and fewer than the cluster has. Sailor's
 // search (Strati et al. SOSP'25) sweeps the data-parallel degree where deep_spanning_templates_over_every_gpu
 // takes four: on 342 GPUs of H100-PCIe (4-GPU nodes on 6.25 GB/s of NIC per GPU), L4 and MI300X with
