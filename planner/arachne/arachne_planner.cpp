@@ -486,13 +486,14 @@ class CandidateSearch {
     return best;
   }
 
-  // The best template's stages dealt into pipelines across its types (pipelines_across_types), then deep
-  // pipelines over every GPU of the best template's types (deep_spanning_templates_over_the_types_of), each
-  // priced last.
+  // The best template's stages dealt into pipelines across its types (pipelines_across_types), then on
+  // clusters of at most kArachneTypesOfMaxGpus GPUs deep pipelines over the best template's types
+  // (deep_spanning_templates_over_the_types_of), each priced last.
   void price_across_types() {
     std::vector<Template> best = best_distinct(completed_, 1);
     if (best.empty()) return;
     price_last(pipelines_across_types(best.front(), *r_.cluster, *r_.model));
+    if (r_.cluster->total_gpus() > kArachneTypesOfMaxGpus) return;
     best = best_distinct(completed_, 1);
     price_last(deep_spanning_templates_over_the_types_of(best.front(), *r_.cluster, *r_.model));
   }

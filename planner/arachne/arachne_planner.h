@@ -256,6 +256,12 @@ inline constexpr int kArachneDescentStarts = 2;
 // the clusters held at most 317 GPUs; on the 1,024 GPUs of the benchmark and of the planning-time
 // experiment it gained nothing, for 15 % more instructions and 55 % more pricings.
 inline constexpr int kArachneRunnerUpDescentMaxGpus = 512;
+// The deep pipelines over the best template's types alone (deep_spanning_templates_over_the_types_of) are
+// priced on clusters of at most this many GPUs. Where they gained (arachne-only runs of the evaluation sets,
+// 1,552 cells: 19 faster, none slower), the clusters held at most 342 GPUs; on the 1,024 GPUs of the
+// benchmark they changed no plan, for 20 % more instructions (placing and partitioning up to 192 deep
+// templates that no estimate follows).
+inline constexpr int kArachneTypesOfMaxGpus = 512;
 // The most simulations step 4 runs for `--simulate-top N`: each of the N structures under both rules for
 // equal partitions, the descent's plan and the best even layer split.
 inline constexpr int arachne_max_simulations(int simulate_top) { return 2 * simulate_top + 2; }
