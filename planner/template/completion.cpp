@@ -1,7 +1,8 @@
 // Completion of a template into priced plans (see completion.h). The steps:
 //   placement (placement.h) -> plan order, EP blocks and expert counts -> per memory level, cheapest first:
 //   per-class costs (pipeline_costs.h: shares, min-max partition under memory) -> batch split (proportional to
-//   speed, then analytic local moves) -> candidates (the split, other micro-batch sizes, priced local moves)
+//   speed, then analytic local moves) -> candidates (the split, other micro-batch sizes, one class's partition
+//   shared by every pipeline as deep, priced local moves)
 //   priced by the caller -> best first over all levels.
 // Recompute only where memory needs it: a candidate with recompute is one that fits at no level of less
 // recompute, and a recompute level is tried only when the micro-batches it lets fit make the analytic split
@@ -312,14 +313,47 @@ std::vector<PipelineCosts*> class_costs(const Template& t, const Layout& layout,
 
 // ---------------------------------------------------------------- batch split
 
-// Samples per pipeline of each unit (every pipeline of a unit takes the same), and each pipeline's
-// micro-batch size.
+// Samples per pipeline of each unit (every pipeline of a unit takes the same), each pipeline's micro-batch
+// size, and whose layer partition the pipelines take (pipeline_bounds).
 struct BatchSplit {
   std::vector<long> samples;    // per unit, per pipeline of the unit
   std::vector<int> micro_batch; // per pipeline (plan order)
-  auto key() const { return std::tie(samples, micro_batch); }
+  int shared_class = -1;        // every pipeline as deep takes this class's partition; -1: each its own class's
+  auto key() const { return std::tie(samples, micro_batch, shared_class); }
   bool operator<(const BatchSplit& o) const { return key() < o.key(); }
 };
+
+// The samples of each pipeline of the layout (plan order) under the split.
+std::vector<long> pipeline_samples(const Layout& layout, const BatchSplit& split) {
+  std::vector<long> samples(layout.pipelines.size());
+  for (size_t u = 0; u < layout.units.size(); ++u)
+    for (const int p : layout.units[u].pipelines) samples[p] = split.samples[u];
+  return samples;
+}
+
+// The min-max layer partition of class c's first unit at its samples and micro-batch size (empty: none fits).
+const std::vector<int>& class_bounds(const Layout& layout, std::vector<PipelineCosts*>& costs, const BatchSplit& split,
+                                     int c) {
+  size_t u = 0;
+  while (layout.units[u].pipeline_class != c) ++u;
+  const int b = split.micro_batch[layout.units[u].pipelines.front()];
+  return costs[c]->partition(b, split.samples[u] / b);
+}
+
+// Pipeline i's layer bounds under the split: those of the split's shared class where it has as many stages
+// and its partition fits (a layer's gradient then has the same holders in every such pipeline: one
+// data-parallel reduction per stage, not one per run of layers with the same holders), else its own class's
+// min-max partition at its samples (`samples`: pipeline_samples) and micro-batch size. Empty: none fits.
+const std::vector<int>& pipeline_bounds(const Layout& layout, std::vector<PipelineCosts*>& costs, const BatchSplit& split,
+                                        size_t i, const std::vector<long>& samples) {
+  const int own = layout.pipelines[i].pipeline_class;
+  if (split.shared_class >= 0 && split.shared_class != own) {
+    const std::vector<int>& shared = class_bounds(layout, costs, split, split.shared_class);
+    if (shared.size() == layout.pipelines[i].stages.size() + 1) return shared;
+  }
+  const int b = split.micro_batch[i];
+  return costs[own]->partition(b, samples[i] / b);
+}
 
 class BatchPlanner {
  public:
@@ -394,8 +428,21 @@ class BatchPlanner {
     return out;
   }
 
+  // The same split with every pipeline as deep as class c's on class c's partition (pipeline_bounds);
+  // nullopt when that changes no pipeline's bounds.
+  std::optional<BatchSplit> sharing_bounds_of(const BatchSplit& s, int c) {
+    if (s.shared_class == c) return std::nullopt;
+    BatchSplit out = s;
+    out.shared_class = c;
+    const std::vector<long> samples = pipeline_samples(layout_, s);
+    for (size_t p = 0; p < layout_.pipelines.size(); ++p)
+      if (pipeline_bounds(layout_, costs_, out, p, samples) != pipeline_bounds(layout_, costs_, s, p, samples)) return out;
+    return std::nullopt;
+  }
+
   // Moves of samples from `s`: between every two units in different states (class and samples; units in
-  // the same state are interchangeable), the smallest admissible amount and the amount best for the pair.
+  // the same state are interchangeable), the smallest admissible amount and the amount best for the pair,
+  // each with its units' best micro-batch sizes and s's shared class.
   // Ordered by the analytic time after the move (time() of the split), those below below_s only.
   std::vector<BatchSplit> neighbours(const BatchSplit& s, double below_s) {
     std::vector<std::pair<double, std::vector<long>>> moves;
@@ -433,7 +480,10 @@ class BatchPlanner {
       }
     std::stable_sort(moves.begin(), moves.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
     std::vector<BatchSplit> out;
-    for (const auto& m : moves) out.push_back(with_best_micro_batches(m.second));
+    for (const auto& m : moves) {
+      out.push_back(with_best_micro_batches(m.second));
+      out.back().shared_class = s.shared_class;
+    }
     return out;
   }
 
@@ -601,13 +651,6 @@ class BatchPlanner {
 
 // ---------------------------------------------------------------- plans and pricing
 
-// The samples of each pipeline of the layout (plan order) under the split.
-std::vector<long> pipeline_samples(const Layout& layout, const BatchSplit& split) {
-  std::vector<long> samples(layout.pipelines.size());
-  for (size_t u = 0; u < layout.units.size(); ++u)
-    for (const int p : layout.units[u].pipelines) samples[p] = split.samples[u];
-  return samples;
-}
 
 // What assemble reads of a layout: per pipeline, per stage its TP width, its groups' GPUs and its experts.
 std::vector<int> layout_content(const Template& t, const Layout& layout) {
@@ -641,7 +684,7 @@ void plan_key(const Layout& layout, std::vector<PipelineCosts*>& costs, const Ba
     const int b = split.micro_batch[i];
     const int m = static_cast<int>(samples[i] / b);
     key.push_back(b), key.push_back(m);
-    const std::vector<int>& bounds = pc.partition(b, m);
+    const std::vector<int>& bounds = pipeline_bounds(layout, costs, split, i, samples);
     key.insert(key.end(), bounds.begin(), bounds.end());
     for (size_t j = 0; j < layout.pipelines[i].stages.size(); ++j) {
       const std::vector<int>& shares = pc.shares(static_cast<int>(j), b);
@@ -650,8 +693,8 @@ void plan_key(const Layout& layout, std::vector<PipelineCosts*>& costs, const Ba
   }
 }
 
-// The plan of the split at the level, into `plan`: the layout's GPUs, each class's partition and group shares
-// at its pipelines' micro-batch size and count, the layout's experts. `plan` is a default plan or one only
+// The plan of the split at the level, into `plan`: the layout's GPUs, each pipeline's layer bounds
+// (pipeline_bounds), each class's group shares at its pipelines' micro-batch size, the layout's experts. `plan` is a default plan or one only
 // this wrote before (the fields it leaves alone keep their defaults); its vectors' memory is reused.
 void assemble(const Template& t, const Layout& layout, std::vector<PipelineCosts*>& costs, const BatchSplit& split,
               MemoryLevel level, Plan& plan) {
@@ -666,7 +709,7 @@ void assemble(const Template& t, const Layout& layout, std::vector<PipelineCosts
     Pipeline& p = plan.pipelines[i];
     p.micro_batch = split.micro_batch[i];
     p.micro_batches = static_cast<int>(samples[i] / p.micro_batch);
-    const std::vector<int>& bounds = pc.partition(p.micro_batch, p.micro_batches);
+    const std::vector<int>& bounds = pipeline_bounds(layout, costs, split, i, samples);
     p.stages.resize(pp.stages.size());
     for (size_t j = 0; j < pp.stages.size(); ++j) {
       Stage& st = p.stages[j];
@@ -782,21 +825,30 @@ class Pricer {
   std::vector<CompletedPlan> done_;
 };
 
-// The candidates the rules leave open: the split with each pipeline's best micro-batch size, the
-// runner-up sizes per class, then moves of samples between classes while the priced time falls (moves
-// analytically no faster than analytic_below_s are not made: the pricer would not admit them).
+// The candidates the rules leave open: the split with each pipeline's best micro-batch size; each class's
+// runner-up sizes in that split, then in the best split so far where it differs (the best size of one class
+// can depend on another's: their gradient reductions overlap different backward passes); every class's
+// partition shared by the pipelines as deep in the best split so far; then moves of samples between classes
+// while the priced time falls (moves analytically no faster than analytic_below_s are not made: the pricer
+// would not admit them).
 void price_candidates(BatchPlanner& batch, const BatchSplit& first, int classes, Pricer& pricer, double analytic_below_s) {
   std::optional<double> best_t = pricer.price(first, std::nullopt);
   BatchSplit best = first;
+  auto try_split = [&](const std::optional<BatchSplit>& s) {
+    if (!s) return;
+    const std::optional<double> t = pricer.price(*s, best_t);
+    if (t && (!best_t || *t < *best_t)) {
+      best_t = t;
+      best = *s;
+    }
+  };
   for (int c = 0; c < classes; ++c)
-    for (const int rank : {1, 2})
-      if (auto other = batch.other_micro_batch(first, c, rank)) {
-        const std::optional<double> t = pricer.price(*other, best_t);
-        if (t && (!best_t || *t < *best_t)) {
-          best_t = t;
-          best = *other;
-        }
-      }
+    for (const int rank : {1, 2}) try_split(batch.other_micro_batch(first, c, rank));
+  if (best.micro_batch != first.micro_batch)
+    for (int c = 0; c < classes; ++c)
+      for (const int rank : {1, 2}) try_split(batch.other_micro_batch(best, c, rank));
+  const BatchSplit own_bounds = best;
+  for (int c = 0; c < classes; ++c) try_split(batch.sharing_bounds_of(own_bounds, c));
   for (bool improved = true; improved && !pricer.spent();) {
     improved = false;
     for (const BatchSplit& next : batch.neighbours(best, analytic_below_s)) {

@@ -13,8 +13,10 @@
 //      level of less: PipelineCosts::memory_decided); ZeRO-1 is priced on and off, since it also shards the
 //      optimizer step; MoE: experts over EP ranks (uneven in proportion to GPU
 //      speed where the template says so);
-//   5. the candidates the rules leave open (micro-batch sizes, moves of samples between pipelines, ZeRO-1,
-//      recompute levels that let larger micro-batches fit) are priced by `price` and returned best first.
+//   5. the candidates the rules leave open (micro-batch sizes, one class's layer partition shared by every
+//      pipeline as deep, so that each layer's gradient has the same holders throughout, moves of samples
+//      between pipelines, ZeRO-1, recompute levels that let larger micro-batches fit) are priced by `price`
+//      and returned best first.
 #pragma once
 #include <functional>
 #include <limits>

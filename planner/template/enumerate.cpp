@@ -218,14 +218,20 @@ int widest_tp(int gpus, const ModelConfig& model) {
 // The global batch in samples: `global_batch`, or the model's when it is 0.
 long batch_or_model(long global_batch, const ModelConfig& model) { return global_batch > 0 ? global_batch : model.global_batch; }
 
-// Per GPU type, fastest peak FLOP/s first (ties by name).
+// Per GPU type, fastest peak FLOP/s first; among equal peaks the most HBM bandwidth first (the simulator's
+// memory-bound kernels run at hbm_bw, sim/model/compute_time.cpp: A100-80's 2.0 TB/s make its layers faster
+// than A100-40's 1.6 TB/s), then by name.
 std::vector<TypeInfo> types_by_speed(const Cluster& cluster, const ModelConfig& model, const Profiler& prof) {
   std::vector<TypeInfo> out;
   for (const auto& [name, nodes] : node_sizes_by_type(cluster)) {
     const int largest = *std::max_element(nodes.begin(), nodes.end());
     out.push_back(TypeInfo{name, nodes, prof.peak_flops(name), widest_tp(largest, model)});
   }
-  std::stable_sort(out.begin(), out.end(), [](const TypeInfo& a, const TypeInfo& b) { return a.peak > b.peak; });
+  auto rank = [&](const TypeInfo& t) {
+    const GpuSpec& g = cluster.catalog.at(t.name);
+    return std::pair(t.peak, g.hbm_bw);
+  };
+  std::stable_sort(out.begin(), out.end(), [&](const TypeInfo& a, const TypeInfo& b) { return rank(a) > rank(b); });
   return out;
 }
 

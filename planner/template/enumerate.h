@@ -68,7 +68,8 @@ std::vector<Template> sample_templates(const Cluster& cluster, const ModelConfig
 // A hand-written generator in the way an engineer lays out a cluster, best guesses first, at most k,
 // canonical, distinct, each with an empty template_problem and a token form. `global_batch` in samples
 // (0: the model's). Rules:
-//   1. homogeneous, per GPU type (fastest peak FLOP/s first): for TP = the widest width that fits the type's
+//   1. homogeneous, per GPU type (fastest peak FLOP/s first; of equal peaks the most HBM bandwidth first,
+//      which runs the memory-bound kernels faster): for TP = the widest width that fits the type's
 //      largest node and divides the heads (Megatron-LM's advice to keep TP inside a node, Narayanan et al.
 //      SC'21 §3.2), then the narrowest TP with which some depth fits: PP = the smallest depth whose stages
 //      (even layer split) fit in memory at micro-batch 1 under 1F1B (stage j keeps pp - j micro-batches in

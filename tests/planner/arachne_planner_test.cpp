@@ -288,7 +288,11 @@ TEST(ArachnePlanner, RefinementNeverWorsensTheBestEstimate) {
 // best structures was split evenly too. A thirteenth, Mixtral on 254 two-GPU H100 nodes at a batch of 512
 // (fresh held-out seed 72), lost to Sailor's 15 pipelines of 16 TP-2 stages (0.974 x) with 16 of 15, until
 // the uniform layouts took Sailor's replica count (as many pipelines as the groups hold) at every depth that
-// splits the layers, not only at depths that split the 254 groups.
+// splits the layers, not only at depths that split the 254 groups. A fourteenth, opt-350m on 23 A100-40 and
+// 25 one-GPU A100-80 nodes on slow NICs (fresh held-out seed 81), lost to AMP's sixteen 3-stage pipelines of
+// 2 x 2 samples, A100-40 stages first (0.983 x): completion gave the class of two A100-80 stages micro-batches
+// of 1 and each class its own layer partition (a layer gradient's all-reduce then split by holders), and
+// with A100-40 and A100-80 of equal peak FLOP/s ordered by name the deep pipelines put the A100-80s first.
 TEST(ArachnePlanner, MatchesTheBaselinesWhereItsTemplatesReachTheirStructure) {
   const TempClusterFile slow_nics(
       "arachne_slow_nics",
@@ -347,6 +351,14 @@ TEST(ArachnePlanner, MatchesTheBaselinesWhereItsTemplatesReachTheirStructure) {
       "version: 1\nname: h100-two-gpu-nodes\n"
       "network: {topology: leaf-spine, nodes_per_leaf: 16, oversubscription: 1, latency: 5 us}\nnode_groups:\n"
       "  - {gpu: H100, nodes: 254, gpus_per_node: 2, intra_node: {kind: nvlink, bandwidth: 450 GB/s}, nic: {count: 8, bandwidth: 25 GB/s}}\n");
+  const TempClusterFile a100_40_and_80(
+      "arachne_a100_40_and_80",
+      "version: 1\nname: a100-40-and-80\n"
+      "network: {topology: leaf-spine, nodes_per_leaf: 8, oversubscription: 1, latency: 5 us}\nnode_groups:\n"
+      "  - {gpu: A100-40, nodes: 2, gpus_per_node: 8, intra_node: {kind: nvlink, bandwidth: 300 GB/s}, nic: {count: 8, bandwidth: 6.25 GB/s}}\n"
+      "  - {gpu: A100-40, nodes: 1, gpus_per_node: 6, intra_node: {kind: nvlink, bandwidth: 300 GB/s}, nic: {count: 8, bandwidth: 6.25 GB/s}}\n"
+      "  - {gpu: A100-40, nodes: 1, gpus_per_node: 1, intra_node: {kind: nvlink, bandwidth: 300 GB/s}, nic: {count: 8, bandwidth: 6.25 GB/s}}\n"
+      "  - {gpu: A100-80, nodes: 25, gpus_per_node: 1, intra_node: {kind: nvlink, bandwidth: 300 GB/s}, nic: {count: 8, bandwidth: 6.25 GB/s}}\n");
   struct Cell {
     std::string cluster;
     const char* model;
@@ -365,7 +377,8 @@ TEST(ArachnePlanner, MatchesTheBaselinesWhereItsTemplatesReachTheirStructure) {
                            Cell{every_gpu.path(), "gpt3-6.7b", 128, "amp"},
                            Cell{four_pcie_types.path(), "gpt3-2.7b", 32, "sailor"},
                            Cell{h100_thirteen.path(), "llama2-7b", 32, "flashflex"},
-                           Cell{h100_two_gpu_nodes.path(), "mixtral-8x7b", 512, "sailor"}}) {
+                           Cell{h100_two_gpu_nodes.path(), "mixtral-8x7b", 512, "sailor"},
+                           Cell{a100_40_and_80.path(), "opt-350m", 64, "amp"}}) {
     const Cluster cluster = load_cluster(cell.cluster, GpuCatalog::load_default());
     const Topology topo(cluster);
     const ModelConfig model = load_model(cell.model);

@@ -71,8 +71,8 @@ struct Fixture {
   Cluster cluster;
   Topology topo;
   ModelConfig model;
-  Fixture(const std::string& spec, ModelConfig m)
-      : cluster(parse_cluster_spec(spec, GpuCatalog::load_default())), topo(cluster), model(std::move(m)) {}
+  Fixture(const std::string& spec, ModelConfig m) : Fixture(parse_cluster_spec(spec, GpuCatalog::load_default()), std::move(m)) {}
+  Fixture(Cluster c, ModelConfig m) : cluster(std::move(c)), topo(cluster), model(std::move(m)) {}
   CompletionInput input(long global = 0) const { return {&cluster, &topo, &model, global > 0 ? global : model.global_batch}; }
 };
 
@@ -1229,6 +1229,59 @@ void expect_beats_random_completions(const std::string& spec, const ModelConfig&
               spec.c_str(), f.model.name.c_str(), ratios.size(), geomean, ratios[ratios.size() / 2], ratios.back(),
               static_cast<long>(slower));
   EXPECT_LT(geomean, 1.0);
+}
+
+// On 23 A100-40 and 25 one-GPU A100-80 nodes on 6.25 GB/s NICs (fresh held-out seed 81), opt-350m at a
+// batch of 64 in sixteen 3-stage pipelines, 7 x [A100-40 | A100-40 | A100-80] and 9 x [A100-40 | A100-80 |
+// A100-80]: completion's best plan simulates no slower than itself with any micro-batch size per class (the
+// divisors of its samples) and with its own layer bounds or those of either class in every pipeline, where
+// those fit. AMP's plan is one of these (2 x 2 samples, the second class's bounds everywhere, so that each
+// layer's gradient has the same holders in every pipeline); completion missed it while it tried each class's
+// runner-up micro-batch beside the other's best size only, and no shared bounds.
+TEST(Completion, NoMicroBatchOrSharedBoundsOfItsPlanSimulatesFaster) {
+  const Fixture f(parse_cluster_yaml_text(
+                      "version: 1\nname: a100-40-and-80\n"
+                      "network: {topology: leaf-spine, nodes_per_leaf: 8, oversubscription: 1, latency: 5 us}\nnode_groups:\n"
+                      "  - {gpu: A100-40, nodes: 2, gpus_per_node: 8, intra_node: {kind: nvlink, bandwidth: 300 GB/s}, nic: {count: 8, bandwidth: 6.25 GB/s}}\n"
+                      "  - {gpu: A100-40, nodes: 1, gpus_per_node: 6, intra_node: {kind: nvlink, bandwidth: 300 GB/s}, nic: {count: 8, bandwidth: 6.25 GB/s}}\n"
+                      "  - {gpu: A100-40, nodes: 1, gpus_per_node: 1, intra_node: {kind: nvlink, bandwidth: 300 GB/s}, nic: {count: 8, bandwidth: 6.25 GB/s}}\n"
+                      "  - {gpu: A100-80, nodes: 25, gpus_per_node: 1, intra_node: {kind: nvlink, bandwidth: 300 GB/s}, nic: {count: 8, bandwidth: 6.25 GB/s}}\n",
+                      "a100-40-and-80", GpuCatalog::load_default()),
+                  load_model("opt-350m"));
+  const long global = 64;
+  const Template t = parse_template(
+      "7x[A100-40:tp1x1 | A100-40:tp1x1 | A100-80:tp1x1]; 9x[A100-40:tp1x1 | A100-80:tp1x1 | A100-80:tp1x1]");
+  const auto plans = complete_template(t, f.input(global), simulator(f.cluster, f.topo, f.model));
+  expect_sound(plans, f, global);
+  const Plan& best = plans.front().plan;
+  ASSERT_EQ(best.pipelines.size(), 16u);
+  // A pipeline's class: the type of its middle stage.
+  auto second_class = [&](const Pipeline& p) { return type_of(f, p.stages[1].groups.front()) == "A100-80"; };
+  std::vector<std::vector<int>> bounds_choices{{}};  // {}: each pipeline its own
+  for (const bool second : {false, true})
+    for (const Pipeline& p : best.pipelines)
+      if (second_class(p) == second) {
+        bounds_choices.push_back({p.stages[0].layer_begin, p.stages[1].layer_begin, p.stages[2].layer_begin, p.stages[2].layer_end});
+        break;
+      }
+  int variants = 0;
+  for (const std::vector<int>& bounds : bounds_choices)
+    for (const int b0 : {1, 2, 4})
+      for (const int b1 : {1, 2, 4}) {
+        Plan v = best;
+        for (Pipeline& p : v.pipelines) {
+          ASSERT_EQ(p.micro_batch * p.micro_batches, 4);
+          p.micro_batch = second_class(p) ? b1 : b0;
+          p.micro_batches = 4 / p.micro_batch;
+          if (!bounds.empty())
+            for (size_t j = 0; j < 3; ++j) p.stages[j].layer_begin = bounds[j], p.stages[j].layer_end = bounds[j + 1];
+        }
+        const SimResult r = simulate_iteration(f.cluster, f.topo, f.model, v, SimOptions{});
+        if (r.oom) continue;
+        ++variants;
+        EXPECT_LE(plans.front().priced_s, r.iteration_time_s * (1 + 1e-12)) << plan_to_yaml(v, f.cluster);
+      }
+  EXPECT_GE(variants, 9);
 }
 
 TEST(Completion, BeatsRandomCompletionsOfTheSameStructures) {
