@@ -651,7 +651,6 @@ class BatchPlanner {
 
 // ---------------------------------------------------------------- plans and pricing
 
-
 // What assemble reads of a layout: per pipeline, per stage its TP width, its groups' GPUs and its experts.
 std::vector<int> layout_content(const Template& t, const Layout& layout) {
   std::vector<int> out;
@@ -694,8 +693,9 @@ void plan_key(const Layout& layout, std::vector<PipelineCosts*>& costs, const Ba
 }
 
 // The plan of the split at the level, into `plan`: the layout's GPUs, each pipeline's layer bounds
-// (pipeline_bounds), each class's group shares at its pipelines' micro-batch size, the layout's experts. `plan` is a default plan or one only
-// this wrote before (the fields it leaves alone keep their defaults); its vectors' memory is reused.
+// (pipeline_bounds), each class's group shares at its pipelines' micro-batch size, the layout's experts.
+// `plan` is a default plan or one only this wrote before (the fields it leaves alone keep their defaults);
+// its vectors' memory is reused.
 void assemble(const Template& t, const Layout& layout, std::vector<PipelineCosts*>& costs, const BatchSplit& split,
               MemoryLevel level, Plan& plan) {
   const std::vector<long> samples = pipeline_samples(layout, split);
