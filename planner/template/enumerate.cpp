@@ -725,25 +725,22 @@ std::optional<Leftover> leftover(const PipelineTemplate& p, const TypeInfo& t) {
   return out;
 }
 
-// Rule 4's pipeline `p` with the GPUs its replicas leave idle added as stages: each type's leftover TP groups
-// (at the pipeline's TP width of that type), one by one, to the replica with the fewest stages so far (the
-// lowest index of equal ones), after that type's last stage there. Replicas with the same added stages form
-// one class. nullopt when nothing is left over, or a type's leftover GPUs make no whole group.
-std::optional<Template> with_leftover_stages(const PipelineTemplate& p, const std::vector<TypeInfo>& types,
-                                             const ModelConfig& model) {
+// Rule 4's pipeline `p` with more stages: for each entry of `left`, its `groups` one-group copies of p's stage
+// `last`, one by one, to the replica with the fewest stages so far (the lowest index of equal ones), after
+// stage `last` there. Replicas with the same added stages form one class. nullopt when nothing is added, or
+// the deepest replica would outnumber the layers.
+std::optional<Template> with_added_stages(const PipelineTemplate& p, const std::vector<Leftover>& left,
+                                          const ModelConfig& model) {
   std::vector<std::vector<int>> added(p.replicas);  // per replica: the stage index each added stage follows
   std::vector<int> depth(p.replicas, static_cast<int>(p.stages.size()));
   bool any = false;
-  for (const TypeInfo& t : types) {
-    const std::optional<Leftover> left = leftover(p, t);
-    if (!left) return std::nullopt;
-    for (int g = 0; g < left->groups; ++g) {
+  for (const Leftover& l : left)
+    for (int g = 0; g < l.groups; ++g) {
       const int r = static_cast<int>(std::min_element(depth.begin(), depth.end()) - depth.begin());
-      added[r].push_back(left->last);
+      added[r].push_back(l.last);
       ++depth[r];
       any = true;
     }
-  }
   if (!any || *std::max_element(depth.begin(), depth.end()) > model.layers) return std::nullopt;
   std::map<std::vector<int>, int> classes;  // added stages -> replicas
   for (const std::vector<int>& a : added) ++classes[a];
@@ -764,6 +761,20 @@ std::optional<Template> with_leftover_stages(const PipelineTemplate& p, const st
     out.pipelines.push_back(std::move(c));
   }
   return out;
+}
+
+// Rule 4's pipeline `p` with the GPUs its replicas leave idle added as stages (with_added_stages, each type's
+// leftover TP groups in `types` order). nullopt when nothing is left over, or a type's leftover GPUs make no
+// whole group.
+std::optional<Template> with_leftover_stages(const PipelineTemplate& p, const std::vector<TypeInfo>& types,
+                                             const ModelConfig& model) {
+  std::vector<Leftover> left;
+  for (const TypeInfo& t : types) {
+    const std::optional<Leftover> l = leftover(p, t);
+    if (!l) return std::nullopt;
+    left.push_back(*l);
+  }
+  return with_added_stages(p, left, model);
 }
 
 // Rule 4's pipeline `p` folded into one pipeline of p.replicas TP groups per stage (Metis's device groups),
@@ -868,6 +879,45 @@ std::vector<Template> deep_spanning_templates_over_the_types_of(const Template& 
       c.add(shape);
       for (Template& ends : one_type_at_both_ends(shape, cluster, model)) c.add(std::move(ends));
     }
+  }
+  return c.take();
+}
+
+std::vector<Template> deep_spanning_templates_at_the_widths_of(const Template& t, const Cluster& cluster,
+                                                                const ModelConfig& model) {
+  std::map<std::string, int> width;  // per type of t: its widest TP width there
+  for (const PipelineTemplate& p : t.pipelines)
+    for (const StageTemplate& s : p.stages)
+      for (const GroupKind& k : s.kinds) width[k.gpu_type] = std::max(width[k.gpu_type], s.tp);
+  const Profiler prof(cluster, model);
+  std::vector<TypeInfo> types = types_by_speed(cluster, model, prof);
+  if (width.size() == types.size()) return {};
+  bool joined = false;  // the fastest type t leaves idle, at TP 1
+  std::erase_if(types, [&](const TypeInfo& ty) {
+    if (width.count(ty.name) != 0) return false;
+    if (joined) return true;
+    joined = true;
+    width[ty.name] = 1;
+    return false;
+  });
+  std::vector<const TypeInfo*> order = spanning_order(types, prof);
+  std::reverse(order.begin(), order.end());
+  Collector c(cluster, model, 2 * static_cast<int>(kCounts.size()));
+  for (const int r : kCounts) {
+    std::vector<StagePlan> stages;
+    std::vector<Leftover> left;  // per type of `order`: its last stage, the TP groups its nodes hold that no replica takes
+    for (const TypeInfo* ty : order) {
+      const int tp = width.at(ty->name), groups = group_capacity(*ty, tp);
+      if (groups < r) break;
+      for (int j = 0; j < groups / r; ++j) stages.push_back({ty, tp, 1, ty->peak * tp});
+      left.push_back({static_cast<int>(stages.size()) - 1, tp, groups % r});
+    }
+    if (left.size() < order.size() || static_cast<long>(stages.size()) > model.layers || !pipeline_fits(stages, model, prof))
+      continue;
+    const PipelineTemplate p = make_class(stages, r, model);
+    std::vector<Template> shapes{Template{{p}}};  // the groups the replicas leave idle kept idle, or added
+    if (std::optional<Template> every_group = with_added_stages(p, left, model)) shapes.push_back(std::move(*every_group));
+    for (Template& shape : shapes) c.add(std::move(shape));
   }
   return c.take();
 }

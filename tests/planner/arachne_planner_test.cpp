@@ -554,6 +554,36 @@ TEST(ArachnePlanner, PricesDeepPipelinesOverTheBestTemplatesTypes) {
                                     "MI300X:tp1x1 | MI300X:tp1x1]", 512);
 }
 
+// Deep pipelines at the best template's TP widths, with the fastest type it leaves idle, are priced after the
+// descent: on 161 GPUs of A10, A100-80 (six 8-GPU nodes and one of 6), GH200 (4-GPU nodes on 12.5 GB/s NICs)
+// and H100 (one-GPU nodes), planned for llama2-7b at a batch of 64 (fresh seed 70 config 19), the climbs end
+// at thirteen pipelines of a TP-4 A100-80 stage and two H100 stages, the GH200s idle (0.593 s simulated);
+// Sailor's plan lays those 13 A100-80 groups, the 16 GH200 and every H100 into four 16-stage pipelines that
+// start and end with A100-80 stages (0.559 s as arachne completes it with both placements of its replicas;
+// 0.670 s placed pipeline by pipeline). The deep pipelines over the best template's types take each type at
+// its narrowest TP width, TP 1 on A100-80, and leave the GH200s idle; those at its TP widths with the GH200s
+// give eight 8-stage pipelines of the same GPUs (0.550 s).
+TEST(ArachnePlanner, PricesDeepPipelinesAtTheBestTemplatesTpWidths) {
+  const ClusterFromYaml c(
+      "arachne_a10_a100_gh200_h100",
+      "version: 1\nname: a10-a100-gh200-h100\n"
+      "network: {topology: leaf-spine, nodes_per_leaf: 32, oversubscription: 3, latency: 5 us}\nnode_groups:\n"
+      "  - {gpu: A10, nodes: 14, gpus_per_node: 4, intra_node: {kind: pcie, bandwidth: 32 GB/s}, nic: {count: 1, bandwidth: 3.125 GB/s}}\n"
+      "  - {gpu: A100-80, nodes: 6, gpus_per_node: 8, intra_node: {kind: nvlink, bandwidth: 300 GB/s}, nic: {count: 8, bandwidth: 50 GB/s}}\n"
+      "  - {gpu: A100-80, nodes: 1, gpus_per_node: 6, intra_node: {kind: nvlink, bandwidth: 300 GB/s}, nic: {count: 8, bandwidth: 50 GB/s}}\n"
+      "  - {gpu: GH200, nodes: 4, gpus_per_node: 4, intra_node: {kind: nvlink, bandwidth: 150 GB/s}, nic: {count: 4, bandwidth: 12.5 GB/s}}\n"
+      "  - {gpu: H100, nodes: 35, gpus_per_node: 1, intra_node: {kind: nvlink, bandwidth: 450 GB/s}, nic: {count: 8, bandwidth: 100 GB/s}}\n",
+      "llama2-7b");
+  const auto run = [](const std::string& stage, int count) {
+    std::string out;
+    for (int i = 0; i < count; ++i) out += (i ? " | " : "") + stage;
+    return out;
+  };
+  const std::string a = "A100-80:tp4x1", g = "GH200:tp1x1", h = "H100:tp1x1";
+  ExpectNoSlowerThanTemplate(c, "3x[" + a + " | " + run(g, 4) + " | " + run(h, 9) + " | " + run(a, 2) + "]; 1x[" + a + " | " + run(g, 4) +
+                                    " | " + run(h, 8) + " | " + run(a, 3) + "]", 64, true);
+}
+
 // On kGh200H100PcieMi250x data parallelism at TP 2 over H100-PCIe and MI250X, the GH200s idle, simulates 15 %
 // faster (0.1665 s) than the 32 one-GPU MI250X replicas that the climbs reach (0.1919 s): the GH200s' slow
 // NICs would hold back the gradient all-reduce, and their one-GPU nodes hold no TP-2 group. Neither the

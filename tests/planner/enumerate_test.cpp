@@ -594,6 +594,49 @@ TEST(DeepSpanningTemplatesOverTheTypesOf, SweepTheReplicaCountsOverTheTemplatesT
   EXPECT_TRUE(deep_spanning_templates_over_the_types_of(parse_template("5x[MI300X:tp8x1]"), c, m).empty());
 }
 
+// Deep pipelines at a template's TP widths: on 161 GPUs of A10 (4-GPU nodes), A100-80 (six 8-GPU nodes and
+// one of 6), GH200 (4-GPU nodes) and H100 (one-GPU nodes) with llama2-7b, from a template of TP-4 A100-80 and
+// TP-1 H100 stages, the A100-80 nodes hold 13 TP-4 groups (the 6-GPU node one), and the fastest idle type,
+// GH200 (peak as H100's, more HBM bandwidth), joins at TP 1; the A10s stay idle. Rule 4's order (the slowest
+// first; H100, whose memory is least, kept off both ends): A100-80, H100, GH200. At 4 replicas 3 A100-80, 8
+// H100 and 4 GH200 stages each, alone (one A100-80 group and 3 H100 idle) and with those as stages (the
+// A100-80 group to the first replica, one H100 to each of the others); at 8 replicas 1, 4 and 2 stages, the 5
+// A100-80 groups and 3 H100 left over as stages.
+TEST(DeepSpanningTemplatesAtTheWidthsOf, SplitTheTemplatesTpGroupsAndTheFastestIdleTypeOverTheReplicas) {
+  const Cluster c = load_cluster("A10:14x4,A100-80:6x8,A100-80:1x6,GH200:4x4,H100:35x1", GpuCatalog::load_default());
+  const ModelConfig m = load_model("llama2-7b");
+  const Template best = parse_template("13x[A100-80:tp4x1 | H100:tp1x1 | H100:tp1x1]");
+  const std::vector<Template> all = deep_spanning_templates_at_the_widths_of(best, c, m);
+  std::set<Template> got;
+  for (const Template& t : all) {
+    EXPECT_EQ(t, canonical(t)) << to_text(t);
+    EXPECT_TRUE(template_problem(t, c, m).empty()) << to_text(t);
+    for (const PipelineTemplate& p : t.pipelines)
+      for (const StageTemplate& s : p.stages) {
+        ASSERT_EQ(s.kinds.size(), 1u) << to_text(t);
+        const std::string& type = s.kinds.front().gpu_type;
+        EXPECT_NE(type, "A10") << to_text(t);
+        EXPECT_EQ(s.tp, type == "A100-80" ? 4 : 1) << to_text(t);
+      }
+    got.insert(t);
+  }
+  EXPECT_EQ(got.size(), all.size());
+  const auto run = [](const std::string& type, int tp, int count) {
+    const std::string c = stage_class(1, type, tp, count);
+    return c.substr(3, c.size() - 4);
+  };
+  const std::string a = "A100-80", h = "H100", g = "GH200";
+  for (const std::string& text : {"4x[" + run(a, 4, 3) + " | " + run(h, 1, 8) + " | " + run(g, 1, 4) + "]",
+                                  "1x[" + run(a, 4, 4) + " | " + run(h, 1, 8) + " | " + run(g, 1, 4) + "]; 3x[" + run(a, 4, 3) +
+                                      " | " + run(h, 1, 9) + " | " + run(g, 1, 4) + "]",
+                                  "5x[" + run(a, 4, 2) + " | " + run(h, 1, 4) + " | " + run(g, 1, 2) + "]; 3x[" + run(a, 4, 1) +
+                                      " | " + run(h, 1, 5) + " | " + run(g, 1, 2) + "]"})
+    EXPECT_TRUE(got.count(canonical(parse_template(text)))) << text;
+  // None from a template of every type.
+  EXPECT_TRUE(deep_spanning_templates_at_the_widths_of(
+                  parse_template("1x[A10:tp4x1 | A100-80:tp8x1 | GH200:tp4x1 | H100:tp1x1]"), c, m).empty());
+}
+
 // One type at both ends: in every class of two stage types, the first stage of the last run moved to the
 // front, or the last stage of the first run moved to the end; one-type classes as they were.
 TEST(OneTypeAtBothEnds, MoveOneStageOfTheLastRunToTheFrontOrOfTheFirstRunToTheEnd) {
