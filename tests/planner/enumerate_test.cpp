@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <set>
@@ -513,6 +514,28 @@ std::string stage_class(int replicas, const std::string& type, int tp, int count
   return out + "]";
 }
 
+// `count` one-group stages of `type` at TP `tp`, as the text of a run of stages within a class.
+std::string stage_run(const std::string& type, int tp, int count) {
+  const std::string c = stage_class(1, type, tp, count);
+  return c.substr(3, c.size() - 4);
+}
+
+// The templates of `all` as a set, after checking that each is canonical and runnable, that `check_stage`
+// passes on each of its stages, and that none repeats.
+std::set<Template> checked_distinct(const std::vector<Template>& all, const Cluster& c, const ModelConfig& m,
+                                    const std::function<void(const Template&, const StageTemplate&)>& check_stage) {
+  std::set<Template> got;
+  for (const Template& t : all) {
+    EXPECT_EQ(t, canonical(t)) << to_text(t);
+    EXPECT_TRUE(template_problem(t, c, m).empty()) << to_text(t);
+    for (const PipelineTemplate& p : t.pipelines)
+      for (const StageTemplate& s : p.stages) check_stage(t, s);
+    got.insert(t);
+  }
+  EXPECT_EQ(got.size(), all.size());
+  return got;
+}
+
 TEST(PipelinesAcrossTypes, DealEveryStageIntoPipelinesOfBothTypesTheSlowestFirst) {
   // The climbs' shape on 22 A10G and 28 L40S GPUs: one class per type. Dealt across types into 2, 3, 4 and 5
   // pipelines (P / 2, P - 1, P, P + 1 of its 4): the same stages, every pipeline with both types, the slower
@@ -564,24 +587,13 @@ TEST(DeepSpanningTemplatesOverTheTypesOf, SweepTheReplicaCountsOverTheTemplatesT
   const Cluster c = load_cluster("H100-PCIe:35x4,L4:20x8,MI300X:5x8", GpuCatalog::load_default());
   const ModelConfig m = load_model("gpt3-6.7b");
   const Template best = parse_template("5x[MI300X:tp1x2 | MI300X:tp1x2 | H100-PCIe:tp2x4 | H100-PCIe:tp2x2]");
-  const std::vector<Template> all = deep_spanning_templates_over_the_types_of(best, c, m);
-  std::set<Template> got;
-  for (const Template& t : all) {
-    EXPECT_EQ(t, canonical(t)) << to_text(t);
-    EXPECT_TRUE(template_problem(t, c, m).empty()) << to_text(t);
-    for (const PipelineTemplate& p : t.pipelines)
-      for (const StageTemplate& s : p.stages) {
+  const std::set<Template> got =
+      checked_distinct(deep_spanning_templates_over_the_types_of(best, c, m), c, m, [](const Template& t, const StageTemplate& s) {
         EXPECT_EQ(s.tp, 1) << to_text(t);
         EXPECT_NE(s.kinds.front().gpu_type, "L4") << to_text(t);
-      }
-    got.insert(t);
-  }
-  EXPECT_EQ(got.size(), all.size());
+      });
   // `count` TP-1 stages of `type`, as template text.
-  const auto run = [](const std::string& type, int count) {
-    const std::string c = stage_class(1, type, 1, count);
-    return c.substr(3, c.size() - 4);
-  };
+  const auto run = [](const std::string& type, int count) { return stage_run(type, 1, count); };
   const std::string h = "H100-PCIe", mi = "MI300X";
   for (const std::string& text : {"12x[" + run(h, 11) + " | " + run(mi, 3) + "]",
                                   "4x[" + run(h, 11) + " | " + run(mi, 4) + "]; 8x[" + run(h, 12) + " | " + run(mi, 3) + "]",
@@ -606,25 +618,14 @@ TEST(DeepSpanningTemplatesAtTheWidthsOf, SplitTheTemplatesTpGroupsAndTheFastestI
   const Cluster c = load_cluster("A10:14x4,A100-80:6x8,A100-80:1x6,GH200:4x4,H100:35x1", GpuCatalog::load_default());
   const ModelConfig m = load_model("llama2-7b");
   const Template best = parse_template("13x[A100-80:tp4x1 | H100:tp1x1 | H100:tp1x1]");
-  const std::vector<Template> all = deep_spanning_templates_at_the_widths_of(best, c, m);
-  std::set<Template> got;
-  for (const Template& t : all) {
-    EXPECT_EQ(t, canonical(t)) << to_text(t);
-    EXPECT_TRUE(template_problem(t, c, m).empty()) << to_text(t);
-    for (const PipelineTemplate& p : t.pipelines)
-      for (const StageTemplate& s : p.stages) {
+  const std::set<Template> got =
+      checked_distinct(deep_spanning_templates_at_the_widths_of(best, c, m), c, m, [](const Template& t, const StageTemplate& s) {
         ASSERT_EQ(s.kinds.size(), 1u) << to_text(t);
         const std::string& type = s.kinds.front().gpu_type;
         EXPECT_NE(type, "A10") << to_text(t);
         EXPECT_EQ(s.tp, type == "A100-80" ? 4 : 1) << to_text(t);
-      }
-    got.insert(t);
-  }
-  EXPECT_EQ(got.size(), all.size());
-  const auto run = [](const std::string& type, int tp, int count) {
-    const std::string c = stage_class(1, type, tp, count);
-    return c.substr(3, c.size() - 4);
-  };
+      });
+  const auto run = [](const std::string& type, int tp, int count) { return stage_run(type, tp, count); };
   const std::string a = "A100-80", h = "H100", g = "GH200";
   for (const std::string& text : {"4x[" + run(a, 4, 3) + " | " + run(h, 1, 8) + " | " + run(g, 1, 4) + "]",
                                   "1x[" + run(a, 4, 4) + " | " + run(h, 1, 8) + " | " + run(g, 1, 4) + "]; 3x[" + run(a, 4, 3) +
