@@ -883,26 +883,15 @@ std::vector<Template> deep_spanning_templates_over_the_types_of(const Template& 
   return c.take();
 }
 
-std::vector<Template> deep_spanning_templates_at_the_widths_of(const Template& t, const Cluster& cluster,
-                                                                const ModelConfig& model) {
-  std::map<std::string, int> width;  // per type of t: its widest TP width there
-  for (const PipelineTemplate& p : t.pipelines)
-    for (const StageTemplate& s : p.stages)
-      for (const GroupKind& k : s.kinds) width[k.gpu_type] = std::max(width[k.gpu_type], s.tp);
-  const Profiler prof(cluster, model);
-  std::vector<TypeInfo> types = types_by_speed(cluster, model, prof);
-  if (width.size() == types.size()) return {};
-  bool joined = false;  // the fastest type t leaves idle, at TP 1
-  std::erase_if(types, [&](const TypeInfo& ty) {
-    if (width.count(ty.name) != 0) return false;
-    if (joined) return true;
-    joined = true;
-    width[ty.name] = 1;
-    return false;
-  });
+namespace {
+
+// Rule 4's pipeline over `types` (by speed), each type at its TP width of `width`, at every replica count of
+// kCounts with which each type's TP groups split over the replicas fit in memory and the layers; each with
+// the groups left over kept idle, and added as stages (with_added_stages), into `c`.
+void deep_spanning_at_widths(const std::vector<TypeInfo>& types, const std::map<std::string, int>& width,
+                             const ModelConfig& model, const Profiler& prof, Collector& c) {
   std::vector<const TypeInfo*> order = spanning_order(types, prof);
   std::reverse(order.begin(), order.end());
-  Collector c(cluster, model, 2 * static_cast<int>(kCounts.size()));
   for (const int r : kCounts) {
     std::vector<StagePlan> stages;
     std::vector<Leftover> left;  // per type of `order`: its last stage, the TP groups its nodes hold that no replica takes
@@ -915,10 +904,37 @@ std::vector<Template> deep_spanning_templates_at_the_widths_of(const Template& t
     if (left.size() < order.size() || static_cast<long>(stages.size()) > model.layers || !pipeline_fits(stages, model, prof))
       continue;
     const PipelineTemplate p = make_class(stages, r, model);
-    std::vector<Template> shapes{Template{{p}}};  // the groups the replicas leave idle kept idle, or added
-    if (std::optional<Template> every_group = with_added_stages(p, left, model)) shapes.push_back(std::move(*every_group));
-    for (Template& shape : shapes) c.add(std::move(shape));
+    c.add(Template{{p}});
+    if (std::optional<Template> every_group = with_added_stages(p, left, model)) c.add(std::move(*every_group));
   }
+}
+
+}  // namespace
+
+std::vector<Template> deep_spanning_templates_at_the_widths_of(const Template& t, const Cluster& cluster,
+                                                                const ModelConfig& model) {
+  std::map<std::string, int> width;  // per type of t: its widest TP width there
+  for (const PipelineTemplate& p : t.pipelines)
+    for (const StageTemplate& s : p.stages)
+      for (const GroupKind& k : s.kinds) width[k.gpu_type] = std::max(width[k.gpu_type], s.tp);
+  const Profiler prof(cluster, model);
+  const std::vector<TypeInfo> all = types_by_speed(cluster, model, prof);
+  std::vector<TypeInfo> own;  // t's types, fastest first
+  for (const TypeInfo& ty : all)
+    if (width.count(ty.name) != 0) own.push_back(ty);
+  Collector c(cluster, model, 4 * static_cast<int>(kCounts.size()));
+  // t's types and the fastest type it leaves idle, at TP 1.
+  const auto idle = std::find_if(all.begin(), all.end(), [&](const TypeInfo& ty) { return width.count(ty.name) == 0; });
+  if (idle != all.end()) {
+    std::vector<TypeInfo> joined;
+    for (const TypeInfo& ty : all)
+      if (width.count(ty.name) != 0 || ty.name == idle->name) joined.push_back(ty);
+    std::map<std::string, int> w = width;
+    w[idle->name] = 1;
+    deep_spanning_at_widths(joined, w, model, prof, c);
+  }
+  // t's types without its slowest.
+  if (own.size() > 1) deep_spanning_at_widths({own.begin(), own.end() - 1}, width, model, prof, c);
   return c.take();
 }
 

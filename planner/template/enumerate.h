@@ -168,19 +168,24 @@ std::vector<Template> deep_spanning_templates_over_every_gpu(const Cluster& clus
 std::vector<Template> deep_spanning_templates_over_the_types_of(const Template& t, const Cluster& cluster,
                                                                 const ModelConfig& model);
 
-// Deep pipelines at the TP widths of `t`, over t's types and the fastest type it leaves idle (at TP 1): rule 4's
-// pipeline (the slowest type first) with each type's TP groups split evenly over the replicas, at every replica
-// count of kCounts with which it fits in memory and the layers, with the groups its replicas leave idle kept
-// idle, and added as stages (one by one to the replica with the fewest stages, after that type's last stage).
-// None where t uses every type. Where the climbs end in shallow pipelines of wide TP groups with a fast type
-// idle, Sailor's search (Strati et al. SOSP'25) lays the same groups and the idle type into a few deep
-// pipelines: on 161 GPUs of A10, A100-80 (8-GPU nodes), GH200 and H100 (one-GPU nodes) with llama2-7b at a
-// batch of 64, the climbs' `13x[A100-80:tp4x1 | H100:tp1x1 | H100:tp1x1]` (the GH200s idle) simulates 6 %
-// slower than Sailor's four 16-stage pipelines of those A100-80 TP-4 groups, GH200 and H100; this generator's
-// eight 8-stage pipelines of the same GPUs (at 8 replicas one A100-80 group, 4 H100 and 2 GH200 each, the 5
-// A100-80 groups and 3 H100 left over added as stages) simulate 1.6 % faster than Sailor's. Canonical,
-// distinct, each with an empty template_problem and a token form. Proposed by the arachne planner for its best
-// template after its descent.
+// Deep pipelines at the TP widths of `t` (each type's widest there), over t's types and the fastest type it
+// leaves idle (at TP 1), and over t's types without its slowest: rule 4's pipeline (the slowest type first)
+// with each type's TP groups split evenly over the replicas, at every replica count of kCounts with which it
+// fits in memory and the layers, with the groups its replicas leave idle kept idle, and added as stages (one
+// by one to the replica with the fewest stages, after that type's last stage). Where the climbs end in
+// shallow pipelines, Sailor's search (Strati et al. SOSP'25) lays the same TP groups into a few deep
+// pipelines, with a fast type the climbs left idle or without a slow one they use:
+//   - on 161 GPUs of A10, A100-80 (8-GPU nodes), GH200 and H100 (one-GPU nodes) with llama2-7b at a batch of
+//     64, the climbs' `13x[A100-80:tp4x1 | H100:tp1x1 | H100:tp1x1]` (the GH200s idle) simulates 6 % slower
+//     than Sailor's four 16-stage pipelines of those A100-80 TP-4 groups, GH200 and H100; this generator's
+//     eight 8-stage pipelines of the same GPUs (at 8 replicas one A100-80 group, 4 H100 and 2 GH200 each,
+//     the 5 A100-80 groups and 3 H100 left over added as stages) 1.6 % faster than Sailor's;
+//   - on 377 GPUs of A100-80, GH200 and V100-16 (3.125 GB/s NICs) with gpt3-6.7b at a batch of 512, the
+//     climbs' 21 pipelines of TP-2 A100-80, V100-16 and GH200 stages simulate 2 % slower than Sailor's
+//     seven 17-stage pipelines of TP-2 A100-80 and GH200 stages, the V100s idle; the plan from these
+//     pipelines over A100-80 and GH200 alone 2.7 % faster than Sailor's.
+// Canonical, distinct, each with an empty template_problem and a token form. Proposed by the arachne planner
+// for its best template after its descent.
 std::vector<Template> deep_spanning_templates_at_the_widths_of(const Template& t, const Cluster& cluster,
                                                                const ModelConfig& model);
 

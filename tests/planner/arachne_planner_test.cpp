@@ -584,6 +584,32 @@ TEST(ArachnePlanner, PricesDeepPipelinesAtTheBestTemplatesTpWidths) {
                                     " | " + run(h, 8) + " | " + run(a, 3) + "]", 64, true);
 }
 
+// And without the best template's slowest type: on 377 GPUs of A100-80 (two-GPU nodes), GH200 and V100-16
+// (two-GPU nodes on 3.125 GB/s NICs), planned for gpt3-6.7b at a batch of 512 (fresh seed 60 config 1), the
+// climbs end at 21 pipelines of TP-2 A100-80, V100-16 and GH200 stages (1.503 s simulated), while Sailor's
+// seven 17-stage pipelines of TP-2 A100-80 stages between GH200 stages leave the V100s idle (1.456 s as
+// arachne completes them). Rule 4 at the best template's TP widths over A100-80 and GH200 alone gives
+// 1.432 s.
+TEST(ArachnePlanner, PricesDeepPipelinesAtTheBestTemplatesTpWidthsWithoutItsSlowestType) {
+  const ClusterFromYaml c(
+      "arachne_a100_gh200_v100",
+      "version: 1\nname: a100-gh200-v100\n"
+      "network: {topology: leaf-spine, nodes_per_leaf: 8, oversubscription: 1, latency: 5 us}\nnode_groups:\n"
+      "  - {gpu: A100-80, nodes: 79, gpus_per_node: 2, intra_node: {kind: nvlink, bandwidth: 300 GB/s}, nic: {count: 8, bandwidth: 25 GB/s}}\n"
+      "  - {gpu: GH200, nodes: 5, gpus_per_node: 8, intra_node: {kind: nvlink, bandwidth: 150 GB/s}, nic: {count: 4, bandwidth: 50 GB/s}}\n"
+      "  - {gpu: GH200, nodes: 1, gpus_per_node: 3, intra_node: {kind: nvlink, bandwidth: 150 GB/s}, nic: {count: 4, bandwidth: 50 GB/s}}\n"
+      "  - {gpu: V100-16, nodes: 88, gpus_per_node: 2, intra_node: {kind: nvlink, bandwidth: 150 GB/s}, nic: {count: 4, bandwidth: 3.125 GB/s}}\n",
+      "gpt3-6.7b");
+  const auto run = [](const std::string& stage, int count) {
+    std::string out;
+    for (int i = 0; i < count; ++i) out += (i ? " | " : "") + stage;
+    return out;
+  };
+  const std::string a = "A100-80:tp2x1", g = "GH200:tp1x1";
+  ExpectNoSlowerThanTemplate(c, "6x[" + run(g, 5) + " | " + run(a, 11) + " | " + g + "]; 1x[" + run(a, 2) + " | " + run(g, 3) + " | " +
+                                    run(a, 11) + " | " + g + "]", 512, true);
+}
+
 // On kGh200H100PcieMi250x data parallelism at TP 2 over H100-PCIe and MI250X, the GH200s idle, simulates 15 %
 // faster (0.1665 s) than the 32 one-GPU MI250X replicas that the climbs reach (0.1919 s): the GH200s' slow
 // NICs would hold back the gradient all-reduce, and their one-GPU nodes hold no TP-2 group. Neither the
