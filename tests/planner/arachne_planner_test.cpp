@@ -418,6 +418,13 @@ void ExpectNoSlowerThanTemplate(const Cluster& cluster, const Topology& topo, co
   EXPECT_LE(simulated_plan_s(arachne, request_for(cluster, topo, model, batch)), template_s * (1 + 1e-9)) << text;
 }
 
+// `count` copies of the stage text `stage`, as a run of stages within a class of template text.
+std::string repeated_stages(const std::string& stage, int count) {
+  std::string out;
+  for (int i = 0; i < count; ++i) out += (i ? " | " : "") + stage;
+  return out;
+}
+
 void ExpectNoSlowerThanTemplate(const ClusterFromYaml& c, const std::string& text, long batch, bool both_placements = false) {
   ExpectNoSlowerThanTemplate(c.cluster, c.topo, c.model, text, batch, both_placements);
 }
@@ -574,11 +581,7 @@ TEST(ArachnePlanner, PricesDeepPipelinesAtTheBestTemplatesTpWidths) {
       "  - {gpu: GH200, nodes: 4, gpus_per_node: 4, intra_node: {kind: nvlink, bandwidth: 150 GB/s}, nic: {count: 4, bandwidth: 12.5 GB/s}}\n"
       "  - {gpu: H100, nodes: 35, gpus_per_node: 1, intra_node: {kind: nvlink, bandwidth: 450 GB/s}, nic: {count: 8, bandwidth: 100 GB/s}}\n",
       "llama2-7b");
-  const auto run = [](const std::string& stage, int count) {
-    std::string out;
-    for (int i = 0; i < count; ++i) out += (i ? " | " : "") + stage;
-    return out;
-  };
+  const auto run = repeated_stages;
   const std::string a = "A100-80:tp4x1", g = "GH200:tp1x1", h = "H100:tp1x1";
   ExpectNoSlowerThanTemplate(c, "3x[" + a + " | " + run(g, 4) + " | " + run(h, 9) + " | " + run(a, 2) + "]; 1x[" + a + " | " + run(g, 4) +
                                     " | " + run(h, 8) + " | " + run(a, 3) + "]", 64, true);
@@ -600,11 +603,7 @@ TEST(ArachnePlanner, PricesDeepPipelinesAtTheBestTemplatesTpWidthsWithoutItsSlow
       "  - {gpu: GH200, nodes: 1, gpus_per_node: 3, intra_node: {kind: nvlink, bandwidth: 150 GB/s}, nic: {count: 4, bandwidth: 50 GB/s}}\n"
       "  - {gpu: V100-16, nodes: 88, gpus_per_node: 2, intra_node: {kind: nvlink, bandwidth: 150 GB/s}, nic: {count: 4, bandwidth: 3.125 GB/s}}\n",
       "gpt3-6.7b");
-  const auto run = [](const std::string& stage, int count) {
-    std::string out;
-    for (int i = 0; i < count; ++i) out += (i ? " | " : "") + stage;
-    return out;
-  };
+  const auto run = repeated_stages;
   const std::string a = "A100-80:tp2x1", g = "GH200:tp1x1";
   ExpectNoSlowerThanTemplate(c, "6x[" + run(g, 5) + " | " + run(a, 11) + " | " + g + "]; 1x[" + run(a, 2) + " | " + run(g, 3) + " | " +
                                     run(a, 11) + " | " + g + "]", 512, true);
