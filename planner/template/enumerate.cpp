@@ -1070,4 +1070,53 @@ std::vector<Template> one_type_at_both_ends(const Template& t, const Cluster& cl
   return c.take();
 }
 
+// At most this many stages of the idle type first (idle_type_stages_first).
+constexpr int kIdleStagesFirst = 4;
+
+namespace {
+
+// Class `p` with its first run of stages of the first stage's types moved, in order, to its end (unchanged
+// where that run is the whole class).
+void move_first_run_to_the_end(PipelineTemplate& p) {
+  std::vector<StageTemplate>& st = p.stages;
+  size_t e = 1;  // one past the first run
+  while (e < st.size() && stage_types(st[e]) == stage_types(st[0])) ++e;
+  std::rotate(st.begin(), st.begin() + static_cast<std::ptrdiff_t>(e), st.end());
+}
+
+}  // namespace
+
+std::vector<Template> idle_type_stages_first(const Template& t, const Cluster& cluster, const ModelConfig& model) {
+  if (model.moe) return {};
+  std::set<std::string> used;
+  int replicas = 0;
+  for (const PipelineTemplate& p : t.pipelines) {
+    replicas += p.replicas;
+    for (const StageTemplate& s : p.stages)
+      for (const GroupKind& k : s.kinds) used.insert(k.gpu_type);
+  }
+  const Profiler prof(cluster, model);
+  const std::vector<TypeInfo> all = types_by_speed(cluster, model, prof);
+  const auto idle = std::find_if(all.begin(), all.end(), [&](const TypeInfo& ty) { return used.count(ty.name) == 0; });
+  if (idle == all.end() || replicas == 0) return {};
+  Collector c(cluster, model, 2 * kIdleStagesFirst * 2);
+  for (const int tp : {1, idle->node_tp}) {
+    const int most = std::min(kIdleStagesFirst, group_capacity(*idle, tp) / replicas);
+    for (int k = 1; k <= most; ++k)
+      for (const bool first_run_last : {false, true}) {
+        Template out = t;
+        bool within_layers = true;
+        for (PipelineTemplate& p : out.pipelines) {
+          if (first_run_last) move_first_run_to_the_end(p);
+          StageTemplate st{.tp = tp, .kinds = {GroupKind{idle->name, 1}}};
+          p.stages.insert(p.stages.begin(), static_cast<size_t>(k), st);
+          within_layers = within_layers && static_cast<long>(p.stages.size()) <= model.layers;
+        }
+        if (within_layers) c.add(std::move(out));
+      }
+    if (idle->node_tp == 1) break;
+  }
+  return c.take();
+}
+
 }  // namespace arachne::planner

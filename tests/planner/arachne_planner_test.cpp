@@ -609,6 +609,24 @@ TEST(ArachnePlanner, PricesDeepPipelinesAtTheBestTemplatesTpWidthsWithoutItsSlow
                                     run(a, 11) + " | " + g + "]", 512, true);
 }
 
+// A few groups of the idle type first and the fast type last: on 70 GPUs of A100-80 (one 8-GPU node), GH200
+// (one-GPU nodes) and MI250X (two-GPU nodes), planned for gpt3-6.7b at a batch of 64 (fresh seed 61 config
+// 23), the climbs end at two 16-stage pipelines of TP-2 A100-80 stages, then GH200 stages, the MI250X idle
+// (1.064 s simulated). Sailor's two 17-stage pipelines, two TP-2 MI250X stages first and a TP-4 A100-80 stage
+// last, take 0.969 s as arachne completes them; moving the A100-80 stages last alone prices 1.368 s, and the
+// MI250X stages first alone 1.085 s, so no climb takes either step.
+TEST(ArachnePlanner, PricesTheIdleTypesStagesFirst) {
+  const ClusterFromYaml c(
+      "arachne_a100_gh200_mi250x",
+      "version: 1\nname: a100-gh200-mi250x\n"
+      "network: {topology: leaf-spine, nodes_per_leaf: 32, oversubscription: 1, latency: 5 us}\nnode_groups:\n"
+      "  - {gpu: A100-80, nodes: 1, gpus_per_node: 8, intra_node: {kind: nvlink, bandwidth: 300 GB/s}, nic: {count: 8, bandwidth: 6.25 GB/s}}\n"
+      "  - {gpu: GH200, nodes: 28, gpus_per_node: 1, intra_node: {kind: nvlink, bandwidth: 150 GB/s}, nic: {count: 4, bandwidth: 6.25 GB/s}}\n"
+      "  - {gpu: MI250X, nodes: 17, gpus_per_node: 2, intra_node: {kind: xgmi, bandwidth: 100 GB/s}, nic: {count: 4, bandwidth: 12.5 GB/s}}\n",
+      "gpt3-6.7b");
+  ExpectNoSlowerThanTemplate(c, "2x[" + repeated_stages("MI250X:tp2x1", 2) + " | " + repeated_stages("GH200:tp1x1", 14) + " | A100-80:tp4x1]", 64, true);
+}
+
 // On kGh200H100PcieMi250x data parallelism at TP 2 over H100-PCIe and MI250X, the GH200s idle, simulates 15 %
 // faster (0.1665 s) than the 32 one-GPU MI250X replicas that the climbs reach (0.1919 s): the GH200s' slow
 // NICs would hold back the gradient all-reduce, and their one-GPU nodes hold no TP-2 group. Neither the

@@ -644,6 +644,30 @@ TEST(DeepSpanningTemplatesAtTheWidthsOf, SplitTheTemplatesTpGroupsAndTheFastestI
       for (const StageTemplate& s : p.stages) EXPECT_NE(s.kinds.front().gpu_type, "A10") << to_text(t);
 }
 
+// The idle type's stages first: one to four one-group stages of the fastest type the template leaves idle
+// (MI250X, at TP 1 and at its two-GPU nodes' TP 2) before every class, each also with the class's first run
+// (the A100-80 stages) moved to its end; none without an idle type, none for MoE models.
+TEST(IdleTypeStagesFirst, PutOneToFourGroupsOfTheIdleTypeFirstWithAndWithoutTheFirstRunLast) {
+  const Cluster c = load_cluster("A100-80:1x8,GH200:28x1,MI250X:17x2", GpuCatalog::load_default());
+  const ModelConfig m = load_model("gpt3-6.7b");
+  const std::string a = stage_run("A100-80", 2, 2), g = stage_run("GH200", 1, 14);
+  const Template best = parse_template("2x[" + a + " | " + g + "]");
+  const std::set<Template> got = checked_distinct(idle_type_stages_first(best, c, m), c, m, [](const Template& t, const StageTemplate& s) {
+    ASSERT_EQ(s.kinds.size(), 1u) << to_text(t);
+    if (s.kinds.front().gpu_type == "MI250X") EXPECT_EQ(s.kinds.front().groups, 1) << to_text(t);
+  });
+  std::set<Template> expected;
+  for (const int tp : {1, 2})
+    for (int k = 1; k <= 4; ++k) {
+      const std::string idle = stage_run("MI250X", tp, k);
+      expected.insert(canonical(parse_template("2x[" + idle + " | " + a + " | " + g + "]")));
+      expected.insert(canonical(parse_template("2x[" + idle + " | " + g + " | " + a + "]")));
+    }
+  EXPECT_EQ(got, expected);
+  EXPECT_TRUE(idle_type_stages_first(parse_template("2x[MI250X:tp2x1 | " + a + " | " + g + "]"), c, m).empty());
+  EXPECT_TRUE(idle_type_stages_first(parse_template("2x[" + a + " | " + g + "]"), c, load_model("mixtral-8x7b")).empty());
+}
+
 // One type at both ends: in every class of two stage types, the first stage of the last run moved to the
 // front, or the last stage of the first run moved to the end; one-type classes as they were.
 TEST(OneTypeAtBothEnds, MoveOneStageOfTheLastRunToTheFrontOrOfTheFirstRunToTheEnd) {
