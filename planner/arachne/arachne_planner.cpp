@@ -494,16 +494,12 @@ class CandidateSearch {
 
   // The best template's stages dealt into pipelines across its types (pipelines_across_types), then on
   // clusters of at most kArachneTypesOfMaxGpus GPUs deep pipelines over the best template's types
-  // (deep_spanning_templates_over_the_types_of), each priced last, and at its TP widths over its types with the
-  // fastest idle one and without its slowest (deep_spanning_templates_at_the_widths_of), and with a few groups
-  // of the fastest idle type first (idle_type_stages_first), priced last without the descents. Measured for the first of those two sets
-  // (arachne-only reruns of fresh seeds 12-96, the 12 held-out, small, oracle-ratio and planning-time sets,
-  // 2,128 cells): priced last with the descents, 8 cells 0.7-9.0 % faster, none slower, 5.5 % more pricings,
-  // and gpt3-2.7b on 107 GPUs of L4, L40S, P100 and V100-16 (fresh seed 46 config 3) planned in 3.4 s against
-  // 0.8 s for 3.0 % more tokens/s; without them that cell 2.5 % faster after 3,299 pricings against 2,252.
-  // The pipelines without the best template's slowest type then moved 8 of the 2,128 cells, 7 faster by
-  // 0.3-5.4 % (gpt3-6.7b on 377 GPUs of A100-80, GH200 and V100-16, fresh seed 60 config 1, +5.0 %), one
-  // 1.6 % slower (fresh seed 64 config 3: priced lower, simulated slower), for 1.7 % more pricings.
+  // (deep_spanning_templates_over_the_types_of), each priced last; then, priced last without the descents,
+  // deep pipelines at its TP widths over its types with the fastest idle one and without its slowest
+  // (deep_spanning_templates_at_the_widths_of), and the best template with a few groups of the fastest idle
+  // type first (idle_type_stages_first). Those two go without descents because a descent from their best
+  // multiplied the pricings of some cells for little gain (gpt3-2.7b on 107 GPUs of L4, L40S, P100 and
+  // V100-16: 3.4 s of planning against 0.8 s for 0.4 % more tokens/s).
   void price_across_types() {
     std::vector<Template> best = best_distinct(completed_, 1);
     if (best.empty()) return;

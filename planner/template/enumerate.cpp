@@ -1042,6 +1042,13 @@ std::vector<std::string> stage_types(const StageTemplate& s) {
   return out;
 }
 
+// The length of the first run of stages of the first stage's types (at least 1 for a non-empty class).
+size_t first_run_length(const std::vector<StageTemplate>& st) {
+  size_t e = 1;
+  while (e < st.size() && stage_types(st[e]) == stage_types(st[0])) ++e;
+  return e;
+}
+
 }  // namespace
 
 std::vector<Template> one_type_at_both_ends(const Template& t, const Cluster& cluster, const ModelConfig& model) {
@@ -1058,8 +1065,7 @@ std::vector<Template> one_type_at_both_ends(const Template& t, const Cluster& cl
         if (b == 0) continue;
         std::rotate(st.begin(), st.begin() + static_cast<std::ptrdiff_t>(b), st.begin() + static_cast<std::ptrdiff_t>(b) + 1);
       } else {
-        size_t e = 0;  // the last stage of the first run of the first stage's types
-        while (e + 1 < n && stage_types(st[e + 1]) == stage_types(st[0])) ++e;
+        const size_t e = first_run_length(st) - 1;  // the last stage of the first run of the first stage's types
         if (e + 1 == n) continue;
         std::rotate(st.begin() + static_cast<std::ptrdiff_t>(e), st.begin() + static_cast<std::ptrdiff_t>(e) + 1, st.end());
       }
@@ -1079,9 +1085,7 @@ namespace {
 // where that run is the whole class).
 void move_first_run_to_the_end(PipelineTemplate& p) {
   std::vector<StageTemplate>& st = p.stages;
-  size_t e = 1;  // one past the first run
-  while (e < st.size() && stage_types(st[e]) == stage_types(st[0])) ++e;
-  std::rotate(st.begin(), st.begin() + static_cast<std::ptrdiff_t>(e), st.end());
+  std::rotate(st.begin(), st.begin() + static_cast<std::ptrdiff_t>(first_run_length(st)), st.end());
 }
 
 }  // namespace
