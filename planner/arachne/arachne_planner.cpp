@@ -499,7 +499,8 @@ class CandidateSearch {
   // (deep_spanning_templates_at_the_widths_of), and the best template with a few groups of the fastest idle
   // type first (idle_type_stages_first). Those two go without descents because a descent from their best
   // multiplied the pricings of some cells for little gain (gpt3-2.7b on 107 GPUs of L4, L40S, P100 and
-  // V100-16: 3.4 s of planning against 0.8 s for 0.4 % more tokens/s).
+  // V100-16: 3.4 s of planning against 0.8 s for 0.4 % more tokens/s). Last, the search over device groups
+  // from the device-group templates in both type orders (search_device_groups).
   void price_across_types() {
     std::vector<Template> best = best_distinct(completed_, 1);
     if (best.empty()) return;
@@ -511,6 +512,56 @@ class CandidateSearch {
     price_last_without_descent(deep_spanning_templates_at_the_widths_of(best.front(), *r_.cluster, *r_.model));
     best = best_distinct(completed_, 1);
     price_last_without_descent(idle_type_stages_first(best.front(), *r_.cluster, *r_.model));
+    std::vector<Template> device_groups = device_group_templates(*r_.cluster, *r_.model, kArachneDeviceGroupTemplates, global_);
+    for (Template& t : device_group_templates(*r_.cluster, *r_.model, kArachneDeviceGroupTemplates, global_, TypeOrder::SlowestFirst))
+      device_groups.push_back(std::move(t));
+    search_device_groups(device_groups);
+  }
+
+  // Metis's search over device groups (Um et al. ATC'24: every order of the GPU types, each type's stages at
+  // TP widths of its own) as a descent in that space, on clusters of two types or more: from each
+  // device-group template of `starts` (device_group_blocks), each type's stages laid anew one type at a time
+  // (descend_block_widths); then from the best of those, every other order of the types
+  // (device_group_block_orders), each descended so too. Priced under a bound of its own, fixed at
+  // kArachneDeviceGroupSlack times the best price when it starts, so that an order priced above the search's
+  // best so far still descends; its plans are kept with the descent's.
+  void search_device_groups(const std::vector<Template>& starts) {
+    if (node_sizes_by_type(*r_.cluster).size() < 2) return;
+    own_bound_ = kArachneDeviceGroupSlack * best_priced_;
+    std::optional<PricedTemplate> best;
+    const auto keep = [&best](std::optional<PricedTemplate> p) {
+      if (p && (!best || p->priced_s < best->priced_s)) best = std::move(p);
+    };
+    for (const Template& t : starts) keep(descend_block_widths(t));
+    if (best)
+      for (const Template& t : device_group_block_orders(best->t, *r_.cluster, *r_.model)) keep(descend_block_widths(t));
+    own_bound_.reset();
+  }
+
+  // From `t` (in device-group form), for up to kArachneDeviceGroupRounds rounds while a round prices lower:
+  // each block in turn laid at its best-priced stage widths (device_group_block_widths) where that prices
+  // lower. Returns the template it ends at (nullopt: t is not in device-group form or was not priced).
+  std::optional<PricedTemplate> descend_block_widths(const Template& t) {
+    const std::optional<std::vector<DeviceGroupBlock>> blocks = device_group_blocks(t);
+    if (!blocks) return std::nullopt;
+    const std::optional<double> p = device_group_price(t);
+    if (!p) return std::nullopt;
+    PricedTemplate at{t, *p};
+    for (int round = 0; round < kArachneDeviceGroupRounds; ++round) {
+      const double before = at.priced_s;
+      for (int b = 0; b < static_cast<int>(blocks->size()); ++b)
+        for (const Template& n : device_group_block_widths(at.t, b, *r_.cluster, *r_.model))
+          if (const std::optional<double> q = device_group_price(n); q && *q < at.priced_s) at = PricedTemplate{n, *q};
+      if (!(at.priced_s < before)) break;
+    }
+    return at;
+  }
+
+  // The device-group search's price of a template: each completed once.
+  std::optional<double> device_group_price(const Template& t) {
+    const auto [it, fresh] = device_group_prices_.try_emplace(t);
+    if (fresh) it->second = complete(t);
+    return it->second;
   }
 
   // A descent from `start` (descend_from, priced by descent_price), its last template completed again with
@@ -661,6 +712,7 @@ class CandidateSearch {
   // climb_prices_ was completed under.
   std::unordered_map<Template, std::optional<double>, TemplateHash> after_prices_, climb_prices_;
   std::unordered_map<Template, double, TemplateHash> unpriced_under_;
+  std::unordered_map<Template, std::optional<double>, TemplateHash> device_group_prices_;  // search_device_groups
   std::optional<double> own_bound_;            // during a climb on its own (climb_on_its_own)
   std::vector<PricedTemplate> own_climbs_best_;
   bool placement_decides_ = false;

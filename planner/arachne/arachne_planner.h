@@ -39,7 +39,9 @@
 //      evenly by count where the estimator prices that lower (these two kept apart: PricedPlans); after the
 //      descent, on clusters of two types or more, deep pipelines over every type that leave no GPU idle
 //      (deep_spanning_templates_over_every_gpu), with both placements, and a descent from the best of them
-//      where it prices below every plan before (its plans kept with the descent's);
+//      where it prices below every plan before (its plans kept with the descent's), and last, on clusters
+//      of at most kArachneTypesOfMaxGpus GPUs, further templates built from the best one and Metis's search
+//      over device groups as a descent (CandidateSearch::price_across_types);
 //   3. the local search from the templates of step 2 (planner/template/neighbors.h: `--refine` rounds of
 //      moves from the best-priced templates, more while they gain), and for the default source a second one
 //      from the heuristic generator's templates alone, sharing the first one's prices, so that the
@@ -201,6 +203,14 @@ inline constexpr int kArachnePolicyOwnBoundMaxGpus = 512;
 // (fresh seed 28 config 22) 0.998 -> 1.029 x Metis, with 1.25 and 1.5 alike and not with 1.1.
 inline constexpr double kArachneGeneratorClimbSlack = 1.25;
 inline constexpr int kArachneGeneratorOwnBoundMaxGpus = 64;
+
+// The search over device groups (CandidateSearch::search_device_groups, last of all on clusters of at most
+// kArachneTypesOfMaxGpus GPUs) prices under a bound of its own, this many times the best price when it
+// starts: device-group templates priced further above are left unpriced, and where every start is, the
+// search ends there.
+inline constexpr double kArachneDeviceGroupSlack = 1.25;
+// ... and lays each type's stages anew for at most this many rounds from each template it descends from.
+inline constexpr int kArachneDeviceGroupRounds = 3;
 
 // Device-group templates proposed by the default source: rule 3 of the heuristic generator folded at up to
 // this many replica counts (each halves the one before, so three cover replica counts a factor of 4 apart);

@@ -1123,4 +1123,94 @@ std::vector<Template> idle_type_stages_first(const Template& t, const Cluster& c
   return c.take();
 }
 
+namespace {
+
+// The device-group template of `blocks`: one pipeline, every stage `groups` TP groups of its block's type.
+Template device_group_template(const std::vector<DeviceGroupBlock>& blocks, int groups) {
+  PipelineTemplate p;
+  for (const DeviceGroupBlock& b : blocks)
+    for (const int tp : b.tps) p.stages.push_back(StageTemplate{.tp = tp, .kinds = {GroupKind{b.gpu_type, groups}}});
+  return Template{{p}};
+}
+
+// Every way to lay `gpus` GPUs into stages of width w, or of widths w and w / 2 (at least one stage each; both
+// orders), w and w / 2 from `widths`.
+std::vector<std::vector<int>> stage_widths_over(int gpus, const std::vector<int>& widths) {
+  std::vector<std::vector<int>> out;
+  for (const int w : widths) {
+    if (gpus % w == 0) out.emplace_back(static_cast<size_t>(gpus / w), w);
+    const int half = w / 2;
+    if (half < 1 || std::find(widths.begin(), widths.end(), half) == widths.end()) continue;
+    for (int wide = 1; wide * w + half <= gpus; ++wide) {
+      const int rest = gpus - wide * w;
+      if (rest % half != 0) continue;
+      std::vector<int> wide_first(static_cast<size_t>(wide), w);
+      wide_first.insert(wide_first.end(), static_cast<size_t>(rest / half), half);
+      out.push_back(wide_first);
+      out.emplace_back(wide_first.rbegin(), wide_first.rend());
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::vector<DeviceGroupBlock>> device_group_blocks(const Template& t) {
+  if (t.pipelines.size() != 1 || t.pipelines.front().replicas != 1) return std::nullopt;
+  const std::vector<StageTemplate>& stages = t.pipelines.front().stages;
+  std::vector<DeviceGroupBlock> blocks;
+  for (const StageTemplate& s : stages) {
+    if (s.kinds.size() != 1 || s.tp_groups() != stages.front().tp_groups()) return std::nullopt;
+    const std::string& type = s.kinds.front().gpu_type;
+    if (blocks.empty() || blocks.back().gpu_type != type) {
+      for (const DeviceGroupBlock& b : blocks)
+        if (b.gpu_type == type) return std::nullopt;  // the type's stages are not consecutive
+      blocks.push_back(DeviceGroupBlock{type, {}});
+    }
+    blocks.back().tps.push_back(s.tp);
+  }
+  if (blocks.empty()) return std::nullopt;
+  return blocks;
+}
+
+std::vector<Template> device_group_block_widths(const Template& t, int block, const Cluster& cluster,
+                                                const ModelConfig& model) {
+  const std::optional<std::vector<DeviceGroupBlock>> blocks = device_group_blocks(t);
+  if (model.moe || !blocks || block < 0 || block >= static_cast<int>(blocks->size())) return {};
+  const DeviceGroupBlock& b = (*blocks)[static_cast<size_t>(block)];
+  const std::map<std::string, std::vector<int>> nodes = node_sizes_by_type(cluster);
+  const int node_tp = widest_tp(*std::max_element(nodes.at(b.gpu_type).begin(), nodes.at(b.gpu_type).end()), model);
+  std::vector<int> widths;
+  for (const int w : kTpWidths)
+    if (w <= node_tp && tp_divides_heads(w, model)) widths.push_back(w);
+  const int gpus = std::accumulate(b.tps.begin(), b.tps.end(), 0);
+  const int other_stages = static_cast<int>(t.pipelines.front().stages.size() - b.tps.size());
+  const Template self = canonical(t);
+  Collector c(cluster, model, std::numeric_limits<int>::max());
+  for (std::vector<int>& tps : stage_widths_over(gpus, widths)) {
+    if (other_stages + static_cast<long>(tps.size()) > model.layers) continue;
+    std::vector<DeviceGroupBlock> laid = *blocks;
+    laid[static_cast<size_t>(block)].tps = std::move(tps);
+    Template out = canonical(device_group_template(laid, t.pipelines.front().stages.front().tp_groups()));
+    if (!(out == self)) c.add(std::move(out));
+  }
+  return c.take();
+}
+
+std::vector<Template> device_group_block_orders(const Template& t, const Cluster& cluster, const ModelConfig& model) {
+  const std::optional<std::vector<DeviceGroupBlock>> blocks = device_group_blocks(t);
+  if (model.moe || !blocks || static_cast<int>(blocks->size()) > kDeviceGroupOrderedBlocks) return {};
+  std::vector<size_t> order(blocks->size());
+  std::iota(order.begin(), order.end(), 0);
+  const Template self = canonical(t);
+  Collector c(cluster, model, std::numeric_limits<int>::max());
+  while (std::next_permutation(order.begin(), order.end())) {
+    std::vector<DeviceGroupBlock> reordered;
+    for (const size_t i : order) reordered.push_back((*blocks)[i]);
+    Template out = canonical(device_group_template(reordered, t.pipelines.front().stages.front().tp_groups()));
+    if (!(out == self)) c.add(std::move(out));
+  }
+  return c.take();
+}
+
 }  // namespace arachne::planner

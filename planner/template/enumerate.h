@@ -17,6 +17,7 @@
 // of type blocks (below).
 #pragma once
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -200,6 +201,33 @@ std::vector<Template> deep_spanning_templates_at_the_widths_of(const Template& t
 // with an empty template_problem and a token form. Proposed by the arachne planner for its best template
 // after its descent.
 std::vector<Template> idle_type_stages_first(const Template& t, const Cluster& cluster, const ModelConfig& model);
+
+// The device-group form of a template (the shape of Metis's plans; Um et al. ATC'24): one pipeline whose
+// stages each hold the same number of TP groups, of one GPU type each, each type's stages consecutive. Its
+// blocks, one per type in pipeline order, with their stages' TP widths; nullopt for any other template.
+struct DeviceGroupBlock {
+  std::string gpu_type;
+  std::vector<int> tps;  // per stage, in order
+};
+std::optional<std::vector<DeviceGroupBlock>> device_group_blocks(const Template& t);
+
+// `t` (in device-group form) with the stages of its block `block` laid anew over the same GPUs: as stages of one
+// TP width, or of two widths w and w / 2 (at least one stage each) with the wider stages first or last, every
+// width one that the type's nodes hold and that divides the heads, within the layers; dense models only.
+// Metis's search (Um et al. ATC'24) gives each device group its own TP width: on 256 GPUs of H100, A100-80 and
+// V100-32 with gpt3-13b at a batch of 1,024 its plan is one pipeline of 16-group stages, three TP-2 A100-80,
+// four TP-1 H100, then a TP-4 and a TP-2 V100-32 stage, where one width per type (three TP-2 V100-32 stages)
+// prices 14 % slower. Canonical, distinct, each with an empty template_problem and a token form, t itself
+// left out.
+std::vector<Template> device_group_block_widths(const Template& t, int block, const Cluster& cluster,
+                                                const ModelConfig& model);
+
+// `t` (in device-group form, of at most kDeviceGroupOrderedBlocks blocks) with its blocks in every other order;
+// dense models only. Metis's search tries every order of its device groups: in the plan above the A100-80
+// stages come first, neither the fastest nor the slowest type. Canonical, distinct, each with an empty
+// template_problem and a token form, t itself left out.
+inline constexpr int kDeviceGroupOrderedBlocks = 4;
+std::vector<Template> device_group_block_orders(const Template& t, const Cluster& cluster, const ModelConfig& model);
 
 // `t` with one type at both ends of its pipelines: in every class of two stage types or more, the first stage
 // of the last run of the last stage's types moved to the front (the first template), or the last stage of the

@@ -10,7 +10,9 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
+#include <tuple>
 #include <string>
 
 #include "planner/common/profile.h"
@@ -666,6 +668,58 @@ TEST(IdleTypeStagesFirst, PutOneToFourGroupsOfTheIdleTypeFirstWithAndWithoutTheF
   EXPECT_EQ(got, expected);
   EXPECT_TRUE(idle_type_stages_first(parse_template("2x[MI250X:tp2x1 | " + a + " | " + g + "]"), c, m).empty());
   EXPECT_TRUE(idle_type_stages_first(parse_template("2x[" + a + " | " + g + "]"), c, load_model("mixtral-8x7b")).empty());
+}
+
+// The device-group form: one pipeline of equal group counts per stage, one type per stage, each type's stages
+// consecutive; no form for replicated pipelines, mixed stages, unequal group counts or a type in two runs.
+TEST(DeviceGroupBlocks, ReadTheTypesRunsOfOnePipelineOfEqualGroupCounts) {
+  const std::optional<std::vector<DeviceGroupBlock>> blocks =
+      device_group_blocks(parse_template("1x[A100-80:tp2x4 | A100-80:tp1x4 | V100-32:tp4x4 | T4:tp1x4]"));
+  ASSERT_TRUE(blocks);
+  ASSERT_EQ(blocks->size(), 3u);
+  EXPECT_EQ((*blocks)[0].gpu_type, "A100-80");
+  EXPECT_EQ((*blocks)[0].tps, (std::vector<int>{2, 1}));
+  EXPECT_EQ((*blocks)[1].tps, std::vector<int>{4});
+  EXPECT_EQ((*blocks)[2].gpu_type, "T4");
+  for (const std::string text : {"2x[A100-80:tp2x4 | V100-32:tp4x4]", "1x[A100-80:tp2x4+V100-32:tp2x4]",
+                                 "1x[A100-80:tp2x4 | V100-32:tp4x2]", "1x[A100-80:tp2x4 | V100-32:tp4x4 | A100-80:tp2x4]",
+                                 "1x[A100-80:tp2x4]; 1x[V100-32:tp4x4]"})
+    EXPECT_FALSE(device_group_blocks(parse_template(text))) << text;
+}
+
+// One block laid anew over its GPUs per group set: the A100-80s' 4 (8-GPU nodes: TP up to 8) as 2+2, 4, 2+1+1 and
+// 1+1+2 (not 4+2: six GPUs), the V100-32s' 2 (4-GPU nodes) as one TP-2 stage; the other block and the group
+// count kept, the template itself left out; none for MoE models.
+TEST(DeviceGroupBlockWidths, LayAStagesOfOneWidthOrOfTwoAdjacentWidthsInBothOrders) {
+  const Cluster c = load_cluster("A100-80:2x8,V100-32:2x4", GpuCatalog::load_default());
+  const ModelConfig m = load_model("gpt3-1.3b");
+  const std::string a = "A100-80:tp1x4 | A100-80:tp1x4 | A100-80:tp1x4 | A100-80:tp1x4", v = "V100-32:tp1x4 | V100-32:tp1x4";
+  const Template t = parse_template("1x[" + a + " | " + v + "]");
+  const auto group_of_four = [](const Template& u, const StageTemplate& s) { EXPECT_EQ(s.tp_groups(), 4) << to_text(u); };
+  std::set<Template> expected;
+  for (const std::string laid : {"A100-80:tp2x4 | A100-80:tp2x4", "A100-80:tp4x4", "A100-80:tp2x4 | A100-80:tp1x4 | A100-80:tp1x4",
+                                  "A100-80:tp1x4 | A100-80:tp1x4 | A100-80:tp2x4"})
+    expected.insert(canonical(parse_template("1x[" + laid + " | " + v + "]")));
+  EXPECT_EQ(checked_distinct(device_group_block_widths(t, 0, c, m), c, m, group_of_four), expected);
+  EXPECT_EQ(checked_distinct(device_group_block_widths(t, 1, c, m), c, m, group_of_four),
+            (std::set<Template>{canonical(parse_template("1x[" + a + " | V100-32:tp2x4]"))}));
+  EXPECT_TRUE(device_group_block_widths(t, 2, c, m).empty());
+  EXPECT_TRUE(device_group_block_widths(parse_template("2x[A100-80:tp4x1 | V100-32:tp2x1]"), 0, c, m).empty());
+  EXPECT_TRUE(device_group_block_widths(t, 0, c, load_model("mixtral-8x7b")).empty());
+}
+
+// Every other order of three blocks (five), each block's stages kept whole; none for MoE models.
+TEST(DeviceGroupBlockOrders, PutTheBlocksInEveryOtherOrder) {
+  const Cluster c = load_cluster("A100-80:1x8,V100-32:1x8,T4:1x4", GpuCatalog::load_default());
+  const ModelConfig m = load_model("gpt3-1.3b");
+  const std::string a = "A100-80:tp2x4", b = "V100-32:tp1x4 | V100-32:tp1x4", t4 = "T4:tp1x4";
+  const Template t = parse_template("1x[" + a + " | " + b + " | " + t4 + "]");
+  std::set<Template> expected;
+  for (const auto& [x, y, z] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {a, t4, b}, {b, a, t4}, {b, t4, a}, {t4, a, b}, {t4, b, a}})
+    expected.insert(canonical(parse_template("1x[" + x + " | " + y + " | " + z + "]")));
+  EXPECT_EQ(checked_distinct(device_group_block_orders(t, c, m), c, m, [](const Template&, const StageTemplate&) {}), expected);
+  EXPECT_TRUE(device_group_block_orders(t, c, load_model("mixtral-8x7b")).empty());
 }
 
 // One type at both ends: in every class of two stage types, the first stage of the last run moved to the
