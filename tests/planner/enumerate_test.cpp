@@ -690,7 +690,7 @@ TEST(DeviceGroupBlocks, ReadTheTypesRunsOfOnePipelineOfEqualGroupCounts) {
 // One block laid anew over its GPUs per group set: the A100-80s' 4 (8-GPU nodes: TP up to 8) as 2+2, 4, 2+1+1 and
 // 1+1+2 (not 4+2: six GPUs), the V100-32s' 2 (4-GPU nodes) as one TP-2 stage; the other block and the group
 // count kept, the template itself left out; none for MoE models.
-TEST(DeviceGroupBlockWidths, LayAStagesOfOneWidthOrOfTwoAdjacentWidthsInBothOrders) {
+TEST(DeviceGroupBlockWidths, LayABlocksStagesAtOneWidthOrTwoAdjacentWidthsInBothOrders) {
   const Cluster c = load_cluster("A100-80:2x8,V100-32:2x4", GpuCatalog::load_default());
   const ModelConfig m = load_model("gpt3-1.3b");
   const std::string a = "A100-80:tp1x4 | A100-80:tp1x4 | A100-80:tp1x4 | A100-80:tp1x4", v = "V100-32:tp1x4 | V100-32:tp1x4";
