@@ -524,7 +524,8 @@ class CandidateSearch {
   // (descend_block_widths); then from the best of those, every other order of the types
   // (device_group_block_orders), each descended so too. Priced under a bound of its own, fixed at
   // kArachneDeviceGroupSlack times the best price when it starts, so that an order priced above the search's
-  // best so far still descends; its plans are kept with the descent's.
+  // best so far still descends; its plans are kept with the descent's. The starts are completed again (their
+  // estimates are kept, not their completions); on MoE models, which have no variants, that is all it does.
   void search_device_groups(const std::vector<Template>& starts) {
     if (node_sizes_by_type(*r_.cluster).size() < 2) return;
     own_bound_ = kArachneDeviceGroupSlack * best_priced_;
