@@ -500,8 +500,9 @@ class CandidateSearch {
   // type first (idle_type_stages_first). Those two go without descents because a descent from their best
   // multiplied the pricings of some cells for little gain (gpt3-2.7b on 107 GPUs of L4, L40S, P100 and
   // V100-16: 3.4 s of planning against 0.8 s for 0.4 % more tokens/s). Last, the search over device groups
-  // from the device-group templates in both type orders (search_device_groups).
-  void price_across_types() {
+  // from the device-group templates in both type orders (search_device_groups; the slowest-first ones are
+  // extra's).
+  void price_across_types(const ExtraTemplates& extra) {
     std::vector<Template> best = best_distinct(completed_, 1);
     if (best.empty()) return;
     price_last(pipelines_across_types(best.front(), *r_.cluster, *r_.model));
@@ -513,8 +514,7 @@ class CandidateSearch {
     best = best_distinct(completed_, 1);
     price_last_without_descent(idle_type_stages_first(best.front(), *r_.cluster, *r_.model));
     std::vector<Template> device_groups = device_group_templates(*r_.cluster, *r_.model, kArachneDeviceGroupTemplates, global_);
-    for (Template& t : device_group_templates(*r_.cluster, *r_.model, kArachneDeviceGroupTemplates, global_, TypeOrder::SlowestFirst))
-      device_groups.push_back(std::move(t));
+    device_groups.insert(device_groups.end(), extra.slowest_first_device_groups.begin(), extra.slowest_first_device_groups.end());
     search_device_groups(device_groups);
   }
 
@@ -734,7 +734,7 @@ PricedPlans priced_candidates(const std::vector<Template>& templates, const std:
   search.price_even_splits();
   search.descend();
   search.price_last(extra.last);
-  if (extra.across_types) search.price_across_types();
+  if (extra.across_types) search.price_across_types(extra);
   return search.result();
 }
 
